@@ -1,0 +1,3 @@
+//! Reference host adapters, run as `parent-tool-dispatch adapter NAME`.
+
+pub mod workspace;

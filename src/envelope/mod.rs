@@ -1,0 +1,3 @@
+//! Wire types of the three envelopes and the strict JSON reader they are read with.
+
+pub mod json;

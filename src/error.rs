@@ -1,0 +1,211 @@
+//! The stable error codes of SPEC §6 and the exit statuses of SPEC §3.1.
+//!
+//! This file is the single source of truth: the README table, the man page's EXIT STATUS
+//! section and the pinning test in `tests/cli/codes.rs` all come from [`ErrorCode::ALL`].
+//! Changing a row here is a breaking change of the public interface.
+
+use std::fmt;
+
+/// The five statuses of a `wp-codebox/parent-tool-result/v1` envelope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Status {
+    Succeeded,
+    Denied,
+    Unavailable,
+    Timeout,
+    Failed,
+}
+
+impl Status {
+    /// Every status, in the order the contract lists them.
+    pub const ALL: [Status; 5] = [
+        Status::Succeeded,
+        Status::Denied,
+        Status::Unavailable,
+        Status::Timeout,
+        Status::Failed,
+    ];
+
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Succeeded => "succeeded",
+            Status::Denied => "denied",
+            Status::Unavailable => "unavailable",
+            Status::Timeout => "timeout",
+            Status::Failed => "failed",
+        }
+    }
+
+    /// Parse the wire spelling.
+    pub fn parse(s: &str) -> Option<Status> {
+        Status::ALL.into_iter().find(|status| status.as_str() == s)
+    }
+
+    /// The exit status that summarises an envelope with this status when no more specific
+    /// error code decides it (SPEC §3.1: the exit status always follows the printed status).
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Status::Succeeded => exit::SUCCESS,
+            Status::Denied => exit::DENIED,
+            Status::Unavailable => exit::UNAVAILABLE,
+            Status::Timeout => exit::TIMEOUT,
+            Status::Failed => exit::FAILED,
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Exit statuses of the main job (SPEC §3.1).
+pub mod exit {
+    /// `succeeded`.
+    pub const SUCCESS: u8 = 0;
+    /// `failed`, reported by or caused by the adapter.
+    pub const FAILED: u8 = 1;
+    /// Usage error: bad flags, no bridge at all. No envelope; the message goes to stderr.
+    pub const USAGE: u8 = 2;
+    /// The request envelope (or a file given to `validate`) is invalid.
+    pub const DATA_INVALID: u8 = 65;
+    /// `unavailable`: bridge invalid or unsupported, adapter missing, cwd missing.
+    pub const UNAVAILABLE: u8 = 69;
+    /// An internal error (a bug). The envelope is still written.
+    pub const INTERNAL: u8 = 70;
+    /// `denied`.
+    pub const DENIED: u8 = 77;
+    /// `timeout` (the `timeout(1)` convention).
+    pub const TIMEOUT: u8 = 124;
+}
+
+/// A stable error code of SPEC §6, produced by the dispatcher itself.
+///
+/// An adapter's own codes pass through as strings and never become an `ErrorCode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    BridgeInvalid,
+    DispatchModeUnsupported,
+    RequestInvalid,
+    RequestTooLarge,
+    ToolNotAllowed,
+    BridgeRefMismatch,
+    AdapterNotFound,
+    AdapterNotExecutable,
+    CwdUnavailable,
+    ArtifactDirUnavailable,
+    DispatchTimeout,
+    Interrupted,
+    AdapterExitNonzero,
+    AdapterSignaled,
+    ResultInvalid,
+    ResultTooLarge,
+    InternalError,
+}
+
+impl ErrorCode {
+    /// Every code, in the order of the SPEC §6 table.
+    pub const ALL: [ErrorCode; 17] = [
+        ErrorCode::BridgeInvalid,
+        ErrorCode::DispatchModeUnsupported,
+        ErrorCode::RequestInvalid,
+        ErrorCode::RequestTooLarge,
+        ErrorCode::ToolNotAllowed,
+        ErrorCode::BridgeRefMismatch,
+        ErrorCode::AdapterNotFound,
+        ErrorCode::AdapterNotExecutable,
+        ErrorCode::CwdUnavailable,
+        ErrorCode::ArtifactDirUnavailable,
+        ErrorCode::DispatchTimeout,
+        ErrorCode::Interrupted,
+        ErrorCode::AdapterExitNonzero,
+        ErrorCode::AdapterSignaled,
+        ErrorCode::ResultInvalid,
+        ErrorCode::ResultTooLarge,
+        ErrorCode::InternalError,
+    ];
+
+    /// The stable snake_case spelling.
+    pub fn as_str(self) -> &'static str {
+        self.row().0
+    }
+
+    /// The status an envelope with this code carries. For the two authorization codes this is
+    /// the default; the bridge's `authorization.failure_status` may turn it into `unavailable`.
+    pub fn status(self) -> Status {
+        self.row().1
+    }
+
+    /// Whether retrying the same call may succeed.
+    pub fn retryable(self) -> bool {
+        self.row().2
+    }
+
+    /// The exit status of the main job for this code (with the default status).
+    pub fn exit_code(self) -> u8 {
+        self.row().3
+    }
+
+    /// One line of the SPEC §6 table. Exhaustive on purpose: a new code must get a row.
+    fn row(self) -> (&'static str, Status, bool, u8) {
+        use ErrorCode::*;
+        use Status as S;
+        match self {
+            BridgeInvalid => ("bridge_invalid", S::Unavailable, false, exit::UNAVAILABLE),
+            DispatchModeUnsupported => (
+                "dispatch_mode_unsupported",
+                S::Unavailable,
+                false,
+                exit::UNAVAILABLE,
+            ),
+            RequestInvalid => ("request_invalid", S::Failed, false, exit::DATA_INVALID),
+            RequestTooLarge => ("request_too_large", S::Failed, false, exit::DATA_INVALID),
+            ToolNotAllowed => ("tool_not_allowed", S::Denied, false, exit::DENIED),
+            BridgeRefMismatch => ("bridge_ref_mismatch", S::Denied, false, exit::DENIED),
+            AdapterNotFound => ("adapter_not_found", S::Unavailable, false, exit::UNAVAILABLE),
+            AdapterNotExecutable => (
+                "adapter_not_executable",
+                S::Unavailable,
+                false,
+                exit::UNAVAILABLE,
+            ),
+            CwdUnavailable => ("cwd_unavailable", S::Unavailable, false, exit::UNAVAILABLE),
+            ArtifactDirUnavailable => (
+                "artifact_dir_unavailable",
+                S::Unavailable,
+                false,
+                exit::UNAVAILABLE,
+            ),
+            DispatchTimeout => ("dispatch_timeout", S::Timeout, true, exit::TIMEOUT),
+            Interrupted => ("interrupted", S::Failed, true, exit::FAILED),
+            AdapterExitNonzero => ("adapter_exit_nonzero", S::Failed, false, exit::FAILED),
+            AdapterSignaled => ("adapter_signaled", S::Failed, true, exit::FAILED),
+            ResultInvalid => ("result_invalid", S::Failed, false, exit::FAILED),
+            ResultTooLarge => ("result_too_large", S::Failed, false, exit::FAILED),
+            InternalError => ("internal_error", S::Failed, false, exit::INTERNAL),
+        }
+    }
+
+    /// Look a code up by its spelling.
+    pub fn parse(s: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL.into_iter().find(|code| code.as_str() == s)
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The exit status for a printed envelope: the status decides, except that the dispatcher's own
+/// codes with a dedicated exit status (65 for an invalid request, 70 for an internal error) keep
+/// it. An adapter's own codes never match a dispatcher code's special exit.
+pub fn exit_code_for(status: Status, dispatcher_code: Option<ErrorCode>) -> u8 {
+    match dispatcher_code {
+        Some(code) if code.status() == status => code.exit_code(),
+        _ => status.exit_code(),
+    }
+}

@@ -1,0 +1,3 @@
+fn main() -> std::process::ExitCode {
+    parent_tool_dispatch::main()
+}

@@ -1,0 +1,1 @@
+//! PLACEHOLDER: transcripts and atomic files (SPEC §5), being written by a helper.
