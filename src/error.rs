@@ -164,7 +164,12 @@ impl ErrorCode {
             RequestTooLarge => ("request_too_large", S::Failed, false, exit::DATA_INVALID),
             ToolNotAllowed => ("tool_not_allowed", S::Denied, false, exit::DENIED),
             BridgeRefMismatch => ("bridge_ref_mismatch", S::Denied, false, exit::DENIED),
-            AdapterNotFound => ("adapter_not_found", S::Unavailable, false, exit::UNAVAILABLE),
+            AdapterNotFound => (
+                "adapter_not_found",
+                S::Unavailable,
+                false,
+                exit::UNAVAILABLE,
+            ),
             AdapterNotExecutable => (
                 "adapter_not_executable",
                 S::Unavailable,

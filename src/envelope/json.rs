@@ -29,7 +29,11 @@ pub enum JsonIssue {
     /// A UTF-8 byte-order mark before the document.
     ByteOrderMark,
     /// The JSON itself is malformed.
-    Syntax { line: usize, column: usize, detail: String },
+    Syntax {
+        line: usize,
+        column: usize,
+        detail: String,
+    },
     /// Non-whitespace bytes after the document that are not a second document.
     TrailingBytes { line: usize, column: usize },
     /// A second JSON document after the first.
@@ -318,7 +322,9 @@ impl<'de> Visitor<'de> for StrictSeed<'_> {
             if object.contains_key(&key) {
                 let mut state = self.state.borrow_mut();
                 let pointer = state.pointer();
-                state.found.get_or_insert(JsonIssue::DuplicateKey { pointer, key });
+                state
+                    .found
+                    .get_or_insert(JsonIssue::DuplicateKey { pointer, key });
                 return Err(de::Error::custom("duplicate key"));
             }
             self.state.borrow_mut().path.push(pointer_token(&key));
@@ -388,7 +394,10 @@ mod tests {
         assert_eq!(code(deep.as_bytes()), "too_deep");
         // Far past the cap must not overflow the stack either.
         let huge = "[".repeat(1_000_000);
-        assert_eq!(parse_value(huge.as_bytes(), 1 << 21).unwrap_err().code(), "too_deep");
+        assert_eq!(
+            parse_value(huge.as_bytes(), 1 << 21).unwrap_err().code(),
+            "too_deep"
+        );
     }
 
     #[test]
