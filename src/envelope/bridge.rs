@@ -1,0 +1,446 @@
+//! The `wp-codebox/parent-tool-bridge/v1` policy (SPEC §2.1): its typed form and its checks.
+//!
+//! Unknown keys are allowed everywhere (forward compatibility). The inner keys of
+//! `sandbox_env`, `authorization` and `redaction` are optional — real bridges omit them — but
+//! checked when present. argv is kept exactly as given: bridges from the upstream builder may
+//! arrive trimmed and de-duplicated, and "repairing" them would run something nobody wrote.
+
+use super::canonical;
+use crate::error::Status;
+use crate::validate::{codes, join, Checker, Issue};
+use serde_json::{Map, Value};
+
+/// Schema id of the bridge.
+pub const SCHEMA: &str = "wp-codebox/parent-tool-bridge/v1";
+/// `dispatcher.timeout_ms` when absent.
+pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+
+/// How the dispatcher reaches the tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// An HTTP endpoint (not implemented yet: answers `dispatch_mode_unsupported`).
+    HostEndpoint,
+    /// A host command: the adapter.
+    HostCommand,
+}
+
+impl Mode {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::HostEndpoint => "host_endpoint",
+            Mode::HostCommand => "host_command",
+        }
+    }
+}
+
+/// How the request reaches the adapter and the result comes back (SPEC §4.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// Request on stdin, result on stdout.
+    Stdin,
+    /// Request and result in private files named by environment variables.
+    File,
+}
+
+/// `dispatcher.command`.
+#[derive(Debug, Clone)]
+pub struct CommandSpec {
+    /// Exactly as given.
+    pub argv: Vec<String>,
+    /// NAME of the host variable holding the working directory.
+    pub cwd_env: Option<String>,
+    /// Extra variables for the adapter, in the bridge's order.
+    pub env: Vec<(String, String)>,
+    /// Request/result transport.
+    pub transport: Transport,
+}
+
+/// The metadata-only sandbox env names (SPEC §4.6), each `None` when not named.
+#[derive(Debug, Clone, Default)]
+pub struct SandboxVariables {
+    pub bridge_ref: Option<String>,
+    pub bridge_schema: Option<String>,
+    pub dispatch_mode: Option<String>,
+    pub request_schema: Option<String>,
+    pub result_schema: Option<String>,
+}
+
+/// A validated bridge.
+#[derive(Debug, Clone)]
+pub struct Bridge {
+    /// The bridge as given, for the ref and the transcript.
+    pub raw: Map<String, Value>,
+    pub allowed_tools: Vec<String>,
+    pub mode: Mode,
+    pub timeout_ms: u64,
+    pub command: Option<CommandSpec>,
+    /// `dispatcher.endpoint.token_env`, a variable NAME.
+    pub token_env: Option<String>,
+    /// `authorization.failure_status`: `Denied` (default) or `Unavailable`.
+    pub failure_status: Status,
+    /// `sandbox_env.variables`, `None` when absent (then the upstream defaults apply).
+    pub sandbox_variables: Option<SandboxVariables>,
+    /// `sandbox_env.secret_env`: NAMES that must never reach the sandbox env.
+    pub secret_env: Vec<String>,
+}
+
+impl Bridge {
+    /// Check `raw` and build the typed bridge, or return every issue.
+    pub fn from_json(raw: Map<String, Value>) -> Result<Bridge, Vec<Issue>> {
+        let mut c = Checker::new();
+        c.constant(&raw, "", "schema", SCHEMA);
+        c.version_one(&raw, "");
+        let allowed_tools = c.string_array(&raw, "", "allowed_tools");
+        let dispatcher = c
+            .object(&raw, "", "dispatcher")
+            .map(|d| check_dispatcher(&mut c, d));
+        let sandbox = c
+            .object(&raw, "", "sandbox_env")
+            .map(|s| check_sandbox_env(&mut c, s));
+        let failure_status = c
+            .object(&raw, "", "authorization")
+            .map(|a| check_authorization(&mut c, a));
+        if let Some(redaction) = c.object(&raw, "", "redaction") {
+            if let Some(refs) = redaction.get("transcript_artifact_refs") {
+                if !refs.is_array() {
+                    c.push(
+                        codes::WRONG_TYPE,
+                        "/redaction/transcript_artifact_refs",
+                        "expected an array",
+                    );
+                }
+            }
+        }
+        c.object(&raw, "", "metadata");
+
+        let (
+            Some(allowed_tools),
+            Some(Some(dispatcher)),
+            Some((sandbox_variables, secret_env)),
+            Some(failure_status),
+        ) = (allowed_tools, dispatcher, sandbox, failure_status)
+        else {
+            return Err(c.into_issues());
+        };
+        let bridge = Bridge {
+            raw: Map::new(),
+            allowed_tools,
+            mode: dispatcher.mode,
+            timeout_ms: dispatcher.timeout_ms,
+            command: dispatcher.command,
+            token_env: dispatcher.token_env,
+            failure_status,
+            sandbox_variables,
+            secret_env,
+        };
+        c.finish(Bridge { raw, ..bridge })
+    }
+
+    /// The bridge ref: `sha256:` + hex SHA-256 of the canonical JSON of the bridge as given.
+    pub fn bridge_ref(&self) -> String {
+        format!(
+            "sha256:{}",
+            canonical::digest(&Value::Object(self.raw.clone()))
+        )
+    }
+
+    /// Whether the bridge allows `tool`.
+    pub fn allows(&self, tool: &str) -> bool {
+        self.allowed_tools.iter().any(|t| t == tool)
+    }
+}
+
+struct Dispatcher {
+    mode: Mode,
+    timeout_ms: u64,
+    command: Option<CommandSpec>,
+    token_env: Option<String>,
+}
+
+fn check_dispatcher(c: &mut Checker, d: &Map<String, Value>) -> Option<Dispatcher> {
+    const BASE: &str = "/dispatcher";
+    c.constant(d, BASE, "owner", "wp-codebox");
+    c.constant(d, BASE, "request_schema", super::request::SCHEMA);
+    c.constant(d, BASE, "result_schema", super::result::SCHEMA);
+    let mode = match c.string(d, BASE, "mode") {
+        Some("host_command") => Some(Mode::HostCommand),
+        Some("host_endpoint") => Some(Mode::HostEndpoint),
+        Some(other) => {
+            c.push(
+                codes::WRONG_VALUE,
+                "/dispatcher/mode",
+                format!("\"mode\" must be \"host_command\" or \"host_endpoint\", found {other:?}"),
+            );
+            None
+        }
+        None => None,
+    };
+    let timeout_ms = match d.get("timeout_ms") {
+        None => Some(DEFAULT_TIMEOUT_MS),
+        Some(Value::Number(n)) if n.as_u64().is_some_and(|v| v >= 1) => n.as_u64(),
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => {
+            c.push(
+                codes::OUT_OF_RANGE,
+                "/dispatcher/timeout_ms",
+                format!("\"timeout_ms\" must be at least 1, found {n}"),
+            );
+            None
+        }
+        Some(_) => {
+            c.push(
+                codes::WRONG_TYPE,
+                "/dispatcher/timeout_ms",
+                "expected an integer of at least 1",
+            );
+            None
+        }
+    };
+    let command = match (mode, d.get("command")) {
+        (Some(Mode::HostCommand), None) => {
+            c.push(
+                codes::MISSING,
+                "/dispatcher/command",
+                "\"command\" is required when mode is \"host_command\"",
+            );
+            None
+        }
+        (_, Some(value)) => c
+            .as_object(value, "/dispatcher/command")
+            .and_then(|cmd| check_command(c, cmd)),
+        (_, None) => None,
+    };
+    let token_env = match (mode, d.get("endpoint")) {
+        (Some(Mode::HostEndpoint), None) => {
+            c.push(
+                codes::MISSING,
+                "/dispatcher/endpoint",
+                "\"endpoint\" is required when mode is \"host_endpoint\"",
+            );
+            None
+        }
+        (_, Some(value)) => c
+            .as_object(value, "/dispatcher/endpoint")
+            .and_then(|e| check_endpoint(c, e)),
+        (_, None) => None,
+    };
+    Some(Dispatcher {
+        mode: mode?,
+        timeout_ms: timeout_ms?,
+        command,
+        token_env,
+    })
+}
+
+fn check_command(c: &mut Checker, cmd: &Map<String, Value>) -> Option<CommandSpec> {
+    const BASE: &str = "/dispatcher/command";
+    let argv = c.string_array(cmd, BASE, "argv");
+    if let Some(argv) = &argv {
+        match argv.first() {
+            None => c.push(
+                codes::EMPTY,
+                "/dispatcher/command/argv",
+                "\"argv\" must not be empty",
+            ),
+            Some(first) if first.is_empty() => c.push(
+                codes::EMPTY,
+                "/dispatcher/command/argv/0",
+                "argv[0] must not be empty",
+            ),
+            Some(_) => {}
+        }
+        for (i, arg) in argv.iter().enumerate() {
+            if arg.contains('\0') {
+                c.push(
+                    codes::WRONG_VALUE,
+                    format!("/dispatcher/command/argv/{i}"),
+                    "argv elements must not contain NUL",
+                );
+            }
+        }
+    }
+    let cwd_env = cmd
+        .get("cwd_env")
+        .and_then(|v| c.env_name(v, "/dispatcher/command/cwd_env"));
+    let mut env = Vec::new();
+    if let Some(map) = c.optional_object(cmd, BASE, "env") {
+        for (name, value) in map {
+            let path = join("/dispatcher/command/env", name);
+            if !crate::validate::is_env_name(name) {
+                c.push(
+                    codes::INVALID_ENV_NAME,
+                    path.clone(),
+                    format!("{name:?} is not an environment variable name"),
+                );
+            }
+            if let Some(v) = c.as_str(value, &path) {
+                if v.contains('\0') {
+                    c.push(
+                        codes::WRONG_VALUE,
+                        path,
+                        "environment values must not contain NUL",
+                    );
+                } else {
+                    env.push((name.clone(), v.to_string()));
+                }
+            }
+        }
+    }
+    let transport = match c.optional_enum(cmd, BASE, "transport", &["stdin", "file"]) {
+        Some("file") => Transport::File,
+        _ => Transport::Stdin,
+    };
+    Some(CommandSpec {
+        argv: argv?,
+        cwd_env,
+        env,
+        transport,
+    })
+}
+
+fn check_endpoint(c: &mut Checker, e: &Map<String, Value>) -> Option<String> {
+    const BASE: &str = "/dispatcher/endpoint";
+    if let Some(v) = c.required(e, BASE, "url_env") {
+        c.env_name(v, "/dispatcher/endpoint/url_env");
+    }
+    c.constant(e, BASE, "method", "POST");
+    e.get("token_env")
+        .and_then(|v| c.env_name(v, "/dispatcher/endpoint/token_env"))
+}
+
+type SandboxParts = (Option<SandboxVariables>, Vec<String>);
+
+fn check_sandbox_env(c: &mut Checker, s: &Map<String, Value>) -> SandboxParts {
+    const BASE: &str = "/sandbox_env";
+    c.optional_enum(s, BASE, "mode", &["metadata-only"]);
+    let variables = c.optional_object(s, BASE, "variables").map(|vars| {
+        let mut out = SandboxVariables::default();
+        for (key, value) in vars {
+            let name = c.env_name(value, &join("/sandbox_env/variables", key));
+            match key.as_str() {
+                "bridge_ref" => out.bridge_ref = name,
+                "bridge_schema" => out.bridge_schema = name,
+                "dispatch_mode" => out.dispatch_mode = name,
+                "request_schema" => out.request_schema = name,
+                "result_schema" => out.result_schema = name,
+                _ => {}
+            }
+        }
+        out
+    });
+    let secret_env = match s.get("secret_env") {
+        None => Vec::new(),
+        Some(value) => {
+            let path = "/sandbox_env/secret_env";
+            match value {
+                Value::Array(items) => items
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, v)| c.env_name(v, &format!("{path}/{i}")))
+                    .collect(),
+                _ => {
+                    c.push(
+                        codes::WRONG_TYPE,
+                        path,
+                        "expected an array of environment variable names",
+                    );
+                    Vec::new()
+                }
+            }
+        }
+    };
+    (variables, secret_env)
+}
+
+fn check_authorization(c: &mut Checker, a: &Map<String, Value>) -> Status {
+    const BASE: &str = "/authorization";
+    c.optional_enum(a, BASE, "mode", &["allowlist"]);
+    match c.optional_enum(a, BASE, "failure_status", &["denied", "unavailable"]) {
+        Some("unavailable") => Status::Unavailable,
+        _ => Status::Denied,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn bridge(v: Value) -> Result<Bridge, Vec<Issue>> {
+        let Value::Object(map) = v else {
+            unreachable!()
+        };
+        Bridge::from_json(map)
+    }
+
+    fn minimal() -> Value {
+        json!({
+            "schema": SCHEMA, "version": 1, "allowed_tools": ["t"],
+            "dispatcher": {"owner": "wp-codebox", "mode": "host_command",
+                "command": {"argv": ["x", " a b ", ""]},
+                "request_schema": "wp-codebox/parent-tool-request/v1",
+                "result_schema": "wp-codebox/parent-tool-result/v1"},
+            "sandbox_env": {}, "authorization": {}, "redaction": {}, "metadata": {}
+        })
+    }
+
+    #[test]
+    fn minimal_bridge_gets_defaults_and_keeps_argv_verbatim() {
+        let b = bridge(minimal()).unwrap();
+        assert_eq!(b.timeout_ms, DEFAULT_TIMEOUT_MS);
+        assert_eq!(b.failure_status, Status::Denied);
+        let cmd = b.command.unwrap();
+        assert_eq!(cmd.argv, ["x", " a b ", ""]);
+        assert_eq!(cmd.transport, Transport::Stdin);
+        assert!(b.sandbox_variables.is_none());
+    }
+
+    #[test]
+    fn upstream_example_bridge_is_valid() {
+        let text = include_str!("../../fixtures/upstream/example-bridge.host_command.json");
+        let v: Value = serde_json::from_str(text).unwrap();
+        let b = bridge(v).unwrap();
+        assert_eq!(
+            b.sandbox_variables.unwrap().bridge_ref.as_deref(),
+            Some("WP_CODEBOX_PARENT_TOOL_BRIDGE_REF")
+        );
+    }
+
+    #[test]
+    fn every_issue_is_reported_with_its_pointer() {
+        let mut v = minimal();
+        v["version"] = json!(2);
+        v["dispatcher"]["timeout_ms"] = json!(0);
+        v["dispatcher"]["command"]["env"] = json!({"BAD-NAME": "x", "OK": 3});
+        v["authorization"]["failure_status"] = json!("maybe");
+        v["sandbox_env"]["secret_env"] = json!(["1X"]);
+        v.as_object_mut().unwrap().remove("metadata");
+        let issues = bridge(v).unwrap_err();
+        let got: Vec<_> = issues
+            .iter()
+            .map(|i| (i.code.as_str(), i.path.as_str()))
+            .collect();
+        for want in [
+            ("wrong_value", "/version"),
+            ("out_of_range", "/dispatcher/timeout_ms"),
+            ("invalid_env_name", "/dispatcher/command/env/BAD-NAME"),
+            ("wrong_type", "/dispatcher/command/env/OK"),
+            ("wrong_value", "/authorization/failure_status"),
+            ("invalid_env_name", "/sandbox_env/secret_env/0"),
+            ("missing", "/metadata"),
+        ] {
+            assert!(got.contains(&want), "{want:?} not in {got:?}");
+        }
+    }
+
+    #[test]
+    fn bridge_ref_ignores_key_order_and_whitespace() {
+        let a = bridge(minimal()).unwrap().bridge_ref();
+        let text = serde_json::to_string_pretty(&minimal()).unwrap();
+        let parsed: Map<String, Value> = serde_json::from_str(&text).unwrap();
+        let reordered: Map<String, Value> = parsed.into_iter().rev().collect();
+        let b = Bridge::from_json(reordered).unwrap().bridge_ref();
+        assert_eq!(a, b);
+        assert!(a.starts_with("sha256:") && a.len() == 7 + 64);
+    }
+}

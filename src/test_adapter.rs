@@ -1,0 +1,190 @@
+//! `parent-tool-dispatch __test-adapter STEP…`: a scriptable adapter for the test suite and
+//! the README, so that no runtime beyond this binary is needed to exercise every misbehaviour.
+//!
+//! Hidden from `--help`; not part of the product's interface. Steps run in order:
+//!
+//! | step | effect |
+//! |---|---|
+//! | `read-stdin` | read stdin to EOF (the request) |
+//! | `echo[:STATUS[:CODE]]` | print a result envelope echoing the request; `output` reports what the adapter received: `stdin`, `argv`, `env`, `cwd` |
+//! | `print:TEXT` / `eprint:TEXT` | write TEXT (no newline added) to stdout / stderr |
+//! | `flood:N` / `flood-stderr:N` | write N bytes to stdout / stderr |
+//! | `sleep:MS` / `busy:MS` | sleep / spin |
+//! | `ignore-term` | ignore SIGTERM, SIGINT and SIGHUP |
+//! | `exit:N` | exit with N |
+//! | `raise:SIG` | kill itself with signal number SIG |
+//! | `spawn:STEPS` / `spawn-setsid:STEPS` | start a copy of itself running STEPS (separated by `+`), sharing stdout/stderr, without waiting; `-setsid` puts it in a new session |
+//! | `pidfile:PATH` | append its pid and a newline to PATH |
+//! | `close-stdin` | close stdin without reading it |
+//! | `file-echo[:STATUS]` | file transport: read the request file, write the envelope to the result file |
+
+use serde_json::{json, Map, Value};
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::time::{Duration, Instant};
+
+/// Run the steps; returns the exit status.
+pub fn run(steps: &[String]) -> u8 {
+    let mut stdin: Option<Vec<u8>> = None;
+    for step in steps {
+        let (name, arg) = step.split_once(':').unwrap_or((step.as_str(), ""));
+        match name {
+            "read-stdin" => {
+                stdin.get_or_insert_with(read_stdin);
+            }
+            "echo" => {
+                let bytes = stdin.get_or_insert_with(read_stdin).clone();
+                let envelope = respond(&bytes, arg);
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{envelope}");
+                let _ = out.flush();
+            }
+            "file-echo" => {
+                let request_path =
+                    std::env::var("WP_CODEBOX_PARENT_TOOL_REQUEST_FILE").unwrap_or_default();
+                let result_path =
+                    std::env::var("WP_CODEBOX_PARENT_TOOL_RESULT_FILE").unwrap_or_default();
+                let bytes = std::fs::read(request_path).unwrap_or_default();
+                let envelope = respond(&bytes, arg);
+                if std::fs::write(result_path, format!("{envelope}\n")).is_err() {
+                    return 3;
+                }
+            }
+            "print" => write_out(arg.as_bytes()),
+            "eprint" => {
+                let _ = std::io::stderr().write_all(arg.as_bytes());
+            }
+            "flood" => flood(&mut std::io::stdout().lock(), arg.parse().unwrap_or(0)),
+            "flood-stderr" => flood(&mut std::io::stderr().lock(), arg.parse().unwrap_or(0)),
+            "sleep" => std::thread::sleep(Duration::from_millis(arg.parse().unwrap_or(0))),
+            "busy" => {
+                let until = Instant::now() + Duration::from_millis(arg.parse().unwrap_or(0));
+                while Instant::now() < until {
+                    std::hint::spin_loop();
+                }
+            }
+            "ignore-term" => {
+                for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+                    // SAFETY: installing SIG_IGN touches no Rust state.
+                    unsafe {
+                        libc::signal(sig, libc::SIG_IGN);
+                    }
+                }
+            }
+            "exit" => return arg.parse().unwrap_or(1),
+            "raise" => {
+                // SAFETY: signalling ourselves.
+                unsafe {
+                    libc::kill(libc::getpid(), arg.parse().unwrap_or(libc::SIGKILL));
+                }
+                std::thread::sleep(Duration::from_secs(5));
+            }
+            "spawn" | "spawn-setsid" => spawn_copy(arg, name == "spawn-setsid"),
+            "pidfile" => {
+                let line = format!("{}\n", std::process::id());
+                let _ = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(arg)
+                    .and_then(|mut f| f.write_all(line.as_bytes()));
+            }
+            "close-stdin" => {
+                // SAFETY: closing fd 0, which this process no longer uses.
+                unsafe {
+                    libc::close(0);
+                }
+            }
+            _ => {
+                eprintln!("__test-adapter: unknown step {step:?}");
+                return 2;
+            }
+        }
+    }
+    0
+}
+
+fn read_stdin() -> Vec<u8> {
+    let mut buf = Vec::new();
+    let _ = std::io::stdin().read_to_end(&mut buf);
+    buf
+}
+
+fn write_out(bytes: &[u8]) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(bytes);
+    let _ = out.flush();
+}
+
+fn flood(out: &mut dyn Write, mut n: usize) {
+    let chunk = [b'x'; 65536];
+    while n > 0 {
+        let k = n.min(chunk.len());
+        if out.write_all(&chunk[..k]).is_err() {
+            return;
+        }
+        n -= k;
+    }
+    let _ = out.flush();
+}
+
+fn spawn_copy(steps: &str, setsid: bool) {
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("__test-adapter")
+        .args(steps.split('+'))
+        .stdin(std::process::Stdio::null());
+    if setsid {
+        // SAFETY: setsid is async-signal-safe and is all that runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
+    }
+    let _ = cmd.spawn();
+}
+
+/// The envelope for `echo`: echoes the request, reports what was received.
+fn respond(stdin: &[u8], arg: &str) -> Value {
+    let request: Map<String, Value> = serde_json::from_slice(stdin).unwrap_or_default();
+    let field = |k: &str| {
+        request
+            .get(k)
+            .cloned()
+            .unwrap_or(Value::String(String::new()))
+    };
+    let (status, code) = arg.split_once(':').unwrap_or((arg, "adapter_failure"));
+    let status = if status.is_empty() {
+        "succeeded"
+    } else {
+        status
+    };
+    let env: Map<String, Value> = std::env::vars()
+        .map(|(k, v)| (k, Value::String(v)))
+        .collect();
+    let cwd = std::env::current_dir()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let mut envelope = json!({
+        "schema": "wp-codebox/parent-tool-result/v1",
+        "version": 1,
+        "request_id": field("request_id"),
+        "tool": field("tool"),
+        "operation": field("operation"),
+        "status": status,
+        "output": {
+            "stdin": String::from_utf8_lossy(stdin),
+            "argv": std::env::args().collect::<Vec<_>>(),
+            "env": env,
+            "cwd": cwd,
+        },
+        "diagnostics": {"adapter": "test"},
+    });
+    if status != "succeeded" {
+        envelope["error"] = json!({"code": code, "message": "the test adapter was told to fail", "retryable": false});
+    }
+    envelope
+}

@@ -1,0 +1,102 @@
+//! Tool id mapping (SPEC §4.4): canonical Codebox ids outward to an adapter's own ids.
+//!
+//! The allowlist is always checked on the canonical id; only the adapter sees the external
+//! one (in `request.tool` and `WP_CODEBOX_PARENT_TOOL_TOOL`), and the printed envelope always
+//! carries the canonical id again.
+
+use crate::envelope::json;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// How canonical ids map outward.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ToolMap {
+    /// No mapping: the adapter sees the canonical id.
+    #[default]
+    Identity,
+    /// `{canonical: external}`; ids not listed pass unchanged.
+    Table(BTreeMap<String, String>),
+    /// The upstream provider-safe rule.
+    ProviderSafe,
+}
+
+impl ToolMap {
+    /// Parse the `--tool-map` value: `provider-safe`, a JSON object, or `@FILE` holding one.
+    pub fn parse(arg: &str) -> Result<ToolMap, String> {
+        if arg == "provider-safe" {
+            return Ok(ToolMap::ProviderSafe);
+        }
+        let bytes = match arg.strip_prefix('@') {
+            Some(path) => std::fs::read(path)
+                .map_err(|e| format!("cannot read the --tool-map file: {}", e.kind()))?,
+            None => arg.as_bytes().to_vec(),
+        };
+        let map = json::parse_object(&bytes, 1 << 20)
+            .map_err(|e| format!("--tool-map is not a JSON object: {e}"))?;
+        let mut table = BTreeMap::new();
+        for (canonical, external) in map {
+            match external {
+                Value::String(s) if !s.is_empty() => {
+                    table.insert(canonical, s);
+                }
+                _ => {
+                    return Err(format!(
+                        "--tool-map: the id for {canonical:?} must be a non-empty string"
+                    ))
+                }
+            }
+        }
+        Ok(ToolMap::Table(table))
+    }
+
+    /// The id the adapter sees for `canonical`.
+    pub fn external(&self, canonical: &str) -> String {
+        match self {
+            ToolMap::Identity => canonical.to_string(),
+            ToolMap::Table(table) => table
+                .get(canonical)
+                .cloned()
+                .unwrap_or_else(|| canonical.to_string()),
+            ToolMap::ProviderSafe => provider_safe(canonical),
+        }
+    }
+}
+
+/// Runs of characters outside `[A-Za-z0-9_]` become one `_`; leading and trailing `_` are
+/// trimmed (the upstream provider-safe rule): `workspace.read` → `workspace_read`.
+pub fn provider_safe(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    let mut in_run = false;
+    for c in id.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            out.push(c);
+            in_run = false;
+        } else if !in_run {
+            out.push('_');
+            in_run = true;
+        }
+    }
+    out.trim_matches('_').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_safe_collapses_runs_and_trims() {
+        assert_eq!(provider_safe("workspace.read"), "workspace_read");
+        assert_eq!(provider_safe("..a--b..c__"), "a_b_c");
+        assert_eq!(provider_safe("ws/é.grep"), "ws_grep");
+    }
+
+    #[test]
+    fn table_maps_listed_ids_and_passes_others() {
+        let map = ToolMap::parse(r#"{"workspace.search": "workspace_grep"}"#).unwrap();
+        assert_eq!(map.external("workspace.search"), "workspace_grep");
+        assert_eq!(map.external("workspace.read"), "workspace.read");
+        assert!(ToolMap::parse(r#"{"a": 1}"#).is_err());
+        assert!(ToolMap::parse("[1]").is_err());
+        assert!(ToolMap::parse(r#"{"a":"x","a":"y"}"#).is_err());
+    }
+}
