@@ -78,7 +78,7 @@ fn error_codes_section() -> String {
     for code in ErrorCode::ALL {
         s.push_str(&format!(
             ".TP\n{}\n{}, retryable {}, exit {}\n",
-            code.as_str().replace('_', "\\(ul").replace("\\(ul", "_"),
+            code.as_str(),
             code.status(),
             code.retryable(),
             code.exit_code()

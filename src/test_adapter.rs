@@ -6,6 +6,8 @@
 //! | step | effect |
 //! |---|---|
 //! | `read-stdin` | read stdin to EOF (the request) |
+//! | `big-echo:N` | before reading stdin, print a succeeded envelope (ids from the metadata variables) whose `output` is a string of N bytes |
+//! | `--` | stop: the remaining arguments are data |
 //! | `echo[:STATUS[:CODE]]` | print a result envelope echoing the request; `output` reports what the adapter received: `stdin`, `argv`, `env`, `cwd` |
 //! | `print:TEXT` / `eprint:TEXT` | write TEXT (no newline added) to stdout / stderr |
 //! | `flood:N` / `flood-stderr:N` | write N bytes to stdout / stderr |
@@ -16,7 +18,7 @@
 //! | `spawn:STEPS` / `spawn-setsid:STEPS` | start a copy of itself running STEPS (separated by `+`), sharing stdout/stderr, without waiting; `-setsid` puts it in a new session |
 //! | `pidfile:PATH` | append its pid and a newline to PATH |
 //! | `close-stdin` | close stdin without reading it |
-//! | `file-echo[:STATUS]` | file transport: read the request file, write the envelope to the result file |
+//! | `file-echo[:STATUS]` | file transport: read the request file, write the envelope to the result file (`output.request_file_mode` reports the request file's mode) |
 
 use serde_json::{json, Map, Value};
 use std::io::{Read, Write};
@@ -29,6 +31,20 @@ pub fn run(steps: &[String]) -> u8 {
     for step in steps {
         let (name, arg) = step.split_once(':').unwrap_or((step.as_str(), ""));
         match name {
+            "--" => return 0,
+            "big-echo" => {
+                // Answer before reading the request: the ids come from the metadata variables.
+                let var = |k: &str| std::env::var(k).unwrap_or_default();
+                let envelope = json!({
+                    "schema": "wp-codebox/parent-tool-result/v1", "version": 1,
+                    "request_id": var("WP_CODEBOX_PARENT_TOOL_REQUEST_ID"),
+                    "tool": var("WP_CODEBOX_PARENT_TOOL_TOOL"),
+                    "operation": var("WP_CODEBOX_PARENT_TOOL_OPERATION"),
+                    "status": "succeeded",
+                    "output": "x".repeat(arg.parse().unwrap_or(0)),
+                });
+                write_out(format!("{envelope}\n").as_bytes());
+            }
             "read-stdin" => {
                 stdin.get_or_insert_with(read_stdin);
             }
@@ -44,8 +60,13 @@ pub fn run(steps: &[String]) -> u8 {
                     std::env::var("WP_CODEBOX_PARENT_TOOL_REQUEST_FILE").unwrap_or_default();
                 let result_path =
                     std::env::var("WP_CODEBOX_PARENT_TOOL_RESULT_FILE").unwrap_or_default();
-                let bytes = std::fs::read(request_path).unwrap_or_default();
-                let envelope = respond(&bytes, arg);
+                let bytes = std::fs::read(&request_path).unwrap_or_default();
+                let mut envelope = respond(&bytes, arg);
+                let mode = std::fs::metadata(&request_path).map(|m| {
+                    use std::os::unix::fs::PermissionsExt;
+                    m.permissions().mode() & 0o777
+                });
+                envelope["output"]["request_file_mode"] = json!(format!("{:o}", mode.unwrap_or(0)));
                 if std::fs::write(result_path, format!("{envelope}\n")).is_err() {
                     return 3;
                 }

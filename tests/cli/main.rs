@@ -1,1 +1,273 @@
+//! One integration binary for the whole CLI: a module per area, and a small builder
+//! ([`Dispatch`]) so that every test reads like a sentence and compares parsed JSON.
 
+mod codes;
+mod envelopes;
+mod generated;
+mod happy;
+mod hostile;
+mod subcommands;
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The binary under test.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_parent-tool-dispatch"))
+}
+
+/// argv running the built-in test adapter with these steps.
+pub fn test_adapter(steps: &[&str]) -> Value {
+    let mut argv = vec![bin().display().to_string(), "__test-adapter".to_string()];
+    argv.extend(steps.iter().map(|s| s.to_string()));
+    json!(argv)
+}
+
+/// A bridge allowing `workspace.read`, whose adapter is the test adapter with `steps`.
+pub fn bridge(steps: &[&str]) -> Value {
+    json!({
+        "schema": "wp-codebox/parent-tool-bridge/v1",
+        "version": 1,
+        "allowed_tools": ["workspace.read"],
+        "dispatcher": {
+            "owner": "wp-codebox",
+            "mode": "host_command",
+            "command": {"argv": test_adapter(steps)},
+            "request_schema": "wp-codebox/parent-tool-request/v1",
+            "result_schema": "wp-codebox/parent-tool-result/v1",
+            "timeout_ms": 20000
+        },
+        "sandbox_env": {"mode": "metadata-only", "secret_env": []},
+        "authorization": {"mode": "allowlist", "failure_status": "denied"},
+        "redaction": {"transcript_artifact_refs": []},
+        "metadata": {}
+    })
+}
+
+/// A valid request for `workspace.read`.
+pub fn request() -> Value {
+    json!({
+        "schema": "wp-codebox/parent-tool-request/v1",
+        "version": 1,
+        "request_id": "ptr_123",
+        "tool": "workspace.read",
+        "operation": "call",
+        "input": {"path": "README.md"},
+        "sandbox_session": {"sandbox_session_id": "sandbox_123", "caller_session_id": "job_456"},
+        "authorization": {"allowed_tools": ["workspace.read"], "capability": "read", "principal": {}},
+        "metadata": {}
+    })
+}
+
+/// One run of the main job, built up fluently.
+pub struct Dispatch {
+    bridge: Option<String>,
+    stdin: Vec<u8>,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    cwd: Option<PathBuf>,
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct Run {
+    pub envelope: Value,
+    pub stdout: String,
+    pub stderr: String,
+    pub exit: i32,
+    pub elapsed: Duration,
+}
+
+impl Dispatch {
+    /// The test adapter running `steps`, with the default request on stdin.
+    pub fn adapter(steps: &[&str]) -> Dispatch {
+        Dispatch::with_bridge(bridge(steps))
+    }
+
+    /// A given bridge with the default request.
+    pub fn with_bridge(bridge: Value) -> Dispatch {
+        Dispatch {
+            bridge: Some(bridge.to_string()),
+            stdin: request().to_string().into_bytes(),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: None,
+        }
+    }
+
+    /// Change the bridge.
+    pub fn bridge(mut self, edit: impl FnOnce(&mut Value)) -> Dispatch {
+        let mut b: Value = serde_json::from_str(self.bridge.as_deref().unwrap()).unwrap();
+        edit(&mut b);
+        self.bridge = Some(b.to_string());
+        self
+    }
+
+    /// The bridge argument exactly as given (e.g. `@missing`), or none at all.
+    pub fn raw_bridge(mut self, text: Option<&str>) -> Dispatch {
+        self.bridge = text.map(str::to_string);
+        self
+    }
+
+    /// Change the request.
+    pub fn request(mut self, edit: impl FnOnce(&mut Value)) -> Dispatch {
+        let mut r: Value = serde_json::from_slice(&self.stdin).unwrap();
+        edit(&mut r);
+        self.stdin = r.to_string().into_bytes();
+        self
+    }
+
+    /// The request bytes exactly as given.
+    pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Dispatch {
+        self.stdin = bytes.into();
+        self
+    }
+
+    /// Extra command-line arguments.
+    pub fn args(mut self, args: &[&str]) -> Dispatch {
+        self.args.extend(args.iter().map(|s| s.to_string()));
+        self
+    }
+
+    /// An environment variable for the dispatcher.
+    pub fn env(mut self, name: &str, value: &str) -> Dispatch {
+        self.env.push((name.into(), value.into()));
+        self
+    }
+
+    /// The dispatcher's working directory.
+    pub fn cwd(mut self, dir: &Path) -> Dispatch {
+        self.cwd = Some(dir.to_path_buf());
+        self
+    }
+
+    /// Run the dispatcher and parse its envelope.
+    pub fn run(self) -> Run {
+        let mut cmd = Command::new(bin());
+        if let Some(bridge) = &self.bridge {
+            cmd.arg("--parent-tool-bridge").arg(bridge);
+        }
+        cmd.args(&self.args)
+            .env_remove("PARENT_TOOL_DISPATCH_BRIDGE")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(dir) = &self.cwd {
+            cmd.current_dir(dir);
+        }
+        let start = Instant::now();
+        let mut child = cmd.spawn().expect("spawn the dispatcher");
+        let mut stdin = child.stdin.take().unwrap();
+        let bytes = self.stdin.clone();
+        let writer = std::thread::spawn(move || {
+            use std::io::Write;
+            let _ = stdin.write_all(&bytes);
+        });
+        let out = child.wait_with_output().expect("wait for the dispatcher");
+        let elapsed = start.elapsed();
+        let _ = writer.join();
+        let stdout = String::from_utf8(out.stdout).expect("stdout is UTF-8");
+        let envelope = if stdout.is_empty() {
+            Value::Null
+        } else {
+            assert_eq!(
+                stdout.matches('\n').count(),
+                1,
+                "exactly one line on stdout: {stdout}"
+            );
+            serde_json::from_str(&stdout).expect("stdout is one JSON envelope")
+        };
+        Run {
+            envelope,
+            stdout,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            exit: out.status.code().unwrap_or(-1),
+            elapsed,
+        }
+    }
+}
+
+impl Run {
+    /// The envelope's status.
+    pub fn status(&self) -> &str {
+        self.envelope["status"].as_str().unwrap_or("")
+    }
+
+    /// The envelope's error code.
+    pub fn code(&self) -> &str {
+        self.envelope["error"]["code"].as_str().unwrap_or("")
+    }
+
+    /// `diagnostics.dispatch`.
+    pub fn dispatch(&self) -> &Value {
+        &self.envelope["diagnostics"]["dispatch"]
+    }
+
+    /// Assert status, code and exit together, with the whole envelope on failure.
+    pub fn expect(&self, status: &str, code: Option<&str>, exit: i32) -> &Run {
+        assert_eq!(
+            self.status(),
+            status,
+            "status; envelope: {:#}\nstderr: {}",
+            self.envelope,
+            self.stderr
+        );
+        if let Some(code) = code {
+            assert_eq!(self.code(), code, "code; envelope: {:#}", self.envelope);
+        }
+        assert_eq!(
+            self.exit, exit,
+            "exit; envelope: {:#}\nstderr: {}",
+            self.envelope, self.stderr
+        );
+        self
+    }
+
+    /// The issue codes in `error.details.issues`.
+    pub fn issue_codes(&self) -> Vec<String> {
+        self.envelope["error"]["details"]["issues"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|i| i["code"].as_str().unwrap_or("").to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// Whether a process is still running (a zombie counts as gone).
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            let state = stat
+                .rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next().map(str::to_string));
+            !matches!(state.as_deref(), Some("Z") | Some("X") | None)
+        }
+    }
+}
+
+/// The pids a `pidfile:` step wrote.
+pub fn pids(path: &Path) -> Vec<i32> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// Assert that no pid in the file is alive, allowing a moment for the kernel to finish kills.
+pub fn assert_all_gone(path: &Path) {
+    let pids = pids(path);
+    let until = Instant::now() + Duration::from_secs(2);
+    while pids.iter().any(|&p| alive(p)) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left: Vec<_> = pids.iter().filter(|&&p| alive(p)).collect();
+    assert!(left.is_empty(), "processes left running: {left:?}");
+}
