@@ -17,11 +17,12 @@ use crate::interrupt::Interrupts;
 use crate::outcome::{self, issues_json, Outcome};
 use crate::redact::{is_sensitive_key, Redactor};
 use crate::toolmap::ToolMap;
+use crate::transcript::{self, safe_name, write_atomic, ArtifactDir, Call};
 use crate::validate::Issue;
 use serde_json::{json, Map, Value};
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Variables copied from the host into the adapter's otherwise empty environment.
 pub const BASE_ENV: [&str; 6] = ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
@@ -51,8 +52,14 @@ struct Job<'a> {
     redactor: Redactor,
     tool_map: ToolMap,
     started: Instant,
+    started_at: SystemTime,
     /// What `diagnostics.dispatch` will say.
     dispatch: Map<String, Value>,
+    /// The prepared transcript folder, when `--artifact-dir` is given and usable.
+    artifacts: Option<ArtifactDir>,
+    /// The request as read, for the transcript's name and record.
+    raw_request: Vec<u8>,
+    request_doc: Option<Map<String, Value>>,
 }
 
 /// Run the main job; print the envelope; return the exit status.
@@ -121,7 +128,11 @@ impl<'a> Job<'a> {
             redactor,
             tool_map,
             started: Instant::now(),
+            started_at: SystemTime::now(),
             dispatch,
+            artifacts: None,
+            raw_request: Vec::new(),
+            request_doc: None,
         })
     }
 
@@ -134,6 +145,23 @@ impl<'a> Job<'a> {
         };
         let loose = json::parse_object(&raw_request, usize::MAX).ok();
         let echo = Echo::best_effort(loose.as_ref());
+        self.raw_request = raw_request.clone();
+        self.request_doc = loose;
+
+        // The transcript folder is checked before anything can run (SPEC §5).
+        if let Some(dir) = &self.args.artifact_dir {
+            match ArtifactDir::prepare(dir) {
+                Ok(prepared) => self.artifacts = Some(prepared),
+                Err(err) => {
+                    return Outcome::failure(
+                        &echo,
+                        ErrorCode::ArtifactDirUnavailable,
+                        &format!("the artifact directory cannot be used: {err}"),
+                        None,
+                    )
+                }
+            }
+        }
 
         let bridge = match read_bridge(self.args) {
             Ok(bridge) => bridge,
@@ -415,13 +443,27 @@ impl<'a> Job<'a> {
             .diagnostics_mut()
             .insert("dispatch".into(), Value::Object(dispatch));
         self.redact(&mut outcome);
+        self.write_transcript(&mut outcome);
 
-        let text = if self.args.pretty {
-            serde_json::to_string_pretty(&outcome.envelope)
-        } else {
-            serde_json::to_string(&outcome.envelope)
+        let render = |envelope: &Map<String, Value>| {
+            if self.args.pretty {
+                serde_json::to_string_pretty(envelope)
+            } else {
+                serde_json::to_string(envelope)
+            }
+            .unwrap_or_default()
+        };
+        let mut text = render(&outcome.envelope);
+        if let Some(path) = &self.args.result_file {
+            if let Err(err) = write_atomic(path, format!("{text}\n").as_bytes()) {
+                let message = self.redactor.redact_str(&err.to_string());
+                eprintln!("error[result_file]: the result file was not written: {message}");
+                if let Some(Value::Object(d)) = outcome.diagnostics_mut().get_mut("dispatch") {
+                    d.insert("result_file_error".into(), json!(message));
+                }
+                text = render(&outcome.envelope);
+            }
         }
-        .unwrap_or_default();
         if let Some(error) = outcome.envelope.get("error") {
             let code = error.get("code").and_then(Value::as_str).unwrap_or("");
             let message = error.get("message").and_then(Value::as_str).unwrap_or("");
@@ -432,6 +474,63 @@ impl<'a> Job<'a> {
         let _ = writeln!(stdout, "{text}");
         let _ = stdout.flush();
         outcome.exit_code()
+    }
+
+    /// One redacted transcript, its ref added to the envelope; a failure is reported in
+    /// `diagnostics.dispatch.transcript_error` and does not change the status (SPEC §5).
+    fn write_transcript(&self, outcome: &mut Outcome) {
+        let Some(dir) = &self.artifacts else { return };
+        let echo = Echo::best_effort(self.request_doc.as_ref());
+        let id = (!echo.request_id.is_empty()).then_some(echo.request_id.as_str());
+        let name = safe_name(id, &self.raw_request);
+        let mut request = self
+            .request_doc
+            .clone()
+            .map(Value::Object)
+            .unwrap_or(Value::Null);
+        self.redactor.redact_value(&mut request);
+        self.redactor.scrub_secrets_value(&mut request);
+        let mut result = Value::Object(outcome.envelope.clone());
+        self.redactor.redact_value(&mut result);
+        let dispatch = result["diagnostics"]["dispatch"].clone();
+        let call_id = if echo.request_id.is_empty() {
+            name.clone()
+        } else {
+            echo.request_id.clone()
+        };
+        let doc = transcript::build(&Call {
+            call_id: &call_id,
+            tool: outcome
+                .envelope
+                .get("tool")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+            operation: &echo.operation,
+            status: outcome.status.as_str(),
+            started_at: self.started_at,
+            finished_at: SystemTime::now(),
+            request: &request,
+            result: &result,
+            dispatch: &dispatch,
+        });
+        match dir.write(&name, &doc) {
+            Ok(reference) => {
+                if let Some(list) = outcome
+                    .envelope
+                    .get_mut("artifacts")
+                    .and_then(|a| a.get_mut("transcripts"))
+                    .and_then(Value::as_array_mut)
+                {
+                    list.push(reference.to_json());
+                }
+            }
+            Err(err) => {
+                let message = self.redactor.redact_str(&err.to_string());
+                if let Some(Value::Object(d)) = outcome.diagnostics_mut().get_mut("dispatch") {
+                    d.insert("transcript_error".into(), json!(message));
+                }
+            }
+        }
     }
 
     /// SPEC §5: exact secrets everywhere; the full rules on everything but `output`.

@@ -7,6 +7,7 @@ mod generated;
 mod happy;
 mod hostile;
 mod subcommands;
+mod transcripts;
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
