@@ -44,196 +44,365 @@ impl Pids {
     }
 }
 
-#[test]
-fn sleeping_adapter_times_out_with_124() {
-    let p = Pids::new();
-    let run = with_timeout(Dispatch::adapter(&[&p.step(), "sleep:60000"]), 300)
-        .args(&["--kill-grace-ms", "500"])
-        .run();
-    run.expect("timeout", Some("dispatch_timeout"), 124);
-    assert_eq!(run.envelope["error"]["retryable"], true);
-    assert!(
-        run.elapsed >= Duration::from_millis(300),
-        "{:?}",
-        run.elapsed
-    );
-    assert!(run.elapsed < bound(300, 500), "{:?}", run.elapsed);
-    assert_eq!(run.dispatch()["signal"], "SIGTERM");
-    p.assert_gone(1);
+/// One hostile adapter and what the dispatcher must make of it.
+pub struct Case {
+    pub name: &'static str,
+    /// Steps; `{pid}` becomes a pidfile step, `{spawn}` / `{setsid}` a copy of the adapter
+    /// (same group / new session) that records its pid and then ignores TERM and sleeps.
+    pub steps: &'static [&'static str],
+    pub timeout_ms: u64,
+    pub args: &'static [&'static str],
+    /// A string input this large goes into the request (0: the default request).
+    pub input_bytes: usize,
+    pub status: &'static str,
+    pub code: Option<&'static str>,
+    pub exit: i32,
+    /// How many processes record their pid (the adapter and its copies).
+    pub pids: usize,
 }
 
-#[test]
-fn term_ignoring_adapter_is_killed_after_the_grace() {
-    let p = Pids::new();
-    let run = with_timeout(
-        Dispatch::adapter(&["ignore-term", &p.step(), "sleep:60000"]),
-        300,
-    )
-    .args(&["--kill-grace-ms", "400"])
-    .run();
-    run.expect("timeout", Some("dispatch_timeout"), 124);
-    assert!(
-        run.elapsed >= Duration::from_millis(700),
-        "waited for the grace: {:?}",
-        run.elapsed
-    );
-    assert!(run.elapsed < bound(300, 400), "{:?}", run.elapsed);
-    assert_eq!(run.dispatch()["signal"], "SIGKILL");
-    p.assert_gone(1);
+const GRACE_MS: u64 = 200;
+const ANSWER: &str = r#"print:{"schema":"wp-codebox/parent-tool-result/v1","version":1,"request_id":"ptr_123","tool":"workspace.read","operation":"call","status":"succeeded"}"#;
+
+/// The hostile-adapter matrix of issue 3; also run a thousand times by `stress_matrix`.
+pub fn matrix() -> Vec<Case> {
+    let case = |name, steps, timeout_ms, status, code, exit, pids| Case {
+        name,
+        steps,
+        timeout_ms,
+        args: &[],
+        input_bytes: 0,
+        status,
+        code,
+        exit,
+        pids,
+    };
+    vec![
+        case(
+            "sleeper",
+            &["{pid}", "sleep:60000"],
+            300,
+            "timeout",
+            Some("dispatch_timeout"),
+            124,
+            1,
+        ),
+        case(
+            "term_ignorer",
+            &["ignore-term", "{pid}", "sleep:60000"],
+            300,
+            "timeout",
+            Some("dispatch_timeout"),
+            124,
+            1,
+        ),
+        case(
+            "busy_loop",
+            &["ignore-term", "{pid}", "busy:60000"],
+            300,
+            "timeout",
+            Some("dispatch_timeout"),
+            124,
+            1,
+        ),
+        Case {
+            // The dispatcher's stdin writer is blocked on a full pipe the adapter never reads.
+            input_bytes: 4 << 20,
+            ..case(
+                "unread_stdin_sleeper",
+                &["{pid}", "sleep:60000"],
+                300,
+                "timeout",
+                Some("dispatch_timeout"),
+                124,
+                1,
+            )
+        },
+        case(
+            "blocked_on_stdin_held_by_child",
+            &[
+                "{pid}",
+                "{spawn}",
+                "ignore-term",
+                "read-stdin",
+                "sleep:60000",
+            ],
+            300,
+            "timeout",
+            Some("dispatch_timeout"),
+            124,
+            2,
+        ),
+        case(
+            "group_grandchild_holds_stdout",
+            &["{pid}", "{spawn}", "sleep:100", "echo"],
+            20000,
+            "succeeded",
+            None,
+            0,
+            2,
+        ),
+        case(
+            "setsid_grandchild_holds_stdout",
+            &["{pid}", "{setsid}", "sleep:100", "echo"],
+            20000,
+            "succeeded",
+            None,
+            0,
+            2,
+        ),
+        case(
+            "setsid_grandchild_and_timeout",
+            &["{pid}", "{setsid}", "ignore-term", "sleep:60000"],
+            300,
+            "timeout",
+            Some("dispatch_timeout"),
+            124,
+            2,
+        ),
+        case(
+            "exit_by_signal",
+            &["{pid}", "raise:9"],
+            20000,
+            "failed",
+            Some("adapter_signaled"),
+            1,
+            1,
+        ),
+        case(
+            "exit_nonzero_without_envelope",
+            &["{pid}", "exit:3"],
+            20000,
+            "failed",
+            Some("adapter_exit_nonzero"),
+            1,
+            1,
+        ),
+        case(
+            "exit_nonzero_with_failure_envelope",
+            &["{pid}", "echo:failed:boom", "exit:3"],
+            20000,
+            "failed",
+            Some("boom"),
+            1,
+            1,
+        ),
+        case(
+            "exit_nonzero_with_success_envelope",
+            &["{pid}", "echo", "exit:3"],
+            20000,
+            "failed",
+            Some("adapter_exit_nonzero"),
+            1,
+            1,
+        ),
+        Case {
+            args: &["--max-output-bytes", "10000"],
+            ..case(
+                "output_cap_with_live_descendants",
+                &[
+                    "{pid}",
+                    "{spawn}",
+                    "{setsid}",
+                    "sleep:100",
+                    "flood:1000000",
+                    "sleep:60000",
+                ],
+                20000,
+                "failed",
+                Some("result_too_large"),
+                1,
+                3,
+            )
+        },
+        case(
+            "stderr_flood",
+            &["{pid}", "flood-stderr:5000000", "echo"],
+            20000,
+            "succeeded",
+            None,
+            0,
+            1,
+        ),
+        Case {
+            input_bytes: 4 << 20,
+            ..case(
+                "never_reads_stdin",
+                &["{pid}", "close-stdin", "sleep:50", ANSWER],
+                20000,
+                "succeeded",
+                None,
+                0,
+                1,
+            )
+        },
+    ]
 }
 
-#[test]
-fn busy_looping_adapter_times_out() {
-    let run = with_timeout(Dispatch::adapter(&["ignore-term", "busy:60000"]), 300)
-        .args(&["--kill-grace-ms", "200"])
-        .run();
-    run.expect("timeout", Some("dispatch_timeout"), 124);
-    assert!(run.elapsed < bound(300, 200), "{:?}", run.elapsed);
-}
-
-#[test]
-fn adapter_blocked_on_stdin_times_out() {
-    // The adapter's grandchild inherits nothing; the adapter itself waits on a pipe that its
-    // own child holds open: the dispatcher's deadline does not depend on any EOF.
-    let p = Pids::new();
-    let hold = p.spawn("spawn", "ignore-term+sleep:60000");
-    let run = with_timeout(
-        Dispatch::adapter(&[&hold, "ignore-term", "read-stdin", "sleep:60000"]),
-        300,
-    )
-    .args(&["--kill-grace-ms", "200"])
-    .run();
-    run.expect("timeout", Some("dispatch_timeout"), 124);
-    assert!(run.elapsed < bound(300, 200), "{:?}", run.elapsed);
-    p.assert_gone(1);
-}
-
-#[test]
-fn same_group_grandchild_holding_stdout_does_not_hold_the_dispatcher() {
-    let p = Pids::new();
-    let run = Dispatch::adapter(&[
-        &p.spawn("spawn", "ignore-term+sleep:60000"),
-        "sleep:200",
-        "echo",
-    ])
-    .run();
-    run.expect("succeeded", None, 0);
-    assert!(
-        run.elapsed < Duration::from_millis(200 + 100) + MARGIN,
-        "{:?}",
-        run.elapsed
-    );
-    assert_eq!(run.dispatch()["leaked_processes"], 1);
-    p.assert_gone(1);
-}
-
-#[test]
-fn setsid_grandchild_does_not_hold_the_dispatcher() {
-    let p = Pids::new();
-    let run = Dispatch::adapter(&[
-        &p.spawn("spawn-setsid", "ignore-term+sleep:60000"),
-        "sleep:200",
-        "echo",
-    ])
-    .run();
-    run.expect("succeeded", None, 0);
-    assert!(
-        run.elapsed < Duration::from_millis(200 + 100) + MARGIN,
-        "{:?}",
-        run.elapsed
-    );
-    assert_eq!(run.dispatch()["leaked_processes"], 1);
-    p.assert_gone(1);
-}
-
-#[test]
-fn setsid_grandchild_is_killed_on_timeout_too() {
-    let p = Pids::new();
-    let steps = [
-        p.spawn("spawn-setsid", "ignore-term+sleep:60000"),
-        "sleep:60000".into(),
-    ];
+/// What went wrong in one run of a case (empty: nothing).
+pub fn check_case(case: &Case) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pids");
+    let pid_step = format!("pidfile:{}", pidfile.display());
+    let copy = format!("{pid_step}+ignore-term+sleep:60000");
+    let steps: Vec<String> = case
+        .steps
+        .iter()
+        .map(|s| match *s {
+            "{pid}" => pid_step.clone(),
+            "{spawn}" => format!("spawn:{copy}"),
+            "{setsid}" => format!("spawn-setsid:{copy}"),
+            other => other.to_string(),
+        })
+        .collect();
     let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
-    let run = with_timeout(Dispatch::adapter(&steps), 300)
-        .args(&["--kill-grace-ms", "200"])
-        .run();
-    run.expect("timeout", Some("dispatch_timeout"), 124);
-    assert!(run.elapsed < bound(300, 200), "{:?}", run.elapsed);
-    p.assert_gone(1);
+    let mut d = with_timeout(Dispatch::adapter(&steps), case.timeout_ms)
+        .args(&["--kill-grace-ms", &GRACE_MS.to_string()])
+        .args(case.args);
+    if case.input_bytes > 0 {
+        let size = case.input_bytes;
+        d = d.request(move |r| r["input"] = json!("i".repeat(size)));
+    }
+    let run = d.run();
+    let mut wrong = Vec::new();
+    if run.status() != case.status
+        || run.exit != case.exit
+        || case.code.is_some_and(|c| c != run.code())
+    {
+        wrong.push(format!(
+            "{}: got {} / {} / exit {}, want {} / {:?} / exit {}",
+            case.name,
+            run.status(),
+            run.code(),
+            run.exit,
+            case.status,
+            case.code,
+            case.exit
+        ));
+    }
+    let limit = bound(case.timeout_ms.min(20000), GRACE_MS);
+    if run.elapsed > limit {
+        wrong.push(format!(
+            "{}: returned after {:?}, bound {:?}",
+            case.name, run.elapsed, limit
+        ));
+    }
+    let recorded = pids(&pidfile);
+    if recorded.len() != case.pids {
+        wrong.push(format!(
+            "{}: {} processes recorded, want {}",
+            case.name,
+            recorded.len(),
+            case.pids
+        ));
+    }
+    let until = Instant::now() + Duration::from_secs(2);
+    while recorded.iter().any(|&p| alive(p)) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left: Vec<_> = recorded.iter().filter(|&&p| alive(p)).collect();
+    if !left.is_empty() {
+        wrong.push(format!("{}: left running: {left:?}", case.name));
+        for &&p in &left {
+            // SAFETY: clean up after a failed case so later tests are not disturbed.
+            unsafe {
+                libc::kill(p, libc::SIGKILL);
+            }
+        }
+    }
+    wrong
 }
 
+fn run_named(name: &str) {
+    let case = matrix()
+        .into_iter()
+        .find(|c| c.name == name)
+        .expect("a case of that name");
+    let wrong = check_case(&case);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+macro_rules! matrix_tests {
+    ($($name:ident),* $(,)?) => {
+        $(#[test] fn $name() { run_named(stringify!($name)); })*
+
+        #[test]
+        fn every_matrix_case_has_a_test() {
+            let named = [$(stringify!($name)),*];
+            for case in matrix() {
+                assert!(named.contains(&case.name), "no test for {}", case.name);
+            }
+        }
+    };
+}
+
+matrix_tests!(
+    sleeper,
+    term_ignorer,
+    busy_loop,
+    unread_stdin_sleeper,
+    blocked_on_stdin_held_by_child,
+    group_grandchild_holds_stdout,
+    setsid_grandchild_holds_stdout,
+    setsid_grandchild_and_timeout,
+    exit_by_signal,
+    exit_nonzero_without_envelope,
+    exit_nonzero_with_failure_envelope,
+    exit_nonzero_with_success_envelope,
+    output_cap_with_live_descendants,
+    stderr_flood,
+    never_reads_stdin,
+);
+
+/// The stress check of issue 3: the matrix, `PTD_STRESS_ROUNDS` times (default 1000), four
+/// cases at a time. Run with `cargo test --release --test cli stress_matrix -- --ignored --nocapture`.
 #[test]
-fn output_beyond_the_cap_is_result_too_large() {
-    let run = Dispatch::adapter(&["read-stdin", "flood:1000000", "sleep:60000"])
-        .args(&["--max-output-bytes", "10000"])
-        .run();
-    run.expect("failed", Some("result_too_large"), 1);
-    assert!(run.dispatch()["stdout_bytes"].as_u64().unwrap() > 10000);
-    assert!(
-        run.elapsed < Duration::from_secs(5),
-        "killed at once: {:?}",
-        run.elapsed
+#[ignore = "stress check, minutes long; run by hand"]
+fn stress_matrix() {
+    let rounds: usize = std::env::var("PTD_STRESS_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000);
+    let workers: usize = std::env::var("PTD_STRESS_WORKERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4);
+    let cases = matrix();
+    let total = rounds * cases.len();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failures = std::sync::Mutex::new(Vec::new());
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= total {
+                    break;
+                }
+                let wrong = check_case(&cases[i % cases.len()]);
+                failures.lock().unwrap().extend(wrong);
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    let leftovers = failures
+        .iter()
+        .filter(|f| f.contains("left running"))
+        .count();
+    let wrong_status = failures.iter().filter(|f| f.contains(": got ")).count();
+    let slow = failures
+        .iter()
+        .filter(|f| f.contains("returned after"))
+        .count();
+    println!(
+        "stress: {rounds} rounds x {} cases = {total} runs in {:?}: {leftovers} with leftover processes, {wrong_status} wrong statuses, {slow} over the time bound",
+        cases.len(),
+        start.elapsed()
     );
-}
-
-#[test]
-fn output_cap_hit_while_descendants_are_alive_kills_them_all() {
-    let p = Pids::new();
-    let steps = [
-        p.spawn("spawn-setsid", "ignore-term+sleep:60000"),
-        p.spawn("spawn", "ignore-term+sleep:60000"),
-        "sleep:200".into(),
-        "flood:1000000".into(),
-        "sleep:60000".into(),
-    ];
-    let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
-    let run = Dispatch::adapter(&steps)
-        .args(&["--max-output-bytes", "10000"])
-        .run();
-    run.expect("failed", Some("result_too_large"), 1);
-    p.assert_gone(2);
-}
-
-#[test]
-fn adapter_that_never_reads_its_stdin_is_normal() {
-    // A request far larger than a pipe buffer, to an adapter that closes stdin unread.
-    let answer = json!({"schema": "wp-codebox/parent-tool-result/v1", "version": 1,
-        "request_id": "ptr_123", "tool": "workspace.read", "operation": "call", "status": "succeeded"});
-    let run = Dispatch::adapter(&["close-stdin", "sleep:100", &format!("print:{answer}")])
-        .request(|r| r["input"] = json!("y".repeat(4 << 20)))
-        .run();
-    run.expect("succeeded", None, 0);
-    assert_eq!(run.dispatch()["stdin_error"], "broken_pipe");
-    assert!(run.dispatch()["stdin_bytes_written"].as_u64().unwrap() < 4 << 20);
-}
-
-#[test]
-fn large_data_both_ways_does_not_deadlock() {
-    // 16 MiB in, 16 MiB out, and the adapter writes all of its output before reading.
-    let size = 16 << 20;
-    let run = Dispatch::adapter(&[&format!("big-echo:{size}"), "read-stdin"])
-        .request(|r| r["input"] = json!("z".repeat(size)))
-        .args(&[
-            "--max-request-bytes",
-            "20000000",
-            "--max-output-bytes",
-            "20000000",
-        ])
-        .run();
-    run.expect("succeeded", None, 0);
-    assert_eq!(run.envelope["output"].as_str().unwrap().len(), size);
-    assert!(run.dispatch()["stdin_bytes_written"].as_u64().unwrap() > size as u64);
-    assert_eq!(run.dispatch()["stdin_error"], Value::Null);
-}
-
-#[test]
-fn stderr_flood_keeps_a_bounded_tail() {
-    let run = Dispatch::adapter(&["flood-stderr:5000000", "eprint:THE-END", "echo"]).run();
-    run.expect("succeeded", None, 0);
-    let tail = run.dispatch()["stderr_tail"].as_str().unwrap();
-    assert!(tail.len() <= 64 * 1024, "{}", tail.len());
-    assert!(tail.ends_with("THE-END"));
-    assert_eq!(run.dispatch()["stderr_truncated"], true);
+    for f in failures.iter().take(20) {
+        println!("  {f}");
+    }
+    assert!(failures.is_empty(), "{} failures", failures.len());
 }
 
 fn interrupt_with(sig: i32, name: &str) {
@@ -320,4 +489,83 @@ fn signal_while_waiting_for_the_request_still_prints_an_envelope() {
     let envelope: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(envelope["error"]["code"], "interrupted");
     assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn large_data_both_ways_does_not_deadlock() {
+    // 16 MiB in, 16 MiB out, and the adapter writes all of its output before reading.
+    let size = 16 << 20;
+    let run = Dispatch::adapter(&[&format!("big-echo:{size}"), "read-stdin"])
+        .request(|r| r["input"] = json!("z".repeat(size)))
+        .args(&[
+            "--max-request-bytes",
+            "20000000",
+            "--max-output-bytes",
+            "20000000",
+        ])
+        .run();
+    run.expect("succeeded", None, 0);
+    assert_eq!(run.envelope["output"].as_str().unwrap().len(), size);
+    assert!(run.dispatch()["stdin_bytes_written"].as_u64().unwrap() > size as u64);
+    assert_eq!(run.dispatch()["stdin_error"], Value::Null);
+}
+
+#[test]
+fn never_reading_adapter_records_the_broken_pipe() {
+    let run = Dispatch::adapter(&["close-stdin", "sleep:50", ANSWER])
+        .request(|r| r["input"] = json!("y".repeat(4 << 20)))
+        .run();
+    run.expect("succeeded", None, 0);
+    assert_eq!(run.dispatch()["stdin_error"], "broken_pipe");
+    assert!(run.dispatch()["stdin_bytes_written"].as_u64().unwrap() < 4 << 20);
+}
+
+#[test]
+fn grandchildren_holding_pipes_are_counted_as_leaked() {
+    let p = Pids::new();
+    let run = Dispatch::adapter(&[
+        &p.spawn("spawn-setsid", "ignore-term+sleep:60000"),
+        "sleep:100",
+        "echo",
+    ])
+    .run();
+    run.expect("succeeded", None, 0);
+    assert_eq!(run.dispatch()["leaked_processes"], 1);
+    // The leak window is 100 ms: the return does not wait for the sleeper.
+    assert!(
+        run.elapsed < Duration::from_millis(100 + 100) + MARGIN,
+        "{:?}",
+        run.elapsed
+    );
+    p.assert_gone(1);
+}
+
+#[test]
+fn timeouts_report_the_signal_that_ended_the_adapter() {
+    let run = with_timeout(Dispatch::adapter(&["sleep:60000"]), 200)
+        .args(&["--kill-grace-ms", "300"])
+        .run();
+    run.expect("timeout", Some("dispatch_timeout"), 124);
+    assert_eq!(run.dispatch()["signal"], "SIGTERM");
+    assert!(run.elapsed >= Duration::from_millis(200));
+    let run = with_timeout(Dispatch::adapter(&["ignore-term", "sleep:60000"]), 200)
+        .args(&["--kill-grace-ms", "300"])
+        .run();
+    run.expect("timeout", Some("dispatch_timeout"), 124);
+    assert_eq!(run.dispatch()["signal"], "SIGKILL");
+    assert!(
+        run.elapsed >= Duration::from_millis(500),
+        "waited for the grace: {:?}",
+        run.elapsed
+    );
+}
+
+#[test]
+fn stderr_flood_keeps_a_bounded_tail() {
+    let run = Dispatch::adapter(&["flood-stderr:5000000", "eprint:THE-END", "echo"]).run();
+    run.expect("succeeded", None, 0);
+    let tail = run.dispatch()["stderr_tail"].as_str().unwrap();
+    assert!(tail.len() <= 64 * 1024, "{}", tail.len());
+    assert!(tail.ends_with("THE-END"));
+    assert_eq!(run.dispatch()["stderr_truncated"], true);
 }
