@@ -8,6 +8,7 @@ mod happy;
 mod hostile;
 mod subcommands;
 mod transcripts;
+mod workspace;
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};

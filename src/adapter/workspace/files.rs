@@ -1,0 +1,845 @@
+//! `workspace.read`, `workspace.write`, `workspace.edit`, and the atomic replace they share.
+//!
+//! Owns: the input shapes and outputs of the three file tools, text checks (no NUL byte, valid
+//! UTF-8), and [`write_atomic`]. Paths are resolved only through [`Root`]; this file never
+//! builds a host path.
+//!
+//! `read` pages by **lines**: `offset` is how many lines to skip (0 = from the start) and
+//! `limit` how many lines to return at most; `content` holds at most
+//! [`limits::MAX_READ_BYTES`] bytes and `truncated` is true exactly when the file has bytes after
+//! the returned range. `bytes` is the byte length of `content`. A search hit on line `L` is read
+//! with `offset: L - 1`.
+//!
+//! `write` and `edit` replace the file atomically: temp file in the same directory (by handle;
+//! mode 0600 while it fills when it replaces a file), data, then the old file's owner (best
+//! effort) and permission bits, `fsync`, `renameat`, then a best-effort `fsync` of the
+//! directory. Readers see the old file or the new one, never a mix; a failure
+//! before the rename removes the temp file and leaves the old content untouched.
+
+use super::path::{Located, PathError, RelPath, Root};
+use super::{cut_at_char_boundary, limits, quote, sys, Code, Input, ToolError};
+use serde_json::{json, Value};
+use std::ffi::{CStr, CString};
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Read buffer size.
+const CHUNK_BYTES: usize = 64 << 10;
+/// Flags for opening a file to read: never block on a FIFO, never acquire a terminal.
+const READ_FLAGS: libc::c_int = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY;
+/// Mode of a newly created file (the umask applies); a replaced file keeps its permission bits.
+const NEW_FILE_MODE: libc::mode_t = 0o666;
+/// Mode of the temp file while it fills when it replaces an existing file: nobody else may
+/// read the new content of a private file before its real mode is restored.
+const TEMP_FILE_MODE: libc::mode_t = 0o600;
+
+/// What a replacement keeps of the file it replaces: permission bits (not setuid/setgid/sticky)
+/// and, where the process may set it, the owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keep {
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl Keep {
+    // mode_t is u32 on Linux but u16 on macOS: the conversion is only useless on some targets.
+    #[allow(clippy::useless_conversion)]
+    fn of_stat(st: &libc::stat) -> Keep {
+        Keep {
+            mode: u32::from(st.st_mode) & 0o777,
+            uid: st.st_uid,
+            gid: st.st_gid,
+        }
+    }
+
+    fn of_metadata(meta: &std::fs::Metadata) -> Keep {
+        Keep {
+            mode: meta.mode() & 0o777,
+            uid: meta.uid(),
+            gid: meta.gid(),
+        }
+    }
+}
+
+/// Map a resolution failure to a tool error about `shown` (the request's own path).
+pub fn path_error(err: PathError, shown: &str) -> ToolError {
+    match err {
+        PathError::Invalid(why) => ToolError::new(Code::InvalidInput, format!("input.path: {why}")),
+        PathError::OutsideRoot => ToolError::new(
+            Code::PathOutsideRoot,
+            format!(
+                "{} resolves outside the workspace root; paths must be relative and stay inside it",
+                quote(shown)
+            ),
+        ),
+        PathError::NotFound => {
+            ToolError::new(Code::NotFound, format!("{} does not exist", quote(shown)))
+        }
+        PathError::NotADirectory => ToolError::new(
+            Code::NotADirectory,
+            format!("a component of {} is not a directory", quote(shown)),
+        ),
+        PathError::SymlinkLoop => ToolError::new(
+            Code::SymlinkLoop,
+            format!(
+                "{} has too many levels of symbolic links, or one changed during the call",
+                quote(shown)
+            ),
+        ),
+        PathError::Io(err) => ToolError::io("resolve", shown, &err),
+    }
+}
+
+/// Parse `input.path`; `shown` for messages is the raw request text (relative or refused).
+pub fn parse_path(raw: &str) -> Result<RelPath, ToolError> {
+    RelPath::parse(raw).map_err(|err| match err {
+        PathError::OutsideRoot if raw.starts_with('/') => ToolError::new(
+            Code::PathOutsideRoot,
+            "absolute paths are refused; paths are relative to the workspace root",
+        ),
+        other => path_error(other, raw),
+    })
+}
+
+/// Refuse anything but a regular file behind `file`.
+fn require_regular(file: &File, shown: &str) -> Result<std::fs::Metadata, ToolError> {
+    let meta = file
+        .metadata()
+        .map_err(|e| ToolError::io("inspect", shown, &e))?;
+    if meta.is_dir() {
+        return Err(ToolError::new(
+            Code::NotAFile,
+            format!(
+                "{} is a directory, not a file; use workspace.search to look inside it",
+                quote(shown)
+            ),
+        ));
+    }
+    if !meta.is_file() {
+        return Err(ToolError::new(
+            Code::NotAFile,
+            format!(
+                "{} is not a regular file (a FIFO, socket or device)",
+                quote(shown)
+            ),
+        ));
+    }
+    Ok(meta)
+}
+
+/// `workspace.read {path, offset?, limit?}` → `{path, content, bytes, truncated}`.
+pub fn read(root: &Root, input: &Value) -> Result<Value, ToolError> {
+    let input = Input::new(input, &["path", "offset", "limit"])?;
+    let rel = parse_path(input.string("path")?)?;
+    let shown = rel.display();
+    let offset = input.opt_u64("offset")?.unwrap_or(0);
+    let limit = input.opt_u64("limit")?;
+    let fd = root
+        .open_beneath(&rel, READ_FLAGS)
+        .map_err(|e| path_error(e, &shown))?;
+    let file = File::from(fd);
+    require_regular(&file, &shown)?;
+    let page = read_lines(&file, offset, limit, limits::MAX_READ_BYTES)
+        .map_err(|e| ToolError::io("read", &shown, &e))?;
+    if page.saw_nul {
+        return Err(binary(&shown));
+    }
+    let content = match String::from_utf8(page.bytes) {
+        Ok(text) => text,
+        Err(err) => {
+            let utf8 = err.utf8_error();
+            // Only the byte cap may cut a character in half; then the page ends before it.
+            if page.capped && utf8.error_len().is_none() {
+                let mut bytes = err.into_bytes();
+                bytes.truncate(utf8.valid_up_to());
+                String::from_utf8(bytes).map_err(|_| not_utf8(&shown))?
+            } else {
+                return Err(not_utf8(&shown));
+            }
+        }
+    };
+    let bytes = content.len();
+    Ok(json!({
+        "path": shown,
+        "content": content,
+        "bytes": bytes,
+        "truncated": page.truncated,
+    }))
+}
+
+fn binary(shown: &str) -> ToolError {
+    ToolError::new(
+        Code::BinaryFile,
+        format!(
+            "{} looks like a binary file (it contains a NUL byte); only text files are served",
+            quote(shown)
+        ),
+    )
+}
+
+fn not_utf8(shown: &str) -> ToolError {
+    ToolError::new(
+        Code::NotUtf8,
+        format!("{} is not valid UTF-8 text", quote(shown)),
+    )
+}
+
+/// One page of a file.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Page {
+    bytes: Vec<u8>,
+    /// The file has bytes after `bytes`.
+    truncated: bool,
+    /// The page stopped because it reached the byte cap (possibly mid-character).
+    capped: bool,
+    /// A NUL byte was seen in what was read (skipped lines included).
+    saw_nul: bool,
+}
+
+/// Skip `offset` lines, then take up to `limit` lines and at most `cap` bytes. Memory stays
+/// within `cap` plus one buffer, whatever the line lengths.
+fn read_lines(
+    mut file: impl Read,
+    offset: u64,
+    limit: Option<u64>,
+    cap: usize,
+) -> io::Result<Page> {
+    let mut page = Page::default();
+    let mut buf = vec![0u8; CHUNK_BYTES];
+    let mut skipped = 0u64;
+    let mut taken = 0u64;
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(0) => return Ok(page),
+            Ok(n) => n,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+        };
+        let chunk = &buf[..n];
+        if chunk.contains(&0) {
+            page.saw_nul = true;
+            return Ok(page);
+        }
+        let mut i = 0;
+        while skipped < offset && i < n {
+            match chunk[i..].iter().position(|&b| b == b'\n') {
+                Some(p) => {
+                    i += p + 1;
+                    skipped += 1;
+                }
+                None => i = n,
+            }
+        }
+        while i < n {
+            if limit == Some(taken) || page.bytes.len() >= cap {
+                // There is at least chunk[i], so the file goes on past the page.
+                page.capped = page.bytes.len() >= cap && limit != Some(taken);
+                page.truncated = true;
+                return Ok(page);
+            }
+            let room = cap - page.bytes.len();
+            let line_end = match chunk[i..].iter().position(|&b| b == b'\n') {
+                Some(p) => i + p + 1,
+                None => n,
+            };
+            let end = line_end.min(i + room);
+            page.bytes.extend_from_slice(&chunk[i..end]);
+            if end == line_end && chunk[end - 1] == b'\n' {
+                taken += 1;
+            }
+            i = end;
+        }
+    }
+}
+
+/// `workspace.write {path, content, create_dirs?}` → `{path, bytes}`.
+pub fn write(root: &Root, input: &Value) -> Result<Value, ToolError> {
+    let input = Input::new(input, &["path", "content", "create_dirs"])?;
+    let rel = parse_path(input.string("path")?)?;
+    let shown = rel.display();
+    let content = input.string("content")?;
+    let create_dirs = input.opt_bool("create_dirs")?.unwrap_or(false);
+    if content.len() > limits::MAX_WRITE_BYTES {
+        return Err(too_large_content(content.len()));
+    }
+    let (located, name) = locate_file(root, &rel, &shown, create_dirs)?;
+    let keep = match sys::lstat_at(located.parent.as_fd(), &name) {
+        Ok(st) if sys::file_type(&st) == libc::S_IFREG => Some(Keep::of_stat(&st)),
+        Ok(st) if sys::file_type(&st) == libc::S_IFDIR => return Err(is_directory(&shown)),
+        Ok(_) => {
+            return Err(ToolError::new(
+                Code::NotAFile,
+                format!(
+                    "{} exists and is not a regular file; it is not replaced",
+                    quote(&shown)
+                ),
+            ))
+        }
+        Err(err) if err.raw_os_error() == Some(libc::ENOENT) => None,
+        Err(err) => return Err(ToolError::io("inspect", &shown, &err)),
+    };
+    write_atomic(
+        located.parent.as_fd(),
+        &name,
+        content.as_bytes(),
+        keep,
+        &mut || Ok(()),
+    )
+    .map_err(|e| ToolError::io("write", &shown, &e))?;
+    Ok(json!({"path": shown, "bytes": content.len()}))
+}
+
+fn too_large_content(len: usize) -> ToolError {
+    ToolError::new(
+        Code::TooLarge,
+        format!(
+            "the new content is {len} bytes, over the {}-byte limit",
+            limits::MAX_WRITE_BYTES
+        ),
+    )
+}
+
+fn is_directory(shown: &str) -> ToolError {
+    ToolError::new(
+        Code::NotAFile,
+        format!("{} is a directory, not a file", quote(shown)),
+    )
+}
+
+/// Resolve `rel` for writing: its parent directory handle and its final name.
+fn locate_file(
+    root: &Root,
+    rel: &RelPath,
+    shown: &str,
+    create_dirs: bool,
+) -> Result<(Located, CString), ToolError> {
+    if rel.is_root() {
+        return Err(is_directory(shown));
+    }
+    let mut located = root.locate(rel, create_dirs).map_err(|e| match e {
+        PathError::NotFound if !create_dirs => ToolError::new(
+            Code::NotFound,
+            format!(
+                "the parent directory of {} does not exist; set create_dirs: true to create it",
+                quote(shown)
+            ),
+        ),
+        other => path_error(other, shown),
+    })?;
+    match located.name.take() {
+        Some(name) => Ok((located, name)),
+        None => Err(is_directory(shown)),
+    }
+}
+
+/// `workspace.edit {path, old, new}` → `{path, bytes}`: replace the one occurrence of `old`.
+pub fn edit(root: &Root, input: &Value) -> Result<Value, ToolError> {
+    let input = Input::new(input, &["path", "old", "new"])?;
+    let rel = parse_path(input.string("path")?)?;
+    let shown = rel.display();
+    let old = input.string("old")?;
+    let new = input.string("new")?;
+    if old.is_empty() {
+        return Err(ToolError::new(
+            Code::InvalidInput,
+            "input.old is empty; it must be the exact text to replace",
+        ));
+    }
+    let (located, name) = locate_file(root, &rel, &shown, false)?;
+    let fd = sys::open_at(
+        located.parent.as_fd(),
+        &name,
+        READ_FLAGS | libc::O_NOFOLLOW,
+        0,
+    )
+    .map_err(|e| path_error(e.into(), &shown))?;
+    let file = File::from(fd);
+    let meta = require_regular(&file, &shown)?;
+    let max = limits::MAX_WRITE_BYTES as u64;
+    if meta.len() > max {
+        return Err(ToolError::new(
+            Code::TooLarge,
+            format!(
+                "{} is {} bytes, over the {max}-byte limit for edits",
+                quote(&shown),
+                meta.len()
+            ),
+        ));
+    }
+    let mut bytes = Vec::new();
+    (&file)
+        .take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| ToolError::io("read", &shown, &e))?;
+    if bytes.len() as u64 > max {
+        return Err(ToolError::new(
+            Code::TooLarge,
+            format!(
+                "{} grew over the {max}-byte limit while being read",
+                quote(&shown)
+            ),
+        ));
+    }
+    if bytes.contains(&0) {
+        return Err(binary(&shown));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| not_utf8(&shown))?;
+    let at = find_exactly_one(&text, old).map_err(|count| {
+        let snippet = cut_at_char_boundary(old, 80);
+        match count {
+            0 => ToolError::new(
+                Code::NoMatch,
+                format!("input.old does not occur in {}", quote(&shown)),
+            )
+            .with_details(json!({"occurrences": 0, "old_prefix": snippet})),
+            n => ToolError::new(
+                Code::AmbiguousMatch,
+                format!(
+                    "input.old occurs {}{n} times in {}; include more surrounding text so it occurs exactly once",
+                    if n >= MAX_COUNTED { "at least " } else { "" },
+                    quote(&shown)
+                ),
+            )
+            .with_details(json!({"occurrences": n, "old_prefix": snippet})),
+        }
+    })?;
+    let new_len = text.len() - old.len() + new.len();
+    if new_len > limits::MAX_WRITE_BYTES {
+        return Err(too_large_content(new_len));
+    }
+    let mut edited = String::with_capacity(new_len);
+    edited.push_str(&text[..at]);
+    edited.push_str(new);
+    edited.push_str(&text[at + old.len()..]);
+    write_atomic(
+        located.parent.as_fd(),
+        &name,
+        edited.as_bytes(),
+        Some(Keep::of_metadata(&meta)),
+        &mut || Ok(()),
+    )
+    .map_err(|e| ToolError::io("write", &shown, &e))?;
+    Ok(json!({"path": shown, "bytes": edited.len()}))
+}
+
+/// Occurrences counted before an edit is called ambiguous without counting further.
+const MAX_COUNTED: usize = 1000;
+
+/// The byte offset of the only occurrence of `needle` (overlapping occurrences count: `aa`
+/// occurs twice in `aaa`), or how many there are (capped at [`MAX_COUNTED`]).
+fn find_exactly_one(haystack: &str, needle: &str) -> Result<usize, usize> {
+    let step = needle.chars().next().map_or(1, char::len_utf8);
+    let mut found = Vec::new();
+    let mut from = 0;
+    while found.len() < MAX_COUNTED {
+        match haystack[from..].find(needle) {
+            Some(p) => {
+                found.push(from + p);
+                from += p + step;
+            }
+            None => break,
+        }
+    }
+    match found.as_slice() {
+        [only] => Ok(*only),
+        many => Err(many.len()),
+    }
+}
+
+/// Temp names created by this process, so two writes never race for one name.
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A hidden sibling temp name: `.<name prefix>.<pid>.<n>.ptd-tmp`, well under `NAME_MAX`.
+fn temp_name(name: &CStr) -> io::Result<CString> {
+    let bytes = name.to_bytes();
+    let prefix = &bytes[..bytes.len().min(100)];
+    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let mut out = Vec::with_capacity(prefix.len() + 48);
+    out.push(b'.');
+    out.extend_from_slice(prefix);
+    out.extend_from_slice(format!(".{}.{n}{nanos:x}.ptd-tmp", std::process::id()).as_bytes());
+    sys::cstring(&out)
+}
+
+/// Replace `name` in `dir` with `data` atomically. `keep` is what to carry over from the file
+/// being replaced (`None`: a new file; the umask decides its mode). `before_rename` runs after
+/// the data is durable and before the rename; an error from it (or from any step) removes the
+/// temp file, leaves `name` untouched, and is returned. Production passes a no-op; tests
+/// inject failures.
+pub fn write_atomic(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    data: &[u8],
+    keep: Option<Keep>,
+    before_rename: &mut dyn FnMut() -> io::Result<()>,
+) -> io::Result<()> {
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
+    let create_mode = if keep.is_some() {
+        TEMP_FILE_MODE
+    } else {
+        NEW_FILE_MODE
+    };
+    let mut attempt = 0;
+    let (temp, file) = loop {
+        let temp = temp_name(name)?;
+        match sys::open_at(dir, &temp, flags, create_mode) {
+            Ok(fd) => break (temp, File::from(fd)),
+            Err(err) if err.raw_os_error() == Some(libc::EEXIST) && attempt < 16 => attempt += 1,
+            Err(err) => return Err(err),
+        }
+    };
+    let result = (|| {
+        (&file).write_all(data)?;
+        if let Some(keep) = keep {
+            // Owner first (chown may clear mode bits); refused unless privileged, and then the
+            // file simply belongs to us, as any new file would.
+            let _ = std::os::unix::fs::fchown(&file, Some(keep.uid), Some(keep.gid));
+            file.set_permissions(std::fs::Permissions::from_mode(keep.mode))?;
+        }
+        file.sync_all()?;
+        before_rename()?;
+        sys::rename_at(dir, &temp, name)
+    })();
+    drop(file);
+    if let Err(err) = result {
+        let _ = sys::unlink_at(dir, &temp);
+        return Err(err);
+    }
+    // The rename is in place; making the directory entry durable is best effort (some file
+    // systems refuse fsync on a directory) and never turns a completed write into a failure.
+    let _ = sys::fsync(dir);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapter::workspace::path::Resolver;
+    use std::fs;
+    use std::os::unix::fs::symlink;
+    use std::path::Path;
+
+    fn roots(path: &Path) -> [Root; 2] {
+        [
+            Root::open_with(path, Resolver::Openat2).unwrap(),
+            Root::open_with(path, Resolver::Walk).unwrap(),
+        ]
+    }
+
+    fn code(result: Result<Value, ToolError>) -> &'static str {
+        match result {
+            Ok(v) => panic!("expected an error, got {v}"),
+            Err(e) => {
+                assert!(!e.message.contains("/tmp/"), "host path in {:?}", e.message);
+                e.code.as_str()
+            }
+        }
+    }
+
+    #[test]
+    fn read_returns_the_whole_small_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::write(tmp.path().join("a.txt"), "one\ntwo\nthree\n").unwrap();
+        for root in roots(tmp.path()) {
+            let out = read(&root, &json!({"path": "./a.txt"})).unwrap();
+            assert_eq!(
+                out,
+                json!({"path": "a.txt", "bytes": 14, "content": "one\ntwo\nthree\n", "truncated": false})
+            );
+        }
+    }
+
+    #[test]
+    fn read_pages_by_lines() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::write(tmp.path().join("a.txt"), "one\ntwo\nthree\nfour").unwrap();
+        let root = Root::open(tmp.path()).unwrap();
+        let page = |o: u64, l: Option<u64>| {
+            let mut input = json!({"path": "a.txt", "offset": o});
+            if let Some(l) = l {
+                input["limit"] = l.into();
+            }
+            let out = read(&root, &input).unwrap();
+            (
+                out["content"].as_str().unwrap().to_owned(),
+                out["truncated"].as_bool().unwrap(),
+            )
+        };
+        assert_eq!(page(1, Some(2)), ("two\nthree\n".into(), true));
+        assert_eq!(page(2, None), ("three\nfour".into(), false));
+        assert_eq!(page(3, Some(1)), ("four".into(), false));
+        assert_eq!(page(9, None), (String::new(), false));
+        assert_eq!(page(0, Some(0)), (String::new(), true));
+    }
+
+    #[test]
+    fn read_lines_caps_bytes_and_reports_the_cut() {
+        let data = "αβγδ\n".repeat(10);
+        let page = read_lines(data.as_bytes(), 0, None, 7).unwrap();
+        assert_eq!(page.bytes.len(), 7);
+        assert!(page.capped && page.truncated);
+        // A cut exactly at the end of the file is not truncation.
+        let page = read_lines(&b"abc"[..], 0, None, 3).unwrap();
+        assert!(!page.truncated);
+    }
+
+    #[test]
+    fn read_cuts_at_a_character_boundary_when_capped() {
+        let tmp = tempfile::tempdir().unwrap();
+        // One line of 3-byte characters, longer than the read cap; the cap is not a multiple of 3.
+        let line = "€".repeat(limits::MAX_READ_BYTES / 3 + 10);
+        fs::write(tmp.path().join("wide.txt"), &line).unwrap();
+        let root = Root::open(tmp.path()).unwrap();
+        let out = read(&root, &json!({"path": "wide.txt"})).unwrap();
+        let content = out["content"].as_str().unwrap();
+        assert!(content.len() <= limits::MAX_READ_BYTES && content.len() % 3 == 0);
+        assert_eq!(out["truncated"], true);
+        assert_eq!(out["bytes"], content.len());
+    }
+
+    #[test]
+    fn read_refuses_binary_non_utf8_directories_and_fifos() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::write(tmp.path().join("bin"), b"abc\0def").unwrap();
+        fs::write(tmp.path().join("latin1"), b"caf\xe9\n").unwrap();
+        fs::create_dir(tmp.path().join("dir")).unwrap();
+        let fifo = sys::cstring(tmp.path().join("fifo").as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let root = Root::open(tmp.path()).unwrap();
+        assert_eq!(code(read(&root, &json!({"path": "bin"}))), "binary_file");
+        assert_eq!(code(read(&root, &json!({"path": "latin1"}))), "not_utf8");
+        assert_eq!(code(read(&root, &json!({"path": "dir"}))), "not_a_file");
+        assert_eq!(code(read(&root, &json!({"path": "."}))), "not_a_file");
+        // A FIFO must not block the adapter waiting for a writer.
+        assert_eq!(code(read(&root, &json!({"path": "fifo"}))), "not_a_file");
+        assert_eq!(code(read(&root, &json!({"path": "nope"}))), "not_found");
+    }
+
+    #[test]
+    fn read_escapes_are_denied_with_both_resolvers() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root_dir = tmp.path().join("root");
+        fs::create_dir_all(root_dir.join("sub")).unwrap();
+        fs::create_dir(tmp.path().join("outside")).unwrap();
+        fs::write(tmp.path().join("outside/secret"), "s").unwrap();
+        symlink("/etc/passwd", root_dir.join("passwd")).unwrap();
+        symlink(tmp.path().join("outside"), root_dir.join("sub/out")).unwrap();
+        for root in roots(&root_dir) {
+            for path in [
+                "passwd",
+                "sub/out/secret",
+                "../outside/secret",
+                "/etc/passwd",
+            ] {
+                let err = read(&root, &json!({ "path": path })).unwrap_err();
+                assert_eq!(err.code, Code::PathOutsideRoot, "{path}");
+                assert_eq!(err.code.status().as_str(), "denied");
+                assert!(!err.message.contains(tmp.path().to_str().unwrap()));
+            }
+        }
+    }
+
+    #[test]
+    fn write_creates_replaces_and_keeps_the_mode() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = Root::open(tmp.path()).unwrap();
+        let out = write(&root, &json!({"path": "a.txt", "content": "v1"})).unwrap();
+        assert_eq!(out, json!({"path": "a.txt", "bytes": 2}));
+        fs::set_permissions(tmp.path().join("a.txt"), fs::Permissions::from_mode(0o640)).unwrap();
+        std::os::unix::fs::chown(tmp.path().join("a.txt"), Some(1234), Some(5678)).unwrap();
+        write(&root, &json!({"path": "a.txt", "content": "version 2"})).unwrap();
+        assert_eq!(
+            fs::read_to_string(tmp.path().join("a.txt")).unwrap(),
+            "version 2"
+        );
+        let meta = fs::metadata(tmp.path().join("a.txt")).unwrap();
+        assert_eq!(meta.mode() & 0o777, 0o640);
+        // The suite runs as root, so the owner is carried over too.
+        assert_eq!((meta.uid(), meta.gid()), (1234, 5678));
+        let leftovers: Vec<_> = fs::read_dir(tmp.path()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "temp files left behind");
+    }
+
+    #[test]
+    fn write_creates_parents_only_when_asked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = Root::open(tmp.path()).unwrap();
+        let input = json!({"path": "x/y/z.txt", "content": "deep"});
+        assert_eq!(code(write(&root, &input)), "not_found");
+        assert!(!tmp.path().join("x").exists());
+        let mut input = input;
+        input["create_dirs"] = true.into();
+        write(&root, &input).unwrap();
+        assert_eq!(
+            fs::read_to_string(tmp.path().join("x/y/z.txt")).unwrap(),
+            "deep"
+        );
+    }
+
+    #[test]
+    fn write_through_links_stays_inside() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root_dir = tmp.path().join("root");
+        fs::create_dir_all(root_dir.join("real")).unwrap();
+        fs::create_dir(tmp.path().join("outside")).unwrap();
+        fs::write(root_dir.join("real/target.md"), "old").unwrap();
+        symlink("real/target.md", root_dir.join("alias.md")).unwrap();
+        symlink("../outside", root_dir.join("out")).unwrap();
+        symlink("/etc/passwd", root_dir.join("passwd")).unwrap();
+        let root = Root::open(&root_dir).unwrap();
+        // An inside link is written through: the link survives, its target changes.
+        write(&root, &json!({"path": "alias.md", "content": "new"})).unwrap();
+        assert_eq!(
+            fs::read_to_string(root_dir.join("real/target.md")).unwrap(),
+            "new"
+        );
+        assert!(fs::symlink_metadata(root_dir.join("alias.md"))
+            .unwrap()
+            .is_symlink());
+        for path in ["out/x.txt", "passwd", "../escape.txt", "/tmp/abs.txt"] {
+            let input = json!({"path": path, "content": "pwned", "create_dirs": true});
+            assert_eq!(code(write(&root, &input)), "path_outside_root", "{path}");
+        }
+        assert_eq!(fs::read_dir(tmp.path().join("outside")).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn write_refuses_directories_and_oversized_content() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::create_dir(tmp.path().join("dir")).unwrap();
+        let root = Root::open(tmp.path()).unwrap();
+        assert_eq!(
+            code(write(&root, &json!({"path": "dir", "content": ""}))),
+            "not_a_file"
+        );
+        assert_eq!(
+            code(write(&root, &json!({"path": ".", "content": ""}))),
+            "not_a_file"
+        );
+        let big = "x".repeat(limits::MAX_WRITE_BYTES + 1);
+        assert_eq!(
+            code(write(&root, &json!({"path": "big", "content": big}))),
+            "too_large"
+        );
+        assert_eq!(code(write(&root, &json!({"path": "a"}))), "invalid_input");
+    }
+
+    #[test]
+    fn an_interrupted_write_leaves_the_old_file_and_no_temp_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::write(tmp.path().join("keep.txt"), "old content").unwrap();
+        let root = Root::open(tmp.path()).unwrap();
+        let rel = RelPath::parse("keep.txt").unwrap();
+        let located = root.locate(&rel, false).unwrap();
+        let name = located.name.clone().unwrap();
+        let mut ran = false;
+        let err = write_atomic(
+            located.parent.as_fd(),
+            &name,
+            b"new content that must never be seen",
+            None,
+            &mut || {
+                ran = true;
+                Err(io::Error::other("simulated crash before rename"))
+            },
+        )
+        .unwrap_err();
+        assert!(ran);
+        assert_eq!(err.to_string(), "simulated crash before rename");
+        assert_eq!(
+            fs::read_to_string(tmp.path().join("keep.txt")).unwrap(),
+            "old content"
+        );
+        let names: Vec<_> = fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("keep.txt")]);
+    }
+
+    #[test]
+    fn edit_replaces_exactly_one_occurrence() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::write(tmp.path().join("a.rs"), "fn main() {\n    old();\n}\n").unwrap();
+        let root = Root::open(tmp.path()).unwrap();
+        let out = edit(
+            &root,
+            &json!({"path": "a.rs", "old": "old();", "new": "new_call();"}),
+        )
+        .unwrap();
+        let text = fs::read_to_string(tmp.path().join("a.rs")).unwrap();
+        assert_eq!(text, "fn main() {\n    new_call();\n}\n");
+        assert_eq!(out, json!({"path": "a.rs", "bytes": text.len()}));
+    }
+
+    #[test]
+    fn edit_with_zero_or_two_occurrences_changes_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::write(tmp.path().join("a.txt"), "x = 1\nx = 1\n").unwrap();
+        let root = Root::open(tmp.path()).unwrap();
+        let zero = edit(&root, &json!({"path": "a.txt", "old": "y", "new": "z"})).unwrap_err();
+        assert_eq!(zero.code, Code::NoMatch);
+        let two = edit(
+            &root,
+            &json!({"path": "a.txt", "old": "x = 1", "new": "x = 2"}),
+        )
+        .unwrap_err();
+        assert_eq!(two.code, Code::AmbiguousMatch);
+        assert_eq!(two.details.unwrap()["occurrences"], 2);
+        assert_eq!(
+            fs::read_to_string(tmp.path().join("a.txt")).unwrap(),
+            "x = 1\nx = 1\n"
+        );
+        // Overlapping occurrences are ambiguous too.
+        fs::write(tmp.path().join("b.txt"), "aaa").unwrap();
+        let overlap = edit(&root, &json!({"path": "b.txt", "old": "aa", "new": "b"})).unwrap_err();
+        assert_eq!(overlap.code, Code::AmbiguousMatch);
+        assert_eq!(
+            code(edit(
+                &root,
+                &json!({"path": "a.txt", "old": "", "new": "z"})
+            )),
+            "invalid_input"
+        );
+    }
+
+    #[test]
+    fn edit_escapes_and_bad_files_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root_dir = tmp.path().join("root");
+        fs::create_dir(&root_dir).unwrap();
+        fs::write(tmp.path().join("secret"), "k=v").unwrap();
+        symlink("../secret", root_dir.join("rel")).unwrap();
+        symlink("/etc/passwd", root_dir.join("passwd")).unwrap();
+        fs::write(root_dir.join("bin"), b"a\0b").unwrap();
+        let root = Root::open(&root_dir).unwrap();
+        for path in ["rel", "passwd", "../secret"] {
+            let input = json!({"path": path, "old": "k", "new": "K"});
+            assert_eq!(code(edit(&root, &input)), "path_outside_root", "{path}");
+        }
+        assert_eq!(
+            fs::read_to_string(tmp.path().join("secret")).unwrap(),
+            "k=v"
+        );
+        let input = json!({"path": "bin", "old": "a", "new": "b"});
+        assert_eq!(code(edit(&root, &input)), "binary_file");
+        let input = json!({"path": "missing", "old": "a", "new": "b"});
+        assert_eq!(code(edit(&root, &input)), "not_found");
+    }
+
+    #[test]
+    fn find_exactly_one_counts_overlaps_and_multibyte_needles() {
+        assert_eq!(find_exactly_one("abc", "b"), Ok(1));
+        assert_eq!(find_exactly_one("abc", "x"), Err(0));
+        assert_eq!(find_exactly_one("ééé", "éé"), Err(2));
+        assert_eq!(find_exactly_one("aXbXc", "X"), Err(2));
+    }
+}

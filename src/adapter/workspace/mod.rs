@@ -1,0 +1,770 @@
+//! The reference workspace adapter (SPEC §9): `parent-tool-dispatch adapter workspace`.
+//!
+//! It is a host adapter like any other: one `wp-codebox/parent-tool-request/v1` envelope on
+//! stdin, exactly one `wp-codebox/parent-tool-result/v1` envelope (compact JSON and `\n`) on
+//! stdout, exit 0 whenever that envelope was printed — whatever its status — and 1 only when
+//! stdin (or stdout) failed. It serves `workspace.read`, `.search`, `.write` and `.edit` (and
+//! their provider-safe spellings `workspace_read`, …) against one root directory.
+//!
+//! Owns: the protocol (reading, checking and echoing the request, building the result), tool
+//! and operation dispatch, and the table of error codes ([`Code`]). Containment lives in
+//! `path.rs`, the file tools in `files.rs`, search in `search.rs`.
+//!
+//! Invariants: the root comes from `--root` or the working directory (which the bridge's
+//! `cwd_env` sets), never from the request; every path a tool touches is resolved beneath the
+//! root's directory handle; no message carries a host path (only the request's relative path);
+//! every size is bounded ([`limits`]); no input makes it panic, and if a bug did, the panic is
+//! caught and still answered with an `internal_error` envelope.
+
+mod files;
+mod path;
+mod search;
+mod sys;
+
+use crate::envelope::json::{self, JsonIssue};
+use crate::error::Status;
+use serde_json::{json, Map, Value};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// The schema id of the request this adapter reads.
+pub const REQUEST_SCHEMA: &str = "wp-codebox/parent-tool-request/v1";
+/// The schema id of the result this adapter prints.
+pub const RESULT_SCHEMA: &str = "wp-codebox/parent-tool-result/v1";
+
+/// Every size the adapter bounds. Each limit is part of the documented behaviour.
+pub mod limits {
+    /// Bytes read from stdin; a larger request is `request_too_large`.
+    pub const MAX_REQUEST_BYTES: usize = 64 << 20;
+    /// Longest `request_id` accepted, in bytes (SPEC §2.2).
+    pub const MAX_REQUEST_ID_BYTES: usize = 256;
+    /// Longest request path, in bytes; longest path component.
+    pub use super::path::{MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_SYMLINKS};
+    /// `read`: most bytes of `content` returned by one call (`truncated` says there is more).
+    pub const MAX_READ_BYTES: usize = 1 << 20;
+    /// `write`: largest `content`; `edit`: largest file before and after the edit.
+    pub const MAX_WRITE_BYTES: usize = 16 << 20;
+    /// `search`: longest `pattern`, in bytes.
+    pub const MAX_PATTERN_BYTES: usize = 4096;
+    /// `search`: compiled regex size cap (the `regex` crate's `size_limit`).
+    pub const MAX_REGEX_BYTES: usize = 4 << 20;
+    /// `search`: most globs in `glob`, and the longest one.
+    pub const MAX_GLOBS: usize = 64;
+    pub const MAX_GLOB_BYTES: usize = 1024;
+    /// `search`: default and largest `max_results` (larger requests are clamped).
+    pub const DEFAULT_MAX_RESULTS: u64 = 100;
+    pub const MAX_RESULTS: u64 = 1000;
+    /// `search`: files larger than this are skipped.
+    pub const MAX_SEARCH_FILE_BYTES: u64 = 4 << 20;
+    /// `search`: bytes of a matching line returned in `text` (cut at a character boundary).
+    pub const MAX_LINE_TEXT_BYTES: usize = 1024;
+    /// `search`: files searched, directory entries looked at, and directory depth below the
+    /// start; reaching one stops the walk with `truncated: true`.
+    pub const MAX_SEARCH_FILES: usize = 20_000;
+    pub const MAX_SEARCH_ENTRIES: usize = 200_000;
+    pub const MAX_SEARCH_DEPTH: usize = 64;
+}
+
+/// The adapter's error codes, each with its status and retryability — one table, one `match`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Code {
+    /// The request is not a well-formed request envelope.
+    RequestInvalid,
+    /// The request is larger than [`limits::MAX_REQUEST_BYTES`].
+    RequestTooLarge,
+    /// The root cannot be opened as a directory.
+    RootUnavailable,
+    /// `tool` is not one of the four workspace tools.
+    UnknownTool,
+    /// `operation` is neither `call` nor the tool's verb.
+    UnknownOperation,
+    /// `input` is not an object, a field is missing, mistyped, out of range or unknown.
+    InvalidInput,
+    /// Absolute path, `..` above the root, or a symlink resolving outside it.
+    PathOutsideRoot,
+    /// The path (or, for `write`, its parent directory) does not exist.
+    NotFound,
+    /// The path is a directory or a special file where a regular file is needed.
+    NotAFile,
+    /// A component on the way is a regular file, not a directory.
+    NotADirectory,
+    /// Too many symlinks, or a symlink swapped in during the call.
+    SymlinkLoop,
+    /// Content or file over the size limits.
+    TooLarge,
+    /// The file contains a NUL byte.
+    BinaryFile,
+    /// The file is not valid UTF-8.
+    NotUtf8,
+    /// `pattern` or `glob` does not compile.
+    InvalidPattern,
+    /// `edit`: `old` does not occur.
+    NoMatch,
+    /// `edit`: `old` occurs more than once.
+    AmbiguousMatch,
+    /// The host file system refused access (EACCES, EPERM, EROFS).
+    PermissionDenied,
+    /// Any other operating-system error (EIO, ENOSPC, …).
+    IoError,
+    /// A bug: the adapter panicked.
+    InternalError,
+}
+
+impl Code {
+    /// Every code, in table order.
+    pub const ALL: [Code; 20] = [
+        Code::RequestInvalid,
+        Code::RequestTooLarge,
+        Code::RootUnavailable,
+        Code::UnknownTool,
+        Code::UnknownOperation,
+        Code::InvalidInput,
+        Code::PathOutsideRoot,
+        Code::NotFound,
+        Code::NotAFile,
+        Code::NotADirectory,
+        Code::SymlinkLoop,
+        Code::TooLarge,
+        Code::BinaryFile,
+        Code::NotUtf8,
+        Code::InvalidPattern,
+        Code::NoMatch,
+        Code::AmbiguousMatch,
+        Code::PermissionDenied,
+        Code::IoError,
+        Code::InternalError,
+    ];
+
+    /// The stable snake_case spelling.
+    pub fn as_str(self) -> &'static str {
+        self.row().0
+    }
+
+    /// The status of an envelope carrying this code.
+    pub fn status(self) -> Status {
+        self.row().1
+    }
+
+    /// Whether the same call may succeed when retried unchanged.
+    pub fn retryable(self) -> bool {
+        self.row().2
+    }
+
+    fn row(self) -> (&'static str, Status, bool) {
+        use Code::*;
+        use Status::{Denied, Failed, Unavailable};
+        match self {
+            RequestInvalid => ("request_invalid", Failed, false),
+            RequestTooLarge => ("request_too_large", Failed, false),
+            RootUnavailable => ("root_unavailable", Unavailable, false),
+            UnknownTool => ("unknown_tool", Failed, false),
+            UnknownOperation => ("unknown_operation", Failed, false),
+            InvalidInput => ("invalid_input", Failed, false),
+            PathOutsideRoot => ("path_outside_root", Denied, false),
+            NotFound => ("not_found", Failed, false),
+            NotAFile => ("not_a_file", Failed, false),
+            NotADirectory => ("not_a_directory", Failed, false),
+            SymlinkLoop => ("symlink_loop", Failed, false),
+            TooLarge => ("too_large", Failed, false),
+            BinaryFile => ("binary_file", Failed, false),
+            NotUtf8 => ("not_utf8", Failed, false),
+            InvalidPattern => ("invalid_pattern", Failed, false),
+            NoMatch => ("no_match", Failed, false),
+            AmbiguousMatch => ("ambiguous_match", Failed, false),
+            PermissionDenied => ("permission_denied", Failed, false),
+            IoError => ("io_error", Failed, true),
+            InternalError => ("internal_error", Failed, false),
+        }
+    }
+}
+
+/// A failed call: a code, one human sentence (never a host path), optional details.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolError {
+    pub code: Code,
+    pub message: String,
+    pub details: Option<Value>,
+}
+
+impl ToolError {
+    /// An error without details.
+    pub fn new(code: Code, message: impl Into<String>) -> ToolError {
+        ToolError {
+            code,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// Attach `error.details`.
+    pub fn with_details(mut self, details: Value) -> ToolError {
+        self.details = Some(details);
+        self
+    }
+
+    /// An OS error while doing `what` to `shown` (a request-relative path).
+    pub fn io(what: &str, shown: &str, err: &io::Error) -> ToolError {
+        let code = match err.raw_os_error() {
+            Some(libc::EACCES) | Some(libc::EPERM) | Some(libc::EROFS) => Code::PermissionDenied,
+            Some(libc::EFBIG) => Code::TooLarge,
+            _ => Code::IoError,
+        };
+        // io::Error's Display of an OS error is "<strerror> (os error N)": no path in it.
+        ToolError::new(code, format!("could not {what} {}: {err}", quote(shown)))
+    }
+}
+
+/// A path for a message: back-quoted, and cut so a hostile path cannot flood the envelope.
+pub fn quote(path: &str) -> String {
+    format!("`{}`", cut_at_char_boundary(path, 200))
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+pub fn cut_at_char_boundary(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// The four tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tool {
+    Read,
+    Search,
+    Write,
+    Edit,
+}
+
+impl Tool {
+    /// The canonical id (`workspace.read`) or its provider-safe form (`workspace_read`).
+    fn parse(id: &str) -> Option<Tool> {
+        match id {
+            "workspace.read" | "workspace_read" => Some(Tool::Read),
+            "workspace.search" | "workspace_search" => Some(Tool::Search),
+            "workspace.write" | "workspace_write" => Some(Tool::Write),
+            "workspace.edit" | "workspace_edit" => Some(Tool::Edit),
+            _ => None,
+        }
+    }
+
+    /// The tool's own operation name.
+    fn verb(self) -> &'static str {
+        match self {
+            Tool::Read => "read",
+            Tool::Search => "search",
+            Tool::Write => "write",
+            Tool::Edit => "edit",
+        }
+    }
+
+    fn run(self, root: &path::Root, input: &Value) -> Result<Value, ToolError> {
+        match self {
+            Tool::Read => files::read(root, input),
+            Tool::Search => search::search(root, input),
+            Tool::Write => files::write(root, input),
+            Tool::Edit => files::edit(root, input),
+        }
+    }
+}
+
+/// A tool's `input`: an object whose fields are read with type checks. Unknown fields are
+/// refused, so a misspelt optional field (`ofset`) cannot be silently ignored.
+pub struct Input<'a> {
+    map: &'a Map<String, Value>,
+}
+
+impl<'a> Input<'a> {
+    /// Check that `input` is an object holding only `known` fields.
+    pub fn new(input: &'a Value, known: &[&str]) -> Result<Input<'a>, ToolError> {
+        let Value::Object(map) = input else {
+            return Err(ToolError::new(
+                Code::InvalidInput,
+                format!("input must be an object, not {}", json::kind_name(input)),
+            ));
+        };
+        let mut unknown: Vec<&str> = map
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !known.contains(k))
+            .collect();
+        if !unknown.is_empty() {
+            unknown.truncate(8);
+            let list: Vec<String> = unknown
+                .iter()
+                .map(|k| format!("{:?}", cut_at_char_boundary(k, 64)))
+                .collect();
+            return Err(ToolError::new(
+                Code::InvalidInput,
+                format!(
+                    "unknown input field(s) {}; this tool accepts {}",
+                    list.join(", "),
+                    known.join(", ")
+                ),
+            ));
+        }
+        Ok(Input { map })
+    }
+
+    /// A field, with JSON `null` treated as absent.
+    fn get(&self, key: &str) -> Option<&'a Value> {
+        self.map.get(key).filter(|v| !v.is_null())
+    }
+
+    fn wrong_type(key: &str, want: &str, got: &Value) -> ToolError {
+        ToolError::new(
+            Code::InvalidInput,
+            format!("input.{key} must be {want}, not {}", json::kind_name(got)),
+        )
+    }
+
+    /// A required string.
+    pub fn string(&self, key: &str) -> Result<&'a str, ToolError> {
+        match self.get(key) {
+            Some(Value::String(s)) => Ok(s),
+            Some(other) => Err(Input::wrong_type(key, "a string", other)),
+            None => Err(ToolError::new(
+                Code::InvalidInput,
+                format!("input.{key} is required"),
+            )),
+        }
+    }
+
+    /// An optional string.
+    pub fn opt_string(&self, key: &str) -> Result<Option<&'a str>, ToolError> {
+        match self.get(key) {
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(other) => Err(Input::wrong_type(key, "a string", other)),
+            None => Ok(None),
+        }
+    }
+
+    /// An optional non-negative integer.
+    pub fn opt_u64(&self, key: &str) -> Result<Option<u64>, ToolError> {
+        match self.get(key) {
+            Some(v @ Value::Number(n)) => n
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| Input::wrong_type(key, "a non-negative integer", v)),
+            Some(other) => Err(Input::wrong_type(key, "a non-negative integer", other)),
+            None => Ok(None),
+        }
+    }
+
+    /// An optional boolean.
+    pub fn opt_bool(&self, key: &str) -> Result<Option<bool>, ToolError> {
+        match self.get(key) {
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => Err(Input::wrong_type(key, "a boolean", other)),
+            None => Ok(None),
+        }
+    }
+
+    /// An optional raw value.
+    pub fn opt_value(&self, key: &str) -> Option<&'a Value> {
+        self.get(key)
+    }
+}
+
+/// What the result envelope echoes: the request's own strings, or `""` when unreadable.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Echo {
+    request_id: String,
+    tool: String,
+    operation: String,
+}
+
+/// One validation issue of a malformed request.
+fn issue(code: &str, pointer: &str, message: impl Into<String>) -> Value {
+    json!({"code": code, "path": pointer, "message": message.into()})
+}
+
+/// Check the parts of the request envelope this adapter relies on; the dispatcher checks the
+/// rest (sandbox_session, authorization, …) before it ever runs an adapter.
+fn check_request(map: &Map<String, Value>) -> Vec<Value> {
+    let mut issues = Vec::new();
+    match map.get("schema") {
+        Some(Value::String(s)) if s == REQUEST_SCHEMA => {}
+        Some(_) => issues.push(issue(
+            "wrong_value",
+            "/schema",
+            format!("schema must be {REQUEST_SCHEMA:?}"),
+        )),
+        None => issues.push(issue("missing_field", "/schema", "schema is required")),
+    }
+    match map.get("version") {
+        Some(v) if v.as_u64() == Some(1) => {}
+        Some(_) => issues.push(issue("wrong_value", "/version", "version must be 1")),
+        None => issues.push(issue("missing_field", "/version", "version is required")),
+    }
+    for key in ["request_id", "tool", "operation"] {
+        let pointer = format!("/{key}");
+        match map.get(key) {
+            Some(Value::String(s)) if s.is_empty() => {
+                issues.push(issue("empty_string", &pointer, format!("{key} is empty")));
+            }
+            Some(Value::String(s))
+                if key == "request_id" && s.len() > limits::MAX_REQUEST_ID_BYTES =>
+            {
+                issues.push(issue(
+                    "too_long",
+                    &pointer,
+                    "request_id is longer than 256 bytes",
+                ));
+            }
+            Some(Value::String(_)) => {}
+            Some(other) => issues.push(issue(
+                "wrong_type",
+                &pointer,
+                format!("{key} must be a string, not {}", json::kind_name(other)),
+            )),
+            None => issues.push(issue(
+                "missing_field",
+                &pointer,
+                format!("{key} is required"),
+            )),
+        }
+    }
+    if !map.contains_key("input") {
+        issues.push(issue("missing_field", "/input", "input is required"));
+    }
+    issues
+}
+
+/// The whole answer to one request (`bytes` as read from stdin) as a result envelope.
+pub fn respond(bytes: &[u8], root: Option<&Path>) -> Value {
+    let mut echo = Echo::default();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        serve(bytes, root, &mut echo)
+    }))
+    .unwrap_or_else(|_| {
+        Err(ToolError::new(
+            Code::InternalError,
+            "the workspace adapter hit an internal error (a bug); nothing is known to have changed",
+        ))
+    });
+    envelope(&echo, outcome)
+}
+
+fn serve(bytes: &[u8], root: Option<&Path>, echo: &mut Echo) -> Result<Value, ToolError> {
+    let map = json::parse_object(bytes, limits::MAX_REQUEST_BYTES).map_err(|e| match e {
+        JsonIssue::TooLarge { .. } => ToolError::new(Code::RequestTooLarge, e.to_string()),
+        _ => ToolError::new(
+            Code::RequestInvalid,
+            format!("the request is not valid: {e}"),
+        )
+        .with_details(json!({"issues": [issue(e.code(), e.pointer(), e.to_string())]})),
+    })?;
+    let text = |key: &str| match map.get(key) {
+        Some(Value::String(s)) => s.clone(),
+        _ => String::new(),
+    };
+    *echo = Echo {
+        request_id: text("request_id"),
+        tool: text("tool"),
+        operation: text("operation"),
+    };
+    let issues = check_request(&map);
+    if !issues.is_empty() {
+        let first = issues[0]["message"].as_str().unwrap_or_default().to_owned();
+        return Err(ToolError::new(
+            Code::RequestInvalid,
+            format!("the request envelope is invalid: {first}"),
+        )
+        .with_details(json!({ "issues": issues })));
+    }
+    let Some(tool) = Tool::parse(&echo.tool) else {
+        return Err(ToolError::new(
+            Code::UnknownTool,
+            format!(
+                "unknown tool {:?}; this adapter serves workspace.read, workspace.search, \
+                 workspace.write and workspace.edit",
+                cut_at_char_boundary(&echo.tool, 128)
+            ),
+        ));
+    };
+    if echo.operation != "call" && echo.operation != tool.verb() {
+        return Err(ToolError::new(
+            Code::UnknownOperation,
+            format!(
+                "unknown operation {:?} for {}; use \"call\" or {:?}",
+                cut_at_char_boundary(&echo.operation, 128),
+                cut_at_char_boundary(&echo.tool, 128),
+                tool.verb()
+            ),
+        ));
+    }
+    let root = path::Root::open(root.unwrap_or(Path::new("."))).map_err(|err| {
+        ToolError::new(
+            Code::RootUnavailable,
+            format!("the workspace root cannot be opened as a directory: {err}"),
+        )
+    })?;
+    let input = map.get("input").unwrap_or(&Value::Null);
+    tool.run(&root, input)
+}
+
+fn envelope(echo: &Echo, outcome: Result<Value, ToolError>) -> Value {
+    let mut env = Map::new();
+    env.insert("schema".into(), RESULT_SCHEMA.into());
+    env.insert("version".into(), 1.into());
+    env.insert("request_id".into(), echo.request_id.clone().into());
+    env.insert("tool".into(), echo.tool.clone().into());
+    env.insert("operation".into(), echo.operation.clone().into());
+    match outcome {
+        Ok(output) => {
+            env.insert("status".into(), Status::Succeeded.as_str().into());
+            env.insert("output".into(), output);
+        }
+        Err(err) => {
+            env.insert("status".into(), err.code.status().as_str().into());
+            let mut error = Map::new();
+            error.insert("code".into(), err.code.as_str().into());
+            error.insert("message".into(), err.message.into());
+            error.insert("retryable".into(), err.code.retryable().into());
+            if let Some(details) = err.details {
+                error.insert("details".into(), details);
+            }
+            env.insert("error".into(), Value::Object(error));
+        }
+    }
+    env.insert(
+        "artifacts".into(),
+        json!({"transcripts": [], "evidence": []}),
+    );
+    env.insert("diagnostics".into(), json!({}));
+    env.insert("metadata".into(), json!({}));
+    Value::Object(env)
+}
+
+/// Serve one request from stdin, print one result envelope on stdout; returns the exit status:
+/// 0 when the envelope was printed (any status), 1 when stdin could not be read or stdout
+/// could not be written.
+pub fn run(root: Option<PathBuf>) -> u8 {
+    let mut bytes = Vec::new();
+    // One byte over the cap is enough to know the request is too large; the rest is not read.
+    let cap = limits::MAX_REQUEST_BYTES as u64 + 1;
+    if let Err(err) = io::stdin().lock().take(cap).read_to_end(&mut bytes) {
+        eprintln!("error[stdin]: could not read the request: {err}");
+        return 1;
+    }
+    let envelope = respond(&bytes, root.as_deref());
+    let mut line = match serde_json::to_vec(&envelope) {
+        Ok(line) => line,
+        Err(err) => {
+            eprintln!("error[internal_error]: could not serialise the result: {err}");
+            return 1;
+        }
+    };
+    line.push(b'\n');
+    let mut out = io::stdout().lock();
+    match out.write_all(&line).and_then(|()| out.flush()) {
+        Ok(()) => 0,
+        Err(err) => {
+            eprintln!("error[stdout]: could not write the result: {err}");
+            1
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(tool: &str, operation: &str, input: Value) -> Vec<u8> {
+        serde_json::to_vec(&json!({
+            "schema": REQUEST_SCHEMA, "version": 1, "request_id": "ptr_1",
+            "tool": tool, "operation": operation, "input": input,
+            "sandbox_session": {"sandbox_session_id": "s"},
+            "authorization": {"allowed_tools": [tool]}, "metadata": {}
+        }))
+        .unwrap()
+    }
+
+    fn code_of(env: &Value) -> (&str, &str) {
+        (
+            env["status"].as_str().unwrap(),
+            env["error"]["code"].as_str().unwrap_or(""),
+        )
+    }
+
+    #[test]
+    fn code_table_is_consistent() {
+        let mut seen = std::collections::HashSet::new();
+        for code in Code::ALL {
+            assert!(seen.insert(code.as_str()), "duplicate {}", code.as_str());
+            let expected = match code {
+                Code::PathOutsideRoot => Status::Denied,
+                Code::RootUnavailable => Status::Unavailable,
+                _ => Status::Failed,
+            };
+            assert_eq!(code.status(), expected, "{}", code.as_str());
+        }
+    }
+
+    #[test]
+    fn unknown_tool_and_operation_are_failed_with_their_codes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let env = respond(
+            &request("workspace.delete", "call", json!({})),
+            Some(tmp.path()),
+        );
+        assert_eq!(code_of(&env), ("failed", "unknown_tool"));
+        assert_eq!(env["tool"], "workspace.delete");
+        let env = respond(
+            &request("workspace.read", "write", json!({"path": "x"})),
+            Some(tmp.path()),
+        );
+        assert_eq!(code_of(&env), ("failed", "unknown_operation"));
+        assert_eq!(env["operation"], "write");
+    }
+
+    #[test]
+    fn provider_safe_ids_and_the_verb_are_accepted() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("a.txt"), "hi").unwrap();
+        for (tool, op) in [("workspace_read", "call"), ("workspace.read", "read")] {
+            let env = respond(
+                &request(tool, op, json!({"path": "a.txt"})),
+                Some(tmp.path()),
+            );
+            assert_eq!(env["status"], "succeeded", "{env}");
+            assert_eq!(env["tool"], tool);
+            assert_eq!(env["output"]["content"], "hi");
+        }
+    }
+
+    #[test]
+    fn malformed_requests_echo_what_they_can() {
+        let env = respond(b"{\"tool\": 1,", None);
+        assert_eq!(code_of(&env), ("failed", "request_invalid"));
+        assert_eq!(env["request_id"], "");
+        assert_eq!(env["error"]["details"]["issues"][0]["code"], "json_syntax");
+        let env = respond(
+            br#"{"request_id":"r9","tool":"workspace.read","operation":"call"}"#,
+            None,
+        );
+        assert_eq!(code_of(&env), ("failed", "request_invalid"));
+        assert_eq!(env["request_id"], "r9");
+        assert_eq!(env["tool"], "workspace.read");
+        let issues = env["error"]["details"]["issues"].as_array().unwrap();
+        assert_eq!(issues.len(), 3, "{issues:?}"); // schema, version, input
+        let env = respond(br#"{"tool":"a","tool":"b"}"#, None);
+        assert_eq!(code_of(&env), ("failed", "request_invalid"));
+        assert_eq!(env["tool"], "");
+    }
+
+    #[test]
+    fn a_missing_root_is_unavailable_without_its_path() {
+        let tmp = tempfile::tempdir().unwrap();
+        let gone = tmp.path().join("gone");
+        let env = respond(
+            &request("workspace.read", "call", json!({"path": "a"})),
+            Some(&gone),
+        );
+        assert_eq!(code_of(&env), ("unavailable", "root_unavailable"));
+        let message = env["error"]["message"].as_str().unwrap();
+        assert!(!message.contains(tmp.path().to_str().unwrap()), "{message}");
+    }
+
+    #[test]
+    fn input_fields_are_type_checked_and_unknown_ones_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cases = [
+            json!([]),
+            json!({}),
+            json!({"path": 3}),
+            json!({"path": "a", "offset": -1}),
+            json!({"path": "a", "offset": 1.5}),
+            json!({"path": "a", "ofset": 1}),
+        ];
+        for input in cases {
+            let env = respond(
+                &request("workspace.read", "call", input.clone()),
+                Some(tmp.path()),
+            );
+            assert_eq!(code_of(&env), ("failed", "invalid_input"), "{input}");
+        }
+    }
+
+    #[test]
+    fn an_oversized_request_is_request_too_large() {
+        let big = vec![b' '; limits::MAX_REQUEST_BYTES + 1];
+        let env = respond(&big, None);
+        assert_eq!(code_of(&env), ("failed", "request_too_large"));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Any bytes at all get one well-formed envelope, and never an internal error.
+        #[test]
+        fn any_bytes_get_an_envelope(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256)) {
+            let env = respond(&bytes, Some(Path::new("/nonexistent-root")));
+            proptest::prop_assert!(env["status"].is_string());
+            proptest::prop_assert_ne!(env["error"]["code"].as_str(), Some("internal_error"));
+        }
+
+        /// Hostile paths for every tool never escape, never panic, never name the host root.
+        #[test]
+        fn hostile_paths_stay_inside(
+            parts in proptest::collection::vec(
+                proptest::sample::select(vec!["..", ".", "", "a", "link", "out", "passwd", "x.txt", "/"]),
+                1..8,
+            ),
+            tool in proptest::sample::select(vec!["workspace.read", "workspace.search", "workspace.write", "workspace.edit"]),
+        ) {
+            let tmp = tempfile::tempdir().unwrap();
+            let root = tmp.path().join("root");
+            std::fs::create_dir_all(root.join("a")).unwrap();
+            std::fs::write(root.join("a/x.txt"), "x").unwrap();
+            std::fs::create_dir(tmp.path().join("outside")).unwrap();
+            std::os::unix::fs::symlink("a", root.join("link")).unwrap();
+            std::os::unix::fs::symlink("../outside", root.join("out")).unwrap();
+            std::os::unix::fs::symlink("/etc/passwd", root.join("passwd")).unwrap();
+            let path = parts.concat();
+            let input = json!({"path": path, "pattern": "x", "content": "pwned", "old": "x", "new": "y"});
+            let mut input = input.as_object().unwrap().clone();
+            let keep: &[&str] = match tool {
+                "workspace.read" => &["path"],
+                "workspace.search" => &["path", "pattern"],
+                "workspace.write" => &["path", "content"],
+                _ => &["path", "old", "new"],
+            };
+            input.retain(|k, _| keep.contains(&k.as_str()));
+            if tool == "workspace.write" {
+                input.insert("create_dirs".into(), true.into());
+            }
+            let env = respond(&request(tool, "call", Value::Object(input)), Some(&root));
+            let text = env.to_string();
+            proptest::prop_assert!(!text.contains(tmp.path().to_str().unwrap()), "{}", text);
+            proptest::prop_assert_ne!(env["error"]["code"].as_str(), Some("internal_error"));
+            proptest::prop_assert_eq!(std::fs::read_dir(tmp.path().join("outside")).unwrap().count(), 0);
+        }
+    }
+
+    #[test]
+    fn the_envelope_has_every_required_container() {
+        let env = respond(b"", None);
+        for key in [
+            "schema",
+            "version",
+            "request_id",
+            "tool",
+            "operation",
+            "status",
+            "error",
+            "artifacts",
+            "diagnostics",
+            "metadata",
+        ] {
+            assert!(env.get(key).is_some(), "missing {key}");
+        }
+        assert_eq!(env["artifacts"], json!({"transcripts": [], "evidence": []}));
+        assert_eq!(env["error"]["retryable"], false);
+    }
+}

@@ -1,0 +1,437 @@
+//! `parent-tool-dispatch adapter workspace`: the reference adapter of SPEC §9, driven through
+//! the built binary with a request on stdin; results are compared as parsed JSON.
+
+use assert_cmd::Command;
+use serde_json::{json, Value};
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+/// A workspace root at `tmp/root`, with `tmp/outside/secret.txt` beside it.
+struct Workspace {
+    tmp: tempfile::TempDir,
+}
+
+impl Workspace {
+    fn new() -> Workspace {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::create_dir_all(tmp.path().join("root/src")).unwrap();
+        fs::create_dir_all(tmp.path().join("outside")).unwrap();
+        fs::write(tmp.path().join("outside/secret.txt"), "top secret\n").unwrap();
+        Workspace { tmp }
+    }
+
+    fn root(&self) -> PathBuf {
+        self.tmp.path().join("root")
+    }
+
+    fn file(&self, rel: &str, content: &str) -> &Workspace {
+        let path = self.root().join(rel);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, content).unwrap();
+        self
+    }
+
+    fn read(&self, rel: &str) -> String {
+        fs::read_to_string(self.root().join(rel)).unwrap()
+    }
+
+    /// Run one call with `--root`, check exit 0 and exactly one JSON line, return it parsed.
+    fn call(&self, tool: &str, operation: &str, input: Value) -> Value {
+        run(&request(tool, operation, input), Some(&self.root()), None)
+    }
+}
+
+fn request(tool: &str, operation: &str, input: Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "schema": "wp-codebox/parent-tool-request/v1",
+        "version": 1,
+        "request_id": "ptr_ws_1",
+        "tool": tool,
+        "operation": operation,
+        "input": input,
+        "sandbox_session": {"sandbox_session_id": "sandbox_1"},
+        "authorization": {"allowed_tools": [tool]},
+        "metadata": {}
+    }))
+    .unwrap()
+}
+
+fn run(stdin: &[u8], root: Option<&Path>, cwd: Option<&Path>) -> Value {
+    let mut cmd = Command::cargo_bin("parent-tool-dispatch").unwrap();
+    cmd.args(["adapter", "workspace"]);
+    if let Some(root) = root {
+        cmd.arg("--root").arg(root);
+    }
+    if let Some(cwd) = cwd {
+        cmd.current_dir(cwd);
+    }
+    let out = cmd.write_stdin(stdin.to_vec()).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.ends_with('\n') && stdout.matches('\n').count() == 1,
+        "{stdout:?}"
+    );
+    serde_json::from_str(&stdout).unwrap()
+}
+
+/// The full envelope of a success.
+fn succeeded(tool: &str, operation: &str, output: Value) -> Value {
+    json!({
+        "schema": "wp-codebox/parent-tool-result/v1",
+        "version": 1,
+        "request_id": "ptr_ws_1",
+        "tool": tool,
+        "operation": operation,
+        "status": "succeeded",
+        "output": output,
+        "artifacts": {"transcripts": [], "evidence": []},
+        "diagnostics": {},
+        "metadata": {}
+    })
+}
+
+/// `(status, error.code)` of an envelope, after checking no host path leaked into the message.
+fn failure(env: &Value, ws: &Workspace) -> (String, String) {
+    let message = env["error"]["message"].as_str().unwrap_or_default();
+    let host = ws.tmp.path().to_str().unwrap();
+    assert!(!message.contains(host), "host path in message: {message}");
+    assert!(
+        !message.contains("/etc/passwd"),
+        "link target in message: {message}"
+    );
+    assert!(
+        env.get("output").is_none(),
+        "a failure carries no output: {env}"
+    );
+    assert!(env["error"]["retryable"].is_boolean());
+    (
+        env["status"].as_str().unwrap().to_owned(),
+        env["error"]["code"].as_str().unwrap().to_owned(),
+    )
+}
+
+fn pair(status: &str, code: &str) -> (String, String) {
+    (status.to_owned(), code.to_owned())
+}
+
+#[test]
+fn read_returns_content_and_pages_by_lines() {
+    let ws = Workspace::new();
+    ws.file("src/lib.rs", "line 1\nline 2\nline 3\n");
+    let env = ws.call("workspace.read", "call", json!({"path": "src/lib.rs"}));
+    assert_eq!(
+        env,
+        succeeded(
+            "workspace.read",
+            "call",
+            json!({"path": "src/lib.rs", "content": "line 1\nline 2\nline 3\n", "bytes": 21, "truncated": false})
+        )
+    );
+    let env = ws.call(
+        "workspace_read",
+        "read",
+        json!({"path": "src/lib.rs", "offset": 1, "limit": 1}),
+    );
+    assert_eq!(
+        env,
+        succeeded(
+            "workspace_read",
+            "read",
+            json!({"path": "src/lib.rs", "content": "line 2\n", "bytes": 7, "truncated": true})
+        )
+    );
+}
+
+#[test]
+fn search_finds_matching_lines_like_rg() {
+    let ws = Workspace::new();
+    ws.file("src/a.rs", "fn alpha() {}\nfn beta() {}\n")
+        .file("src/b.txt", "alpha in text\n")
+        .file("README.md", "nothing here\n");
+    let env = ws.call(
+        "workspace.search",
+        "search",
+        json!({"pattern": "^fn \\w+", "glob": "*.rs"}),
+    );
+    assert_eq!(
+        env,
+        succeeded(
+            "workspace.search",
+            "search",
+            json!({"matches": [
+                {"path": "src/a.rs", "line": 1, "text": "fn alpha() {}"},
+                {"path": "src/a.rs", "line": 2, "text": "fn beta() {}"}
+            ], "truncated": false})
+        )
+    );
+    let env = ws.call(
+        "workspace.search",
+        "call",
+        json!({"pattern": "alpha", "path": "src", "max_results": 1}),
+    );
+    assert_eq!(env["output"]["matches"].as_array().unwrap().len(), 1);
+    assert_eq!(env["output"]["truncated"], true);
+}
+
+#[test]
+fn write_is_atomic_and_creates_parents_on_request() {
+    let ws = Workspace::new();
+    let env = ws.call(
+        "workspace.write",
+        "write",
+        json!({"path": "docs/new/guide.md", "content": "# Guide\n", "create_dirs": true}),
+    );
+    assert_eq!(
+        env,
+        succeeded(
+            "workspace.write",
+            "write",
+            json!({"path": "docs/new/guide.md", "bytes": 8})
+        )
+    );
+    assert_eq!(ws.read("docs/new/guide.md"), "# Guide\n");
+    let env = ws.call(
+        "workspace.write",
+        "call",
+        json!({"path": "docs/new/guide.md", "content": "v2"}),
+    );
+    assert_eq!(env["status"], "succeeded");
+    assert_eq!(ws.read("docs/new/guide.md"), "v2");
+    let names: Vec<_> = fs::read_dir(ws.root().join("docs/new")).unwrap().collect();
+    assert_eq!(names.len(), 1, "a temp file was left behind");
+    let env = ws.call(
+        "workspace.write",
+        "call",
+        json!({"path": "missing/x.md", "content": "x"}),
+    );
+    assert_eq!(failure(&env, &ws), pair("failed", "not_found"));
+}
+
+#[test]
+fn edit_requires_exactly_one_occurrence() {
+    let ws = Workspace::new();
+    ws.file("src/main.rs", "let a = 1;\nlet b = 1;\n");
+    let env = ws.call(
+        "workspace.edit",
+        "edit",
+        json!({"path": "src/main.rs", "old": "let a = 1;", "new": "let a = 2;"}),
+    );
+    assert_eq!(
+        env,
+        succeeded(
+            "workspace.edit",
+            "edit",
+            json!({"path": "src/main.rs", "bytes": 22})
+        )
+    );
+    assert_eq!(ws.read("src/main.rs"), "let a = 2;\nlet b = 1;\n");
+
+    let env = ws.call(
+        "workspace.edit",
+        "call",
+        json!({"path": "src/main.rs", "old": "let c", "new": "x"}),
+    );
+    assert_eq!(failure(&env, &ws), pair("failed", "no_match"));
+    let env = ws.call(
+        "workspace.edit",
+        "call",
+        json!({"path": "src/main.rs", "old": " = ", "new": " := "}),
+    );
+    assert_eq!(failure(&env, &ws), pair("failed", "ambiguous_match"));
+    assert_eq!(env["error"]["details"]["occurrences"], 2);
+    assert_eq!(ws.read("src/main.rs"), "let a = 2;\nlet b = 1;\n");
+}
+
+#[test]
+fn every_escape_is_denied_as_path_outside_root() {
+    let ws = Workspace::new();
+    let outside = ws.tmp.path().join("outside");
+    symlink("/etc/passwd", ws.root().join("passwd")).unwrap();
+    symlink(&outside, ws.root().join("src/abs-dir")).unwrap();
+    symlink("../../outside", ws.root().join("src/rel-dir")).unwrap();
+    symlink("../outside/secret.txt", ws.root().join("secret-link")).unwrap();
+    let paths = [
+        "../outside/secret.txt",
+        "src/../../outside/secret.txt",
+        "/etc/passwd",
+        "passwd",
+        "src/abs-dir/secret.txt",
+        "src/rel-dir/secret.txt",
+        "secret-link",
+    ];
+    for path in paths {
+        let calls = [
+            ("workspace.read", json!({ "path": path })),
+            (
+                "workspace.search",
+                json!({"pattern": "secret", "path": path}),
+            ),
+            (
+                "workspace.write",
+                json!({"path": path, "content": "pwned", "create_dirs": true}),
+            ),
+            (
+                "workspace.edit",
+                json!({"path": path, "old": "top", "new": "pwned"}),
+            ),
+        ];
+        for (tool, input) in calls {
+            let env = ws.call(tool, "call", input);
+            assert_eq!(
+                failure(&env, &ws),
+                pair("denied", "path_outside_root"),
+                "{tool} {path}"
+            );
+            assert_eq!(env["request_id"], "ptr_ws_1");
+        }
+    }
+    assert_eq!(
+        fs::read_to_string(outside.join("secret.txt")).unwrap(),
+        "top secret\n"
+    );
+    assert_eq!(fs::read_dir(&outside).unwrap().count(), 1);
+}
+
+#[test]
+fn search_of_the_whole_root_never_reads_through_links_out() {
+    let ws = Workspace::new();
+    ws.file("src/ok.txt", "secret but inside\n");
+    symlink(ws.tmp.path().join("outside"), ws.root().join("src/abs-dir")).unwrap();
+    symlink("/etc/passwd", ws.root().join("passwd")).unwrap();
+    let env = ws.call(
+        "workspace.search",
+        "call",
+        json!({"pattern": "secret|root"}),
+    );
+    assert_eq!(
+        env["output"],
+        json!({"matches": [{"path": "src/ok.txt", "line": 1, "text": "secret but inside"}], "truncated": false})
+    );
+}
+
+#[test]
+fn inside_symlinks_keep_working() {
+    let ws = Workspace::new();
+    ws.file("docs/real.md", "real\n");
+    symlink("../docs/real.md", ws.root().join("src/alias.md")).unwrap();
+    let env = ws.call("workspace.read", "call", json!({"path": "src/alias.md"}));
+    assert_eq!(env["output"]["content"], "real\n");
+}
+
+#[test]
+fn unknown_tool_and_operation() {
+    let ws = Workspace::new();
+    let env = ws.call("workspace.delete", "call", json!({"path": "x"}));
+    assert_eq!(failure(&env, &ws), pair("failed", "unknown_tool"));
+    assert_eq!(env["tool"], "workspace.delete");
+    let env = ws.call("workspace.read", "delete", json!({"path": "x"}));
+    assert_eq!(failure(&env, &ws), pair("failed", "unknown_operation"));
+    assert_eq!(env["operation"], "delete");
+    // Another tool's verb is not this tool's operation.
+    let env = ws.call("workspace.read", "write", json!({"path": "x"}));
+    assert_eq!(failure(&env, &ws), pair("failed", "unknown_operation"));
+}
+
+#[test]
+fn bad_inputs_have_clear_codes() {
+    let ws = Workspace::new();
+    ws.file("bin.dat", "a\u{0}b").file("a.txt", "a\n");
+    fs::create_dir(ws.root().join("dir")).unwrap();
+    let cases = [
+        ("workspace.read", json!({}), "invalid_input"),
+        ("workspace.read", json!({"path": 1}), "invalid_input"),
+        (
+            "workspace.read",
+            json!({"path": "a.txt", "root": "/"}),
+            "invalid_input",
+        ),
+        ("workspace.read", json!("a.txt"), "invalid_input"),
+        ("workspace.read", json!({"path": "nope.txt"}), "not_found"),
+        ("workspace.read", json!({"path": "dir"}), "not_a_file"),
+        (
+            "workspace.read",
+            json!({"path": "a.txt/x"}),
+            "not_a_directory",
+        ),
+        ("workspace.read", json!({"path": "bin.dat"}), "binary_file"),
+        (
+            "workspace.search",
+            json!({"pattern": "(unclosed"}),
+            "invalid_pattern",
+        ),
+        (
+            "workspace.write",
+            json!({"path": "dir", "content": "x"}),
+            "not_a_file",
+        ),
+        (
+            "workspace.write",
+            json!({"path": "a.txt", "content": 5}),
+            "invalid_input",
+        ),
+        (
+            "workspace.edit",
+            json!({"path": "a.txt", "old": "", "new": "b"}),
+            "invalid_input",
+        ),
+    ];
+    for (tool, input, code) in cases {
+        let env = ws.call(tool, "call", input.clone());
+        assert_eq!(failure(&env, &ws), pair("failed", code), "{tool} {input}");
+    }
+}
+
+#[test]
+fn malformed_requests_still_get_one_envelope() {
+    let ws = Workspace::new();
+    let root = ws.root();
+    let env = run(b"not json", Some(&root), None);
+    assert_eq!(failure(&env, &ws), pair("failed", "request_invalid"));
+    assert_eq!(
+        (env["request_id"].as_str(), env["tool"].as_str()),
+        (Some(""), Some(""))
+    );
+    let env = run(b"", Some(&root), None);
+    assert_eq!(failure(&env, &ws), pair("failed", "request_invalid"));
+    let dup = br#"{"schema":"wp-codebox/parent-tool-request/v1","version":1,"request_id":"r","tool":"workspace.read","tool":"workspace.write","operation":"call","input":{}}"#;
+    let env = run(dup, Some(&root), None);
+    assert_eq!(failure(&env, &ws), pair("failed", "request_invalid"));
+    assert_eq!(
+        env["error"]["details"]["issues"][0]["code"],
+        "duplicate_key"
+    );
+}
+
+#[test]
+fn without_root_the_working_directory_is_the_root() {
+    let ws = Workspace::new();
+    ws.file("here.txt", "from cwd\n");
+    let req = request("workspace.read", "call", json!({"path": "here.txt"}));
+    let env = run(&req, None, Some(&ws.root()));
+    assert_eq!(env["output"]["content"], "from cwd\n");
+    // A root that does not exist is `unavailable`, and the message names no host path.
+    let env = run(&req, Some(&ws.tmp.path().join("gone")), None);
+    assert_eq!(failure(&env, &ws), pair("unavailable", "root_unavailable"));
+}
+
+#[test]
+fn unreadable_stdin_exits_1_without_an_envelope() {
+    let ws = Workspace::new();
+    // A directory as stdin: every read fails with EISDIR.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_parent-tool-dispatch"))
+        .args(["adapter", "workspace", "--root"])
+        .arg(ws.root())
+        .stdin(fs::File::open("/").unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("error[stdin]:"));
+}
