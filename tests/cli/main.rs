@@ -8,6 +8,7 @@ mod happy;
 mod hostile;
 mod subcommands;
 mod transcripts;
+mod whole_loop;
 mod workspace;
 
 use serde_json::{json, Value};
