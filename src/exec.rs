@@ -185,12 +185,12 @@ pub fn run(mut spec: Spec, interrupts: &Interrupts) -> Result<Finished, SpawnErr
         let sink = Arc::clone(&stdout);
         let cap = spec.max_stdout_bytes;
         let tx = tx.clone();
-        thread::spawn(move || drain_capped(pipe, cap, &sink, &tx));
+        thread::spawn(move || drain(pipe, Keep::Head(cap), &sink, Some(&tx)));
     }
     let stderr = Arc::new(Mutex::new(Sink::default()));
     if let Some(pipe) = child.stderr.take() {
         let sink = Arc::clone(&stderr);
-        thread::spawn(move || drain_tail(pipe, STDERR_TAIL_BYTES, &sink));
+        thread::spawn(move || drain(pipe, Keep::Tail(STDERR_TAIL_BYTES), &sink, None));
     }
     {
         let tx = tx.clone();
@@ -354,39 +354,43 @@ fn feed_stdin(mut pipe: std::process::ChildStdin, bytes: &[u8], state: &Mutex<St
     // Dropping the pipe closes it: the adapter sees EOF.
 }
 
-fn drain_capped(mut pipe: impl Read, cap: u64, sink: &Mutex<Sink>, tx: &Sender<Event>) {
+/// Which part of a stream a sink keeps.
+#[derive(Clone, Copy)]
+enum Keep {
+    /// The first bytes, up to the cap; past it the adapter is stopped.
+    Head(u64),
+    /// The last bytes, this many.
+    Tail(usize),
+}
+
+/// Read `pipe` to EOF (or error) into `sink`. A head sink that overflows reports it on `tx`
+/// and stops reading: the supervisor kills the adapter.
+fn drain(mut pipe: impl Read, keep: Keep, sink: &Mutex<Sink>, tx: Option<&Sender<Event>>) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        match pipe.read(&mut buf) {
+        let n = match pipe.read(&mut buf) {
             Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let mut s = lock(sink);
-                s.total += n as u64;
+            Ok(n) => n,
+        };
+        let mut s = lock(sink);
+        s.total += n as u64;
+        match keep {
+            Keep::Head(cap) => {
                 let room = cap.saturating_sub(s.data.len() as u64) as usize;
                 s.data.extend_from_slice(&buf[..n.min(room)]);
                 if s.total > cap {
                     s.truncated = true;
                     drop(s);
-                    let _ = tx.send(Event::StdoutOverflow);
+                    if let Some(tx) = tx {
+                        let _ = tx.send(Event::StdoutOverflow);
+                    }
                     break;
                 }
             }
-        }
-    }
-    lock(sink).closed = true;
-}
-
-fn drain_tail(mut pipe: impl Read, keep: usize, sink: &Mutex<Sink>) {
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match pipe.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let mut s = lock(sink);
-                s.total += n as u64;
+            Keep::Tail(len) => {
                 s.data.extend_from_slice(&buf[..n]);
-                if s.data.len() > keep {
-                    let cut = s.data.len() - keep;
+                if s.data.len() > len {
+                    let cut = s.data.len() - len;
                     s.data.drain(..cut);
                     s.truncated = true;
                 }
