@@ -54,7 +54,7 @@ pub struct BridgeArg {
     ///
     /// A bridge that cannot be read or parsed yields an `unavailable` / `bridge_invalid`
     /// envelope; no bridge at all is a usage error.
-    #[arg(long = "parent-tool-bridge", value_name = "JSON|@FILE", env = BRIDGE_ENV)]
+    #[arg(long = "parent-tool-bridge", value_name = "JSON|@FILE", env = BRIDGE_ENV, hide_env_values = true)]
     pub parent_tool_bridge: Option<String>,
 }
 

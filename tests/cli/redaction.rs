@@ -1,0 +1,283 @@
+//! Secrets and host paths never leave (SPEC §5): not on stdout, not in a transcript.
+
+use super::*;
+use base64::Engine;
+
+const SECRET: &str = "s3cr3t-\"quoted\"\\slash/plus+eq=amp&end";
+
+fn url_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn forms(secret: &str) -> Vec<(&'static str, String)> {
+    let escaped = serde_json::to_string(secret).unwrap();
+    vec![
+        ("plain", secret.to_string()),
+        ("json-escaped", escaped[1..escaped.len() - 1].to_string()),
+        ("url-encoded", url_encode(secret)),
+        (
+            "base64",
+            base64::engine::general_purpose::STANDARD.encode(secret),
+        ),
+        (
+            "base64url",
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret),
+        ),
+    ]
+}
+
+fn assert_no_secret(text: &str, place: &str) {
+    for (form, value) in forms(SECRET) {
+        assert!(
+            !text.contains(&value),
+            "{form} form of the secret in {place}: {text}"
+        );
+    }
+}
+
+fn answer(status: &str, extra: Value) -> String {
+    let mut v = json!({"schema": "wp-codebox/parent-tool-result/v1", "version": 1,
+        "request_id": "ptr_123", "tool": "workspace.read", "operation": "call", "status": status});
+    for (k, val) in extra.as_object().unwrap() {
+        v[k] = val.clone();
+    }
+    format!("print:{v}")
+}
+
+fn all_forms_in(prefix: &str) -> Value {
+    let inner = json!({"k": SECRET}).to_string();
+    json!({
+        "plain": format!("{prefix} {SECRET}"),
+        "embedded_json": inner,
+        "url": format!("https://example.com/cb?q={}", url_encode(SECRET)),
+        "b64": base64::engine::general_purpose::STANDARD.encode(SECRET),
+        "b64url": base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(SECRET),
+        "SECRET_KEY_AS_KEY": {SECRET: 1},
+    })
+}
+
+fn stderr_with_all_forms() -> String {
+    let escaped = serde_json::to_string(SECRET).unwrap();
+    format!(
+        "eprint:plain {SECRET}\nescaped {escaped}\nurl {}\nb64 {}\n",
+        url_encode(SECRET),
+        base64::engine::general_purpose::STANDARD.encode(SECRET)
+    )
+}
+
+#[test]
+fn a_planted_secret_reaches_neither_stdout_nor_the_transcript() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = Dispatch::adapter(&[
+        "read-stdin",
+        &stderr_with_all_forms(),
+        &answer(
+            "succeeded",
+            json!({"output": all_forms_in("output"), "diagnostics": all_forms_in("diag")}),
+        ),
+    ])
+    .env("PLANTED", SECRET)
+    .args(&[
+        "--secret-env",
+        "PLANTED",
+        "--artifact-dir",
+        dir.path().to_str().unwrap(),
+    ])
+    .run();
+    run.expect("succeeded", None, 0);
+    assert_no_secret(&run.stdout, "stdout");
+    assert!(run.stdout.contains("[redacted]"));
+    let transcript =
+        std::fs::read_to_string(dir.path().join("files/parent-tools/ptr_123.json")).unwrap();
+    assert_no_secret(&transcript, "the transcript");
+    // Still valid JSON after redaction.
+    let _: Value = serde_json::from_str(&transcript).unwrap();
+    // The adapter did receive the secret: --secret-env passes it.
+    let run = Dispatch::adapter(&["echo"])
+        .env("PLANTED", SECRET)
+        .args(&["--secret-env", "PLANTED"])
+        .run();
+    assert_eq!(run.envelope["output"]["env"]["PLANTED"], "[redacted]");
+    assert_no_secret(&run.stdout, "stdout of echo");
+}
+
+#[test]
+fn a_planted_secret_in_a_failure_message_is_scrubbed() {
+    let error = json!({"code": "boom", "message": format!("failed with {SECRET}"), "retryable": false,
+        "details": all_forms_in("details")});
+    let run = Dispatch::adapter(&["read-stdin", &answer("failed", json!({"error": error}))])
+        .env("PLANTED", SECRET)
+        .args(&["--secret-env", "PLANTED"])
+        .run();
+    run.expect("failed", Some("boom"), 1);
+    assert_no_secret(&run.stdout, "stdout");
+    assert_no_secret(&run.stderr, "the dispatcher's stderr");
+}
+
+#[test]
+fn sensitive_pass_env_and_bridge_env_values_are_secrets_too() {
+    let run = Dispatch::adapter(&["echo"])
+        .bridge(|b| {
+            b["dispatcher"]["command"]["env"] = json!({"SERVICE_API_KEY": "bridge-key-value-123"})
+        })
+        .env("GITHUB_TOKEN", "passed-token-value-456")
+        .args(&["--pass-env", "GITHUB_TOKEN"])
+        .run();
+    run.expect("succeeded", None, 0);
+    assert!(
+        !run.stdout.contains("bridge-key-value-123"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        !run.stdout.contains("passed-token-value-456"),
+        "{}",
+        run.stdout
+    );
+    // A name that does not look sensitive is product data and passes through.
+    let run = Dispatch::adapter(&["echo"])
+        .env("PLAIN_SETTING", "plain-value-789")
+        .args(&["--pass-env", "PLAIN_SETTING"])
+        .run();
+    assert_eq!(
+        run.envelope["output"]["env"]["PLAIN_SETTING"],
+        "plain-value-789"
+    );
+}
+
+#[test]
+fn each_redaction_class_is_applied_to_adapter_stderr() {
+    let leaks = [
+        (
+            "Authorization: Bearer abcdefghijklmnopqrstuv",
+            "abcdefghijklmnopqrstuv",
+        ),
+        (
+            "Authorization: Basic dXNlcjpodW50ZXIyaHVudGVy",
+            "dXNlcjpodW50ZXIyaHVudGVy",
+        ),
+        ("Cookie: session=abc123def456ghi", "abc123def456ghi"),
+        ("Set-Cookie: id=zzz999yyy888; Path=/", "zzz999yyy888"),
+        (
+            "fetch https://deploy:hunter2pass@example.com/repo.git",
+            "hunter2pass",
+        ),
+        (
+            "GET https://example.com/cb?access_token=tok123456789xyz&x=1",
+            "tok123456789xyz",
+        ),
+        (
+            "key sk-abcdefghijklmnopqrstuvwx1234",
+            "sk-abcdefghijklmnopqrstuvwx1234",
+        ),
+        (
+            "gh ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+            "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+        ),
+        (
+            "pat github_pat_11ABCDEFG0123456789_abcdefghijklmnop",
+            "github_pat_11ABCDEFG0123456789_abcdefghijklmnop",
+        ),
+        (
+            "slack xoxb-123456789012-abcdefghijkl",
+            "xoxb-123456789012-abcdefghijkl",
+        ),
+        ("aws AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
+        (
+            "gitlab glpat-abcdefghijklmnopqrst",
+            "glpat-abcdefghijklmnopqrst",
+        ),
+        (
+            "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NSJ9.c2lnbmF0dXJlLXNpZ25hdHVyZQ",
+            "eyJzdWIiOiIxMjM0NSJ9",
+        ),
+        ("password=hunter2hunter2", "hunter2hunter2"),
+        ("api_key: zzzzyyyyxxxxwwww", "zzzzyyyyxxxxwwww"),
+        ("client_secret=\"two words secret\"", "two words secret"),
+        ("open /home/alice/project/file.txt", "/home/alice"),
+        ("open /Users/bob/Library/x", "/Users/bob"),
+        ("open /root/.ssh/id_rsa", "/root/.ssh"),
+    ];
+    let prose = [
+        "token validation passed",
+        "the password is wrong",
+        "sandbox_session_id=abc-123",
+        "tokenizer_model: gpt-like",
+        "see https://example.com/docs?page=2",
+        "relative/path/file.txt",
+    ];
+    let text: String = leaks
+        .iter()
+        .map(|(l, _)| *l)
+        .chain(prose)
+        .collect::<Vec<_>>()
+        .join("\n");
+    let run = Dispatch::adapter(&["read-stdin", &format!("eprint:{text}"), "exit:3"]).run();
+    run.expect("failed", Some("adapter_exit_nonzero"), 1);
+    let tail = run.dispatch()["stderr_tail"].as_str().unwrap();
+    for (line, secret) in leaks {
+        assert!(
+            !tail.contains(secret),
+            "{line:?} leaked {secret:?}:\n{tail}"
+        );
+    }
+    for line in prose {
+        assert!(tail.contains(line), "prose changed: {line:?}\n{tail}");
+    }
+    assert!(tail.contains("[host-path]/project/file.txt"), "{tail}");
+    assert!(tail.contains("[redacted]"));
+}
+
+#[test]
+fn the_dispatchers_cwd_and_home_never_appear() {
+    let cwd = tempfile::Builder::new()
+        .prefix("cwd-marker-")
+        .tempdir()
+        .unwrap();
+    let home = tempfile::Builder::new()
+        .prefix("home-marker-")
+        .tempdir()
+        .unwrap();
+    let cwd_s = std::fs::canonicalize(cwd.path())
+        .unwrap()
+        .display()
+        .to_string();
+    let home_s = home.path().display().to_string();
+    let artifacts = tempfile::tempdir().unwrap();
+    let says = format!("eprint:cannot open {cwd_s}/x and {home_s}/.config/y\n");
+    let diag = json!({"diagnostics": {"where": format!("{cwd_s}/build"), "home": home_s.clone()},
+        "error": {"code": "boom", "message": format!("no file at {home_s}/z"), "retryable": false}});
+    let run = Dispatch::adapter(&["read-stdin", &says, &answer("failed", diag)])
+        .cwd(cwd.path())
+        .env("HOME", &home_s)
+        .args(&["--artifact-dir", artifacts.path().to_str().unwrap()])
+        .run();
+    run.expect("failed", Some("boom"), 1);
+    assert!(!run.stdout.contains(&cwd_s), "{}", run.stdout);
+    assert!(!run.stdout.contains(&home_s), "{}", run.stdout);
+    assert!(run.stdout.contains("[host-path]"));
+    let transcript =
+        std::fs::read_to_string(artifacts.path().join("files/parent-tools/ptr_123.json")).unwrap();
+    assert!(!transcript.contains(&cwd_s) && !transcript.contains(&home_s));
+    assert!(!transcript.contains(artifacts.path().to_str().unwrap()));
+}
+
+#[test]
+fn output_is_passed_through_apart_from_exact_secrets() {
+    let output =
+        json!({"password": "product-data", "path": "/home/alice/x", "note": "Bearer abcdefghijkl"});
+    let run = Dispatch::adapter(&[
+        "read-stdin",
+        &answer("succeeded", json!({"output": output.clone()})),
+    ])
+    .run();
+    run.expect("succeeded", None, 0);
+    assert_eq!(run.envelope["output"], output);
+}
