@@ -143,10 +143,16 @@ impl<'a> Job<'a> {
             Ok(bytes) => bytes,
             Err(outcome) => return outcome,
         };
-        let loose = json::parse_object(&raw_request, usize::MAX).ok();
-        let echo = Echo::best_effort(loose.as_ref());
-        self.raw_request = raw_request.clone();
-        self.request_doc = loose;
+        let max_request = usize::try_from(self.args.max_request_bytes).unwrap_or(usize::MAX);
+        let parsed = json::parse_object(&raw_request, max_request);
+        // What a failure envelope and the transcript can echo: the strict parse when it
+        // succeeded, else whatever a lenient one finds.
+        self.request_doc = match &parsed {
+            Ok(map) => Some(map.clone()),
+            Err(_) => json::parse_object(&raw_request, usize::MAX).ok(),
+        };
+        let echo = Echo::best_effort(self.request_doc.as_ref());
+        self.raw_request = raw_request;
 
         // The transcript folder is checked before anything can run (SPEC §5).
         if let Some(dir) = &self.args.artifact_dir {
@@ -178,8 +184,7 @@ impl<'a> Job<'a> {
         self.dispatch
             .insert("timeout_ms".into(), json!(bridge.timeout_ms));
 
-        let max_request = usize::try_from(self.args.max_request_bytes).unwrap_or(usize::MAX);
-        let request = match json::parse_object(&raw_request, max_request) {
+        let request = match parsed {
             Err(issue @ JsonIssue::TooLarge { .. }) => {
                 return Outcome::failure(
                     &echo,
