@@ -48,8 +48,8 @@ pub struct Redactor {
     secrets: Vec<String>,
     /// Registered host path prefixes, without a trailing `/`, longest first.
     host_paths: Vec<String>,
-    /// The search over every form of every secret; `None` while no secret is registered.
-    matcher: Option<SecretMatcher>,
+    /// The search over every form of every secret, built on first use after a change.
+    matcher: OnceLock<SecretMatcher>,
 }
 
 impl Redactor {
@@ -69,7 +69,7 @@ impl Redactor {
             }
         }
         if added {
-            self.matcher = Some(SecretMatcher::build(&self.secrets));
+            self.matcher = OnceLock::new();
         }
     }
 
@@ -92,7 +92,7 @@ impl Redactor {
 
     /// Only the exact secret values, on every string and key of the tree.
     pub fn scrub_secrets_value(&self, v: &mut Value) {
-        if self.matcher.is_some() {
+        if !self.secrets.is_empty() {
             self.walk(v, Rules::SecretsOnly);
         }
     }
@@ -106,6 +106,17 @@ impl Redactor {
     /// structural).
     pub fn redact_value(&self, v: &mut Value) {
         self.walk(v, Rules::Full);
+    }
+
+    /// The secret search, or `None` while no secret is registered.
+    fn matcher(&self) -> Option<&SecretMatcher> {
+        if self.secrets.is_empty() {
+            return None;
+        }
+        Some(
+            self.matcher
+                .get_or_init(|| SecretMatcher::build(&self.secrets)),
+        )
     }
 
     fn scrub<'a>(&self, s: &'a str) -> Cow<'a, str> {
@@ -134,7 +145,7 @@ impl Redactor {
         F: for<'b> Fn(&'b str) -> Cow<'b, str>,
     {
         let mut current = pass(s);
-        if !self.matcher.as_ref().is_some_and(|m| m.touches_markers) {
+        if !self.matcher().is_some_and(|m| m.touches_markers) {
             return current;
         }
         for _ in 1..MAX_SETTLE_PASSES {
@@ -151,7 +162,7 @@ impl Redactor {
     }
 
     fn scrub_once<'a>(&self, s: &'a str) -> Cow<'a, str> {
-        match &self.matcher {
+        match self.matcher() {
             Some(matcher) => matcher.replace(s),
             None => Cow::Borrowed(s),
         }
@@ -232,7 +243,7 @@ impl Redactor {
     /// Scrub secrets out of the keys of one object, keeping key order. Two keys that scrub to
     /// the same text stay distinct (`[redacted]`, `[redacted]~2`, …): a map cannot hold both.
     fn scrub_keys(&self, map: &mut Map<String, Value>) {
-        if self.matcher.is_none() || !map.keys().any(|k| matches!(self.scrub(k), Cow::Owned(_))) {
+        if self.secrets.is_empty() || !map.keys().any(|k| matches!(self.scrub(k), Cow::Owned(_))) {
             return;
         }
         let old = std::mem::take(map);
@@ -1227,7 +1238,7 @@ mod tests {
         }
         let text = "short true false 12345678 -1234.5678 1.5e10000";
         assert_eq!(r.scrub_secrets_str(text), text);
-        assert!(r.matcher.is_none());
+        assert!(r.secrets.is_empty());
         assert!(qualifies_as_secret("1234-5678"));
         assert!(qualifies_as_secret("0x1234abcd"));
     }
@@ -1320,6 +1331,17 @@ mod tests {
     }
 
     #[test]
+    fn a_secret_added_after_use_is_scrubbed_too() {
+        let mut r = with_secret("first-secret");
+        assert_eq!(r.scrub_secrets_str("second-secret"), "second-secret");
+        r.add_secret("second-secret");
+        assert_eq!(
+            r.redact_str("first-secret second-secret"),
+            "[redacted] [redacted]"
+        );
+    }
+
+    #[test]
     fn the_longest_of_overlapping_secrets_wins() {
         let mut r = Redactor::new();
         r.add_secret("abcdefgh");
@@ -1347,9 +1369,11 @@ mod tests {
         r.add_secret("abcdefgh-and-more");
         r.add_secret("redacted");
         let mut slow = r.clone();
-        if let Some(m) = slow.matcher.as_mut() {
+        slow.matcher();
+        if let Some(m) = slow.matcher.get_mut() {
             m.automaton = None;
         }
+        assert!(slow.matcher().is_some_and(|m| m.automaton.is_none()));
         for text in [
             "",
             "x abcdefgh-and-more abcdefgh [redacted] redacted é",
