@@ -494,7 +494,6 @@ impl<'a> Job<'a> {
             .map(Value::Object)
             .unwrap_or(Value::Null);
         self.redactor.redact_value(&mut request);
-        self.redactor.scrub_secrets_value(&mut request);
         let mut result = Value::Object(outcome.envelope.clone());
         self.redactor.redact_value(&mut result);
         let dispatch = result["diagnostics"]["dispatch"].clone();

@@ -2001,8 +2001,3 @@ mod tests {
         }
     }
 }
-
-/// Whether a key names a secret (placeholder).
-pub fn is_sensitive_key(_key: &str) -> bool {
-    false
-}

@@ -210,7 +210,10 @@ fn sandbox_env_refuses_an_invalid_bridge_and_needs_one() {
 fn help_never_shows_the_bridge_from_the_environment() {
     let out = Command::new(bin())
         .arg("--help")
-        .env("PARENT_TOOL_DISPATCH_BRIDGE", "{\"secret\":\"do-not-show\"}")
+        .env(
+            "PARENT_TOOL_DISPATCH_BRIDGE",
+            "{\"secret\":\"do-not-show\"}",
+        )
         .output()
         .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
