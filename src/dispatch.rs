@@ -288,7 +288,9 @@ impl<'a> Job<'a> {
 
         let mut env = self.adapter_env(bridge, &sent);
         let program = resolve_program(&command.argv[0]);
-        self.redactor.add_host_path(&program.to_string_lossy());
+        if let Some(found) = find_in_path(&program) {
+            self.redactor.add_host_path(&found.to_string_lossy());
+        }
         let files = match command.transport {
             Transport::Stdin => None,
             Transport::File => match FileTransport::create(&request_bytes) {
@@ -564,6 +566,22 @@ fn resolve_program(argv0: &str) -> PathBuf {
     } else {
         PathBuf::from(argv0)
     }
+}
+
+/// Where the kernel will find `program` (for redacting its path, not for running it): the path
+/// itself when it has a slash, else the first executable match in `PATH`.
+fn find_in_path(program: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if program.is_absolute() {
+        return Some(program.to_path_buf());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
 }
 
 fn read_bridge(args: &DispatchArgs) -> Result<Bridge, Vec<Issue>> {

@@ -281,3 +281,37 @@ fn output_is_passed_through_apart_from_exact_secrets() {
     run.expect("succeeded", None, 0);
     assert_eq!(run.envelope["output"], output);
 }
+
+#[test]
+fn the_adapters_program_path_and_working_directory_never_appear() {
+    // Neither lies below the dispatcher's cwd (/), HOME or the temp folder: only the adapter
+    // rules can hide them.
+    let work = tempfile::Builder::new()
+        .prefix("adapter-cwd-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let work_s = work.path().display().to_string();
+    let program = bin().display().to_string();
+    let path = format!(
+        "{}:{}",
+        bin().parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let says = format!("eprint:running {program} in {work_s}/sub\n");
+    let run = Dispatch::adapter(&["read-stdin", &says, "exit:3"])
+        .bridge(|b| {
+            b["dispatcher"]["command"]["argv"][0] = json!("parent-tool-dispatch");
+            b["dispatcher"]["command"]["cwd_env"] = json!("ADAPTER_CWD");
+        })
+        .env("ADAPTER_CWD", &work_s)
+        .env("PATH", &path)
+        .cwd(Path::new("/"))
+        .run();
+    run.expect("failed", Some("adapter_exit_nonzero"), 1);
+    let tail = run.dispatch()["stderr_tail"].as_str().unwrap();
+    assert!(
+        !tail.contains(&program) && !tail.contains(&work_s),
+        "{tail}"
+    );
+    assert!(tail.contains("[host-path]/sub"), "{tail}");
+}
