@@ -404,4 +404,39 @@ mod tests {
     fn lone_surrogate_escape_is_a_syntax_error() {
         assert_eq!(code(br#"{"a":"\ud800"}"#), "json_syntax");
     }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        fn json_value() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(Value::from),
+                ".{0,12}".prop_map(Value::String),
+            ];
+            leaf.prop_recursive(4, 32, 6, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                    prop::collection::btree_map(".{0,6}", inner, 0..6)
+                        .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        proptest! {
+            #[test]
+            fn never_panics_on_any_bytes(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+                let _ = parse_object(&bytes, 1 << 20);
+                let _ = parse_value(&bytes, 1 << 20);
+            }
+
+            #[test]
+            fn what_serde_json_writes_reads_back_the_same(value in json_value()) {
+                let text = serde_json::to_string(&value).unwrap();
+                prop_assert_eq!(parse_value(text.as_bytes(), 1 << 20).unwrap(), value);
+            }
+        }
+    }
 }
