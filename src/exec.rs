@@ -20,7 +20,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -121,7 +121,32 @@ struct Sink {
     data: Vec<u8>,
     total: u64,
     truncated: bool,
-    closed: bool,
+}
+
+/// How many of the adapter's output pipes are still open, with a wake-up for the waiter.
+#[derive(Default)]
+struct OpenPipes {
+    count: Mutex<usize>,
+    changed: Condvar,
+}
+
+impl OpenPipes {
+    fn opened(&self) {
+        *lock(&self.count) += 1;
+    }
+
+    fn closed(&self) {
+        *lock(&self.count) -= 1;
+        self.changed.notify_all();
+    }
+
+    /// Wait until every pipe reached EOF, or `window` passed.
+    fn wait(&self, window: Duration) {
+        let guard = lock(&self.count);
+        let _ = self
+            .changed
+            .wait_timeout_while(guard, window, |open| *open > 0);
+    }
 }
 
 #[derive(Default)]
@@ -175,22 +200,22 @@ pub fn run(mut spec: Spec, interrupts: &Interrupts) -> Result<Finished, SpawnErr
     let mut child = command.spawn().map_err(classify_spawn_error)?;
     let pid = child.id() as i32;
 
-    let stdin_state = Arc::new(Mutex::new(StdinState::default()));
+    let streams = Streams::default();
     if let (Some(bytes), Some(pipe)) = (spec.stdin.take(), child.stdin.take()) {
-        let state = Arc::clone(&stdin_state);
+        let state = Arc::clone(&streams.stdin);
         thread::spawn(move || feed_stdin(pipe, &bytes, &state));
     }
-    let stdout = Arc::new(Mutex::new(Sink::default()));
     if let Some(pipe) = child.stdout.take() {
-        let sink = Arc::clone(&stdout);
+        let (sink, pipes) = (Arc::clone(&streams.stdout), Arc::clone(&streams.pipes));
         let cap = spec.max_stdout_bytes;
         let tx = tx.clone();
-        thread::spawn(move || drain(pipe, Keep::Head(cap), &sink, Some(&tx)));
+        pipes.opened();
+        thread::spawn(move || drain(pipe, Keep::Head(cap), &sink, &pipes, Some(&tx)));
     }
-    let stderr = Arc::new(Mutex::new(Sink::default()));
     if let Some(pipe) = child.stderr.take() {
-        let sink = Arc::clone(&stderr);
-        thread::spawn(move || drain(pipe, Keep::Tail(STDERR_TAIL_BYTES), &sink, None));
+        let (sink, pipes) = (Arc::clone(&streams.stderr), Arc::clone(&streams.pipes));
+        pipes.opened();
+        thread::spawn(move || drain(pipe, Keep::Tail(STDERR_TAIL_BYTES), &sink, &pipes, None));
     }
     {
         let tx = tx.clone();
@@ -200,15 +225,16 @@ pub fn run(mut spec: Spec, interrupts: &Interrupts) -> Result<Finished, SpawnErr
     }
     drop(tx);
     let (termination, stopped) = supervise(pid, &spec, start, &rx);
-    Ok(finish(
-        pid,
-        termination,
-        stopped,
-        start,
-        stdout,
-        stderr,
-        stdin_state,
-    ))
+    Ok(finish(pid, termination, stopped, start, &streams))
+}
+
+/// What the pipe threads share with the supervisor.
+#[derive(Default)]
+struct Streams {
+    stdout: Arc<Mutex<Sink>>,
+    stderr: Arc<Mutex<Sink>>,
+    stdin: Arc<Mutex<StdinState>>,
+    pipes: Arc<OpenPipes>,
 }
 
 fn not_started(sig: i32, start: Instant) -> Finished {
@@ -295,25 +321,23 @@ fn finish(
     termination: Termination,
     stopped: Option<Stop>,
     start: Instant,
-    stdout: Arc<Mutex<Sink>>,
-    stderr: Arc<Mutex<Sink>>,
-    stdin_state: Arc<Mutex<StdinState>>,
+    streams: &Streams,
 ) -> Finished {
     if stopped.is_none() {
         // Descendants that still write get a short window to finish, never more.
-        wait_closed(&[&stdout, &stderr], LEAK_WINDOW);
+        streams.pipes.wait(LEAK_WINDOW);
     }
     let leaked_processes = sweep(pid);
     // Everything that could hold a pipe is dead now; EOF follows at once.
-    wait_closed(&[&stdout, &stderr], Duration::from_millis(50));
+    streams.pipes.wait(Duration::from_millis(50));
 
     let take = |sink: &Arc<Mutex<Sink>>| {
         let mut sink = lock(sink);
         (std::mem::take(&mut sink.data), sink.total, sink.truncated)
     };
-    let (stdout, stdout_bytes, _) = take(&stdout);
-    let (stderr_tail, _, stderr_truncated) = take(&stderr);
-    let stdin = lock(&stdin_state);
+    let (stdout, stdout_bytes, _) = take(&streams.stdout);
+    let (stderr_tail, _, stderr_truncated) = take(&streams.stderr);
+    let stdin = lock(&streams.stdin);
     Finished {
         termination,
         stopped,
@@ -331,13 +355,6 @@ fn finish(
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A reader thread cannot panic while holding the lock, but stay usable if one ever did.
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn wait_closed(sinks: &[&Arc<Mutex<Sink>>], window: Duration) {
-    let until = Instant::now() + window;
-    while sinks.iter().any(|s| !lock(s).closed) && Instant::now() < until {
-        thread::sleep(Duration::from_millis(2));
-    }
 }
 
 fn feed_stdin(mut pipe: std::process::ChildStdin, bytes: &[u8], state: &Mutex<StdinState>) {
@@ -365,7 +382,13 @@ enum Keep {
 
 /// Read `pipe` to EOF (or error) into `sink`. A head sink that overflows reports it on `tx`
 /// and stops reading: the supervisor kills the adapter.
-fn drain(mut pipe: impl Read, keep: Keep, sink: &Mutex<Sink>, tx: Option<&Sender<Event>>) {
+fn drain(
+    mut pipe: impl Read,
+    keep: Keep,
+    sink: &Mutex<Sink>,
+    pipes: &OpenPipes,
+    tx: Option<&Sender<Event>>,
+) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = match pipe.read(&mut buf) {
@@ -397,7 +420,7 @@ fn drain(mut pipe: impl Read, keep: Keep, sink: &Mutex<Sink>, tx: Option<&Sender
             }
         }
     }
-    lock(sink).closed = true;
+    pipes.closed();
 }
 
 fn classify_spawn_error(err: io::Error) -> SpawnError {
