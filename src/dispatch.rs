@@ -6,7 +6,7 @@
 
 use crate::authorize::authorize;
 use crate::cli::DispatchArgs;
-use crate::envelope::bridge::{Bridge, Mode, Transport};
+use crate::envelope::bridge::{Bridge, CommandSpec, Mode, Transport};
 use crate::envelope::json::{self, JsonIssue};
 use crate::envelope::request::{Echo, Request};
 use crate::envelope::result::Expect;
@@ -248,7 +248,7 @@ impl<'a> Job<'a> {
                 }
             },
         };
-        self.run_adapter(&bridge, &request, cwd, interrupts)
+        self.run_adapter(&bridge, command, &request, cwd, interrupts)
     }
 
     fn learn_bridge_secrets(&mut self, bridge: &Bridge) {
@@ -269,13 +269,11 @@ impl<'a> Job<'a> {
     fn run_adapter(
         &mut self,
         bridge: &Bridge,
+        command: &CommandSpec,
         request: &Request,
         cwd: Option<PathBuf>,
         interrupts: &Interrupts,
     ) -> Outcome {
-        let Some(command) = &bridge.command else {
-            unreachable!("checked by the caller")
-        };
         let canonical = request.echo.tool.clone();
         let sent = Echo {
             tool: self.tool_map.external(&canonical),
