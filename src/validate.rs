@@ -353,6 +353,15 @@ impl Report {
     }
 }
 
+/// `(code, path)` of each issue, for tests that compare issue lists.
+#[cfg(test)]
+pub(crate) fn code_paths(issues: &[Issue]) -> Vec<(&str, &str)> {
+    issues
+        .iter()
+        .map(|i| (i.code.as_str(), i.path.as_str()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -377,10 +386,7 @@ mod tests {
         assert_eq!(c.string_array(&obj, "", "c"), None);
         assert_eq!(c.string(&obj, "/x", "missing"), None);
         let issues = c.into_issues();
-        let got: Vec<_> = issues
-            .iter()
-            .map(|i| (i.code.as_str(), i.path.as_str()))
-            .collect();
+        let got = crate::validate::code_paths(&issues);
         assert_eq!(
             got,
             [

@@ -416,10 +416,7 @@ mod tests {
         v["sandbox_env"]["secret_env"] = json!(["1X"]);
         v.as_object_mut().unwrap().remove("metadata");
         let issues = bridge(v).unwrap_err();
-        let got: Vec<_> = issues
-            .iter()
-            .map(|i| (i.code.as_str(), i.path.as_str()))
-            .collect();
+        let got = crate::validate::code_paths(&issues);
         for want in [
             ("wrong_value", "/version"),
             ("out_of_range", "/dispatcher/timeout_ms"),

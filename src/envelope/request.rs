@@ -143,10 +143,7 @@ mod tests {
         );
         obj.insert("authorization".into(), json!({"allowed_tools": "t"}));
         let issues = request(v).unwrap_err();
-        let got: Vec<_> = issues
-            .iter()
-            .map(|i| (i.code.as_str(), i.path.as_str()))
-            .collect();
+        let got = crate::validate::code_paths(&issues);
         assert_eq!(
             got,
             [

@@ -257,10 +257,7 @@ mod tests {
             "diagnostics": []
         }))
         .unwrap_err();
-        let got: Vec<_> = issues
-            .iter()
-            .map(|i| (i.code.as_str(), i.path.as_str()))
-            .collect();
+        let got = crate::validate::code_paths(&issues);
         assert_eq!(
             got,
             [
