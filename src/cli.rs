@@ -177,6 +177,14 @@ pub struct SandboxEnvArgs {
 pub enum AdapterCommand {
     /// Serve workspace.read, workspace.search, workspace.write and workspace.edit against one
     /// root directory (the --root, else the working directory the bridge's cwd_env sets).
+    ///
+    /// Reads one request on stdin, prints one result on stdout. Tools (also as workspace_read,
+    /// …): read {path, offset?, limit?} in lines, at most 1 MiB a call; search {pattern, path?,
+    /// glob?, max_results?} by regex per line, like rg, at most 1000 matches; write {path,
+    /// content, create_dirs?} atomically, at most 16 MiB; edit {path, old, new} where old must
+    /// occur exactly once. Paths are relative; `..`, absolute paths and symlinks that resolve
+    /// outside the root are denied with path_outside_root, checked by the kernel on the resolved
+    /// path. The request never chooses the root.
     Workspace {
         /// The workspace root. The request never chooses it.
         #[arg(long, value_name = "DIR")]

@@ -34,12 +34,28 @@ fn main_page(cmd: clap::Command) -> Vec<u8> {
     let _ = man.render_description_section(&mut buf);
     let _ = man.render_options_section(&mut buf);
     let _ = man.render_subcommands_section(&mut buf);
+    buf.extend_from_slice(GUIDE_SECTIONS.as_bytes());
     buf.extend_from_slice(exit_status_section().as_bytes());
     buf.extend_from_slice(error_codes_section().as_bytes());
     let _ = man.render_extra_section(&mut buf);
     let _ = man.render_version_section(&mut buf);
     buf
 }
+
+/// What the options list does not say: the adapter's environment, the process guarantees,
+/// transcripts and redaction. Kept short; the README has the long form.
+const GUIDE_SECTIONS: &str = r#".SH ENVIRONMENT
+.TP
+PARENT_TOOL_DISPATCH_BRIDGE
+The bridge, when --parent-tool-bridge is not given.
+.TP
+Adapter environment
+Cleared, then rebuilt from PATH, HOME, LANG, LC_ALL, TZ, TMPDIR (when set), the bridge's command.env, every --pass-env and --secret-env variable, and WP_CODEBOX_PARENT_TOOL_REQUEST_ID, _TOOL, _OPERATION, _TIMEOUT_MS, _REQUEST_SCHEMA, _RESULT_SCHEMA (and _REQUEST_FILE, _RESULT_FILE for the file transport).
+.SH "PROCESS HANDLING"
+The adapter runs with no shell, in its own process group. At timeout_ms it gets SIGTERM, then SIGKILL after --kill-grace-ms; the dispatcher returns by timeout_ms + kill_grace_ms + 250 ms whatever its descendants do. After the adapter exits, descendants holding its pipes get 100 ms, then the group is killed; on Linux the dispatcher is a child subreaper and also kills descendants that left the group (diagnostics.dispatch.leaked_processes counts them). SIGINT, SIGTERM and SIGHUP are forwarded to the adapter's group and answered with a failed/interrupted envelope.
+.SH "TRANSCRIPTS AND REDACTION"
+With --artifact-dir, each dispatch writes one redacted wp-codebox/tool-call-transcript/v1 file under DIR/files/parent-tools/ (never overwriting, mode 0600, written atomically) and returns its path and sha256 in artifacts.transcripts. Exact secret values (from --secret-env, sensitive-named passed or bridge variables, token_env) and their JSON-escaped, URL-encoded and base64 forms are scrubbed from everything printed or written; the dispatcher's messages, diagnostics and transcripts also lose credentials under sensitive keys, bearer and basic credentials, cookies, URL userinfo, known token shapes, and host-local paths (replaced by [host-path]). The adapter's output is otherwise passed through unchanged.
+"#;
 
 /// The exit statuses of the main job, one line each.
 pub const EXIT_STATUSES: [(u8, &str); 8] = [
