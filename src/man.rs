@@ -6,23 +6,32 @@ use crate::cli::Cli;
 use crate::error::{exit, ErrorCode};
 use clap::CommandFactory;
 
-/// Every page as (file name, roff bytes).
+/// Every page as (file name, roff bytes): the main page and one per visible subcommand, nested
+/// ones included (`parent-tool-dispatch-adapter-workspace.1`).
 pub fn pages() -> Vec<(String, Vec<u8>)> {
     let cmd = Cli::command();
     let mut pages = vec![("parent-tool-dispatch.1".to_string(), main_page(cmd.clone()))];
-    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
-        let name = format!("parent-tool-dispatch-{}", sub.get_name());
-        let sub = sub
+    sub_pages(&cmd, "parent-tool-dispatch", &mut pages);
+    pages
+}
+
+fn sub_pages(cmd: &clap::Command, prefix: &str, pages: &mut Vec<(String, Vec<u8>)>) {
+    for sub in cmd
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+    {
+        let name = format!("{prefix}-{}", sub.get_name());
+        let page = sub
             .clone()
             .name(name.clone())
             .display_name(name.clone())
             .bin_name(name.clone());
         let mut buf = Vec::new();
         // Rendering into a Vec cannot fail.
-        let _ = clap_mangen::Man::new(sub).render(&mut buf);
+        let _ = clap_mangen::Man::new(page).render(&mut buf);
         pages.push((format!("{name}.1"), buf));
+        sub_pages(sub, &name, pages);
     }
-    pages
 }
 
 fn main_page(cmd: clap::Command) -> Vec<u8> {
