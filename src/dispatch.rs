@@ -26,6 +26,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 /// Variables copied from the host into the adapter's otherwise empty environment.
 pub const BASE_ENV: [&str; 6] = ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
+/// How much of stdout the file transport keeps as a diagnostic.
+const STDOUT_HEAD_BYTES: usize = 64 * 1024;
 /// Cap on a bridge read from `@FILE` or given inline.
 const MAX_BRIDGE_BYTES: usize = 8 * 1024 * 1024;
 
@@ -344,6 +346,12 @@ impl<'a> Job<'a> {
             }
         };
         self.record_run(&finished);
+        if files.is_some() {
+            // In the file transport stdout is only a diagnostic: keep its start, redacted.
+            let head = &finished.stdout[..finished.stdout.len().min(STDOUT_HEAD_BYTES)];
+            let head = self.redactor.redact_str(&String::from_utf8_lossy(head));
+            self.dispatch.insert("stdout_head".into(), json!(head));
+        }
         let max_bytes = usize::try_from(self.args.max_output_bytes).unwrap_or(usize::MAX);
         let expect = Expect {
             sent: &sent,
