@@ -214,3 +214,30 @@ pub fn exit_code_for(status: Status, dispatcher_code: Option<ErrorCode>) -> u8 {
         _ => status.exit_code(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_status_follows_the_printed_status() {
+        // Dispatcher codes with their own status keep their special exit.
+        assert_eq!(
+            exit_code_for(Status::Failed, Some(ErrorCode::InternalError)),
+            exit::INTERNAL
+        );
+        assert_eq!(
+            exit_code_for(Status::Failed, Some(ErrorCode::RequestInvalid)),
+            exit::DATA_INVALID
+        );
+        // A denial turned into `unavailable` by failure_status exits as unavailable.
+        assert_eq!(
+            exit_code_for(Status::Unavailable, Some(ErrorCode::ToolNotAllowed)),
+            exit::UNAVAILABLE
+        );
+        // An adapter's own envelope: only the status counts.
+        for status in Status::ALL {
+            assert_eq!(exit_code_for(status, None), status.exit_code());
+        }
+    }
+}
