@@ -140,20 +140,9 @@ pub fn sandbox_env(args: &SandboxEnvArgs) -> u8 {
     }
 }
 
-/// Read a bridge given as JSON text or `@FILE`, strictly, and validate it.
+/// Read and validate a bridge, with the first issue as the refusal reason.
 pub fn load_bridge(text: &str) -> Result<Bridge, SandboxEnvError> {
-    let bytes = match text.strip_prefix('@') {
-        Some(path) => std::fs::read(path).map_err(|e| {
-            SandboxEnvError::BridgeInvalid(format!(
-                "the bridge file could not be read: {}",
-                e.kind()
-            ))
-        })?,
-        None => text.as_bytes().to_vec(),
-    };
-    let map = json::parse_object(&bytes, 8 * 1024 * 1024)
-        .map_err(|e| SandboxEnvError::BridgeInvalid(e.to_string()))?;
-    Bridge::from_json(map).map_err(|issues| {
+    Bridge::load(text).map_err(|issues| {
         let first = issues
             .first()
             .map(|i| format!("{} at {:?}: {}", i.code, i.path, i.message));

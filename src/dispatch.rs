@@ -28,8 +28,6 @@ use std::time::{Duration, Instant, SystemTime};
 pub const BASE_ENV: [&str; 6] = ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
 /// How much of stdout the file transport keeps as a diagnostic.
 const STDOUT_HEAD_BYTES: usize = 64 * 1024;
-/// Cap on a bridge read from `@FILE` or given inline.
-const MAX_BRIDGE_BYTES: usize = 8 * 1024 * 1024;
 
 /// Metadata variables the adapter receives.
 pub mod vars {
@@ -171,7 +169,13 @@ impl<'a> Job<'a> {
             }
         }
 
-        let bridge = match read_bridge(self.args) {
+        let bridge = match Bridge::load(
+            self.args
+                .bridge
+                .parent_tool_bridge
+                .as_deref()
+                .unwrap_or_default(),
+        ) {
             Ok(bridge) => bridge,
             Err(issues) => {
                 return Outcome::failure(
@@ -588,27 +592,6 @@ fn find_in_path(program: &Path) -> Option<PathBuf> {
             std::fs::metadata(candidate)
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
-}
-
-fn read_bridge(args: &DispatchArgs) -> Result<Bridge, Vec<Issue>> {
-    let text = args
-        .bridge
-        .parent_tool_bridge
-        .as_deref()
-        .unwrap_or_default();
-    let bytes = match text.strip_prefix('@') {
-        Some(path) => std::fs::read(path).map_err(|e| {
-            vec![Issue::new(
-                "unreadable",
-                "",
-                format!("the bridge file could not be read: {}", e.kind()),
-            )]
-        })?,
-        None => text.as_bytes().to_vec(),
-    };
-    let map =
-        json::parse_object(&bytes, MAX_BRIDGE_BYTES).map_err(|e| vec![Issue::from_json(&e)])?;
-    Bridge::from_json(map)
 }
 
 /// Read the request (file, or stdin for none / `-`), at most cap + 1 bytes, giving up when

@@ -12,6 +12,8 @@ use serde_json::{Map, Value};
 
 /// Schema id of the bridge.
 pub const SCHEMA: &str = "wp-codebox/parent-tool-bridge/v1";
+/// Largest bridge accepted, inline or from a file.
+pub const MAX_BYTES: usize = 8 * 1024 * 1024;
 /// `dispatcher.timeout_ms` when absent.
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 
@@ -135,6 +137,31 @@ impl Bridge {
             secret_env,
         };
         c.finish(Bridge { raw, ..bridge })
+    }
+
+    /// Read a bridge given the way the command line takes it — JSON text, or `@FILE` — with
+    /// the strict reader, and validate it.
+    pub fn load(arg: &str) -> Result<Bridge, Vec<Issue>> {
+        use std::io::Read;
+        let bytes = match arg.strip_prefix('@') {
+            Some(path) => {
+                let mut bytes = Vec::new();
+                std::fs::File::open(path)
+                    .and_then(|f| f.take(MAX_BYTES as u64 + 1).read_to_end(&mut bytes))
+                    .map_err(|e| {
+                        vec![Issue::new(
+                            "unreadable",
+                            "",
+                            format!("the bridge file could not be read: {}", e.kind()),
+                        )]
+                    })?;
+                bytes
+            }
+            None => arg.as_bytes().to_vec(),
+        };
+        let map =
+            super::json::parse_object(&bytes, MAX_BYTES).map_err(|e| vec![Issue::from_json(&e)])?;
+        Bridge::from_json(map)
     }
 
     /// The bridge ref: `sha256:` + hex SHA-256 of the canonical JSON of the bridge as given.
