@@ -8,7 +8,6 @@ use crate::envelope::{bridge, json, request, result};
 use crate::error::exit;
 use crate::validate::{Issue, Report};
 use serde_json::{Map, Value};
-use std::io::Read;
 use std::path::Path;
 
 /// `validate bridge|request|result [FILE]`: print the report; exit 0 when valid, 65 otherwise.
@@ -35,13 +34,7 @@ pub fn validate(args: &ValidateArgs) -> u8 {
 }
 
 fn read_input(path: Option<&Path>, max: usize) -> Result<Vec<u8>, Issue> {
-    let mut bytes = Vec::new();
-    let limit = max as u64 + 1;
-    let read = match path.filter(|p| p.as_os_str() != "-") {
-        Some(path) => std::fs::File::open(path).and_then(|f| f.take(limit).read_to_end(&mut bytes)),
-        None => std::io::stdin().lock().take(limit).read_to_end(&mut bytes),
-    };
-    read.map(|_| bytes).map_err(|e| {
+    crate::envelope::read_input(path, max as u64).map_err(|e| {
         Issue::new(
             "unreadable",
             "",

@@ -597,7 +597,7 @@ fn find_in_path(program: &Path) -> Option<PathBuf> {
 /// Read the request (file, or stdin for none / `-`), at most cap + 1 bytes, giving up when
 /// the dispatcher is interrupted while waiting for a writer that never closes.
 fn read_request(args: &DispatchArgs, interrupts: &Interrupts) -> Result<Vec<u8>, Outcome> {
-    let limit = args.max_request_bytes.saturating_add(1);
+    let max_bytes = args.max_request_bytes;
     let unreadable = |kind: std::io::ErrorKind| {
         Outcome::failure(
             &Echo::default(),
@@ -606,21 +606,10 @@ fn read_request(args: &DispatchArgs, interrupts: &Interrupts) -> Result<Vec<u8>,
             None,
         )
     };
-    let path = args
-        .request
-        .as_ref()
-        .filter(|p| p.as_os_str() != "-")
-        .cloned();
+    let path = args.request.clone();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let read = match path {
-            Some(path) => {
-                std::fs::File::open(path).and_then(|f| f.take(limit).read_to_end(&mut bytes))
-            }
-            None => std::io::stdin().lock().take(limit).read_to_end(&mut bytes),
-        };
-        let _ = tx.send(read.map(|_| bytes));
+        let _ = tx.send(crate::envelope::read_input(path.as_deref(), max_bytes));
     });
     loop {
         match rx.recv_timeout(Duration::from_millis(20)) {
