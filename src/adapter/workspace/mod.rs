@@ -22,15 +22,17 @@ mod search;
 mod sys;
 
 use crate::envelope::json::{self, JsonIssue};
+use crate::envelope::request::Echo;
 use crate::error::Status;
+use crate::validate::{codes, Checker, Issue};
 use serde_json::{json, Map, Value};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// The schema id of the request this adapter reads.
-pub const REQUEST_SCHEMA: &str = "wp-codebox/parent-tool-request/v1";
+pub use crate::envelope::request::SCHEMA as REQUEST_SCHEMA;
 /// The schema id of the result this adapter prints.
-pub const RESULT_SCHEMA: &str = "wp-codebox/parent-tool-result/v1";
+pub use crate::envelope::result::SCHEMA as RESULT_SCHEMA;
 
 /// Every size the adapter bounds. Each limit is part of the documented behaviour.
 pub mod limits {
@@ -370,69 +372,26 @@ impl<'a> Input<'a> {
     }
 }
 
-/// What the result envelope echoes: the request's own strings, or `""` when unreadable.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-struct Echo {
-    request_id: String,
-    tool: String,
-    operation: String,
-}
-
-/// One validation issue of a malformed request.
-fn issue(code: &str, pointer: &str, message: impl Into<String>) -> Value {
-    json!({"code": code, "path": pointer, "message": message.into()})
-}
-
-/// Check the parts of the request envelope this adapter relies on; the dispatcher checks the
-/// rest (sandbox_session, authorization, …) before it ever runs an adapter.
-fn check_request(map: &Map<String, Value>) -> Vec<Value> {
-    let mut issues = Vec::new();
-    match map.get("schema") {
-        Some(Value::String(s)) if s == REQUEST_SCHEMA => {}
-        Some(_) => issues.push(issue(
-            "wrong_value",
-            "/schema",
-            format!("schema must be {REQUEST_SCHEMA:?}"),
-        )),
-        None => issues.push(issue("missing_field", "/schema", "schema is required")),
-    }
-    match map.get("version") {
-        Some(v) if v.as_u64() == Some(1) => {}
-        Some(_) => issues.push(issue("wrong_value", "/version", "version must be 1")),
-        None => issues.push(issue("missing_field", "/version", "version is required")),
-    }
-    for key in ["request_id", "tool", "operation"] {
-        let pointer = format!("/{key}");
-        match map.get(key) {
-            Some(Value::String(s)) if s.is_empty() => {
-                issues.push(issue("empty_string", &pointer, format!("{key} is empty")));
-            }
-            Some(Value::String(s))
-                if key == "request_id" && s.len() > limits::MAX_REQUEST_ID_BYTES =>
-            {
-                issues.push(issue(
-                    "too_long",
-                    &pointer,
-                    "request_id is longer than 256 bytes",
-                ));
-            }
-            Some(Value::String(_)) => {}
-            Some(other) => issues.push(issue(
-                "wrong_type",
-                &pointer,
-                format!("{key} must be a string, not {}", json::kind_name(other)),
-            )),
-            None => issues.push(issue(
-                "missing_field",
-                &pointer,
-                format!("{key} is required"),
-            )),
+/// Check the parts of the request envelope this adapter relies on, with the shared checker
+/// and issue codes; the dispatcher checks the rest (sandbox_session, authorization, …) before
+/// it ever runs an adapter.
+fn check_request(map: &Map<String, Value>) -> Vec<Issue> {
+    let mut c = Checker::new();
+    c.constant(map, "", "schema", REQUEST_SCHEMA);
+    c.version_one(map, "");
+    if let Some(id) = c.non_empty_string(map, "", "request_id") {
+        if id.len() > limits::MAX_REQUEST_ID_BYTES {
+            c.push(
+                codes::TOO_LONG,
+                "/request_id",
+                "request_id is longer than 256 bytes",
+            );
         }
     }
-    if !map.contains_key("input") {
-        issues.push(issue("missing_field", "/input", "input is required"));
-    }
-    issues
+    c.non_empty_string(map, "", "tool");
+    c.non_empty_string(map, "", "operation");
+    c.required(map, "", "input");
+    c.into_issues()
 }
 
 /// The whole answer to one request (`bytes` as read from stdin) as a result envelope.
@@ -457,20 +416,12 @@ fn serve(bytes: &[u8], root: Option<&Path>, echo: &mut Echo) -> Result<Value, To
             Code::RequestInvalid,
             format!("the request is not valid: {e}"),
         )
-        .with_details(json!({"issues": [issue(e.code(), e.pointer(), e.to_string())]})),
+        .with_details(json!({"issues": [Issue::from_json(&e)]})),
     })?;
-    let text = |key: &str| match map.get(key) {
-        Some(Value::String(s)) => s.clone(),
-        _ => String::new(),
-    };
-    *echo = Echo {
-        request_id: text("request_id"),
-        tool: text("tool"),
-        operation: text("operation"),
-    };
+    *echo = Echo::best_effort(Some(&map));
     let issues = check_request(&map);
-    if !issues.is_empty() {
-        let first = issues[0]["message"].as_str().unwrap_or_default().to_owned();
+    if let Some(first) = issues.first() {
+        let first = first.message.clone();
         return Err(ToolError::new(
             Code::RequestInvalid,
             format!("the request envelope is invalid: {first}"),
