@@ -6,7 +6,7 @@
 //! allowlist is always checked on the canonical tool id, never on a mapped one (SPEC §4.4).
 
 use crate::envelope::bridge::Bridge;
-use crate::envelope::request::Request;
+use crate::envelope::request::{BridgePin, Request};
 use crate::error::ErrorCode;
 use serde_json::{json, Value};
 
@@ -61,16 +61,16 @@ impl Denial {
 pub fn authorize(bridge: &Bridge, request: &Request, bridge_ref: &str) -> Result<(), Denial> {
     let tool = request.echo.tool.as_str();
     let by_bridge = bridge.allows(tool);
-    let by_request = request.allowed_tools.iter().any(|t| t == tool);
+    let by_request = request.lists_its_tool;
     if !(by_bridge && by_request) {
         return Err(Denial::ToolNotAllowed {
             by_bridge,
             by_request,
         });
     }
-    match request.bridge_ref() {
+    match &request.bridge_pin {
         None => Ok(()),
-        Some(Value::String(pinned)) if pinned == bridge_ref => Ok(()),
+        Some(BridgePin::Ref(pinned)) if pinned == bridge_ref => Ok(()),
         Some(_) => Err(Denial::BridgeRefMismatch),
     }
 }
@@ -101,10 +101,8 @@ mod tests {
             "sandbox_session": {"sandbox_session_id": "s"},
             "authorization": {"allowed_tools": allowed}, "metadata": metadata
         });
-        let Value::Object(map) = v else {
-            unreachable!()
-        };
-        Request::from_json(map).unwrap()
+        let doc = crate::envelope::json::Document::parse(v.to_string().into_bytes(), 1 << 20);
+        Request::from_document(std::rc::Rc::new(doc.unwrap())).unwrap()
     }
 
     #[test]

@@ -3,24 +3,36 @@
 
 use crate::cli::{EnvFormat, EnvelopeKind, SandboxEnvArgs, ValidateArgs};
 use crate::envelope::bridge::Bridge;
+use crate::envelope::json::Document;
 use crate::envelope::request::Request;
+use crate::envelope::result::ResultEnvelope;
 use crate::envelope::{bridge, json, request, result};
 use crate::error::exit;
 use crate::validate::{Issue, Report};
 use serde_json::{Map, Value};
 use std::path::Path;
+use std::rc::Rc;
 
 /// `validate bridge|request|result [FILE]`: print the report; exit 0 when valid, 65 otherwise.
 pub fn validate(args: &ValidateArgs) -> u8 {
     let max = usize::try_from(args.max_bytes).unwrap_or(usize::MAX);
     let issues = match read_input(args.file.as_deref(), max) {
         Err(issue) => vec![issue],
-        Ok(bytes) => match json::parse_object(&bytes, max) {
-            Err(e) => vec![Issue::from_json(&e)],
-            Ok(map) => match args.kind {
-                EnvelopeKind::Bridge => Bridge::from_json(map).err().unwrap_or_default(),
-                EnvelopeKind::Request => Request::from_json(map).err().unwrap_or_default(),
-                EnvelopeKind::Result => result::check(map, None).err().unwrap_or_default(),
+        Ok(bytes) => match args.kind {
+            EnvelopeKind::Bridge => match json::parse_object(&bytes, max) {
+                Err(e) => vec![Issue::from_json(&e)],
+                Ok(map) => Bridge::from_json(map).err().unwrap_or_default(),
+            },
+            EnvelopeKind::Request | EnvelopeKind::Result => match Document::parse(bytes, max) {
+                Err(e) => vec![Issue::from_json(&e)],
+                Ok(doc) if args.kind == EnvelopeKind::Request => {
+                    Request::from_document(Rc::new(doc))
+                        .err()
+                        .unwrap_or_default()
+                }
+                Ok(doc) => ResultEnvelope::check(doc.text(), None)
+                    .err()
+                    .unwrap_or_default(),
             },
         },
     };

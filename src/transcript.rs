@@ -18,6 +18,7 @@
 //! messages must never name a host path: they travel into `diagnostics` and onto stderr.
 
 use crate::envelope::canonical;
+use crate::envelope::raw::ObjectWriter;
 use serde_json::{json, Value};
 use std::ffi::{CStr, CString};
 use std::fmt::{self, Write as _};
@@ -170,20 +171,21 @@ impl ArtifactDir {
     /// Write `doc` as compact JSON plus a newline to `files/parent-tools/<name>.json`, or to the
     /// first free `<name>-2.json`, `<name>-3.json`, …; never overwrites, never tears. `name`
     /// must be what [`safe_name`] returns. Returns the ref for `artifacts.transcripts`.
-    pub fn write(&self, name: &str, doc: &Value) -> Result<ArtifactRef, TranscriptError> {
+    pub fn write(&self, name: &str, doc: &str) -> Result<ArtifactRef, TranscriptError> {
         self.write_with_limit(name, doc, MAX_SUFFIX)
     }
 
     fn write_with_limit(
         &self,
         name: &str,
-        doc: &Value,
+        doc: &str,
         max_suffix: u32,
     ) -> Result<ArtifactRef, TranscriptError> {
         if !is_safe_name(name) {
             return Err(TranscriptError::UnsafeName);
         }
-        let mut bytes = serde_json::to_vec(doc).map_err(TranscriptError::Serialize)?;
+        let mut bytes = Vec::with_capacity(doc.len() + 1);
+        bytes.extend_from_slice(doc.as_bytes());
         bytes.push(b'\n');
         let sha256 = canonical::sha256_hex(&bytes);
 
@@ -330,7 +332,7 @@ fn check_result_target(dir: &File, target: &CStr) -> Result<(), TranscriptError>
     }
 }
 
-/// One call as the transcript records it. `request` and `result` are already redacted.
+/// One call as the transcript records it. Every text is already redacted JSON.
 #[derive(Debug, Clone, Copy)]
 pub struct Call<'a> {
     /// `call_id` of the entry (the request id, or the dispatcher's stand-in for a missing one).
@@ -345,46 +347,69 @@ pub struct Call<'a> {
     pub started_at: SystemTime,
     /// When the result was final.
     pub finished_at: SystemTime,
-    /// The redacted request envelope; `input_digest` covers its `input`.
-    pub request: &'a Value,
-    /// The redacted result envelope; `output_digest` covers its `output`.
-    pub result: &'a Value,
-    /// `diagnostics.dispatch` of the result.
-    pub dispatch: &'a Value,
+    /// The redacted request envelope (JSON text, or `null`).
+    pub request: &'a str,
+    /// The redacted result envelope (JSON text).
+    pub result: &'a str,
+    /// `diagnostics.dispatch` of the result (JSON text).
+    pub dispatch: &'a str,
+    /// Hex SHA-256 of the compact JSON text of `request.input` as recorded here.
+    pub input_digest: &'a str,
+    /// Hex SHA-256 of the compact JSON text of `result.output` as recorded here (of `null`
+    /// when absent).
+    pub output_digest: &'a str,
 }
 
-/// The `wp-codebox/tool-call-transcript/v1` document for one call. Digests are SHA-256 of the
-/// canonical JSON of `request.input` and `result.output` (of `null` when absent).
-pub fn build(call: &Call) -> Value {
-    let input = call.request.get("input").unwrap_or(&Value::Null);
-    let output = call.result.get("output").unwrap_or(&Value::Null);
-    json!({
-        "schema": SCHEMA,
-        "tool_calls": [{
-            "call_id": call.call_id,
-            "tool_name": call.tool,
-            "tool_type": "parent-tool",
-            "phase": "execution",
-            "status": call.status,
-            "started_at": timestamp(call.started_at),
-            "finished_at": timestamp(call.finished_at),
-            "input_digest": {"algorithm": "sha256", "value": canonical::digest(input)},
-            "output_digest": {"algorithm": "sha256", "value": canonical::digest(output)},
-            "redaction": {"policy": "applied"},
-            "metadata": {
-                "operation": call.operation,
-                "parent_tool_status": call.status,
-                "request": call.request,
-                "result": call.result,
-                "dispatch": call.dispatch,
-            },
-        }],
-        "redaction": {"policy": "applied"},
-        "metadata": {
-            "generator": env!("CARGO_PKG_NAME"),
-            "version": env!("CARGO_PKG_VERSION"),
-        },
-    })
+/// The `wp-codebox/tool-call-transcript/v1` document for one call, as compact JSON text. The
+/// request and result are embedded as given (already redacted), never re-parsed, so every
+/// number in them stays as written.
+pub fn build(call: &Call) -> String {
+    let digest = |o: &mut String, value: &str| {
+        let mut w = ObjectWriter::new(o);
+        w.str("algorithm", "sha256").str("value", value);
+        w.finish();
+    };
+    let redaction = |o: &mut String| {
+        let mut w = ObjectWriter::new(o);
+        w.str("policy", "applied");
+        w.finish();
+    };
+    let mut out = String::with_capacity(call.request.len() + call.result.len() + 1024);
+    let mut doc = ObjectWriter::new(&mut out);
+    doc.str("schema", SCHEMA).with("tool_calls", |o| {
+        o.push('[');
+        let mut entry = ObjectWriter::new(o);
+        entry
+            .str("call_id", call.call_id)
+            .str("tool_name", call.tool)
+            .str("tool_type", "parent-tool")
+            .str("phase", "execution")
+            .str("status", call.status)
+            .str("started_at", &timestamp(call.started_at))
+            .str("finished_at", &timestamp(call.finished_at))
+            .with("input_digest", |o| digest(o, call.input_digest))
+            .with("output_digest", |o| digest(o, call.output_digest))
+            .with("redaction", redaction)
+            .with("metadata", |o| {
+                let mut m = ObjectWriter::new(o);
+                m.str("operation", call.operation)
+                    .str("parent_tool_status", call.status)
+                    .raw("request", call.request)
+                    .raw("result", call.result)
+                    .raw("dispatch", call.dispatch);
+                m.finish();
+            });
+        entry.finish();
+        o.push(']');
+    });
+    doc.with("redaction", redaction).with("metadata", |o| {
+        let mut m = ObjectWriter::new(o);
+        m.str("generator", env!("CARGO_PKG_NAME"))
+            .str("version", env!("CARGO_PKG_VERSION"));
+        m.finish();
+    });
+    doc.finish();
+    out
 }
 
 /// RFC 3339 UTC with milliseconds. humantime panics before 1970 and fails after year 9999, so
@@ -852,7 +877,7 @@ mod tests {
         let root = links.path().join("artifacts");
         symlink(real.path(), &root).unwrap();
         let dir = ArtifactDir::prepare(&root).unwrap();
-        dir.write("a", &json!({})).unwrap();
+        dir.write("a", &json!({}).to_string()).unwrap();
         assert!(parent_tools(real.path()).join("a.json").is_file());
     }
 
@@ -862,7 +887,7 @@ mod tests {
     fn write_publishes_compact_json_with_a_matching_sha256() {
         let (tmp, dir) = prepared();
         let doc = json!({"b": 1, "a": [true, null, "x y"]});
-        let artifact = dir.write("req-1", &doc).unwrap();
+        let artifact = dir.write("req-1", &doc.to_string()).unwrap();
         assert_eq!(artifact.path, "files/parent-tools/req-1.json");
         let bytes = std::fs::read(tmp.path().join(&artifact.path)).unwrap();
         assert_eq!(bytes, b"{\"b\":1,\"a\":[true,null,\"x y\"]}\n");
@@ -876,7 +901,7 @@ mod tests {
     #[test]
     fn write_makes_files_0600_whatever_the_umask_allows() {
         let (tmp, dir) = prepared();
-        let artifact = dir.write("m", &json!({})).unwrap();
+        let artifact = dir.write("m", &json!({}).to_string()).unwrap();
         assert_eq!(mode(&tmp.path().join(artifact.path)), 0o600);
     }
 
@@ -886,7 +911,7 @@ mod tests {
         let pt = parent_tools(tmp.path());
         std::fs::write(pt.join("x-3.json"), "someone else's").unwrap();
         let paths: Vec<String> = (0..4)
-            .map(|i| dir.write("x", &json!({"i": i})).unwrap().path)
+            .map(|i| dir.write("x", &json!({"i": i}).to_string()).unwrap().path)
             .collect();
         assert_eq!(
             paths,
@@ -911,7 +936,7 @@ mod tests {
     fn write_refuses_names_safe_name_would_not_produce() {
         let (tmp, dir) = prepared();
         for name in ["", ".", "..", ".x", "../x", "a/b", "é", &"a".repeat(101)] {
-            let err = dir.write(name, &json!({})).unwrap_err();
+            let err = dir.write(name, &json!({}).to_string()).unwrap_err();
             assert!(
                 matches!(err, TranscriptError::UnsafeName),
                 "{name:?}: {err}"
@@ -927,7 +952,7 @@ mod tests {
         let moved = tmp.path().join("moved");
         std::fs::rename(tmp.path().join("files"), &moved).unwrap();
         symlink(&moved, tmp.path().join("files")).unwrap();
-        let err = dir.write("a", &json!({})).unwrap_err();
+        let err = dir.write("a", &json!({}).to_string()).unwrap_err();
         assert!(
             matches!(err, TranscriptError::Symlink(l) if l == FILES.label),
             "{err}"
@@ -942,7 +967,7 @@ mod tests {
         let moved = tmp.path().join("moved");
         std::fs::rename(parent_tools(tmp.path()), &moved).unwrap();
         symlink(&moved, parent_tools(tmp.path())).unwrap();
-        let err = dir.write("a", &json!({})).unwrap_err();
+        let err = dir.write("a", &json!({}).to_string()).unwrap_err();
         assert!(
             matches!(err, TranscriptError::Symlink(l) if l == PARENT_TOOLS.label),
             "{err}"
@@ -954,7 +979,7 @@ mod tests {
     fn write_reports_a_vanished_directory_without_its_path() {
         let (tmp, dir) = prepared();
         std::fs::remove_dir_all(tmp.path().join("files")).unwrap();
-        let err = dir.write("a", &json!({})).unwrap_err();
+        let err = dir.write("a", &json!({}).to_string()).unwrap_err();
         assert!(matches!(err, TranscriptError::Io { .. }), "{err}");
         assert_no_host_path(&err, tmp.path());
     }
@@ -966,7 +991,9 @@ mod tests {
         for file in ["x.json", "x-2.json", "x-3.json"] {
             std::fs::write(pt.join(file), "taken").unwrap();
         }
-        let err = dir.write_with_limit("x", &json!({}), 3).unwrap_err();
+        let err = dir
+            .write_with_limit("x", &json!({}).to_string(), 3)
+            .unwrap_err();
         assert!(matches!(err, TranscriptError::NoFreeName), "{err}");
         assert_eq!(entries(&pt).len(), 3);
     }
@@ -1029,7 +1056,10 @@ mod tests {
                 let dir = Arc::clone(&dir);
                 std::thread::spawn(move || {
                     (0..8)
-                        .map(|seq| dir.write("same", &race_doc(&format!("t{t}"), seq)).unwrap())
+                        .map(|seq| {
+                            dir.write("same", &race_doc(&format!("t{t}"), seq).to_string())
+                                .unwrap()
+                        })
                         .collect::<Vec<_>>()
                 })
             })
@@ -1073,7 +1103,8 @@ mod tests {
                 let writer = format!("{writer}.{t}");
                 std::thread::spawn(move || {
                     for seq in 0..8 {
-                        dir.write("same", &race_doc(&writer, seq)).unwrap();
+                        dir.write("same", &race_doc(&writer, seq).to_string())
+                            .unwrap();
                     }
                 })
             })
@@ -1188,78 +1219,65 @@ mod tests {
 
     #[test]
     fn build_has_the_upstream_shape_in_order() {
-        let request = json!({"request_id": "r1", "input": {"b": 2, "a": 1}});
-        let result = json!({"status": "succeeded", "output": [1, "two"]});
-        let dispatch = json!({"duration_ms": 5});
-        let doc = build(&Call {
+        let request = r#"{"request_id":"r1","input":{"b":2,"a":12345678901234567890123}}"#;
+        let result = r#"{"status":"succeeded","output":[1,"two",1e400]}"#;
+        let dispatch = r#"{"duration_ms":5}"#;
+        let text = build(&Call {
             call_id: "r1",
             tool: "workspace.read",
             operation: "read",
             status: "succeeded",
             started_at: at(1_700_000_000_123),
             finished_at: at(1_700_000_001_456),
-            request: &request,
-            result: &result,
-            dispatch: &dispatch,
+            request,
+            result,
+            dispatch,
+            input_digest: "11",
+            output_digest: "22",
         });
-        let expected = json!({
-            "schema": "wp-codebox/tool-call-transcript/v1",
-            "tool_calls": [{
-                "call_id": "r1",
-                "tool_name": "workspace.read",
-                "tool_type": "parent-tool",
-                "phase": "execution",
-                "status": "succeeded",
-                "started_at": "2023-11-14T22:13:20.123Z",
-                "finished_at": "2023-11-14T22:13:21.456Z",
-                "input_digest": {"algorithm": "sha256", "value": canonical::sha256_hex(br#"{"a":1,"b":2}"#)},
-                "output_digest": {"algorithm": "sha256", "value": canonical::sha256_hex(br#"[1,"two"]"#)},
-                "redaction": {"policy": "applied"},
-                "metadata": {
-                    "operation": "read",
-                    "parent_tool_status": "succeeded",
-                    "request": request,
-                    "result": result,
-                    "dispatch": dispatch,
-                },
-            }],
-            "redaction": {"policy": "applied"},
-            "metadata": {"generator": "parent-tool-dispatch", "version": env!("CARGO_PKG_VERSION")},
-        });
-        assert_eq!(doc, expected);
-        // Key order is part of the shape (preserve_order): compare the serialized text.
-        assert_eq!(doc.to_string(), expected.to_string());
-        assert!(doc.to_string().starts_with(r#"{"schema":"#));
+        // Embedded as written: the numbers are not rounded.
+        assert!(text.contains(request) && text.contains(result), "{text}");
+        let expected = format!(
+            concat!(
+                r#"{{"schema":"wp-codebox/tool-call-transcript/v1","tool_calls":[{{"call_id":"r1","#,
+                r#""tool_name":"workspace.read","tool_type":"parent-tool","phase":"execution","#,
+                r#""status":"succeeded","started_at":"2023-11-14T22:13:20.123Z","#,
+                r#""finished_at":"2023-11-14T22:13:21.456Z","#,
+                r#""input_digest":{{"algorithm":"sha256","value":"11"}},"#,
+                r#""output_digest":{{"algorithm":"sha256","value":"22"}},"#,
+                r#""redaction":{{"policy":"applied"}},"metadata":{{"operation":"read","#,
+                r#""parent_tool_status":"succeeded","request":{},"result":{},"dispatch":{}}}}}],"#,
+                r#""redaction":{{"policy":"applied"}},"metadata":{{"generator":"parent-tool-dispatch","version":"{}"}}}}"#
+            ),
+            request,
+            result,
+            dispatch,
+            env!("CARGO_PKG_VERSION")
+        );
+        assert_eq!(text, expected);
     }
 
     #[test]
-    fn build_digests_null_when_input_or_output_is_absent() {
-        let not_an_object = json!("garbage");
-        let empty = json!({});
-        let doc = build(&Call {
+    fn build_clamps_the_clock_and_keeps_empty_names() {
+        let text = build(&Call {
             call_id: "",
             tool: "",
             operation: "",
             status: "failed",
             started_at: at(0),
             finished_at: at(0),
-            request: &not_an_object,
-            result: &empty,
-            dispatch: &Value::Null,
+            request: "null",
+            result: "{}",
+            dispatch: "null",
+            input_digest: "",
+            output_digest: "",
         });
-        let null_digest = canonical::sha256_hex(b"null");
-        assert_eq!(
-            doc["tool_calls"][0]["input_digest"]["value"],
-            null_digest.as_str()
-        );
-        assert_eq!(
-            doc["tool_calls"][0]["output_digest"]["value"],
-            null_digest.as_str()
-        );
+        let doc: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(
             doc["tool_calls"][0]["started_at"],
             "1970-01-01T00:00:00.000Z"
         );
+        assert_eq!(doc["tool_calls"][0]["metadata"]["request"], Value::Null);
     }
 
     #[test]
@@ -1273,10 +1291,13 @@ mod tests {
             status: "succeeded",
             started_at: before_epoch,
             finished_at: far_future,
-            request: &Value::Null,
-            result: &Value::Null,
-            dispatch: &Value::Null,
+            request: "null",
+            result: "null",
+            dispatch: "null",
+            input_digest: "",
+            output_digest: "",
         });
+        let doc: Value = serde_json::from_str(&doc).unwrap();
         assert_eq!(
             doc["tool_calls"][0]["started_at"],
             "1970-01-01T00:00:00.000Z"

@@ -6,9 +6,11 @@
 //! issue shape, the stable issue codes and the typed accessors that record an issue whenever a
 //! value is missing or of the wrong type.
 
-use crate::envelope::json::{kind_name, pointer_token, JsonIssue};
+use crate::envelope::json::{kind_name, pointer_token, JsonIssue, Kind};
+use crate::envelope::raw::{self, Fields};
 use serde::Serialize;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 /// One validation finding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -63,6 +65,10 @@ pub mod codes {
     pub const TOOL_MISMATCH: &str = "tool_mismatch";
     /// The adapter's result does not echo the request's `operation`.
     pub const OPERATION_MISMATCH: &str = "operation_mismatch";
+    /// More issues than a report lists; the message says how many were left out.
+    pub const TOO_MANY_ISSUES: &str = "too_many_issues";
+    /// A string that must travel in an environment variable holds a NUL character.
+    pub const CONTAINS_NUL: &str = "contains_nul";
 }
 
 /// Join a JSON Pointer and one key.
@@ -70,10 +76,17 @@ pub fn join(base: &str, key: &str) -> String {
     format!("{base}/{}", pointer_token(key))
 }
 
+/// Most issues one check reports; past it they are counted, and one `too_many_issues` issue
+/// says how many more there were. A hostile document cannot make the report, or the memory
+/// that holds it, grow with its size.
+pub const MAX_ISSUES: usize = 100;
+
 /// Collects issues while reading typed values out of JSON objects.
 #[derive(Debug, Default)]
 pub struct Checker {
     issues: Vec<Issue>,
+    /// Issues past [`MAX_ISSUES`], counted only.
+    dropped: usize,
 }
 
 impl Checker {
@@ -84,7 +97,11 @@ impl Checker {
 
     /// Record an issue.
     pub fn push(&mut self, code: &str, path: impl Into<String>, message: impl Into<String>) {
-        self.issues.push(Issue::new(code, path, message));
+        if self.issues.len() < MAX_ISSUES {
+            self.issues.push(Issue::new(code, path, message));
+        } else {
+            self.dropped += 1;
+        }
     }
 
     /// True when nothing was recorded.
@@ -92,8 +109,18 @@ impl Checker {
         self.issues.is_empty()
     }
 
-    /// The issues recorded so far.
-    pub fn into_issues(self) -> Vec<Issue> {
+    /// The issues recorded, with the `too_many_issues` summary when some were dropped.
+    pub fn into_issues(mut self) -> Vec<Issue> {
+        if self.dropped > 0 {
+            self.issues.push(Issue::new(
+                codes::TOO_MANY_ISSUES,
+                "",
+                format!(
+                    "{} more issues were found and not listed (at most {MAX_ISSUES} are)",
+                    self.dropped
+                ),
+            ));
+        }
         self.issues
     }
 
@@ -102,7 +129,7 @@ impl Checker {
         if self.issues.is_empty() {
             Ok(value)
         } else {
-            Err(self.issues)
+            Err(self.into_issues())
         }
     }
 
@@ -324,6 +351,177 @@ impl Checker {
             );
             None
         }
+    }
+}
+
+/// The same checks on raw JSON text (envelopes that carry opaque payload), with the same
+/// codes and messages as their tree counterparts above.
+impl Checker {
+    fn wrong_kind(&mut self, path: &str, want: &str, raw: &str) {
+        self.push(
+            codes::WRONG_TYPE,
+            path,
+            format!("expected {want}, found {}", Kind::of(raw).name()),
+        );
+    }
+
+    /// A member that must be present.
+    pub fn field<'t>(&mut self, obj: &Fields<'t>, base: &str, key: &str) -> Option<&'t str> {
+        let value = obj.get(key);
+        if value.is_none() {
+            self.push(
+                codes::MISSING,
+                join(base, key),
+                format!("required key {key:?} is missing"),
+            );
+        }
+        value
+    }
+
+    /// The raw value as a string, or a `wrong_type` issue.
+    pub fn raw_str<'t>(&mut self, raw: &'t str, path: &str) -> Option<Cow<'t, str>> {
+        let s = raw::string(raw);
+        if s.is_none() {
+            self.wrong_kind(path, "a string", raw);
+        }
+        s
+    }
+
+    /// The raw value as a boolean, or a `wrong_type` issue.
+    pub fn raw_bool(&mut self, raw: &str, path: &str) -> Option<bool> {
+        let b = raw::boolean(raw);
+        if b.is_none() {
+            self.wrong_kind(path, "a boolean", raw);
+        }
+        b
+    }
+
+    /// The raw value as an object, or a `wrong_type` issue.
+    pub fn raw_object<'t>(&mut self, raw: &'t str, path: &str) -> Option<Fields<'t>> {
+        let fields = Fields::parse(raw);
+        if fields.is_none() {
+            self.wrong_kind(path, "an object", raw);
+        }
+        fields
+    }
+
+    /// A required string member.
+    pub fn field_string<'t>(
+        &mut self,
+        obj: &Fields<'t>,
+        base: &str,
+        key: &str,
+    ) -> Option<Cow<'t, str>> {
+        let raw = self.field(obj, base, key)?;
+        self.raw_str(raw, &join(base, key))
+    }
+
+    /// A required string member that must not be empty.
+    pub fn field_non_empty_string<'t>(
+        &mut self,
+        obj: &Fields<'t>,
+        base: &str,
+        key: &str,
+    ) -> Option<Cow<'t, str>> {
+        let s = self.field_string(obj, base, key)?;
+        if s.is_empty() {
+            self.push(
+                codes::EMPTY,
+                join(base, key),
+                format!("{key:?} must not be empty"),
+            );
+            return None;
+        }
+        Some(s)
+    }
+
+    /// An optional string member.
+    pub fn field_optional_string<'t>(
+        &mut self,
+        obj: &Fields<'t>,
+        base: &str,
+        key: &str,
+    ) -> Option<Cow<'t, str>> {
+        let raw = obj.get(key)?;
+        self.raw_str(raw, &join(base, key))
+    }
+
+    /// A required object member.
+    pub fn field_object<'t>(
+        &mut self,
+        obj: &Fields<'t>,
+        base: &str,
+        key: &str,
+    ) -> Option<Fields<'t>> {
+        let raw = self.field(obj, base, key)?;
+        self.raw_object(raw, &join(base, key))
+    }
+
+    /// An optional object member.
+    pub fn field_optional_object<'t>(
+        &mut self,
+        obj: &Fields<'t>,
+        base: &str,
+        key: &str,
+    ) -> Option<Fields<'t>> {
+        let raw = obj.get(key)?;
+        self.raw_object(raw, &join(base, key))
+    }
+
+    /// A required string member equal to `want`.
+    pub fn field_constant(&mut self, obj: &Fields<'_>, base: &str, key: &str, want: &str) {
+        if let Some(got) = self.field_string(obj, base, key) {
+            if got != want {
+                self.push(
+                    codes::WRONG_VALUE,
+                    join(base, key),
+                    format!("{key:?} must be {want:?}, found {got:?}"),
+                );
+            }
+        }
+    }
+
+    /// A required `version` member equal to the integer 1.
+    pub fn field_version_one(&mut self, obj: &Fields<'_>, base: &str) {
+        let Some(raw) = self.field(obj, base, "version") else {
+            return;
+        };
+        let path = join(base, "version");
+        let text = raw.trim();
+        let digits = text.strip_prefix('-').unwrap_or(text);
+        let is_integer = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+        if text == "1" {
+        } else if is_integer {
+            self.push(
+                codes::WRONG_VALUE,
+                path,
+                format!("\"version\" must be 1, found {text}"),
+            );
+        } else {
+            self.wrong_kind(&path, "the integer 1", raw);
+        }
+    }
+
+    /// The raw value as an array of strings, each passed to `each`; every non-string item is
+    /// its own issue. Nothing is collected.
+    pub fn raw_string_items(&mut self, raw: &str, path: &str, mut each: impl FnMut(&str)) -> bool {
+        if Kind::of(raw) != Kind::Array {
+            self.wrong_kind(path, "an array of strings", raw);
+            return false;
+        }
+        let mut ok = true;
+        raw::for_each_item(raw, |i, item| match raw::string(item) {
+            Some(s) => each(&s),
+            None => {
+                ok = false;
+                self.push(
+                    codes::WRONG_TYPE,
+                    format!("{path}/{i}"),
+                    format!("expected a string, found {}", Kind::of(item).name()),
+                );
+            }
+        });
+        ok
     }
 }
 

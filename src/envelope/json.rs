@@ -2,16 +2,31 @@
 //! the request, and the adapter's result (SPEC §2.2, §4.5).
 //!
 //! It owns the byte-level checks and nothing else: size cap, UTF-8, byte-order mark, exactly
-//! one document, an object at the top, no duplicate key at any depth, nesting depth. Each
-//! failure has its own stable issue code ([`JsonIssue::code`]) so that callers can tell a
-//! parser-differential attack (a duplicate `tool` key) from a truncated file.
+//! one document, an object at the top, no duplicate key at any depth, nesting depth, and the
+//! JSON grammar itself (RFC 8259). Each failure has its own stable issue code
+//! ([`JsonIssue::code`]) so that callers can tell a parser-differential attack (a duplicate
+//! `tool` key) from a truncated file.
 //!
-//! It must not know what an envelope contains; shape checks live in `validate.rs`.
+//! The reader is a hand-written scanner rather than a tree builder, for two reasons:
+//! - **Opaque values stay as written.** A request's `input` and an adapter's `output` are
+//!   product payload: a number such as `12345678901234567890123` or `1e400` must reach the
+//!   other side exactly as it was written, so nothing here converts a number.
+//! - **Memory stays a small multiple of the input.** Checking builds no tree: it keeps the
+//!   stack of open containers and, per open object, its keys (borrowed from the input unless
+//!   they hold escapes). A [`Document`] is the input text plus the spans of its top-level
+//!   members; callers look one level deeper with [`super::raw::Fields`] only where they must.
+//!
+//! Time is linear in the input: every byte is examined a bounded number of times (strings are
+//! scanned eight bytes at a step), and nothing recurses, so no depth can overflow the stack.
+//!
+//! It must not know what an envelope contains; shape checks live in `validate.rs` and next to
+//! each envelope type.
 
-use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
-use std::cell::RefCell;
+use std::borrow::Cow;
+use std::collections::HashSet;
 use std::fmt;
+use std::ops::Range;
 
 /// The nesting cap: the top-level object is depth 1.
 pub const MAX_DEPTH: usize = 128;
@@ -20,8 +35,8 @@ pub const MAX_DEPTH: usize = 128;
 /// of the offending place where one is known.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JsonIssue {
-    /// More bytes than the cap allows.
-    TooLarge { limit: usize, actual: usize },
+    /// More bytes than the cap allows (`limit`); reading stopped past it.
+    TooLarge { limit: usize },
     /// Nothing but whitespace.
     Empty,
     /// Not valid UTF-8 (offset of the first bad byte).
@@ -32,7 +47,7 @@ pub enum JsonIssue {
     Syntax {
         line: usize,
         column: usize,
-        detail: String,
+        detail: &'static str,
     },
     /// Non-whitespace bytes after the document that are not a second document.
     TrailingBytes { line: usize, column: usize },
@@ -72,11 +87,24 @@ impl JsonIssue {
     }
 }
 
+/// `8 MiB` for exact multiples of a MiB or KiB, else `N bytes`: limits as people set them.
+pub fn human_bytes(n: usize) -> String {
+    const KIB: usize = 1024;
+    const MIB: usize = 1024 * 1024;
+    if n >= MIB && n % MIB == 0 {
+        format!("{} MiB", n / MIB)
+    } else if n >= KIB && n % KIB == 0 {
+        format!("{} KiB", n / KIB)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
 impl fmt::Display for JsonIssue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            JsonIssue::TooLarge { limit, actual } => {
-                write!(f, "document is {actual} bytes, over the {limit}-byte limit")
+            JsonIssue::TooLarge { limit } => {
+                write!(f, "document is over the {} limit", human_bytes(*limit))
             }
             JsonIssue::Empty => f.write_str("document is empty"),
             JsonIssue::InvalidUtf8 { offset } => {
@@ -109,7 +137,69 @@ impl fmt::Display for JsonIssue {
 
 impl std::error::Error for JsonIssue {}
 
-/// Parse `bytes` as exactly one JSON object, refusing everything SPEC §2.2 refuses.
+/// A JSON object the strict reader accepted, kept as its text, with the spans of its
+/// top-level members. Nothing in it was converted: `input`, `output` and every number are
+/// exactly as written.
+#[derive(Debug, Clone)]
+pub struct Document {
+    text: String,
+    members: Vec<(String, Range<usize>)>,
+}
+
+impl Document {
+    /// Read `bytes` as exactly one JSON object, refusing everything SPEC §2.2 refuses.
+    /// Takes the buffer so that the text is never copied.
+    pub fn parse(bytes: Vec<u8>, max_bytes: usize) -> Result<Document, JsonIssue> {
+        prechecks(&bytes, max_bytes)?;
+        let text = String::from_utf8(bytes).map_err(|e| JsonIssue::InvalidUtf8 {
+            offset: e.utf8_error().valid_up_to(),
+        })?;
+        let mut members = Vec::new();
+        let kind = scan_document(&text, &mut |member| {
+            if let Member::Key(key, span) = member {
+                members.push((key.into_owned(), span));
+            }
+        })?;
+        if kind != Kind::Object {
+            return Err(JsonIssue::NotObject { found: kind.name() });
+        }
+        Ok(Document { text, members })
+    }
+
+    /// The whole document as read.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The raw JSON text of the top-level member `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.members
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, span)| &self.text[span.clone()])
+    }
+
+    /// Every top-level member in document order, values as raw JSON text.
+    pub fn members(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        self.members
+            .iter()
+            .map(|(k, span)| (k.as_str(), &self.text[span.clone()]))
+    }
+
+    /// Bytes of the document.
+    pub fn len(&self) -> usize {
+        self.text.len()
+    }
+
+    /// Whether the document is empty (never true for a parsed object: `{}` is two bytes).
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty()
+    }
+}
+
+/// Parse `bytes` as exactly one JSON object into a tree, with the same strictness. For small
+/// host-side documents (the bridge, a tool map); envelopes that carry opaque payload use
+/// [`Document`].
 pub fn parse_object(bytes: &[u8], max_bytes: usize) -> Result<Map<String, Value>, JsonIssue> {
     match parse_value(bytes, max_bytes)? {
         Value::Object(map) => Ok(map),
@@ -119,94 +209,66 @@ pub fn parse_object(bytes: &[u8], max_bytes: usize) -> Result<Map<String, Value>
     }
 }
 
-/// Parse `bytes` as exactly one JSON document of any type, with the same strictness.
+/// Parse `bytes` as exactly one JSON document of any type into a tree, with the same
+/// strictness. A number a tree cannot hold (`1e400`) is refused here, never rounded silently.
 pub fn parse_value(bytes: &[u8], max_bytes: usize) -> Result<Value, JsonIssue> {
+    let text = check(bytes, max_bytes)?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    // The scan bounded the depth already; serde's own limit would cut at a different level.
+    de.disable_recursion_limit();
+    serde::Deserialize::deserialize(&mut de).map_err(|e: serde_json::Error| JsonIssue::Syntax {
+        line: e.line(),
+        column: e.column(),
+        detail: "a number is out of the range this document type supports",
+    })
+}
+
+/// Check `bytes` as exactly one JSON document of any type; the text on success.
+pub fn check(bytes: &[u8], max_bytes: usize) -> Result<&str, JsonIssue> {
+    check_kind(bytes, max_bytes).map(|(text, _)| text)
+}
+
+/// Check `bytes` as exactly one JSON object, without building anything; the text on success.
+pub fn check_object(bytes: &[u8], max_bytes: usize) -> Result<&str, JsonIssue> {
+    match check_kind(bytes, max_bytes)? {
+        (text, Kind::Object) => Ok(text),
+        (_, kind) => Err(JsonIssue::NotObject { found: kind.name() }),
+    }
+}
+
+fn check_kind(bytes: &[u8], max_bytes: usize) -> Result<(&str, Kind), JsonIssue> {
+    prechecks(bytes, max_bytes)?;
+    let text = std::str::from_utf8(bytes).map_err(|e| JsonIssue::InvalidUtf8 {
+        offset: e.valid_up_to(),
+    })?;
+    let kind = scan_document(text, &mut |_| {})?;
+    Ok((text, kind))
+}
+
+fn prechecks(bytes: &[u8], max_bytes: usize) -> Result<(), JsonIssue> {
     if bytes.len() > max_bytes {
-        return Err(JsonIssue::TooLarge {
-            limit: max_bytes,
-            actual: bytes.len(),
-        });
+        return Err(JsonIssue::TooLarge { limit: max_bytes });
     }
     if bytes.starts_with(&[0xEF, 0xBB, 0xBF]) {
         return Err(JsonIssue::ByteOrderMark);
     }
-    let text = std::str::from_utf8(bytes).map_err(|e| JsonIssue::InvalidUtf8 {
-        offset: e.valid_up_to(),
-    })?;
-    if text.trim_matches(is_json_space).is_empty() {
+    if bytes.iter().all(|&b| is_space(b)) {
         return Err(JsonIssue::Empty);
     }
-
-    let state = RefCell::new(State::default());
-    let mut de = serde_json::Deserializer::from_str(text);
-    de.disable_recursion_limit();
-    let value = match (StrictSeed {
-        state: &state,
-        depth: 0,
-    })
-    .deserialize(&mut de)
-    {
-        Ok(value) => value,
-        Err(err) => {
-            return Err(state.into_inner().found.unwrap_or_else(|| syntax(&err)));
-        }
-    };
-    if let Err(err) = de.end() {
-        let (line, column) = (err.line(), err.column());
-        let offset = offset_of(text, line, column);
-        let rest = &text[offset..];
-        let second = serde_json::Deserializer::from_str(rest)
-            .into_iter::<de::IgnoredAny>()
-            .next();
-        return Err(match second {
-            Some(Ok(_)) => JsonIssue::MultipleDocuments { line, column },
-            _ => JsonIssue::TrailingBytes { line, column },
-        });
-    }
-    Ok(value)
-}
-
-/// JSON's four whitespace characters (RFC 8259 §2); `char::is_whitespace` is broader.
-fn is_json_space(c: char) -> bool {
-    matches!(c, ' ' | '\t' | '\n' | '\r')
-}
-
-fn syntax(err: &serde_json::Error) -> JsonIssue {
-    // serde_json appends " at line L column C" to its messages; we report those separately.
-    let text = err.to_string();
-    let detail = match text.rfind(" at line ") {
-        Some(i) => text[..i].to_string(),
-        None => text,
-    };
-    JsonIssue::Syntax {
-        line: err.line(),
-        column: err.column(),
-        detail,
-    }
-}
-
-/// Byte offset of serde_json's 1-based (line, column) position, where column counts bytes.
-fn offset_of(text: &str, line: usize, column: usize) -> usize {
-    let mut offset = 0;
-    for (i, l) in text.split_inclusive('\n').enumerate() {
-        if i + 1 == line {
-            return (offset + column.saturating_sub(1)).min(text.len());
-        }
-        offset += l.len();
-    }
-    text.len()
+    Ok(())
 }
 
 /// A human name for a JSON value's type.
 pub fn kind_name(value: &Value) -> &'static str {
     match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+        Value::Null => Kind::Null,
+        Value::Bool(_) => Kind::Bool,
+        Value::Number(_) => Kind::Number,
+        Value::String(_) => Kind::String,
+        Value::Array(_) => Kind::Array,
+        Value::Object(_) => Kind::Object,
     }
+    .name()
 }
 
 /// Escape one JSON Pointer reference token (RFC 6901).
@@ -214,126 +276,513 @@ pub fn pointer_token(token: &str) -> String {
     token.replace('~', "~0").replace('/', "~1")
 }
 
-#[derive(Default)]
-struct State {
-    /// The first structural issue found; serde only carries strings, so we keep the typed one.
-    found: Option<JsonIssue>,
-    /// The pointer of the container being read, one token per open level.
-    path: Vec<String>,
+/// The type of a JSON value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Null,
+    Bool,
+    Number,
+    String,
+    Array,
+    Object,
 }
 
-impl State {
+impl Kind {
+    /// "an object", "a string", …: for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Null => "null",
+            Kind::Bool => "a boolean",
+            Kind::Number => "a number",
+            Kind::String => "a string",
+            Kind::Array => "an array",
+            Kind::Object => "an object",
+        }
+    }
+
+    /// The kind of the value whose text starts at the first non-space byte of `raw`.
+    pub fn of(raw: &str) -> Kind {
+        match raw.bytes().find(|&b| !is_space(b)) {
+            Some(b'{') => Kind::Object,
+            Some(b'[') => Kind::Array,
+            Some(b'"') => Kind::String,
+            Some(b't' | b'f') => Kind::Bool,
+            Some(b'n') | None => Kind::Null,
+            Some(_) => Kind::Number,
+        }
+    }
+}
+
+/// JSON's four whitespace bytes (RFC 8259 §2).
+pub fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// A direct member of the scanned root container, reported as the scan passes it.
+pub(crate) enum Member<'t> {
+    /// A member of the root object: its decoded key and the span of its value.
+    Key(Cow<'t, str>, Range<usize>),
+    /// An item of the root array: the span of its value.
+    Item(Range<usize>),
+}
+
+/// Scan one complete document: the value, then nothing but whitespace. Reports the root's
+/// direct members to `on_member` and returns the root's kind.
+pub(crate) fn scan_document<'t>(
+    text: &'t str,
+    on_member: &mut dyn FnMut(Member<'t>),
+) -> Result<Kind, JsonIssue> {
+    let mut scanner = Scanner::new(text);
+    let kind = scanner.value(on_member)?;
+    scanner.skip_space();
+    if scanner.pos < text.len() {
+        let (line, column) = scanner.line_column(scanner.pos);
+        // A second complete value there is a second document; anything else is noise.
+        let mut second = Scanner::new(&text[scanner.pos..]);
+        return Err(match second.value(&mut |_| {}) {
+            Ok(_) => JsonIssue::MultipleDocuments { line, column },
+            Err(_) => JsonIssue::TrailingBytes { line, column },
+        });
+    }
+    Ok(kind)
+}
+
+/// The keys of one open object: a short list while it is small, a set once it grows, so that
+/// duplicate detection stays linear for objects of any size.
+enum Keys<'t> {
+    Few(Vec<Cow<'t, str>>),
+    Many(HashSet<Cow<'t, str>>),
+}
+
+impl<'t> Keys<'t> {
+    const FEW: usize = 16;
+
+    /// Record `key`; false when it was already there.
+    fn insert(&mut self, key: Cow<'t, str>) -> bool {
+        match self {
+            Keys::Few(list) => {
+                if list.contains(&key) {
+                    return false;
+                }
+                if list.len() < Self::FEW {
+                    list.push(key);
+                } else {
+                    let mut set: HashSet<_> = list.drain(..).collect();
+                    set.insert(key);
+                    *self = Keys::Many(set);
+                }
+                true
+            }
+            Keys::Many(set) => set.insert(key),
+        }
+    }
+}
+
+enum Frame<'t> {
+    Array { index: usize },
+    Object { keys: Keys<'t>, key: Cow<'t, str> },
+}
+
+struct Scanner<'t> {
+    text: &'t str,
+    bytes: &'t [u8],
+    pos: usize,
+    stack: Vec<Frame<'t>>,
+}
+
+type Scan<T> = Result<T, JsonIssue>;
+
+impl<'t> Scanner<'t> {
+    fn new(text: &'t str) -> Scanner<'t> {
+        Scanner {
+            text,
+            bytes: text.as_bytes(),
+            pos: 0,
+            stack: Vec::new(),
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    fn skip_space(&mut self) {
+        while self.peek().is_some_and(is_space) {
+            self.pos += 1;
+        }
+    }
+
+    /// 1-based line and byte column of `pos` (only computed for messages).
+    fn line_column(&self, pos: usize) -> (usize, usize) {
+        let before = &self.bytes[..pos.min(self.bytes.len())];
+        let line = 1 + before.iter().filter(|&&b| b == b'\n').count();
+        let line_start = before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        (line, pos - line_start + 1)
+    }
+
+    fn syntax<T>(&self, detail: &'static str) -> Scan<T> {
+        let (line, column) = self.line_column(self.pos);
+        Err(JsonIssue::Syntax {
+            line,
+            column,
+            detail,
+        })
+    }
+
+    /// The pointer of the place being read: one token per open container.
     fn pointer(&self) -> String {
-        self.path.iter().map(|t| format!("/{t}")).collect()
-    }
-}
-
-struct StrictSeed<'a> {
-    state: &'a RefCell<State>,
-    depth: usize,
-}
-
-impl<'de> DeserializeSeed<'de> for StrictSeed<'_> {
-    type Value = Value;
-
-    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl StrictSeed<'_> {
-    fn enter<E: de::Error>(&self) -> Result<usize, E> {
-        let depth = self.depth + 1;
-        if depth > MAX_DEPTH {
-            let mut state = self.state.borrow_mut();
-            let pointer = state.pointer();
-            state.found.get_or_insert(JsonIssue::TooDeep { pointer });
-            return Err(E::custom("nesting too deep"));
+        let mut out = String::new();
+        for frame in &self.stack {
+            out.push('/');
+            match frame {
+                Frame::Array { index } => out.push_str(&index.to_string()),
+                Frame::Object { key, .. } => out.push_str(&pointer_token(key)),
+            }
         }
-        Ok(depth)
+        out
     }
 
-    fn child(&self, depth: usize) -> StrictSeed<'_> {
-        StrictSeed {
-            state: self.state,
-            depth,
-        }
-    }
-}
-
-impl<'de> Visitor<'de> for StrictSeed<'_> {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let depth = self.enter()?;
-        let mut items = Vec::new();
+    /// Read one value with everything inside it, iteratively.
+    fn value(&mut self, on_member: &mut dyn FnMut(Member<'t>)) -> Scan<Kind> {
+        let root = self.stack.len();
+        let mut root_kind = None;
+        // Where the current direct member of the root began.
+        let mut member_start = 0;
         loop {
-            self.state.borrow_mut().path.push(items.len().to_string());
-            let next = seq.next_element_seed(self.child(depth));
-            self.state.borrow_mut().path.pop();
-            match next? {
-                Some(item) => items.push(item),
-                None => break,
+            // A value starts here.
+            self.skip_space();
+            let start = self.pos;
+            if self.stack.len() == root + 1 {
+                member_start = start;
+            }
+            let kind = match self.peek() {
+                Some(b'{') => {
+                    self.open()?;
+                    self.pos += 1;
+                    self.skip_space();
+                    if self.peek() == Some(b'}') {
+                        self.pos += 1;
+                    } else {
+                        let key = self.key()?;
+                        self.stack.push(Frame::Object {
+                            keys: Keys::Few(vec![key.clone()]),
+                            key,
+                        });
+                        self.colon()?;
+                        root_kind.get_or_insert(Kind::Object);
+                        continue;
+                    }
+                    Kind::Object
+                }
+                Some(b'[') => {
+                    self.open()?;
+                    self.pos += 1;
+                    self.skip_space();
+                    if self.peek() == Some(b']') {
+                        self.pos += 1;
+                    } else {
+                        self.stack.push(Frame::Array { index: 0 });
+                        root_kind.get_or_insert(Kind::Array);
+                        continue;
+                    }
+                    Kind::Array
+                }
+                Some(b'"') => {
+                    self.string()?;
+                    Kind::String
+                }
+                Some(b'-' | b'0'..=b'9') => {
+                    self.number()?;
+                    Kind::Number
+                }
+                Some(b't') => self.literal(b"true", Kind::Bool)?,
+                Some(b'f') => self.literal(b"false", Kind::Bool)?,
+                Some(b'n') => self.literal(b"null", Kind::Null)?,
+                Some(_) => return self.syntax("expected a value"),
+                None => return self.syntax("unexpected end of input, expected a value"),
+            };
+            root_kind.get_or_insert(kind);
+            // The value is complete; close whatever completes with it.
+            loop {
+                if self.stack.len() == root {
+                    return Ok(root_kind.unwrap_or(kind));
+                }
+                if self.stack.len() == root + 1 {
+                    let span = member_start..self.pos;
+                    match &self.stack[root] {
+                        Frame::Object { key, .. } => on_member(Member::Key(key.clone(), span)),
+                        Frame::Array { .. } => on_member(Member::Item(span)),
+                    }
+                }
+                self.skip_space();
+                let next = self.peek();
+                let in_array = match self.stack.last_mut() {
+                    Some(Frame::Array { index }) => {
+                        if next == Some(b',') {
+                            *index += 1;
+                        }
+                        true
+                    }
+                    Some(Frame::Object { .. }) => false,
+                    None => return Ok(root_kind.unwrap_or(kind)),
+                };
+                match (in_array, next) {
+                    (_, Some(b',')) => {
+                        self.pos += 1;
+                        if !in_array {
+                            self.skip_space();
+                            let key = self.key()?;
+                            self.record_key(key)?;
+                            self.colon()?;
+                        }
+                        break;
+                    }
+                    (true, Some(b']')) | (false, Some(b'}')) => {
+                        self.pos += 1;
+                        self.stack.pop();
+                    }
+                    (true, _) => return self.syntax("expected ',' or ']' after an array item"),
+                    (false, _) => return self.syntax("expected ',' or '}' after an object member"),
+                }
             }
         }
-        Ok(Value::Array(items))
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let depth = self.enter()?;
-        let mut object = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if object.contains_key(&key) {
-                let mut state = self.state.borrow_mut();
-                let pointer = state.pointer();
-                state
-                    .found
-                    .get_or_insert(JsonIssue::DuplicateKey { pointer, key });
-                return Err(de::Error::custom("duplicate key"));
-            }
-            self.state.borrow_mut().path.push(pointer_token(&key));
-            let value = map.next_value_seed(self.child(depth));
-            self.state.borrow_mut().path.pop();
-            object.insert(key, value?);
+    /// Check the depth before entering a container.
+    fn open(&self) -> Scan<()> {
+        if self.stack.len() + 1 > MAX_DEPTH {
+            return Err(JsonIssue::TooDeep {
+                pointer: self.pointer(),
+            });
         }
-        Ok(Value::Object(object))
+        Ok(())
     }
+
+    /// Add `key` to the innermost object (the caller is inside one); a duplicate is an issue.
+    fn record_key(&mut self, key: Cow<'t, str>) -> Scan<()> {
+        if let Some(Frame::Object { keys, key: current }) = self.stack.last_mut() {
+            if keys.insert(key.clone()) {
+                *current = key;
+                return Ok(());
+            }
+            // The pointer names the object holding the duplicate, not the key before it.
+            self.stack.pop();
+            return Err(JsonIssue::DuplicateKey {
+                pointer: self.pointer(),
+                key: key.into_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    fn colon(&mut self) -> Scan<()> {
+        self.skip_space();
+        if self.peek() != Some(b':') {
+            return self.syntax("expected ':' after an object key");
+        }
+        self.pos += 1;
+        Ok(())
+    }
+
+    fn literal(&mut self, word: &[u8], kind: Kind) -> Scan<Kind> {
+        if self.bytes[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            Ok(kind)
+        } else {
+            self.syntax("expected a value")
+        }
+    }
+
+    fn digits(&mut self) -> usize {
+        let start = self.pos;
+        while self.peek().is_some_and(|b| b.is_ascii_digit()) {
+            self.pos += 1;
+        }
+        self.pos - start
+    }
+
+    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`, checked, never converted.
+    fn number(&mut self) -> Scan<()> {
+        if self.peek() == Some(b'-') {
+            self.pos += 1;
+        }
+        match self.peek() {
+            Some(b'0') => self.pos += 1,
+            Some(b'1'..=b'9') => {
+                self.digits();
+            }
+            _ => return self.syntax("invalid number"),
+        }
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            if self.digits() == 0 {
+                return self.syntax("invalid number: expected a digit after '.'");
+            }
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.pos += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.pos += 1;
+            }
+            if self.digits() == 0 {
+                return self.syntax("invalid number: expected a digit in the exponent");
+            }
+        }
+        Ok(())
+    }
+
+    /// A key: a string, decoded (borrowed unless it holds escapes).
+    fn key(&mut self) -> Scan<Cow<'t, str>> {
+        if self.peek() != Some(b'"') {
+            return self.syntax("expected a string key");
+        }
+        let start = self.pos + 1;
+        let escaped = self.string()?;
+        let inner = &self.text[start..self.pos - 1];
+        Ok(if escaped {
+            Cow::Owned(decode_string(inner))
+        } else {
+            Cow::Borrowed(inner)
+        })
+    }
+
+    /// A string starting at the opening quote; returns whether it held escapes.
+    fn string(&mut self) -> Scan<bool> {
+        self.pos += 1;
+        let mut escaped = false;
+        loop {
+            let Some(at) = find_special(self.bytes, self.pos) else {
+                self.pos = self.bytes.len();
+                return self.syntax("unterminated string");
+            };
+            self.pos = at;
+            match self.bytes[at] {
+                b'"' => {
+                    self.pos += 1;
+                    return Ok(escaped);
+                }
+                b'\\' => {
+                    escaped = true;
+                    self.escape()?;
+                }
+                _ => return self.syntax("control character in a string (escape it)"),
+            }
+        }
+    }
+
+    /// One escape sequence at `pos` (which holds the backslash).
+    fn escape(&mut self) -> Scan<()> {
+        match self.bytes.get(self.pos + 1) {
+            Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => {
+                self.pos += 2;
+                Ok(())
+            }
+            Some(b'u') => {
+                let unit = self.hex4(self.pos + 2)?;
+                self.pos += 6;
+                match unit {
+                    0xD800..=0xDBFF => {
+                        let low = if self.bytes.get(self.pos..self.pos + 2) == Some(b"\\u") {
+                            self.hex4(self.pos + 2)?
+                        } else {
+                            0
+                        };
+                        if !(0xDC00..=0xDFFF).contains(&low) {
+                            return self.syntax("lone surrogate in a \\u escape");
+                        }
+                        self.pos += 6;
+                        Ok(())
+                    }
+                    0xDC00..=0xDFFF => self.syntax("lone surrogate in a \\u escape"),
+                    _ => Ok(()),
+                }
+            }
+            _ => self.syntax("invalid escape in a string"),
+        }
+    }
+
+    fn hex4(&mut self, at: usize) -> Scan<u32> {
+        let digits = self.bytes.get(at..at + 4).unwrap_or_default();
+        match std::str::from_utf8(digits)
+            .ok()
+            .filter(|d| d.len() == 4 && d.bytes().all(|b| b.is_ascii_hexdigit()))
+            .and_then(|d| u32::from_str_radix(d, 16).ok())
+        {
+            Some(unit) => Ok(unit),
+            None => {
+                self.pos = at;
+                self.syntax("invalid \\u escape: expected four hex digits")
+            }
+        }
+    }
+}
+
+/// The first byte at or after `from` that is `"`, `\` or a control character: the bytes a
+/// string scan must stop at. Eight bytes at a step: the classic "has a zero byte" bit trick,
+/// whose lowest flagged byte is always exact, so the first match is found without false hits.
+pub(crate) fn find_special(bytes: &[u8], from: usize) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut i = from;
+    while i + 8 <= bytes.len() {
+        let mut chunk = [0u8; 8];
+        chunk.copy_from_slice(&bytes[i..i + 8]);
+        let x = u64::from_le_bytes(chunk);
+        let quote = x ^ (ONES * u64::from(b'"'));
+        let backslash = x ^ (ONES * u64::from(b'\\'));
+        let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+        let control = x.wrapping_sub(ONES * 0x20) & !x & HIGHS;
+        let hits = zero_byte(quote) | zero_byte(backslash) | control;
+        if hits != 0 {
+            return Some(i + (hits.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    bytes[i.min(bytes.len())..]
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+        .map(|p| i + p)
+}
+
+/// Decode the inside of a JSON string the scanner accepted (escapes valid, surrogates paired).
+pub(crate) fn decode_string(inner: &str) -> String {
+    let mut out = String::with_capacity(inner.len());
+    let mut rest = inner;
+    while let Some(at) = rest.find('\\') {
+        out.push_str(&rest[..at]);
+        let esc = &rest[at..];
+        let (ch, used) = match esc.as_bytes().get(1) {
+            Some(b'"') => ('"', 2),
+            Some(b'\\') => ('\\', 2),
+            Some(b'/') => ('/', 2),
+            Some(b'b') => ('\u{8}', 2),
+            Some(b'f') => ('\u{c}', 2),
+            Some(b'n') => ('\n', 2),
+            Some(b'r') => ('\r', 2),
+            Some(b't') => ('\t', 2),
+            Some(b'u') => {
+                let unit =
+                    |s: &str| u32::from_str_radix(s.get(2..6).unwrap_or("0"), 16).unwrap_or(0);
+                let high = unit(esc);
+                if (0xD800..=0xDBFF).contains(&high) {
+                    let low = unit(&esc[6..]);
+                    let code =
+                        0x10000 + ((high - 0xD800) << 10) + (low.wrapping_sub(0xDC00) & 0x3FF);
+                    (char::from_u32(code).unwrap_or('\u{FFFD}'), 12)
+                } else {
+                    (char::from_u32(high).unwrap_or('\u{FFFD}'), 6)
+                }
+            }
+            _ => ('\u{FFFD}', 1),
+        };
+        out.push(ch);
+        rest = &esc[used.min(esc.len())..];
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -342,6 +791,10 @@ mod tests {
 
     fn code(bytes: &[u8]) -> &'static str {
         parse_object(bytes, 1 << 20).unwrap_err().code()
+    }
+
+    fn doc(text: &str) -> Result<Document, JsonIssue> {
+        Document::parse(text.as_bytes().to_vec(), 1 << 20)
     }
 
     #[test]
@@ -365,11 +818,60 @@ mod tests {
         assert_eq!(code(b"{\"a\":1,\"a\":2}"), "duplicate_key");
         assert_eq!(
             parse_object(b"{}", 1).unwrap_err(),
-            JsonIssue::TooLarge {
-                limit: 1,
-                actual: 2
-            }
+            JsonIssue::TooLarge { limit: 1 }
         );
+    }
+
+    #[test]
+    fn the_grammar_is_enforced_byte_by_byte() {
+        for bad in [
+            "{\"a\":01}",
+            "{\"a\":1.}",
+            "{\"a\":.5}",
+            "{\"a\":1e}",
+            "{\"a\":-}",
+            "{\"a\":+1}",
+            "{\"a\":[1,]}",
+            "{\"a\":1,}",
+            "{,}",
+            "{\"a\" 1}",
+            "{a:1}",
+            "{\"a\":tru}",
+            "{\"a\":nul}",
+            "{\"a\":\"\\x\"}",
+            "{\"a\":\"\\u12\"}",
+            "{\"a\":\"tab\there\"}",
+            "{\"a\":\"open}",
+            "{\"a\":[}",
+            "{\"a\":NaN}",
+        ] {
+            assert_eq!(code(bad.as_bytes()), "json_syntax", "{bad}");
+        }
+        for good in [
+            r#"{"a":0,"b":-0.5e+10,"c":1E-2,"d":[true,false,null],"e":"\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00"}"#,
+            "{\"a\":{}, \"b\":[], \"c\":[[]], \"d\":{\"e\":{}}}",
+        ] {
+            check(good.as_bytes(), 1 << 20).unwrap();
+        }
+    }
+
+    #[test]
+    fn numbers_are_never_converted() {
+        let d = doc(r#"{"input": {"big": 12345678901234567890123, "huge": 1e400, "x": -0.0}}"#)
+            .unwrap();
+        assert_eq!(
+            d.get("input").unwrap(),
+            r#"{"big": 12345678901234567890123, "huge": 1e400, "x": -0.0}"#
+        );
+    }
+
+    #[test]
+    fn documents_know_their_top_level_members() {
+        let d = doc(" { \"a\" : [1, 2] , \"b\\u0031\": \"x\", \"c\":{\"d\":1} } ").unwrap();
+        let got: Vec<_> = d.members().collect();
+        assert_eq!(got, [("a", "[1, 2]"), ("b1", "\"x\""), ("c", "{\"d\":1}")]);
+        assert_eq!(d.get("missing"), None);
+        assert_eq!(doc("[1]").unwrap_err().code(), "not_object");
     }
 
     #[test]
@@ -382,6 +884,12 @@ mod tests {
                 key: "k".into()
             }
         );
+        // A key spelled with an escape is the same key.
+        assert_eq!(code(br#"{"tool":"a","t\u006fol":"b"}"#), "duplicate_key");
+        // Past the small-object threshold, through the set.
+        let many: Vec<String> = (0..40).map(|i| format!("\"k{i}\":{i}")).collect();
+        let text = format!("{{{},\"k7\":0}}", many.join(","));
+        assert_eq!(code(text.as_bytes()), "duplicate_key");
     }
 
     #[test]
@@ -403,6 +911,51 @@ mod tests {
     #[test]
     fn lone_surrogate_escape_is_a_syntax_error() {
         assert_eq!(code(br#"{"a":"\ud800"}"#), "json_syntax");
+        assert_eq!(code(br#"{"a":"\udc00"}"#), "json_syntax");
+        assert_eq!(code(br#"{"a":"\ud800\u0041"}"#), "json_syntax");
+    }
+
+    #[test]
+    fn find_special_finds_the_first_stop_byte_at_every_offset() {
+        for len in 0..40 {
+            for at in 0..len {
+                for stop in [b'"', b'\\', 0x00, 0x1f] {
+                    let mut bytes = vec![b'a'; len];
+                    bytes[at] = stop;
+                    // Bytes just above the thresholds must not be hits.
+                    if at + 1 < len {
+                        bytes[at + 1] = 0x20;
+                    }
+                    assert_eq!(find_special(&bytes, 0), Some(at), "len {len} at {at}");
+                }
+            }
+            assert_eq!(find_special(&vec![0xC3; len], 0), None);
+        }
+    }
+
+    #[test]
+    fn decode_string_handles_every_escape() {
+        assert_eq!(
+            decode_string(r#"a\"b\\c\/d\b\f\n\r\t\u00e9\ud83d\ude00"#),
+            "a\"b\\c/d\u{8}\u{c}\n\r\té😀"
+        );
+    }
+
+    #[test]
+    fn positions_are_reported_in_lines_and_columns() {
+        let err = parse_object(b"{\n  \"a\": x\n}", 1024).unwrap_err();
+        assert_eq!(
+            err,
+            JsonIssue::Syntax {
+                line: 2,
+                column: 8,
+                detail: "expected a value"
+            }
+        );
+        assert_eq!(
+            parse_object(b"{}\n x", 1024).unwrap_err(),
+            JsonIssue::TrailingBytes { line: 2, column: 2 }
+        );
     }
 
     mod properties {
@@ -430,12 +983,24 @@ mod tests {
             fn never_panics_on_any_bytes(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
                 let _ = parse_object(&bytes, 1 << 20);
                 let _ = parse_value(&bytes, 1 << 20);
+                let _ = Document::parse(bytes, 1 << 20);
             }
 
             #[test]
             fn what_serde_json_writes_reads_back_the_same(value in json_value()) {
                 let text = serde_json::to_string(&value).unwrap();
-                prop_assert_eq!(parse_value(text.as_bytes(), 1 << 20).unwrap(), value);
+                prop_assert_eq!(parse_value(text.as_bytes(), 1 << 20).unwrap(), value.clone());
+                let pretty = serde_json::to_string_pretty(&value).unwrap();
+                prop_assert_eq!(parse_value(pretty.as_bytes(), 1 << 20).unwrap(), value);
+            }
+
+            #[test]
+            fn the_scanner_agrees_with_serde_json_on_any_text(text in "[\\[\\]{}\",:0-9a-z\\\\ .eE+-]{0,40}") {
+                // serde_json accepts exactly the JSON grammar (numbers aside, which it may
+                // refuse for range); our scanner must accept what serde accepts.
+                if serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok() {
+                    prop_assert!(check(text.as_bytes(), 1 << 20).is_ok(), "{}", text);
+                }
             }
         }
     }

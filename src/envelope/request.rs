@@ -1,15 +1,25 @@
-//! The `wp-codebox/parent-tool-request/v1` envelope (SPEC §2.2): its checks and the echo
-//! fields every result must carry.
+//! The `wp-codebox/parent-tool-request/v1` envelope (SPEC §2.2): its checks, the echo fields
+//! every result must carry, and the bytes the adapter receives.
 //!
-//! `input` is opaque: it is carried through untouched and never interpreted here.
+//! The request is kept as the text it arrived in ([`Document`]): `input` is opaque and is
+//! carried through untouched — never parsed into a tree, never re-formatted beyond dropping
+//! insignificant whitespace — and so is every other member nobody needs to read. Checking looks
+//! one level into `sandbox_session`, `authorization` and `metadata` and reads only what the
+//! contract names there.
 
+use super::json::Document;
+use super::raw::{self, Fields, ObjectWriter};
 use crate::validate::{codes, Checker, Issue};
-use serde_json::{Map, Value};
+use std::rc::Rc;
 
 /// Schema id of the request.
 pub const SCHEMA: &str = "wp-codebox/parent-tool-request/v1";
 /// Longest accepted `request_id`, in bytes.
 pub const MAX_REQUEST_ID_BYTES: usize = 256;
+/// Longest accepted `tool` and `operation`, in bytes. Both travel to the adapter in
+/// environment variables, which the kernel caps at 128 KiB each; a request that could not be
+/// passed on is the request's fault, so it is refused here with the field's path.
+pub const MAX_NAME_BYTES: usize = 64 * 1024;
 
 /// The three fields a result echoes back.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -20,12 +30,30 @@ pub struct Echo {
 }
 
 impl Echo {
-    /// Whatever string `request_id`, `tool`, `operation` an unvalidated document has (empty
-    /// strings otherwise), for envelopes about requests that failed validation.
-    pub fn best_effort(doc: Option<&Map<String, Value>>) -> Echo {
+    /// Whatever string `request_id`, `tool`, `operation` a document has (empty strings
+    /// otherwise), for envelopes about requests that failed validation.
+    pub fn best_effort(doc: Option<&Document>) -> Echo {
         let field = |key: &str| {
             doc.and_then(|d| d.get(key))
-                .and_then(Value::as_str)
+                .and_then(raw::string)
+                .map(|s| s.into_owned())
+                .unwrap_or_default()
+        };
+        Echo {
+            request_id: field("request_id"),
+            tool: field("tool"),
+            operation: field("operation"),
+        }
+    }
+}
+
+impl Echo {
+    /// The same, from a document read as a tree (the reference adapters read their small
+    /// requests that way).
+    pub fn from_map(map: &serde_json::Map<String, serde_json::Value>) -> Echo {
+        let field = |key: &str| {
+            map.get(key)
+                .and_then(serde_json::Value::as_str)
                 .unwrap_or_default()
                 .to_string()
         };
@@ -37,24 +65,35 @@ impl Echo {
     }
 }
 
+/// What `metadata.bridge_ref` says, when the request pins a bridge (SPEC §4.6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BridgePin {
+    /// A ref, to compare with the bridge's own.
+    Ref(String),
+    /// Present but not a string: it can match no bridge.
+    NotAString,
+}
+
 /// A validated request.
 #[derive(Debug, Clone)]
 pub struct Request {
-    /// The envelope as given (re-serialized for the adapter).
-    pub raw: Map<String, Value>,
+    doc: Rc<Document>,
     pub echo: Echo,
-    /// The request's own narrowing of the allowlist.
-    pub allowed_tools: Vec<String>,
+    /// Whether the request's own `authorization.allowed_tools` lists its `tool`.
+    pub lists_its_tool: bool,
+    /// `metadata.bridge_ref`, when present.
+    pub bridge_pin: Option<BridgePin>,
 }
 
 impl Request {
-    /// Check `raw` and build the typed request, or return every issue.
-    pub fn from_json(raw: Map<String, Value>) -> Result<Request, Vec<Issue>> {
+    /// Check `doc` and build the typed request, or return every issue.
+    pub fn from_document(doc: Rc<Document>) -> Result<Request, Vec<Issue>> {
         let mut c = Checker::new();
-        c.constant(&raw, "", "schema", SCHEMA);
-        c.version_one(&raw, "");
-        let request_id = c.non_empty_string(&raw, "", "request_id");
-        if let Some(id) = request_id {
+        let top = Fields::parse(doc.text()).unwrap_or_default();
+        c.field_constant(&top, "", "schema", SCHEMA);
+        c.field_version_one(&top, "");
+        let request_id = c.field_non_empty_string(&top, "", "request_id");
+        if let Some(id) = &request_id {
             if id.len() > MAX_REQUEST_ID_BYTES {
                 c.push(
                     codes::TOO_LONG,
@@ -66,51 +105,108 @@ impl Request {
                 );
             }
         }
-        let tool = c.non_empty_string(&raw, "", "tool");
-        let operation = c.non_empty_string(&raw, "", "operation");
-        c.required(&raw, "", "input");
-        if let Some(session) = c.object(&raw, "", "sandbox_session") {
-            c.non_empty_string(session, "/sandbox_session", "sandbox_session_id");
-            c.optional_string(session, "/sandbox_session", "caller_session_id");
-            c.optional_string(session, "/sandbox_session", "task_id");
+        let tool = c.field_non_empty_string(&top, "", "tool");
+        let operation = c.field_non_empty_string(&top, "", "operation");
+        for (key, value) in [
+            ("request_id", &request_id),
+            ("tool", &tool),
+            ("operation", &operation),
+        ] {
+            if let Some(value) = value {
+                check_env_safe(&mut c, key, value);
+            }
         }
-        let allowed_tools = c.object(&raw, "", "authorization").and_then(|auth| {
-            c.optional_object(auth, "/authorization", "principal");
-            c.optional_string(auth, "/authorization", "capability");
-            c.string_array(auth, "/authorization", "allowed_tools")
-        });
-        c.object(&raw, "", "metadata");
-
-        let echo = Echo::best_effort(Some(&raw));
-        if let (Some(_), Some(_), Some(_), Some(allowed_tools)) =
-            (request_id, tool, operation, allowed_tools)
-        {
-            c.finish(Request {
-                raw,
-                echo,
-                allowed_tools,
+        c.field(&top, "", "input");
+        if let Some(session) = c.field_object(&top, "", "sandbox_session") {
+            c.field_non_empty_string(&session, "/sandbox_session", "sandbox_session_id");
+            c.field_optional_string(&session, "/sandbox_session", "caller_session_id");
+            c.field_optional_string(&session, "/sandbox_session", "task_id");
+        }
+        let mut lists_its_tool = false;
+        let mut allowlist_ok = false;
+        if let Some(auth) = c.field_object(&top, "", "authorization") {
+            c.field_optional_object(&auth, "/authorization", "principal");
+            c.field_optional_string(&auth, "/authorization", "capability");
+            if let Some(list) = c.field(&auth, "/authorization", "allowed_tools") {
+                let wanted = tool.as_deref().unwrap_or_default();
+                allowlist_ok = c.raw_string_items(list, "/authorization/allowed_tools", |t| {
+                    lists_its_tool |= t == wanted;
+                });
+            }
+        }
+        let bridge_pin = c.field_object(&top, "", "metadata").and_then(|meta| {
+            meta.get("bridge_ref").map(|pin| match raw::string(pin) {
+                Some(s) => BridgePin::Ref(s.into_owned()),
+                None => BridgePin::NotAString,
             })
-        } else {
-            Err(c.into_issues())
+        });
+
+        if request_id.is_none() || tool.is_none() || operation.is_none() || !allowlist_ok {
+            return Err(c.into_issues());
         }
+        let echo = Echo::best_effort(Some(&doc));
+        c.finish(Request {
+            doc,
+            echo,
+            lists_its_tool,
+            bridge_pin,
+        })
     }
 
-    /// `metadata.bridge_ref` when the request pins a bridge.
-    pub fn bridge_ref(&self) -> Option<&Value> {
-        self.raw.get("metadata")?.get("bridge_ref")
+    /// The request as it arrived.
+    pub fn document(&self) -> &Document {
+        &self.doc
+    }
+
+    /// The bytes the adapter receives (SPEC §4.2): the request, compact, with `tool` replaced
+    /// by the id the adapter knows it by (§4.4), and a final newline. Every other member is
+    /// copied as written.
+    pub fn for_adapter(&self, tool: &str) -> Vec<u8> {
+        let mut out = String::with_capacity(self.doc.len() + tool.len() + 1);
+        let mut w = ObjectWriter::new(&mut out);
+        for (key, value) in self.doc.members() {
+            if key == "tool" {
+                w.str(key, tool);
+            } else {
+                w.raw(key, value);
+            }
+        }
+        w.finish();
+        out.push('\n');
+        out.into_bytes()
+    }
+}
+
+/// Values that travel to the adapter in environment variables must be passable: no NUL, and
+/// no longer than [`MAX_NAME_BYTES`] (request_id has its own, smaller, limit).
+fn check_env_safe(c: &mut Checker, key: &str, value: &str) {
+    let path = format!("/{key}");
+    if value.contains('\0') {
+        c.push(
+            codes::CONTAINS_NUL,
+            path,
+            format!("{key:?} contains a NUL character, which cannot be passed to the adapter"),
+        );
+    } else if key != "request_id" && value.len() > MAX_NAME_BYTES {
+        c.push(
+            codes::TOO_LONG,
+            path,
+            format!(
+                "{key:?} is {} bytes, over the {MAX_NAME_BYTES}-byte limit",
+                value.len()
+            ),
+        );
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     fn request(v: Value) -> Result<Request, Vec<Issue>> {
-        let Value::Object(map) = v else {
-            unreachable!()
-        };
-        Request::from_json(map)
+        let doc = Document::parse(v.to_string().into_bytes(), 1 << 24).unwrap();
+        Request::from_document(Rc::new(doc))
     }
 
     fn sdk_shaped() -> Value {
@@ -127,7 +223,8 @@ mod tests {
     fn sdk_shaped_request_is_valid_and_input_may_be_null() {
         let r = request(sdk_shaped()).unwrap();
         assert_eq!(r.echo.tool, "workspace.read");
-        assert_eq!(r.allowed_tools, ["workspace.read"]);
+        assert!(r.lists_its_tool);
+        assert_eq!(r.bridge_pin, None);
     }
 
     #[test]
@@ -154,6 +251,50 @@ mod tests {
                 ("wrong_type", "/sandbox_session/task_id"),
                 ("wrong_type", "/authorization/allowed_tools"),
             ]
+        );
+    }
+
+    #[test]
+    fn what_cannot_travel_in_the_environment_is_the_requests_fault() {
+        let mut v = sdk_shaped();
+        v["request_id"] = json!("a\u{0}b");
+        v["operation"] = json!("o".repeat(MAX_NAME_BYTES + 1));
+        let issues = request(v).unwrap_err();
+        let got = crate::validate::code_paths(&issues);
+        assert_eq!(
+            got,
+            [("contains_nul", "/request_id"), ("too_long", "/operation")]
+        );
+    }
+
+    #[test]
+    fn non_string_allowlist_items_are_each_an_issue_and_the_pin_is_read() {
+        let mut v = sdk_shaped();
+        v["authorization"]["allowed_tools"] = json!(["workspace.read", 3, null]);
+        let got = crate::validate::code_paths(&request(v.clone()).unwrap_err()).len();
+        assert_eq!(got, 2);
+        v["authorization"]["allowed_tools"] = json!(["other"]);
+        v["metadata"]["bridge_ref"] = json!(7);
+        let r = request(v).unwrap();
+        assert!(!r.lists_its_tool);
+        assert_eq!(r.bridge_pin, Some(BridgePin::NotAString));
+    }
+
+    #[test]
+    fn the_adapter_gets_the_request_compact_with_its_tool_and_numbers_as_written() {
+        let text = r#"{ "schema": "wp-codebox/parent-tool-request/v1", "version": 1,
+            "request_id": "r", "tool": "workspace.read", "operation": "call",
+            "input": {"n": 12345678901234567890123, "f": 1e400, "s": "a  b"},
+            "sandbox_session": {"sandbox_session_id": "s"},
+            "authorization": {"allowed_tools": ["workspace.read"]}, "metadata": {} }"#;
+        let doc = Document::parse(text.as_bytes().to_vec(), 1 << 20).unwrap();
+        let r = Request::from_document(Rc::new(doc)).unwrap();
+        let sent = String::from_utf8(r.for_adapter("workspace_read")).unwrap();
+        assert!(sent.ends_with("}\n") && !sent[..sent.len() - 1].contains('\n'));
+        assert!(sent.contains(r#""tool":"workspace_read""#), "{sent}");
+        assert!(
+            sent.contains(r#""input":{"n":12345678901234567890123,"f":1e400,"s":"a  b"}"#),
+            "{sent}"
         );
     }
 }

@@ -1,18 +1,31 @@
-//! The `wp-codebox/parent-tool-result/v1` envelope (SPEC §2.3, §4.5): checking an adapter's
-//! answer and building the dispatcher's own envelopes.
+//! The `wp-codebox/parent-tool-result/v1` envelope (SPEC §2.3, §4.5): its typed form, checking
+//! an answer (an adapter's stdout, a result file, an HTTP body, a recorded fixture), building
+//! the dispatcher's own envelopes, and rendering either as JSON text.
 //!
-//! Checking normalises the containers (`artifacts`, `diagnostics`, `metadata` filled in when
-//! absent) but never rewrites the adapter's `output` or `error`.
+//! What the dispatcher owns is typed (`ErrorBody`, `DispatchDiagnostics`, `ArtifactRef`,
+//! derived `Serialize`). What the answer owns stays the text it was written in: `output`, the
+//! adapter's `error`, `metadata`, its diagnostics and artifacts — copied through, never parsed
+//! into a tree, so numbers are kept exactly and memory stays a small multiple of the answer.
+//! Checking fills absent containers (`artifacts`, `diagnostics`, `metadata`) but never rewrites
+//! the answer's `output` or `error`.
+//!
+//! Rendering is the only way an envelope becomes text, and it always redacts (SPEC §5): see
+//! [`ResultEnvelope::render`].
 
+use super::json::Kind;
+use super::raw::{self, Fields, ObjectWriter};
 use super::request::Echo;
 use crate::error::{ErrorCode, Status};
+use crate::redact::Redactor;
 use crate::validate::{codes, join, Checker, Issue};
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::Value;
+use std::borrow::Cow;
 
 /// Schema id of the result.
 pub const SCHEMA: &str = "wp-codebox/parent-tool-result/v1";
 
-/// What the result must echo: the request as the adapter saw it, and the canonical tool id
+/// What a result must echo: the request as the adapter saw it, and the canonical tool id
 /// (which the adapter may echo instead of the mapped one, SPEC §4.4).
 #[derive(Debug, Clone, Copy)]
 pub struct Expect<'a> {
@@ -20,127 +33,472 @@ pub struct Expect<'a> {
     pub canonical_tool: &'a str,
 }
 
-/// Check an adapter's result (or a file given to `validate result`), fill absent containers,
-/// and return the normalised envelope with its status — or every issue.
-pub fn check(
-    mut raw: Map<String, Value>,
-    expect: Option<Expect>,
-) -> Result<(Map<String, Value>, Status), Vec<Issue>> {
-    let mut c = Checker::new();
-    c.constant(&raw, "", "schema", SCHEMA);
-    c.version_one(&raw, "");
-    let got = (
-        c.string(&raw, "", "request_id"),
-        c.string(&raw, "", "tool"),
-        c.string(&raw, "", "operation"),
-    );
-    if let (Some(expect), (request_id, tool, operation)) = (expect, got) {
-        let sent = expect.sent;
-        if request_id.is_some_and(|id| id != sent.request_id) {
-            c.push(
-                codes::REQUEST_ID_MISMATCH,
-                "/request_id",
-                "the result's request_id does not echo the request's",
-            );
-        }
-        if tool.is_some_and(|t| t != sent.tool && t != expect.canonical_tool) {
-            c.push(
-                codes::TOOL_MISMATCH,
-                "/tool",
-                "the result's tool does not echo the request's",
-            );
-        }
-        if operation.is_some_and(|op| op != sent.operation) {
-            c.push(
-                codes::OPERATION_MISMATCH,
-                "/operation",
-                "the result's operation does not echo the request's",
-            );
-        }
-    }
-    let status = c.string(&raw, "", "status").and_then(|s| {
-        let status = Status::parse(s);
-        if status.is_none() {
-            c.push(
-                codes::WRONG_VALUE,
-                "/status",
-                format!("\"status\" must be one of succeeded, denied, unavailable, timeout, failed; found {s:?}"),
-            );
-        }
-        status
-    });
-    match (status, raw.get("error")) {
-        (Some(Status::Succeeded) | None, None) => {}
-        (Some(_), None) => c.push(
-            codes::MISSING,
-            "/error",
-            "a non-succeeded result must carry \"error\"",
-        ),
-        (_, Some(error)) => check_error(&mut c, error),
-    }
-    check_artifacts(&mut c, raw.get("artifacts"));
-    for key in ["diagnostics", "metadata"] {
-        if let Some(value) = raw.get(key) {
-            c.as_object(value, &join("", key));
-        }
-    }
-    let status = match status {
-        Some(status) if c.is_clean() => status,
-        _ => return Err(c.into_issues()),
-    };
-    let artifacts = raw
-        .entry("artifacts")
-        .or_insert_with(|| json!({}))
-        .as_object_mut()
-        .expect("checked above");
-    for list in ["transcripts", "evidence"] {
-        artifacts.entry(list).or_insert_with(|| json!([]));
-    }
-    raw.entry("diagnostics").or_insert_with(|| json!({}));
-    raw.entry("metadata").or_insert_with(|| json!({}));
-    Ok((raw, status))
+/// The `error` object of an envelope the dispatcher (or a reference adapter) writes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ErrorBody {
+    /// Stable snake_case code.
+    pub code: String,
+    /// One human sentence; redacted when rendered.
+    pub message: String,
+    pub retryable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
 }
 
-fn check_error(c: &mut Checker, error: &Value) {
-    let Some(error) = c.as_object(error, "/error") else {
-        return;
-    };
-    c.non_empty_string(error, "/error", "code");
-    c.string(error, "/error", "message");
-    if let Some(retryable) = c.required(error, "/error", "retryable") {
-        c.as_bool(retryable, "/error/retryable");
+impl ErrorBody {
+    /// A body for one of the dispatcher's own codes.
+    pub fn new(code: ErrorCode, message: impl Into<String>, details: Option<Value>) -> ErrorBody {
+        ErrorBody {
+            code: code.as_str().to_string(),
+            message: message.into(),
+            retryable: code.retryable(),
+            details,
+        }
     }
 }
 
-fn check_artifacts(c: &mut Checker, artifacts: Option<&Value>) {
-    let Some(artifacts) = artifacts else { return };
-    let Some(artifacts) = c.as_object(artifacts, "/artifacts") else {
-        return;
-    };
-    for list in ["transcripts", "evidence"] {
-        let path = join("/artifacts", list);
-        match artifacts.get(list) {
+/// How the request reached whoever answered it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transport {
+    /// Request on the adapter's stdin, result on its stdout.
+    Stdin,
+    /// Request and result in private files.
+    File,
+}
+
+/// What happened to the request bytes on the adapter's stdin, when writing them failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StdinError {
+    /// The adapter closed its stdin early: normal for adapters that need no request.
+    BrokenPipe,
+    /// Any other write error, by its kind.
+    #[serde(untagged)]
+    Other(String),
+}
+
+/// What the process runner observed, for `diagnostics.dispatch` (absent until an adapter ran).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunDiagnostics {
+    pub exit_code: Option<i32>,
+    /// `SIGKILL`, … when a signal ended the adapter.
+    pub signal: Option<String>,
+    pub stdout_bytes: u64,
+    pub stdin_bytes_written: u64,
+    pub stdin_error: Option<StdinError>,
+    /// The end of stderr, redacted, at most 64 KiB.
+    pub stderr_tail: String,
+    pub stderr_truncated: bool,
+    pub leaked_processes: usize,
+}
+
+/// `diagnostics.dispatch`: what the dispatcher itself reports (SPEC §4.5). It replaces any
+/// `dispatch` key an answer wrote.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DispatchDiagnostics {
+    /// The dispatcher's version.
+    pub version: &'static str,
+    pub adapter_started: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transport: Option<Transport>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunDiagnostics>,
+    /// The start of stdout, redacted, when stdout is not the answer or not a valid one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdout_head: Option<String>,
+    pub duration_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transcript_error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result_file_error: Option<String>,
+}
+
+impl Default for DispatchDiagnostics {
+    fn default() -> Self {
+        DispatchDiagnostics {
+            version: env!("CARGO_PKG_VERSION"),
+            adapter_started: false,
+            timeout_ms: None,
+            transport: None,
+            run: None,
+            stdout_head: None,
+            duration_ms: 0,
+            transcript_error: None,
+            result_file_error: None,
+        }
+    }
+}
+
+/// A ref in `artifacts.transcripts` or `artifacts.evidence` that the dispatcher adds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ArtifactRef {
+    pub kind: &'static str,
+    /// Relative to the artifact directory.
+    pub path: String,
+    /// Lowercase hex SHA-256 of the file's bytes.
+    pub sha256: String,
+}
+
+/// The `error` member: the dispatcher's own, or the answer's as written.
+#[derive(Debug, Clone)]
+pub enum ErrorPart<'a> {
+    Dispatcher(ErrorBody),
+    Answer(&'a str),
+}
+
+/// One result envelope. `'a` is the answer text the opaque parts are borrowed from.
+#[derive(Debug, Clone)]
+pub struct ResultEnvelope<'a> {
+    pub echo: Echo,
+    pub status: Status,
+    /// `output`, raw JSON text; absent on every dispatcher-made failure.
+    pub output: Option<Cow<'a, str>>,
+    pub error: Option<ErrorPart<'a>>,
+    /// `artifacts.transcripts` as the answer wrote it (a raw array), if it did.
+    transcripts: Option<&'a str>,
+    /// `artifacts.evidence` as the answer wrote it (a raw array), if it did.
+    evidence: Option<&'a str>,
+    /// Other members of the answer's `artifacts`.
+    artifacts_extra: Vec<(Cow<'a, str>, &'a str)>,
+    /// Refs the dispatcher adds to `artifacts.transcripts`.
+    pub transcript_refs: Vec<ArtifactRef>,
+    /// The answer's own diagnostics, without any `dispatch` member.
+    diagnostics: Vec<(Cow<'a, str>, &'a str)>,
+    /// `diagnostics.dispatch`, when the dispatcher reports.
+    pub dispatch: Option<DispatchDiagnostics>,
+    metadata: Option<&'a str>,
+    /// Top-level members the contract does not name (allowed: forward compatibility).
+    extra: Vec<(Cow<'a, str>, &'a str)>,
+}
+
+/// Which rules apply when an envelope is rendered (SPEC §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    /// stdout and `--result-file`: exact secrets scrubbed everywhere, `output` otherwise as
+    /// the answer wrote it, the full rules on everything else.
+    Caller,
+    /// A transcript: the full rules everywhere, `output` included.
+    Transcript,
+}
+
+impl<'a> ResultEnvelope<'a> {
+    /// The one constructor of an envelope the dispatcher (or a reference adapter) writes:
+    /// `status` with `error` when given, empty artifacts, diagnostics and metadata.
+    pub fn new(
+        echo: Echo,
+        status: Status,
+        output: Option<Cow<'a, str>>,
+        error: Option<ErrorBody>,
+    ) -> ResultEnvelope<'a> {
+        ResultEnvelope {
+            echo,
+            status,
+            output,
+            error: error.map(ErrorPart::Dispatcher),
+            transcripts: None,
+            evidence: None,
+            artifacts_extra: Vec::new(),
+            transcript_refs: Vec::new(),
+            diagnostics: Vec::new(),
+            dispatch: None,
+            metadata: None,
+            extra: Vec::new(),
+        }
+    }
+
+    /// A dispatcher-made failure.
+    pub fn failure(echo: Echo, status: Status, error: ErrorBody) -> ResultEnvelope<'static> {
+        ResultEnvelope::new(echo, status, None, Some(error))
+    }
+
+    /// Check an answer — `text` is one JSON object the strict reader accepted — and return
+    /// its envelope with absent containers filled, or every issue. With `expect`, the echo of
+    /// `request_id`, `tool` and `operation` is checked too.
+    pub fn check(text: &'a str, expect: Option<Expect>) -> Result<ResultEnvelope<'a>, Vec<Issue>> {
+        let mut c = Checker::new();
+        let Some(top) = c.raw_object(text, "") else {
+            return Err(c.into_issues());
+        };
+        c.field_constant(&top, "", "schema", SCHEMA);
+        c.field_version_one(&top, "");
+        let request_id = c.field_string(&top, "", "request_id");
+        let tool = c.field_string(&top, "", "tool");
+        let operation = c.field_string(&top, "", "operation");
+        if let Some(expect) = expect {
+            let sent = expect.sent;
+            if request_id.as_ref().is_some_and(|id| *id != sent.request_id) {
+                c.push(
+                    codes::REQUEST_ID_MISMATCH,
+                    "/request_id",
+                    "the result's request_id does not echo the request's",
+                );
+            }
+            if tool
+                .as_ref()
+                .is_some_and(|t| *t != sent.tool && *t != expect.canonical_tool)
+            {
+                c.push(
+                    codes::TOOL_MISMATCH,
+                    "/tool",
+                    "the result's tool does not echo the request's",
+                );
+            }
+            if operation.as_ref().is_some_and(|op| *op != sent.operation) {
+                c.push(
+                    codes::OPERATION_MISMATCH,
+                    "/operation",
+                    "the result's operation does not echo the request's",
+                );
+            }
+        }
+        let status = c.field_string(&top, "", "status").and_then(|s| {
+            let status = Status::parse(&s);
+            if status.is_none() {
+                c.push(
+                    codes::WRONG_VALUE,
+                    "/status",
+                    format!("\"status\" must be one of succeeded, denied, unavailable, timeout, failed; found {s:?}"),
+                );
+            }
+            status
+        });
+        match (status, top.get("error")) {
+            (Some(Status::Succeeded) | None, None) => {}
+            (Some(_), None) => c.push(
+                codes::MISSING,
+                "/error",
+                "a non-succeeded result must carry \"error\"",
+            ),
+            (_, Some(error)) => check_error(&mut c, error),
+        }
+        let artifacts = top
+            .get("artifacts")
+            .and_then(|a| check_artifacts(&mut c, a));
+        let diagnostics = top
+            .get("diagnostics")
+            .and_then(|d| c.raw_object(d, "/diagnostics"));
+        if let Some(metadata) = top.get("metadata") {
+            c.raw_object(metadata, "/metadata");
+        }
+        let (Some(status), Some(request_id), Some(tool), Some(operation)) =
+            (status, request_id, tool, operation)
+        else {
+            return Err(c.into_issues());
+        };
+        if !c.is_clean() {
+            return Err(c.into_issues());
+        }
+        let (transcripts, evidence, artifacts_extra) = artifacts.unwrap_or_default();
+        let named = [
+            "schema",
+            "version",
+            "request_id",
+            "tool",
+            "operation",
+            "status",
+            "output",
+            "error",
+            "artifacts",
+            "diagnostics",
+            "metadata",
+        ];
+        Ok(ResultEnvelope {
+            echo: Echo {
+                request_id: request_id.into_owned(),
+                tool: tool.into_owned(),
+                operation: operation.into_owned(),
+            },
+            status,
+            output: top.get("output").map(Cow::Borrowed),
+            error: top.get("error").map(ErrorPart::Answer),
+            transcripts,
+            evidence,
+            artifacts_extra,
+            transcript_refs: Vec::new(),
+            diagnostics: diagnostics
+                .map(|d| {
+                    d.iter()
+                        .filter(|(k, _)| *k != "dispatch")
+                        .map(|(k, v)| (Cow::Owned(k.to_string()), v))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            dispatch: None,
+            metadata: top.get("metadata"),
+            extra: top
+                .iter()
+                .filter(|(k, _)| !named.contains(k))
+                .map(|(k, v)| (Cow::Owned(k.to_string()), v))
+                .collect(),
+        })
+    }
+
+    /// The error code the envelope carries, if any (the dispatcher's, or the answer's when it
+    /// is a string).
+    pub fn error_code(&self) -> Option<Cow<'_, str>> {
+        match self.error.as_ref()? {
+            ErrorPart::Dispatcher(body) => Some(Cow::Borrowed(&body.code)),
+            ErrorPart::Answer(raw) => Fields::parse(raw)?.get("code").and_then(raw::string),
+        }
+    }
+
+    /// The error message the envelope carries, if any.
+    pub fn error_message(&self) -> Option<Cow<'_, str>> {
+        match self.error.as_ref()? {
+            ErrorPart::Dispatcher(body) => Some(Cow::Borrowed(&body.message)),
+            ErrorPart::Answer(raw) => Fields::parse(raw)?.get("message").and_then(raw::string),
+        }
+    }
+
+    /// The envelope as compact JSON text, redacted for `audience` (SPEC §5). Every string
+    /// the dispatcher did not write itself passes through `redactor`, names included
+    /// (`request_id`, `tool`, `operation`).
+    pub fn render(&self, redactor: &Redactor, audience: Audience) -> String {
+        let full = |raw: &str, out: &mut String| redact_raw(redactor, raw, true, out);
+        let mut out = String::with_capacity(
+            256 + self.output.as_ref().map_or(0, |o| o.len()) + self.diagnostics_len(),
+        );
+        let mut w = ObjectWriter::new(&mut out);
+        w.str("schema", SCHEMA)
+            .with("version", |o| o.push('1'))
+            .str("request_id", &redactor.redact_str(&self.echo.request_id))
+            .str("tool", &redactor.redact_str(&self.echo.tool))
+            .str("operation", &redactor.redact_str(&self.echo.operation))
+            .str("status", self.status.as_str());
+        if let Some(output) = &self.output {
+            w.with("output", |o| {
+                redact_raw(redactor, output, audience == Audience::Transcript, o)
+            });
+        }
+        match &self.error {
             None => {}
-            Some(Value::Array(items)) => {
-                for (i, item) in items.iter().enumerate() {
-                    check_artifact_ref(c, item, &format!("{path}/{i}"));
-                }
+            Some(ErrorPart::Answer(raw)) => {
+                w.with("error", |o| full(raw, o));
             }
-            Some(other) => {
-                c.as_string_array(other, &path);
+            Some(ErrorPart::Dispatcher(body)) => {
+                let text = serde_json::to_string(body).unwrap_or_else(|_| "{}".into());
+                w.with("error", |o| full(&text, o));
             }
         }
+        w.with("artifacts", |o| self.render_artifacts(o, &full));
+        w.with("diagnostics", |o| {
+            let mut d = ObjectWriter::new(o);
+            for (key, value) in &self.diagnostics {
+                d.with(&redactor.redact_str(key), |o| full(value, o));
+            }
+            if let Some(dispatch) = &self.dispatch {
+                let text = serde_json::to_string(dispatch).unwrap_or_else(|_| "{}".into());
+                d.with("dispatch", |o| full(&text, o));
+            }
+            d.finish();
+        });
+        w.with("metadata", |o| full(self.metadata.unwrap_or("{}"), o));
+        for (key, value) in &self.extra {
+            w.with(&redactor.redact_str(key), |o| full(value, o));
+        }
+        w.finish();
+        out
     }
+
+    fn diagnostics_len(&self) -> usize {
+        self.diagnostics.iter().map(|(_, v)| v.len()).sum()
+    }
+
+    fn render_artifacts(&self, o: &mut String, full: &dyn Fn(&str, &mut String)) {
+        let mut a = ObjectWriter::new(o);
+        a.with("transcripts", |o| {
+            let start = o.len();
+            full(self.transcripts.unwrap_or("[]"), o);
+            if !self.transcript_refs.is_empty() {
+                // Splice the dispatcher's refs in before the closing bracket.
+                o.pop();
+                for reference in &self.transcript_refs {
+                    if o.len() > start + 1 {
+                        o.push(',');
+                    }
+                    o.push_str(&serde_json::to_string(reference).unwrap_or_else(|_| "{}".into()));
+                }
+                o.push(']');
+            }
+        });
+        a.with("evidence", |o| full(self.evidence.unwrap_or("[]"), o));
+        for (key, value) in &self.artifacts_extra {
+            a.with(key, |o| full(value, o));
+        }
+        a.finish();
+    }
+}
+
+/// Append `raw` redacted: the full rules, or only the exact secrets.
+pub(crate) fn redact_raw(redactor: &Redactor, raw: &str, full: bool, out: &mut String) {
+    let mut value: Value = match serde_json::from_str(raw) {
+        Ok(value) => value,
+        Err(_) => {
+            raw::minify_into(raw, out);
+            return;
+        }
+    };
+    if full {
+        redactor.redact_value(&mut value);
+    } else {
+        redactor.scrub_secrets_value(&mut value);
+    }
+    out.push_str(&serde_json::to_string(&value).unwrap_or_default());
+}
+
+fn check_error(c: &mut Checker, error: &str) {
+    let Some(error) = c.raw_object(error, "/error") else {
+        return;
+    };
+    c.field_non_empty_string(&error, "/error", "code");
+    c.field_string(&error, "/error", "message");
+    if let Some(retryable) = c.field(&error, "/error", "retryable") {
+        c.raw_bool(retryable, "/error/retryable");
+    }
+}
+
+type ArtifactParts<'a> = (
+    Option<&'a str>,
+    Option<&'a str>,
+    Vec<(Cow<'a, str>, &'a str)>,
+);
+
+fn check_artifacts<'a>(c: &mut Checker, artifacts: &'a str) -> Option<ArtifactParts<'a>> {
+    let artifacts = c.raw_object(artifacts, "/artifacts")?;
+    let mut lists = [None, None];
+    for (slot, list) in lists.iter_mut().zip(["transcripts", "evidence"]) {
+        let path = join("/artifacts", list);
+        let Some(raw_list) = artifacts.get(list) else {
+            continue;
+        };
+        if Kind::of(raw_list) == Kind::Array {
+            raw::for_each_item(raw_list, |i, item| {
+                check_artifact_ref(c, item, &format!("{path}/{i}"));
+            });
+            *slot = Some(raw_list);
+        } else {
+            c.raw_string_items(raw_list, &path, |_| {});
+        }
+    }
+    let extra = artifacts
+        .iter()
+        .filter(|(k, _)| *k != "transcripts" && *k != "evidence")
+        .map(|(k, v)| (Cow::Owned(k.to_string()), v))
+        .collect();
+    Some((lists[0], lists[1], extra))
 }
 
 /// `{kind, path?, id?, uri?, sha256?, metadata?}`; `path` relative, `sha256` lowercase hex.
-fn check_artifact_ref(c: &mut Checker, item: &Value, base: &str) {
-    let Some(obj) = c.as_object(item, base) else {
+fn check_artifact_ref(c: &mut Checker, item: &str, base: &str) {
+    let Some(obj) = c.raw_object(item, base) else {
         return;
     };
-    c.non_empty_string(obj, base, "kind");
-    if let Some(path) = c.optional_string(obj, base, "path") {
-        if !is_relative_path(path) {
+    c.field_non_empty_string(&obj, base, "kind");
+    if let Some(path) = c.field_optional_string(&obj, base, "path") {
+        if !is_relative_path(&path) {
             c.push(
                 codes::PATH_NOT_RELATIVE,
                 join(base, "path"),
@@ -148,9 +506,9 @@ fn check_artifact_ref(c: &mut Checker, item: &Value, base: &str) {
             );
         }
     }
-    c.optional_string(obj, base, "id");
-    c.optional_string(obj, base, "uri");
-    if let Some(sha) = c.optional_string(obj, base, "sha256") {
+    c.field_optional_string(&obj, base, "id");
+    c.field_optional_string(&obj, base, "uri");
+    if let Some(sha) = c.field_optional_string(&obj, base, "sha256") {
         if !(sha.len() == 64
             && sha
                 .bytes()
@@ -163,7 +521,7 @@ fn check_artifact_ref(c: &mut Checker, item: &Value, base: &str) {
             );
         }
     }
-    c.optional_object(obj, base, "metadata");
+    c.field_optional_object(&obj, base, "metadata");
 }
 
 fn is_relative_path(path: &str) -> bool {
@@ -175,43 +533,10 @@ fn is_relative_path(path: &str) -> bool {
         && !path.split(['/', '\\']).any(|part| part == "..")
 }
 
-/// An envelope the dispatcher writes itself: `status` with `error {code, message, retryable}`
-/// (`details` when given), empty artifacts, diagnostics and metadata.
-pub fn failure(
-    echo: &Echo,
-    status: Status,
-    code: ErrorCode,
-    message: &str,
-    details: Option<Value>,
-) -> Map<String, Value> {
-    let mut error = json!({
-        "code": code.as_str(),
-        "message": message,
-        "retryable": code.retryable(),
-    });
-    if let Some(details) = details {
-        error["details"] = details;
-    }
-    let Value::Object(map) = json!({
-        "schema": SCHEMA,
-        "version": 1,
-        "request_id": echo.request_id,
-        "tool": echo.tool,
-        "operation": echo.operation,
-        "status": status.as_str(),
-        "error": error,
-        "artifacts": {"transcripts": [], "evidence": []},
-        "diagnostics": {},
-        "metadata": {},
-    }) else {
-        unreachable!("json! of an object literal is an object")
-    };
-    map
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn echo() -> Echo {
         Echo {
@@ -221,42 +546,47 @@ mod tests {
         }
     }
 
-    fn check_json(v: Value) -> Result<(Map<String, Value>, Status), Vec<Issue>> {
-        let Value::Object(map) = v else {
-            unreachable!()
-        };
-        let sent = echo();
-        check(
-            map,
+    fn check_text(text: &str) -> Result<ResultEnvelope<'_>, Vec<Issue>> {
+        let sent = Box::leak(Box::new(echo()));
+        ResultEnvelope::check(
+            text,
             Some(Expect {
-                sent: &sent,
+                sent,
                 canonical_tool: "canon.tool",
             }),
         )
     }
 
+    fn rendered(env: &ResultEnvelope) -> Value {
+        serde_json::from_str(&env.render(&Redactor::new(), Audience::Caller)).unwrap()
+    }
+
     #[test]
     fn minimal_success_gets_its_containers() {
-        let (map, status) = check_json(json!({
+        let text = json!({
             "schema": SCHEMA, "version": 1, "request_id": "r1", "tool": "canon.tool",
             "operation": "call", "status": "succeeded", "output": [1]
-        }))
-        .unwrap();
-        assert_eq!(status, Status::Succeeded);
-        assert_eq!(map["artifacts"], json!({"transcripts": [], "evidence": []}));
-        assert_eq!(map["diagnostics"], json!({}));
-        assert_eq!(map["output"], json!([1]));
+        })
+        .to_string();
+        let env = check_text(&text).unwrap();
+        assert_eq!(env.status, Status::Succeeded);
+        let v = rendered(&env);
+        assert_eq!(v["artifacts"], json!({"transcripts": [], "evidence": []}));
+        assert_eq!(v["diagnostics"], json!({}));
+        assert_eq!(v["metadata"], json!({}));
+        assert_eq!(v["output"], json!([1]));
     }
 
     #[test]
     fn echo_and_shape_errors_are_all_reported() {
-        let issues = check_json(json!({
+        let text = json!({
             "schema": SCHEMA, "version": 1, "request_id": "other", "tool": "x",
             "operation": "read", "status": "failed", "error": {"code": "", "retryable": "no"},
             "artifacts": {"transcripts": [{"kind": "t", "path": "/etc/x", "sha256": "ABC"}]},
             "diagnostics": []
-        }))
-        .unwrap_err();
+        })
+        .to_string();
+        let issues = check_text(&text).unwrap_err();
         let got = crate::validate::code_paths(&issues);
         assert_eq!(
             got,
@@ -279,9 +609,63 @@ mod tests {
         let base = json!({"schema": SCHEMA, "version": 1, "request_id": "r1", "tool": "ext_tool", "operation": "call"});
         let mut v = base.clone();
         v["status"] = json!("denied");
-        assert_eq!(check_json(v).unwrap_err()[0].code, "missing");
+        let text = v.to_string();
+        assert_eq!(check_text(&text).unwrap_err()[0].code, "missing");
         let mut v = base;
         v["status"] = json!("maybe");
-        assert_eq!(check_json(v).unwrap_err()[0].code, "wrong_value");
+        let text = v.to_string();
+        assert_eq!(check_text(&text).unwrap_err()[0].code, "wrong_value");
+    }
+
+    #[test]
+    fn the_answer_is_passed_through_with_the_dispatchers_parts_added() {
+        let text = r#"{"schema":"wp-codebox/parent-tool-result/v1","version":1,"request_id":"r1",
+            "tool":"ext_tool","operation":"call","status":"succeeded",
+            "output":{"n":12345678901234567890123,"f":1e400},
+            "artifacts":{"transcripts":[{"kind":"k"}],"extra":1},
+            "diagnostics":{"mine":true,"dispatch":"forged"},"metadata":{"m":1},"x-unknown":[1]}"#;
+        let mut env = check_text(text).unwrap();
+        env.transcript_refs.push(ArtifactRef {
+            kind: "tool-call-transcript",
+            path: "files/parent-tools/r1.json".into(),
+            sha256: "0".repeat(64),
+        });
+        env.dispatch = Some(DispatchDiagnostics::default());
+        let out = env.render(&Redactor::new(), Audience::Caller);
+        assert!(
+            out.contains(r#""output":{"n":12345678901234567890123,"f":1e400}"#),
+            "{out}"
+        );
+        crate::envelope::json::check(out.as_bytes(), usize::MAX).unwrap();
+        // The rest, read as a tree once the unrepresentable number is out of the way.
+        let v: Value = serde_json::from_str(&out.replace("1e400", "1")).unwrap();
+        assert_eq!(v["artifacts"]["transcripts"].as_array().unwrap().len(), 2);
+        assert_eq!(v["artifacts"]["extra"], 1);
+        assert_eq!(v["artifacts"]["evidence"], json!([]));
+        assert_eq!(v["diagnostics"]["mine"], true);
+        assert_eq!(v["diagnostics"]["dispatch"]["adapter_started"], false);
+        assert_eq!(v["metadata"], json!({"m": 1}));
+        assert_eq!(v["x-unknown"], json!([1]));
+        assert!(!out.contains('\n'));
+    }
+
+    #[test]
+    fn dispatcher_failures_have_one_shape() {
+        let env = ResultEnvelope::failure(
+            echo(),
+            Status::Denied,
+            ErrorBody::new(ErrorCode::ToolNotAllowed, "no", Some(json!({"a": 1}))),
+        );
+        let v = rendered(&env);
+        assert_eq!(
+            v,
+            json!({
+                "schema": SCHEMA, "version": 1, "request_id": "r1", "tool": "ext_tool",
+                "operation": "call", "status": "denied",
+                "error": {"code": "tool_not_allowed", "message": "no", "retryable": false, "details": {"a": 1}},
+                "artifacts": {"transcripts": [], "evidence": []}, "diagnostics": {}, "metadata": {}
+            })
+        );
+        assert_eq!(env.error_code().as_deref(), Some("tool_not_allowed"));
     }
 }

@@ -23,7 +23,9 @@ mod sys;
 
 use crate::envelope::json::{self, JsonIssue};
 use crate::envelope::request::Echo;
+use crate::envelope::result::{Audience, ErrorBody, ResultEnvelope};
 use crate::error::Status;
+use crate::redact::Redactor;
 use crate::validate::{codes, Checker, Issue};
 use serde_json::{json, Map, Value};
 use std::io::{self, Read, Write};
@@ -395,7 +397,7 @@ fn check_request(map: &Map<String, Value>) -> Vec<Issue> {
 }
 
 /// The whole answer to one request (`bytes` as read from stdin) as a result envelope.
-pub fn respond(bytes: &[u8], root: Option<&Path>) -> Value {
+pub fn respond(bytes: &[u8], root: Option<&Path>) -> String {
     let mut echo = Echo::default();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         serve(bytes, root, &mut echo)
@@ -418,7 +420,7 @@ fn serve(bytes: &[u8], root: Option<&Path>, echo: &mut Echo) -> Result<Value, To
         )
         .with_details(json!({"issues": [Issue::from_json(&e)]})),
     })?;
-    *echo = Echo::best_effort(Some(&map));
+    *echo = Echo::from_map(&map);
     let issues = check_request(&map);
     if let Some(first) = issues.first() {
         let first = first.message.clone();
@@ -459,37 +461,27 @@ fn serve(bytes: &[u8], root: Option<&Path>, echo: &mut Echo) -> Result<Value, To
     tool.run(&root, input)
 }
 
-fn envelope(echo: &Echo, outcome: Result<Value, ToolError>) -> Value {
-    let mut env = Map::new();
-    env.insert("schema".into(), RESULT_SCHEMA.into());
-    env.insert("version".into(), 1.into());
-    env.insert("request_id".into(), echo.request_id.clone().into());
-    env.insert("tool".into(), echo.tool.clone().into());
-    env.insert("operation".into(), echo.operation.clone().into());
-    match outcome {
-        Ok(output) => {
-            env.insert("status".into(), Status::Succeeded.as_str().into());
-            env.insert("output".into(), output);
-        }
-        Err(err) => {
-            env.insert("status".into(), err.code.status().as_str().into());
-            let mut error = Map::new();
-            error.insert("code".into(), err.code.as_str().into());
-            error.insert("message".into(), err.message.into());
-            error.insert("retryable".into(), err.code.retryable().into());
-            if let Some(details) = err.details {
-                error.insert("details".into(), details);
-            }
-            env.insert("error".into(), Value::Object(error));
-        }
-    }
-    env.insert(
-        "artifacts".into(),
-        json!({"transcripts": [], "evidence": []}),
-    );
-    env.insert("diagnostics".into(), json!({}));
-    env.insert("metadata".into(), json!({}));
-    Value::Object(env)
+fn envelope(echo: &Echo, outcome: Result<Value, ToolError>) -> String {
+    let envelope = match outcome {
+        Ok(output) => ResultEnvelope::new(
+            echo.clone(),
+            Status::Succeeded,
+            Some(output.to_string().into()),
+            None,
+        ),
+        Err(err) => ResultEnvelope::failure(
+            echo.clone(),
+            err.code.status(),
+            ErrorBody {
+                code: err.code.as_str().to_string(),
+                message: err.message,
+                retryable: err.code.retryable(),
+                details: err.details,
+            },
+        ),
+    };
+    // The dispatcher redacts what it passes on; an empty redactor here only normalises.
+    envelope.render(&Redactor::new(), Audience::Caller)
 }
 
 /// Serve one request from stdin, print one result envelope on stdout; returns the exit status:
@@ -503,14 +495,7 @@ pub fn run(root: Option<PathBuf>) -> u8 {
         eprintln!("error[stdin]: could not read the request: {err}");
         return 1;
     }
-    let envelope = respond(&bytes, root.as_deref());
-    let mut line = match serde_json::to_vec(&envelope) {
-        Ok(line) => line,
-        Err(err) => {
-            eprintln!("error[internal_error]: could not serialise the result: {err}");
-            return 1;
-        }
-    };
+    let mut line = respond(&bytes, root.as_deref()).into_bytes();
     line.push(b'\n');
     let mut out = io::stdout().lock();
     match out.write_all(&line).and_then(|()| out.flush()) {
@@ -525,6 +510,10 @@ pub fn run(root: Option<PathBuf>) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn respond_json(bytes: &[u8], root: Option<&Path>) -> Value {
+        serde_json::from_str(&respond(bytes, root)).unwrap()
+    }
 
     fn request(tool: &str, operation: &str, input: Value) -> Vec<u8> {
         serde_json::to_vec(&json!({
@@ -560,13 +549,13 @@ mod tests {
     #[test]
     fn unknown_tool_and_operation_are_failed_with_their_codes() {
         let tmp = tempfile::tempdir().unwrap();
-        let env = respond(
+        let env = respond_json(
             &request("workspace.delete", "call", json!({})),
             Some(tmp.path()),
         );
         assert_eq!(code_of(&env), ("failed", "unknown_tool"));
         assert_eq!(env["tool"], "workspace.delete");
-        let env = respond(
+        let env = respond_json(
             &request("workspace.read", "write", json!({"path": "x"})),
             Some(tmp.path()),
         );
@@ -579,7 +568,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join("a.txt"), "hi").unwrap();
         for (tool, op) in [("workspace_read", "call"), ("workspace.read", "read")] {
-            let env = respond(
+            let env = respond_json(
                 &request(tool, op, json!({"path": "a.txt"})),
                 Some(tmp.path()),
             );
@@ -591,11 +580,11 @@ mod tests {
 
     #[test]
     fn malformed_requests_echo_what_they_can() {
-        let env = respond(b"{\"tool\": 1,", None);
+        let env = respond_json(b"{\"tool\": 1,", None);
         assert_eq!(code_of(&env), ("failed", "request_invalid"));
         assert_eq!(env["request_id"], "");
         assert_eq!(env["error"]["details"]["issues"][0]["code"], "json_syntax");
-        let env = respond(
+        let env = respond_json(
             br#"{"request_id":"r9","tool":"workspace.read","operation":"call"}"#,
             None,
         );
@@ -604,7 +593,7 @@ mod tests {
         assert_eq!(env["tool"], "workspace.read");
         let issues = env["error"]["details"]["issues"].as_array().unwrap();
         assert_eq!(issues.len(), 3, "{issues:?}"); // schema, version, input
-        let env = respond(br#"{"tool":"a","tool":"b"}"#, None);
+        let env = respond_json(br#"{"tool":"a","tool":"b"}"#, None);
         assert_eq!(code_of(&env), ("failed", "request_invalid"));
         assert_eq!(env["tool"], "");
     }
@@ -613,7 +602,7 @@ mod tests {
     fn a_missing_root_is_unavailable_without_its_path() {
         let tmp = tempfile::tempdir().unwrap();
         let gone = tmp.path().join("gone");
-        let env = respond(
+        let env = respond_json(
             &request("workspace.read", "call", json!({"path": "a"})),
             Some(&gone),
         );
@@ -634,7 +623,7 @@ mod tests {
             json!({"path": "a", "ofset": 1}),
         ];
         for input in cases {
-            let env = respond(
+            let env = respond_json(
                 &request("workspace.read", "call", input.clone()),
                 Some(tmp.path()),
             );
@@ -645,7 +634,7 @@ mod tests {
     #[test]
     fn an_oversized_request_is_request_too_large() {
         let big = vec![b' '; limits::MAX_REQUEST_BYTES + 1];
-        let env = respond(&big, None);
+        let env = respond_json(&big, None);
         assert_eq!(code_of(&env), ("failed", "request_too_large"));
     }
 
@@ -655,7 +644,7 @@ mod tests {
         /// Any bytes at all get one well-formed envelope, and never an internal error.
         #[test]
         fn any_bytes_get_an_envelope(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256)) {
-            let env = respond(&bytes, Some(Path::new("/nonexistent-root")));
+            let env = respond_json(&bytes, Some(Path::new("/nonexistent-root")));
             proptest::prop_assert!(env["status"].is_string());
             proptest::prop_assert_ne!(env["error"]["code"].as_str(), Some("internal_error"));
         }
@@ -690,7 +679,7 @@ mod tests {
             if tool == "workspace.write" {
                 input.insert("create_dirs".into(), true.into());
             }
-            let env = respond(&request(tool, "call", Value::Object(input)), Some(&root));
+            let env = respond_json(&request(tool, "call", Value::Object(input)), Some(&root));
             let text = env.to_string();
             proptest::prop_assert!(!text.contains(tmp.path().to_str().unwrap()), "{}", text);
             proptest::prop_assert_ne!(env["error"]["code"].as_str(), Some("internal_error"));
@@ -700,7 +689,7 @@ mod tests {
 
     #[test]
     fn the_envelope_has_every_required_container() {
-        let env = respond(b"", None);
+        let env = respond_json(b"", None);
         for key in [
             "schema",
             "version",

@@ -1,0 +1,351 @@
+//! Why the main job ends without an answer of the adapter's own: one variant per failure,
+//! carrying its data, mapped once and exhaustively to the stable code of SPEC §6 (and from
+//! there to status, retryable and exit status, `error.rs`).
+//!
+//! Two renderings: [`DispatchError::message`] goes into the envelope and must never name a
+//! host path, a program path or a file; [`DispatchError::human`] goes to stderr and names
+//! what failed and where, so a person can fix it.
+
+use crate::authorize::Denial;
+use crate::envelope::bridge::Mode;
+use crate::envelope::json::human_bytes;
+use crate::envelope::request::Echo;
+use crate::envelope::result::{ErrorBody, ResultEnvelope};
+use crate::error::{exit_code_for, ErrorCode, Status};
+use crate::exec::SpawnError;
+use crate::signal::signal_name;
+use crate::transcript::TranscriptError;
+use crate::validate::Issue;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+/// A failure of the main job, before or instead of an answer.
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    /// The request file or stdin could not be read.
+    #[error("the request could not be read")]
+    RequestUnreadable {
+        /// The file, when the request came from one.
+        path: Option<PathBuf>,
+        source: std::io::Error,
+    },
+    /// A signal arrived before an answer.
+    #[error("interrupted")]
+    Interrupted {
+        signal: i32,
+        /// Whether the adapter had started (the signal was forwarded to it).
+        adapter_started: bool,
+    },
+    /// `--artifact-dir` cannot hold transcripts.
+    #[error("the artifact directory cannot be used")]
+    ArtifactDir {
+        dir: PathBuf,
+        source: TranscriptError,
+    },
+    /// The bridge cannot be read, parsed or validated.
+    #[error("the parent-tool bridge is invalid")]
+    BridgeInvalid {
+        issues: Vec<Issue>,
+        /// A human account of what failed (may name the bridge file).
+        human: Option<String>,
+    },
+    /// The request is over `--max-request-bytes`.
+    #[error("the request is too large")]
+    RequestTooLarge { limit: usize },
+    /// The request is not a valid request envelope.
+    #[error("the request envelope is invalid")]
+    RequestInvalid { issues: Vec<Issue> },
+    /// Authorization refused the request; `status` is the bridge's `failure_status`.
+    #[error("not authorized")]
+    Denied {
+        denial: Denial,
+        tool: String,
+        status: Status,
+    },
+    /// The bridge's mode is not one this dispatcher serves.
+    #[error("dispatch mode unsupported")]
+    ModeUnsupported { mode: Mode },
+    /// The variable named by `cwd_env` is unset or names no directory.
+    #[error("the working directory is unavailable")]
+    CwdUnavailable { var: String, value: Option<PathBuf> },
+    /// The adapter could not be started.
+    #[error("the adapter could not be started")]
+    Spawn { program: String, error: SpawnError },
+    /// The dispatcher could not prepare the run (the file transport's private folder).
+    #[error("the run could not be prepared")]
+    Setup(#[source] std::io::Error),
+    /// The deadline passed; the adapter was stopped.
+    #[error("timeout")]
+    Timeout { timeout_ms: u64 },
+    /// The answer is over `--max-output-bytes`.
+    #[error("the answer is too large")]
+    ResultTooLarge { max_bytes: usize, in_file: bool },
+    /// A signal the dispatcher did not send ended the adapter.
+    #[error("the adapter was killed by a signal")]
+    AdapterSignaled { signal: i32 },
+    /// The adapter exited 0 without a valid result envelope.
+    #[error("the adapter's answer is not a valid result envelope")]
+    ResultInvalid { issues: Vec<Issue> },
+    /// The adapter exited non-zero without a valid failure envelope.
+    #[error("the adapter exited with a non-zero status")]
+    AdapterExitNonzero {
+        code: i32,
+        issues: Option<Vec<Issue>>,
+    },
+    /// A bug, or a state the dispatcher cannot account for.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl DispatchError {
+    /// The stable code. Exhaustive on purpose: a new failure must pick its code here.
+    pub fn code(&self) -> ErrorCode {
+        use DispatchError as E;
+        match self {
+            E::RequestUnreadable { .. } | E::RequestInvalid { .. } => ErrorCode::RequestInvalid,
+            E::Interrupted { .. } => ErrorCode::Interrupted,
+            E::ArtifactDir { .. } => ErrorCode::ArtifactDirUnavailable,
+            E::BridgeInvalid { .. } => ErrorCode::BridgeInvalid,
+            E::RequestTooLarge { .. } => ErrorCode::RequestTooLarge,
+            E::Denied { denial, .. } => denial.code(),
+            E::ModeUnsupported { .. } => ErrorCode::DispatchModeUnsupported,
+            E::CwdUnavailable { .. } => ErrorCode::CwdUnavailable,
+            E::Spawn {
+                error: SpawnError::NotFound,
+                ..
+            } => ErrorCode::AdapterNotFound,
+            E::Spawn { .. } => ErrorCode::AdapterNotExecutable,
+            E::Setup(_) | E::Internal(_) => ErrorCode::InternalError,
+            E::Timeout { .. } => ErrorCode::DispatchTimeout,
+            E::ResultTooLarge { .. } => ErrorCode::ResultTooLarge,
+            E::AdapterSignaled { .. } => ErrorCode::AdapterSignaled,
+            E::ResultInvalid { .. } => ErrorCode::ResultInvalid,
+            E::AdapterExitNonzero { .. } => ErrorCode::AdapterExitNonzero,
+        }
+    }
+
+    /// The status of the envelope: the code's, except that authorization failures take the
+    /// bridge's `failure_status`.
+    pub fn status(&self) -> Status {
+        match self {
+            DispatchError::Denied { status, .. } => *status,
+            other => other.code().status(),
+        }
+    }
+
+    /// The exit status of the main job (SPEC §3.1).
+    pub fn exit_code(&self) -> u8 {
+        exit_code_for(self.status(), Some(self.code()))
+    }
+
+    /// The issues behind the failure, when there are any.
+    pub fn issues(&self) -> Option<&[Issue]> {
+        match self {
+            DispatchError::BridgeInvalid { issues, .. }
+            | DispatchError::RequestInvalid { issues }
+            | DispatchError::ResultInvalid { issues }
+            | DispatchError::AdapterExitNonzero {
+                issues: Some(issues),
+                ..
+            } => Some(issues),
+            _ => None,
+        }
+    }
+
+    /// One human sentence for `error.message`: no host path, no program path, no file name.
+    pub fn message(&self) -> String {
+        use DispatchError as E;
+        match self {
+            E::RequestUnreadable { source, .. } => {
+                format!("the request could not be read: {}", source.kind())
+            }
+            E::Interrupted {
+                signal,
+                adapter_started: true,
+            } => format!(
+                "the dispatcher received {} and stopped the adapter",
+                signal_name(*signal)
+            ),
+            E::Interrupted { signal, .. } => format!(
+                "the dispatcher received {} before the adapter started",
+                signal_name(*signal)
+            ),
+            E::ArtifactDir { source, .. } => {
+                format!("the artifact directory cannot be used: {source}")
+            }
+            E::BridgeInvalid { issues, .. } => with_first_issue("the parent-tool bridge is invalid", issues),
+            E::RequestTooLarge { limit } => format!(
+                "the request is over the {} limit (--max-request-bytes)",
+                human_bytes(*limit)
+            ),
+            E::RequestInvalid { issues } => {
+                with_first_issue("the request envelope is invalid", issues)
+            }
+            E::Denied { denial, tool, .. } => denial.message(tool),
+            E::ModeUnsupported { mode } => format!(
+                "dispatch mode {:?} is not supported by this dispatcher",
+                mode.as_str()
+            ),
+            E::CwdUnavailable { var, .. } => format!(
+                "the working directory named by {var} is not set or is not an existing directory"
+            ),
+            E::Spawn { error, .. } => error.to_string(),
+            E::Setup(err) => format!(
+                "the private request file could not be created: {}",
+                err.kind()
+            ),
+            E::Timeout { timeout_ms } => {
+                format!("the adapter did not finish within {timeout_ms} ms and was stopped")
+            }
+            E::ResultTooLarge {
+                max_bytes,
+                in_file: false,
+            } => format!(
+                "the adapter wrote more than the {} limit to stdout and was stopped (--max-output-bytes)",
+                human_bytes(*max_bytes)
+            ),
+            E::ResultTooLarge { max_bytes, .. } => format!(
+                "the adapter's result file is over the {} limit (--max-output-bytes)",
+                human_bytes(*max_bytes)
+            ),
+            E::AdapterSignaled { signal } => {
+                format!("the adapter was killed by {}", signal_name(*signal))
+            }
+            E::ResultInvalid { issues } => with_first_issue(
+                "the adapter's answer is not a valid result envelope",
+                issues,
+            ),
+            E::AdapterExitNonzero { code, .. } => format!(
+                "the adapter exited with status {code} without a valid failure envelope"
+            ),
+            E::Internal(what) => {
+                format!("the dispatcher hit an internal error ({what}); please report it")
+            }
+        }
+    }
+
+    /// `error.details`, when the failure has machine-readable details.
+    pub fn details(&self) -> Option<Value> {
+        use DispatchError as E;
+        match self {
+            E::BridgeInvalid { issues, .. }
+            | E::RequestInvalid { issues }
+            | E::ResultInvalid { issues } => Some(json!({ "issues": issues })),
+            E::RequestTooLarge { limit } => Some(json!({
+                "issues": [Issue::new("too_large", "", format!("document is over the {} limit", human_bytes(*limit)))],
+                "max_request_bytes": limit,
+            })),
+            E::Denied { denial, .. } => Some(denial.details()),
+            E::Interrupted { signal, .. } => Some(json!({ "signal": signal_name(*signal) })),
+            E::AdapterSignaled { signal } => Some(json!({ "signal": signal_name(*signal) })),
+            E::ResultTooLarge { max_bytes, .. } => Some(json!({ "max_output_bytes": max_bytes })),
+            E::AdapterExitNonzero { code, issues } => {
+                let mut details = json!({ "exit_code": code });
+                if let Some(issues) = issues {
+                    details["issues"] = json!(issues);
+                }
+                Some(details)
+            }
+            E::RequestUnreadable { .. }
+            | E::ArtifactDir { .. }
+            | E::ModeUnsupported { .. }
+            | E::CwdUnavailable { .. }
+            | E::Spawn { .. }
+            | E::Setup(_)
+            | E::Timeout { .. }
+            | E::Internal(_) => None,
+        }
+    }
+
+    /// What stderr says: the cause, naming files, programs and variables where that helps.
+    pub fn human(&self) -> String {
+        use DispatchError as E;
+        match self {
+            E::RequestUnreadable {
+                path: Some(path),
+                source,
+            } => format!("reading the request file {}: {source}", path.display()),
+            E::RequestUnreadable { path: None, source } => {
+                format!("reading the request from stdin: {source}")
+            }
+            E::ArtifactDir { dir, source } => {
+                format!("the artifact directory {} cannot be used: {source}", dir.display())
+            }
+            E::BridgeInvalid {
+                human: Some(human), ..
+            } => human.clone(),
+            E::BridgeInvalid { issues, .. } => {
+                format!("the parent-tool bridge is invalid: {}", summary(issues))
+            }
+            E::RequestInvalid { issues } => summary(issues),
+            E::ResultInvalid { issues } => {
+                format!("the adapter's answer is not a valid result envelope: {}", summary(issues))
+            }
+            E::AdapterExitNonzero {
+                code,
+                issues: Some(issues),
+            } => format!(
+                "the adapter exited with status {code} without a valid failure envelope: {}",
+                summary(issues)
+            ),
+            E::CwdUnavailable { var, value: None } => format!(
+                "the bridge's cwd_env names {var}, which is not set in the dispatcher's environment"
+            ),
+            E::CwdUnavailable {
+                var,
+                value: Some(dir),
+            } => format!(
+                "the bridge's cwd_env names {var}={}, which is not an existing directory",
+                dir.display()
+            ),
+            E::Spawn { program, error } => match error {
+                SpawnError::NotFound if program.contains('/') => format!(
+                    "the adapter program {program} was not found (a relative path is resolved against the dispatcher's working directory)"
+                ),
+                SpawnError::NotFound => format!(
+                    "the adapter program {program} was not found in PATH"
+                ),
+                other => format!("the adapter program {program}: {other}"),
+            },
+            E::Setup(err) => format!("creating the file transport's private folder: {err}"),
+            _ => self.message(),
+        }
+    }
+
+    /// The dispatcher-made envelope for this failure.
+    pub fn envelope(&self, echo: &Echo) -> ResultEnvelope<'static> {
+        ResultEnvelope::failure(
+            echo.clone(),
+            self.status(),
+            ErrorBody::new(self.code(), self.message(), self.details()),
+        )
+    }
+}
+
+/// `what: first issue` — the envelope's message names the first cause (paths in issues are
+/// JSON Pointers, never host paths).
+fn with_first_issue(what: &str, issues: &[Issue]) -> String {
+    match issues.first() {
+        Some(_) => format!("{what}: {}", summary(issues)),
+        None => what.to_string(),
+    }
+}
+
+/// The first issue and how many more: `/request_id: required key "request_id" is missing (and
+/// 1 more issue)`.
+pub fn summary(issues: &[Issue]) -> String {
+    let Some(first) = issues.first() else {
+        return "no issue was recorded".to_string();
+    };
+    let mut out = if first.path.is_empty() {
+        first.message.clone()
+    } else {
+        format!("{}: {}", first.path, first.message)
+    };
+    match issues.len() - 1 {
+        0 => {}
+        1 => out.push_str(" (and 1 more issue)"),
+        n => out.push_str(&format!(" (and {n} more issues)")),
+    }
+    out
+}

@@ -1,0 +1,246 @@
+//! The main job, in the order of SPEC §4.1: read → validate → authorize → plan → run → judge
+//! → report. Every path after argument parsing ends in exactly one printed envelope.
+//!
+//! This module only sequences the steps — each is a function of its own module that takes
+//! what it needs and returns `Result<_, DispatchError>` — and keeps what the report needs as
+//! it is learned (the request's echo, secrets to scrub, host paths). It prints nothing itself:
+//! [`report::Report::finish`] prints the one envelope.
+
+mod error;
+mod report;
+
+pub use error::{summary, DispatchError};
+pub use report::Report;
+
+use crate::authorize::authorize;
+use crate::cli::DispatchArgs;
+use crate::envelope::bridge::{Bridge, CommandSpec, Mode};
+use crate::envelope::json::{Document, JsonIssue};
+use crate::envelope::request::{Echo, Request};
+use crate::envelope::result::{Expect, Transport};
+use crate::exec::{self, Finished, Termination};
+use crate::interrupt::Interrupts;
+use crate::judge::{self, Answer, Body, Ending, Limits};
+use crate::plan::{self, FileTransport, ResultFile};
+use crate::validate::Issue;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// A usage error: no envelope, a message on stderr, exit 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Run the main job; print the envelope; return the exit status.
+pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
+    let mut report = match Report::new(args) {
+        Ok(report) => report,
+        Err(UsageError(message)) => {
+            eprintln!("error[usage]: {message}");
+            return crate::error::exit::USAGE;
+        }
+    };
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run(args, interrupts, &mut report)
+    }))
+    .unwrap_or_else(|_| Err(DispatchError::Internal("a panic in the main job".into())));
+    match ran {
+        Ok(ran) => {
+            let outcome = ran.judge(&mut report);
+            report.finish(outcome)
+            // `ran` (and the file transport's folder) goes after the envelope is printed.
+        }
+        Err(err) => report.finish(Err(err)),
+    }
+}
+
+/// What a finished adapter run left to judge.
+struct Ran {
+    finished: Finished,
+    files: Option<FileTransport>,
+    /// The result file's contents (file transport).
+    result_file: Option<ResultFile>,
+    /// The request as the adapter saw it.
+    sent: Echo,
+    canonical_tool: String,
+    limits: Limits,
+}
+
+/// Steps 1–5 of SPEC §4.1, up to the adapter's answer.
+fn run(
+    args: &DispatchArgs,
+    interrupts: &Interrupts,
+    report: &mut Report,
+) -> Result<Ran, DispatchError> {
+    // The request bytes first (I/O only), so that even a bridge failure can echo its ids.
+    let bytes = read_request(args, interrupts)?;
+    report.learn_request_bytes(&bytes);
+    let max_request = usize::try_from(args.max_request_bytes).unwrap_or(usize::MAX);
+    let parsed = Document::parse(bytes, max_request).map(Rc::new);
+    if let Ok(doc) = &parsed {
+        report.learn_request(Rc::clone(doc));
+    }
+    report.prepare_artifacts()?;
+    let bridge = load_bridge(args)?;
+    report.learn_bridge(&bridge);
+    let request = validate_request(parsed, max_request)?;
+    authorize(&bridge, &request, &bridge.bridge_ref()).map_err(|denial| DispatchError::Denied {
+        denial,
+        tool: request.echo.tool.clone(),
+        status: bridge.failure_status,
+    })?;
+    let command = command_of(&bridge)?;
+
+    let canonical_tool = request.echo.tool.clone();
+    let sent = Echo {
+        tool: report.tool_map().external(&canonical_tool),
+        ..request.echo.clone()
+    };
+    let request_bytes = request.for_adapter(&sent.tool);
+    drop(request);
+    let plan = plan::plan(&bridge, command, &sent, request_bytes, args)?;
+    report.learn_plan(&plan, command.transport);
+    let program = command.argv[0].clone();
+    let finished = exec::run(plan.spec, interrupts)
+        .map_err(|error| DispatchError::Spawn { program, error })?;
+    report.record_run(&finished);
+    let max_bytes = usize::try_from(args.max_output_bytes).unwrap_or(usize::MAX);
+    let result_file = match &plan.files {
+        None => None,
+        // Only read what an adapter that ran to its end left behind.
+        Some(files) if finished.stopped.is_none() => Some(files.read_result(max_bytes)),
+        Some(_) => Some(ResultFile::Missing),
+    };
+    Ok(Ran {
+        finished,
+        files: plan.files,
+        result_file,
+        sent,
+        canonical_tool,
+        limits: Limits {
+            timeout_ms: bridge.timeout_ms,
+            max_bytes,
+        },
+    })
+}
+
+impl Ran {
+    /// Judge the answer (SPEC §4.5), and tell the report what stdout held when it matters.
+    fn judge(
+        &self,
+        report: &mut Report,
+    ) -> Result<crate::envelope::result::ResultEnvelope<'_>, DispatchError> {
+        let ending = match (self.finished.stopped, self.finished.termination) {
+            (Some(stop), _) => Ending::Stopped(stop),
+            (None, Termination::Exited(code)) => Ending::Exited(code),
+            (None, Termination::Signaled(signal)) => Ending::Signaled(signal),
+            (None, Termination::Unreaped | Termination::NotStarted) => Ending::Unobserved,
+        };
+        let body = match &self.result_file {
+            None => Body::Bytes(&self.finished.stdout),
+            Some(ResultFile::Bytes(bytes)) => Body::Bytes(bytes),
+            Some(ResultFile::Missing) => Body::Missing,
+            Some(ResultFile::TooLarge) => Body::TooLarge,
+        };
+        let expect = Expect {
+            sent: &self.sent,
+            canonical_tool: &self.canonical_tool,
+        };
+        let verdict = judge::judge(Answer { ending, body }, expect, self.limits);
+        // stdout is a diagnostic when it is not the answer (file transport), and when it
+        // should have been and was not (the cause is then usually in its first bytes).
+        let stdout_unusable = matches!(
+            &verdict,
+            Err(DispatchError::ResultInvalid { .. } | DispatchError::AdapterExitNonzero { .. })
+        );
+        if self.files.is_some() || stdout_unusable {
+            report.keep_stdout_head(&self.finished.stdout);
+        }
+        verdict
+    }
+}
+
+/// Read the request (file, or stdin for none / `-`), at most cap + 1 bytes, giving up when
+/// the dispatcher is interrupted while waiting for a writer that never closes.
+fn read_request(args: &DispatchArgs, interrupts: &Interrupts) -> Result<Vec<u8>, DispatchError> {
+    let max_bytes = args.max_request_bytes;
+    let path = args.request.clone().filter(|p| p.as_os_str() != "-");
+    let unreadable = |source| DispatchError::RequestUnreadable {
+        path: path.clone(),
+        source,
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader_path = path.clone();
+    std::thread::Builder::new()
+        .name("request-reader".into())
+        .spawn(move || {
+            let _ = tx.send(crate::envelope::read_input(
+                reader_path.as_deref(),
+                max_bytes,
+            ));
+        })
+        .map_err(unreadable)?;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(Ok(bytes)) => return Ok(bytes),
+            Ok(Err(err)) => return Err(unreadable(err)),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(unreadable(std::io::Error::other(
+                    "the reader stopped without an answer",
+                )))
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if let Some(signal) = interrupts.received() {
+                    return Err(DispatchError::Interrupted {
+                        signal,
+                        adapter_started: false,
+                    });
+                }
+            }
+        }
+    }
+}
+
+fn load_bridge(args: &DispatchArgs) -> Result<Bridge, DispatchError> {
+    let text = args
+        .bridge
+        .parent_tool_bridge
+        .as_deref()
+        .unwrap_or_default();
+    Bridge::load(text).map_err(|issues| DispatchError::BridgeInvalid {
+        issues,
+        human: None,
+    })
+}
+
+fn validate_request(
+    parsed: Result<Rc<Document>, JsonIssue>,
+    max_request: usize,
+) -> Result<Request, DispatchError> {
+    match parsed {
+        Err(JsonIssue::TooLarge { .. }) => {
+            Err(DispatchError::RequestTooLarge { limit: max_request })
+        }
+        Err(issue) => Err(DispatchError::RequestInvalid {
+            issues: vec![Issue::from_json(&issue)],
+        }),
+        Ok(doc) => {
+            Request::from_document(doc).map_err(|issues| DispatchError::RequestInvalid { issues })
+        }
+    }
+}
+
+fn command_of(bridge: &Bridge) -> Result<&CommandSpec, DispatchError> {
+    match (bridge.mode, &bridge.command) {
+        (Mode::HostCommand, Some(command)) => Ok(command),
+        (mode, _) => Err(DispatchError::ModeUnsupported { mode }),
+    }
+}
+
+/// The transport as `diagnostics.dispatch` names it.
+fn transport_of(t: crate::envelope::bridge::Transport) -> Transport {
+    match t {
+        crate::envelope::bridge::Transport::Stdin => Transport::Stdin,
+        crate::envelope::bridge::Transport::File => Transport::File,
+    }
+}

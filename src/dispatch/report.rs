@@ -1,0 +1,323 @@
+//! The end of every main job: diagnostics, the transcript, redaction, the one envelope on
+//! stdout, `--result-file`, the stderr line, the exit status.
+//!
+//! [`Report`] also collects, as the job learns them, what redaction needs (secret values,
+//! host paths) and what a failure envelope must echo, so that a failure at any step — a panic
+//! included — is reported with everything known up to that point. Everything that leaves goes
+//! through the redactor here; nothing else in the main job prints.
+
+use super::{DispatchError, UsageError};
+use crate::cli::DispatchArgs;
+use crate::envelope::bridge::Bridge;
+use crate::envelope::json::Document;
+use crate::envelope::raw::{self, Fields};
+use crate::envelope::request::Echo;
+use crate::envelope::result::{
+    self, ArtifactRef, Audience, DispatchDiagnostics, ResultEnvelope, RunDiagnostics, StdinError,
+};
+use crate::envelope::{bridge, canonical};
+use crate::exec::{self, Finished, Termination};
+use crate::plan::{self, Plan};
+use crate::redact::{is_sensitive_key, Redactor};
+use crate::signal::signal_name;
+use crate::toolmap::ToolMap;
+use crate::transcript::{self, safe_name, ArtifactDir, Call};
+use std::io::Write;
+use std::rc::Rc;
+use std::time::{Instant, SystemTime};
+
+/// How much of stdout is kept as a diagnostic when it is not (or not validly) the answer.
+const STDOUT_HEAD_BYTES: usize = 64 * 1024;
+
+/// What the end of the main job needs, gathered as the job goes.
+pub struct Report<'a> {
+    args: &'a DispatchArgs,
+    redactor: Redactor,
+    tool_map: ToolMap,
+    started: Instant,
+    started_at: SystemTime,
+    dispatch: DispatchDiagnostics,
+    /// The prepared transcript folder, when `--artifact-dir` is given and usable.
+    artifacts: Option<ArtifactDir>,
+    /// The request as read, when it was a JSON object.
+    request: Option<Rc<Document>>,
+    /// The transcript name of a request without a usable id (from its bytes' digest).
+    fallback_name: Option<String>,
+    /// What a failure envelope echoes.
+    echo: Echo,
+}
+
+impl<'a> Report<'a> {
+    /// Start a report: parse `--tool-map`, register every secret and host path known before
+    /// anything is read.
+    pub fn new(args: &'a DispatchArgs) -> Result<Report<'a>, UsageError> {
+        if args.bridge.parent_tool_bridge.is_none() {
+            return Err(UsageError(format!(
+                "no bridge: pass --parent-tool-bridge '<json>|@FILE' or set {}",
+                crate::cli::BRIDGE_ENV
+            )));
+        }
+        let tool_map = match &args.tool_map {
+            Some(arg) => ToolMap::parse(arg).map_err(UsageError)?,
+            None => ToolMap::Identity,
+        };
+        let mut redactor = Redactor::new();
+        for name in &args.secret_env {
+            if let Ok(value) = std::env::var(name) {
+                redactor.add_secret(&value);
+            }
+        }
+        for name in &args.pass_env {
+            if is_sensitive_key(name) {
+                if let Ok(value) = std::env::var(name) {
+                    redactor.add_secret(&value);
+                }
+            }
+        }
+        if let Ok(cwd) = std::env::current_dir() {
+            redactor.add_host_path(&cwd.to_string_lossy());
+        }
+        for name in ["HOME", "TMPDIR"] {
+            if let Ok(value) = std::env::var(name) {
+                redactor.add_host_path(&value);
+            }
+        }
+        redactor.add_host_path(&std::env::temp_dir().to_string_lossy());
+        if let Some(dir) = &args.artifact_dir {
+            redactor.add_host_path(&plan::absolute(dir).to_string_lossy());
+        }
+        Ok(Report {
+            args,
+            redactor,
+            tool_map,
+            started: Instant::now(),
+            started_at: SystemTime::now(),
+            dispatch: DispatchDiagnostics::default(),
+            artifacts: None,
+            request: None,
+            fallback_name: None,
+            echo: Echo::default(),
+        })
+    }
+
+    /// The `--tool-map` in force.
+    pub fn tool_map(&self) -> &ToolMap {
+        &self.tool_map
+    }
+
+    /// The request's bytes as read: a transcript of a request without a usable id is named
+    /// after their digest.
+    pub fn learn_request_bytes(&mut self, bytes: &[u8]) {
+        if self.args.artifact_dir.is_some() {
+            self.fallback_name = Some(safe_name(None, bytes));
+        }
+    }
+
+    /// The request, parsed (not yet validated): its ids are echoed from now on.
+    pub fn learn_request(&mut self, doc: Rc<Document>) {
+        self.echo = Echo::best_effort(Some(&doc));
+        self.request = Some(doc);
+    }
+
+    /// Check the transcript folder before anything can run (SPEC §5).
+    pub fn prepare_artifacts(&mut self) -> Result<(), DispatchError> {
+        if let Some(dir) = &self.args.artifact_dir {
+            let prepared =
+                ArtifactDir::prepare(dir).map_err(|source| DispatchError::ArtifactDir {
+                    dir: dir.clone(),
+                    source,
+                })?;
+            self.artifacts = Some(prepared);
+        }
+        Ok(())
+    }
+
+    /// Secrets the bridge reveals (sensitive `command.env` values, the endpoint token) and
+    /// the timeout in force.
+    pub fn learn_bridge(&mut self, bridge: &Bridge) {
+        if let Some(command) = &bridge.command {
+            for (name, value) in &command.env {
+                if is_sensitive_key(name) {
+                    self.redactor.add_secret(value);
+                }
+            }
+        }
+        if let Some(name) = &bridge.token_env {
+            if let Ok(value) = std::env::var(name) {
+                self.redactor.add_secret(&value);
+            }
+        }
+        self.dispatch.timeout_ms = Some(bridge.timeout_ms);
+    }
+
+    /// Host paths the plan revealed, and the transport.
+    pub fn learn_plan(&mut self, plan: &Plan, transport: bridge::Transport) {
+        for path in &plan.host_paths {
+            self.redactor.add_host_path(&path.to_string_lossy());
+        }
+        self.dispatch.transport = Some(super::transport_of(transport));
+    }
+
+    /// What the process runner observed.
+    pub fn record_run(&mut self, finished: &Finished) {
+        let (exit_code, signal) = match finished.termination {
+            Termination::Exited(code) => (Some(code), None),
+            Termination::Signaled(sig) => (None, Some(signal_name(sig))),
+            Termination::Unreaped | Termination::NotStarted => (None, None),
+        };
+        let tail = &finished.stderr_tail;
+        let cut = tail.len().saturating_sub(exec::STDERR_TAIL_BYTES);
+        let stderr_tail = self
+            .redactor
+            .redact_str(&String::from_utf8_lossy(&tail[cut..]));
+        self.dispatch.adapter_started = finished.termination != Termination::NotStarted;
+        self.dispatch.run = Some(RunDiagnostics {
+            exit_code,
+            signal,
+            stdout_bytes: finished.stdout_bytes,
+            stdin_bytes_written: finished.stdin_bytes_written,
+            stdin_error: finished.stdin_error.as_ref().map(|e| match e.as_str() {
+                "broken_pipe" => StdinError::BrokenPipe,
+                other => StdinError::Other(other.to_string()),
+            }),
+            stderr_tail,
+            stderr_truncated: finished.stderr_truncated,
+            leaked_processes: finished.leaked_processes,
+        });
+    }
+
+    /// Keep the start of stdout, redacted, in `diagnostics.dispatch.stdout_head`.
+    pub fn keep_stdout_head(&mut self, stdout: &[u8]) {
+        let head = &stdout[..stdout.len().min(STDOUT_HEAD_BYTES)];
+        self.dispatch.stdout_head = Some(self.redactor.redact_str(&String::from_utf8_lossy(head)));
+    }
+
+    /// Attach diagnostics, write the transcript, redact, print; return the exit status.
+    pub fn finish(mut self, outcome: Result<ResultEnvelope<'_>, DispatchError>) -> u8 {
+        let (mut envelope, exit, human) = match outcome {
+            Ok(envelope) => {
+                let exit = envelope.status.exit_code();
+                (envelope, exit, None)
+            }
+            Err(err) => (err.envelope(&self.echo), err.exit_code(), Some(err.human())),
+        };
+        self.dispatch.duration_ms = self.started.elapsed().as_millis() as u64;
+        envelope.dispatch = Some(self.dispatch.clone());
+        self.write_transcript(&mut envelope);
+
+        let mut text = self.render(&envelope);
+        if let Some(path) = &self.args.result_file {
+            let written = transcript::write_atomic(path, format!("{text}\n").as_bytes());
+            if let Err(err) = written {
+                let message = self.redactor.redact_str(&err.to_string());
+                eprintln!(
+                    "error[result_file]: the result file {} was not written: {err}",
+                    path.display()
+                );
+                if let Some(dispatch) = envelope.dispatch.as_mut() {
+                    dispatch.result_file_error = Some(message);
+                }
+                text = self.render(&envelope);
+            }
+        }
+        if let Some(code) = envelope.error_code() {
+            let message = match human {
+                // The dispatcher's own account may name host files: it is for the host's eyes,
+                // so only secrets are scrubbed from it.
+                Some(human) => self.redactor.scrub_secrets_str(&human),
+                None => self
+                    .redactor
+                    .redact_str(&envelope.error_message().unwrap_or_default()),
+            };
+            eprintln!(
+                "error[{}]: {}",
+                escape_controls(&self.redactor.redact_str(&code)),
+                escape_controls(&message)
+            );
+        }
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.write_all(b"\n"))
+            .and_then(|()| stdout.flush());
+        exit
+    }
+
+    fn render(&self, envelope: &ResultEnvelope) -> String {
+        let compact = envelope.render(&self.redactor, Audience::Caller);
+        if self.args.pretty {
+            raw::pretty(&compact)
+        } else {
+            compact
+        }
+    }
+
+    /// One redacted transcript, its ref added to the envelope; a failure is reported in
+    /// `diagnostics.dispatch.transcript_error` and does not change the status (SPEC §5).
+    fn write_transcript(&self, envelope: &mut ResultEnvelope) {
+        let Some(dir) = &self.artifacts else { return };
+        // Names are redacted like everything else: a secret in the request id must reach
+        // neither the file name nor the ref nor the record.
+        let call_id = self.redactor.redact_str(&self.echo.request_id);
+        let name = match (&call_id, &self.fallback_name) {
+            (id, _) if !id.is_empty() => safe_name(Some(id), b""),
+            (_, Some(fallback)) => fallback.clone(),
+            (_, None) => safe_name(None, b""),
+        };
+        let mut request = String::new();
+        match &self.request {
+            Some(doc) => result::redact_raw(&self.redactor, doc.text(), true, &mut request),
+            None => request.push_str("null"),
+        }
+        let result = envelope.render(&self.redactor, Audience::Transcript);
+        let member = |text: &str, key: &str| -> String {
+            Fields::parse(text)
+                .and_then(|f| f.get(key).map(str::to_string))
+                .unwrap_or_else(|| "null".into())
+        };
+        let dispatch = Fields::parse(&result)
+            .and_then(|f| f.get("diagnostics").and_then(Fields::parse))
+            .and_then(|d| d.get("dispatch").map(str::to_string))
+            .unwrap_or_else(|| "null".into());
+        let doc = transcript::build(&Call {
+            call_id: if call_id.is_empty() { &name } else { &call_id },
+            tool: &self.redactor.redact_str(&envelope.echo.tool),
+            operation: &self.redactor.redact_str(&self.echo.operation),
+            status: envelope.status.as_str(),
+            started_at: self.started_at,
+            finished_at: SystemTime::now(),
+            request: &request,
+            result: &result,
+            dispatch: &dispatch,
+            input_digest: &canonical::sha256_hex(member(&request, "input").as_bytes()),
+            output_digest: &canonical::sha256_hex(member(&result, "output").as_bytes()),
+        });
+        match dir.write(&name, &doc) {
+            Ok(written) => envelope.transcript_refs.push(ArtifactRef {
+                kind: "tool-call-transcript",
+                path: written.path,
+                sha256: written.sha256,
+            }),
+            Err(err) => {
+                let message = self.redactor.redact_str(&err.to_string());
+                if let Some(dispatch) = envelope.dispatch.as_mut() {
+                    dispatch.transcript_error = Some(message);
+                }
+            }
+        }
+    }
+}
+
+/// Control characters made visible, so that nothing an adapter writes can move the host's
+/// cursor or forge a line on its terminal.
+fn escape_controls(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}

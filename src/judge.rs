@@ -1,0 +1,227 @@
+//! Judging an answer (SPEC §4.5): how the answering party ended and what it wrote → the
+//! envelope to print, or the dispatcher's failure.
+//!
+//! One function, [`judge`], for every source of answers: a live adapter (its stdout, or its
+//! result file), a recorded fixture (replay), an HTTP endpoint. Whoever produced the answer,
+//! the same rules decide: strict reading, the envelope checks, the echo checks, and the
+//! exit-status rules. It never starts processes, never touches the disk and never redacts.
+
+use crate::dispatch::DispatchError;
+use crate::envelope::json;
+use crate::envelope::result::{Expect, ResultEnvelope};
+use crate::error::Status;
+use crate::exec::Stop;
+use crate::validate::Issue;
+
+/// How the answering party ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// It exited with this code.
+    Exited(i32),
+    /// A signal it did not ask for ended it.
+    Signaled(i32),
+    /// The dispatcher stopped it.
+    Stopped(Stop),
+    /// Its end could not be observed (stuck in the kernel after SIGKILL).
+    Unobserved,
+}
+
+/// Where the answer is.
+#[derive(Debug, Clone, Copy)]
+pub enum Body<'a> {
+    /// The bytes that should hold one result envelope.
+    Bytes(&'a [u8]),
+    /// The file transport's result file does not exist.
+    Missing,
+    /// The file transport's result path is not a regular file: what it is instead.
+    NotRegular(&'a str),
+    /// The result file is larger than the cap.
+    TooLarge,
+}
+
+/// An answer to judge.
+#[derive(Debug, Clone, Copy)]
+pub struct Answer<'a> {
+    pub ending: Ending,
+    pub body: Body<'a>,
+}
+
+/// The bounds the answer is judged against (for messages).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub timeout_ms: u64,
+    pub max_bytes: usize,
+}
+
+/// The envelope an answer stands for, or why it stands for none. The envelope carries the
+/// canonical tool id whichever id the answer echoed (SPEC §4.4).
+pub fn judge<'a>(
+    answer: Answer<'a>,
+    expect: Expect,
+    limits: Limits,
+) -> Result<ResultEnvelope<'a>, DispatchError> {
+    let code = match answer.ending {
+        Ending::Stopped(Stop::Timeout) => {
+            return Err(DispatchError::Timeout {
+                timeout_ms: limits.timeout_ms,
+            })
+        }
+        Ending::Stopped(Stop::Interrupted(signal)) => {
+            return Err(DispatchError::Interrupted {
+                signal,
+                adapter_started: true,
+            })
+        }
+        Ending::Stopped(Stop::OutputCap) => {
+            return Err(DispatchError::ResultTooLarge {
+                max_bytes: limits.max_bytes,
+                in_file: false,
+            })
+        }
+        Ending::Signaled(signal) => return Err(DispatchError::AdapterSignaled { signal }),
+        Ending::Unobserved => {
+            return Err(DispatchError::Internal(
+                "the adapter's exit could not be observed".into(),
+            ))
+        }
+        Ending::Exited(code) => code,
+    };
+    let checked = match answer.body {
+        Body::Bytes(bytes) => json::check_object(bytes, limits.max_bytes)
+            .map_err(|e| vec![Issue::from_json(&e)])
+            .and_then(|text| ResultEnvelope::check(text, Some(expect))),
+        Body::Missing => Err(vec![Issue::new(
+            "missing",
+            "",
+            "the adapter wrote no result file",
+        )]),
+        Body::NotRegular(what) => Err(vec![Issue::new(
+            "not_regular_file",
+            "",
+            format!("the result file is {what}, not a regular file"),
+        )]),
+        Body::TooLarge => {
+            return Err(DispatchError::ResultTooLarge {
+                max_bytes: limits.max_bytes,
+                in_file: true,
+            })
+        }
+    };
+    match (code, checked) {
+        (0, Ok(mut envelope)) => {
+            envelope.echo.tool = expect.canonical_tool.to_string();
+            Ok(envelope)
+        }
+        (_, Ok(mut envelope)) if envelope.status != Status::Succeeded => {
+            envelope.echo.tool = expect.canonical_tool.to_string();
+            Ok(envelope)
+        }
+        (0, Err(issues)) => Err(DispatchError::ResultInvalid { issues }),
+        (code, checked) => Err(DispatchError::AdapterExitNonzero {
+            code,
+            issues: checked.err(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envelope::request::Echo;
+    use crate::error::ErrorCode;
+
+    const LIMITS: Limits = Limits {
+        timeout_ms: 500,
+        max_bytes: 1 << 20,
+    };
+
+    fn echo() -> Echo {
+        Echo {
+            request_id: "r1".into(),
+            tool: "ext_tool".into(),
+            operation: "call".into(),
+        }
+    }
+
+    fn envelope(status: &str, tool: &str) -> String {
+        let error = if status == "succeeded" {
+            String::new()
+        } else {
+            r#","error":{"code":"own_code","message":"m","retryable":false}"#.into()
+        };
+        format!(
+            r#"{{"schema":"wp-codebox/parent-tool-result/v1","version":1,"request_id":"r1","tool":"{tool}","operation":"call","status":"{status}"{error}}}"#
+        )
+    }
+
+    fn run(ending: Ending, body: Body) -> Result<(Status, String), ErrorCode> {
+        let sent = echo();
+        let expect = Expect {
+            sent: &sent,
+            canonical_tool: "canon.tool",
+        };
+        judge(Answer { ending, body }, expect, LIMITS)
+            .map(|e| (e.status, e.echo.tool.clone()))
+            .map_err(|e| e.code())
+    }
+
+    #[test]
+    fn exit_status_and_envelope_decide_together() {
+        let ok = envelope("succeeded", "ext_tool");
+        let denied = envelope("denied", "canon.tool");
+        assert_eq!(
+            run(Ending::Exited(0), Body::Bytes(ok.as_bytes())),
+            Ok((Status::Succeeded, "canon.tool".into()))
+        );
+        assert_eq!(
+            run(Ending::Exited(3), Body::Bytes(denied.as_bytes())),
+            Ok((Status::Denied, "canon.tool".into()))
+        );
+        assert_eq!(
+            run(Ending::Exited(3), Body::Bytes(ok.as_bytes())),
+            Err(ErrorCode::AdapterExitNonzero)
+        );
+        assert_eq!(
+            run(Ending::Exited(0), Body::Bytes(b"noise {}")),
+            Err(ErrorCode::ResultInvalid)
+        );
+        assert_eq!(
+            run(Ending::Exited(1), Body::Bytes(b"")),
+            Err(ErrorCode::AdapterExitNonzero)
+        );
+    }
+
+    #[test]
+    fn endings_the_dispatcher_caused_win_over_any_answer() {
+        let ok = envelope("succeeded", "ext_tool");
+        let cases = [
+            (Ending::Stopped(Stop::Timeout), ErrorCode::DispatchTimeout),
+            (Ending::Stopped(Stop::OutputCap), ErrorCode::ResultTooLarge),
+            (
+                Ending::Stopped(Stop::Interrupted(15)),
+                ErrorCode::Interrupted,
+            ),
+            (Ending::Signaled(9), ErrorCode::AdapterSignaled),
+            (Ending::Unobserved, ErrorCode::InternalError),
+        ];
+        for (ending, code) in cases {
+            assert_eq!(run(ending, Body::Bytes(ok.as_bytes())), Err(code));
+        }
+    }
+
+    #[test]
+    fn result_files_that_are_not_answers() {
+        assert_eq!(
+            run(Ending::Exited(0), Body::Missing),
+            Err(ErrorCode::ResultInvalid)
+        );
+        assert_eq!(
+            run(Ending::Exited(0), Body::NotRegular("a FIFO")),
+            Err(ErrorCode::ResultInvalid)
+        );
+        assert_eq!(
+            run(Ending::Exited(0), Body::TooLarge),
+            Err(ErrorCode::ResultTooLarge)
+        );
+    }
+}

@@ -1,0 +1,231 @@
+//! Planning one adapter run (SPEC §4.2): the program and argv, the rebuilt environment, the
+//! working directory, and the transport (stdin, or private files).
+//!
+//! Owns what is decided before a process starts. It reads the host environment and creates
+//! the file transport's private folder; it never starts a process (that is `exec`'s job) and
+//! never looks at an answer (that is `judge`'s).
+
+use crate::cli::DispatchArgs;
+use crate::dispatch::DispatchError;
+use crate::envelope::bridge::{Bridge, CommandSpec, Transport};
+use crate::envelope::request::{self, Echo};
+use crate::envelope::result;
+use crate::exec::Spec;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Variables copied from the host into the adapter's otherwise empty environment.
+pub const BASE_ENV: [&str; 6] = ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
+
+/// Metadata variables the adapter receives.
+pub mod vars {
+    pub const REQUEST_ID: &str = "WP_CODEBOX_PARENT_TOOL_REQUEST_ID";
+    pub const TOOL: &str = "WP_CODEBOX_PARENT_TOOL_TOOL";
+    pub const OPERATION: &str = "WP_CODEBOX_PARENT_TOOL_OPERATION";
+    pub const TIMEOUT_MS: &str = "WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS";
+    pub const REQUEST_SCHEMA: &str = "WP_CODEBOX_PARENT_TOOL_REQUEST_SCHEMA";
+    pub const RESULT_SCHEMA: &str = "WP_CODEBOX_PARENT_TOOL_RESULT_SCHEMA";
+    pub const REQUEST_FILE: &str = "WP_CODEBOX_PARENT_TOOL_REQUEST_FILE";
+    pub const RESULT_FILE: &str = "WP_CODEBOX_PARENT_TOOL_RESULT_FILE";
+}
+
+/// Everything needed to start the adapter, and what the run leaves to clean up.
+pub struct Plan {
+    pub spec: Spec,
+    /// The private folder of the file transport, when the bridge asks for it.
+    pub files: Option<FileTransport>,
+    /// Host paths this plan revealed (the working directory, the program's location): they
+    /// are redacted from everything that leaves.
+    pub host_paths: Vec<PathBuf>,
+}
+
+/// Plan the run of `command` for a validated request. `sent` is the request as the adapter
+/// will see it (tool id mapped), `request_bytes` the bytes it receives.
+pub fn plan(
+    bridge: &Bridge,
+    command: &CommandSpec,
+    sent: &Echo,
+    request_bytes: Vec<u8>,
+    args: &DispatchArgs,
+) -> Result<Plan, DispatchError> {
+    let mut host_paths = Vec::new();
+    let cwd = match &command.cwd_env {
+        None => None,
+        Some(name) => match std::env::var_os(name).map(PathBuf::from) {
+            Some(dir) if dir.is_dir() => {
+                host_paths.push(dir.clone());
+                Some(dir)
+            }
+            found => {
+                return Err(DispatchError::CwdUnavailable {
+                    var: name.clone(),
+                    value: found,
+                })
+            }
+        },
+    };
+    let mut env = adapter_env(bridge, command, sent, args);
+    let program = resolve_program(&command.argv[0]);
+    if let Some(found) = find_in_path(&program) {
+        host_paths.push(found);
+    }
+    let files = match command.transport {
+        Transport::Stdin => None,
+        Transport::File => {
+            let files = FileTransport::create(&request_bytes).map_err(DispatchError::Setup)?;
+            env.push((
+                vars::REQUEST_FILE.into(),
+                files.request.to_string_lossy().into(),
+            ));
+            env.push((
+                vars::RESULT_FILE.into(),
+                files.result.to_string_lossy().into(),
+            ));
+            Some(files)
+        }
+    };
+    let spec = Spec {
+        program,
+        argv: command.argv.clone(),
+        env,
+        cwd,
+        stdin: files.is_none().then_some(request_bytes),
+        timeout: Duration::from_millis(bridge.timeout_ms),
+        kill_grace: Duration::from_millis(args.kill_grace_ms),
+        max_stdout_bytes: args.max_output_bytes,
+    };
+    Ok(Plan {
+        spec,
+        files,
+        host_paths,
+    })
+}
+
+/// The adapter's environment, rebuilt from nothing: the base variables, the bridge's
+/// `command.env`, `--pass-env` / `--secret-env`, then the metadata variables (which win).
+fn adapter_env(
+    bridge: &Bridge,
+    command: &CommandSpec,
+    sent: &Echo,
+    args: &DispatchArgs,
+) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = Vec::new();
+    let mut set = |name: &str, value: String| {
+        env.retain(|(k, _)| k != name);
+        env.push((name.to_string(), value));
+    };
+    for name in BASE_ENV {
+        if let Ok(value) = std::env::var(name) {
+            set(name, value);
+        }
+    }
+    for (name, value) in &command.env {
+        set(name, value.clone());
+    }
+    for name in args.pass_env.iter().chain(&args.secret_env) {
+        if let Ok(value) = std::env::var(name) {
+            set(name, value);
+        }
+    }
+    set(vars::REQUEST_ID, sent.request_id.clone());
+    set(vars::TOOL, sent.tool.clone());
+    set(vars::OPERATION, sent.operation.clone());
+    set(vars::TIMEOUT_MS, bridge.timeout_ms.to_string());
+    set(vars::REQUEST_SCHEMA, request::SCHEMA.to_string());
+    set(vars::RESULT_SCHEMA, result::SCHEMA.to_string());
+    env
+}
+
+/// `path` made absolute against the dispatcher's working directory.
+pub fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// argv[0] with a slash is a path, taken relative to the dispatcher's working directory (not
+/// the adapter's); a bare name is looked up in `PATH` at spawn.
+fn resolve_program(argv0: &str) -> PathBuf {
+    if argv0.contains('/') {
+        absolute(Path::new(argv0))
+    } else {
+        PathBuf::from(argv0)
+    }
+}
+
+/// Where the kernel will find `program` (for redacting its path, not for running it): the path
+/// itself when it has a slash, else the first executable match in `PATH`.
+fn find_in_path(program: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if program.is_absolute() {
+        return Some(program.to_path_buf());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// What the adapter left at the file transport's result path.
+pub enum ResultFile {
+    Bytes(Vec<u8>),
+    Missing,
+    TooLarge,
+}
+
+/// The file transport's private folder: the request file (0600) and the result path.
+pub struct FileTransport {
+    _dir: tempfile::TempDir,
+    pub request: PathBuf,
+    pub result: PathBuf,
+}
+
+impl FileTransport {
+    fn create(request_bytes: &[u8]) -> std::io::Result<FileTransport> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = tempfile::Builder::new()
+            .prefix("parent-tool-dispatch-")
+            .tempdir()?;
+        let request = dir.path().join("request.json");
+        let result = dir.path().join("result.json");
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&request)?;
+        file.write_all(request_bytes)?;
+        file.sync_all()?;
+        Ok(FileTransport {
+            _dir: dir,
+            request,
+            result,
+        })
+    }
+
+    /// What the adapter left at the result path.
+    pub fn read_result(&self, max_bytes: usize) -> ResultFile {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&self.result);
+        let Ok(file) = file else {
+            return ResultFile::Missing;
+        };
+        let mut bytes = Vec::new();
+        if file
+            .take(max_bytes as u64 + 1)
+            .read_to_end(&mut bytes)
+            .is_err()
+        {
+            return ResultFile::Missing;
+        }
+        if bytes.len() > max_bytes {
+            return ResultFile::TooLarge;
+        }
+        ResultFile::Bytes(bytes)
+    }
+}
