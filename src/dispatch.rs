@@ -13,14 +13,14 @@ use crate::envelope::result::Expect;
 use crate::envelope::{request, result};
 use crate::error::{exit, ErrorCode};
 use crate::exec::{self, Finished, SpawnError, Spec};
+use crate::fs::{self, write_atomic};
 use crate::interrupt::Interrupts;
 use crate::outcome::{self, issues_json, Outcome};
 use crate::redact::{is_sensitive_key, Redactor};
 use crate::toolmap::ToolMap;
-use crate::transcript::{self, safe_name, write_atomic, ArtifactDir, Call};
+use crate::transcript::{self, safe_name, ArtifactDir, Call};
 use crate::validate::Issue;
 use serde_json::{json, Map, Value};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -60,6 +60,8 @@ struct Job<'a> {
     /// The request as read, for the transcript's name and record.
     raw_request: Vec<u8>,
     request_doc: Option<Map<String, Value>>,
+    /// The file transport's folder, kept until the envelope is printed.
+    transport: Option<FileTransport>,
 }
 
 /// Run the main job; print the envelope; return the exit status.
@@ -133,6 +135,7 @@ impl<'a> Job<'a> {
             artifacts: None,
             raw_request: Vec::new(),
             request_doc: None,
+            transport: None,
         })
     }
 
@@ -295,19 +298,19 @@ impl<'a> Job<'a> {
         if let Some(found) = find_in_path(&program) {
             self.redactor.add_host_path(&found.to_string_lossy());
         }
-        let files = match command.transport {
-            Transport::Stdin => None,
-            Transport::File => match FileTransport::create(&request_bytes) {
+        if command.transport == Transport::File {
+            match FileTransport::create(&request_bytes) {
                 Ok(files) => {
                     env.push((
                         vars::REQUEST_FILE.into(),
-                        files.request.to_string_lossy().into(),
+                        files.request_path().to_string_lossy().into(),
                     ));
                     env.push((
                         vars::RESULT_FILE.into(),
-                        files.result.to_string_lossy().into(),
+                        files.result_path().to_string_lossy().into(),
                     ));
-                    Some(files)
+                    // Removed only after the envelope is printed (see `finish`).
+                    self.transport = Some(files);
                 }
                 Err(err) => {
                     return Outcome::failure(
@@ -320,14 +323,14 @@ impl<'a> Job<'a> {
                         None,
                     )
                 }
-            },
-        };
+            }
+        }
         let spec = Spec {
             program,
             argv: command.argv.clone(),
             env,
             cwd,
-            stdin: files.is_none().then_some(request_bytes),
+            stdin: self.transport.is_none().then_some(request_bytes),
             timeout: Duration::from_millis(bridge.timeout_ms),
             kill_grace: Duration::from_millis(self.args.kill_grace_ms),
             max_stdout_bytes: self.args.max_output_bytes,
@@ -350,7 +353,7 @@ impl<'a> Job<'a> {
             }
         };
         self.record_run(&finished);
-        if files.is_some() {
+        if self.transport.is_some() {
             // In the file transport stdout is only a diagnostic: keep its start, redacted.
             let head = &finished.stdout[..finished.stdout.len().min(STDOUT_HEAD_BYTES)];
             let head = self.redactor.redact_str(&String::from_utf8_lossy(head));
@@ -361,21 +364,39 @@ impl<'a> Job<'a> {
             sent: &sent,
             canonical_tool: &canonical,
         };
-        let answer = match &files {
+        let refused = |code: ErrorCode, message: String| {
+            let mut outcome = Outcome::failure(&request.echo, code, &message, None);
+            outcome.envelope.insert("tool".into(), json!(canonical));
+            outcome
+        };
+        let answer = match &self.transport {
             None => Some(finished.stdout.clone()),
+            // A stopped adapter's answer is not looked at (`outcome::interpret`): not read.
+            Some(_) if finished.stopped.is_some() => None,
             Some(files) => match files.read_result(max_bytes) {
-                Ok(bytes) => bytes,
-                Err(()) if finished.stopped.is_none() => {
-                    let mut outcome = Outcome::failure(
-                        &request.echo,
+                ResultFile::Read(bytes) => Some(bytes),
+                ResultFile::Missing => None,
+                ResultFile::TooLarge => {
+                    return refused(
                         ErrorCode::ResultTooLarge,
-                        &format!("the adapter's result file is larger than {max_bytes} bytes"),
-                        None,
-                    );
-                    outcome.envelope.insert("tool".into(), json!(canonical));
-                    return outcome;
+                        format!("the adapter's result file is larger than {max_bytes} bytes"),
+                    )
                 }
-                Err(()) => None,
+                ResultFile::NotRegular(kind) => {
+                    return refused(
+                        ErrorCode::ResultInvalid,
+                        format!(
+                            "the result file is {}, not a regular file",
+                            fs::describe(kind)
+                        ),
+                    )
+                }
+                ResultFile::Unreadable(kind) => {
+                    return refused(
+                        ErrorCode::ResultInvalid,
+                        format!("the adapter's result file could not be read: {kind}"),
+                    )
+                }
             },
         };
         let mut outcome = outcome::interpret(
@@ -490,6 +511,17 @@ impl<'a> Job<'a> {
         let mut stdout = std::io::stdout().lock();
         let _ = writeln!(stdout, "{text}");
         let _ = stdout.flush();
+        drop(stdout);
+        // Only now: the cleanup is bounded, but nothing may delay the envelope.
+        if let Some(files) = self.transport.take() {
+            let folder = files.folder().display().to_string();
+            if let Err(err) = files.cleanup(fs::Budget::default()) {
+                eprintln!(
+                    "warning[file_transport]: the private folder {folder} was not fully removed: \
+                     {err}; what is left stays"
+                );
+            }
+        }
         outcome.exit_code()
     }
 
@@ -635,55 +667,74 @@ fn read_request(args: &DispatchArgs, interrupts: &Interrupts) -> Result<Vec<u8>,
     }
 }
 
-/// The file transport's private folder: the request file (0600) and the result path.
+/// The file transport (SPEC §4.2; README "How the adapter is run"): a private folder in the
+/// temp dir, 0700 whatever the umask, holding `request.json` (the request, 0600) and the path
+/// where the adapter writes `result.json`.
+///
+/// The adapter runs as the same user, so once it ran nothing in the folder is trusted: the
+/// result is read only if it is a regular file, without following a link, without blocking on
+/// a FIFO, at most cap + 1 bytes, and whatever its mode. [`FileTransport::cleanup`] removes the
+/// folder within a budget and runs after the envelope is printed; dropping a transport does the
+/// same bounded work, silently.
+#[derive(Debug)]
 struct FileTransport {
-    _dir: tempfile::TempDir,
-    request: PathBuf,
-    result: PathBuf,
+    dir: fs::PrivateDir,
+}
+
+/// What the adapter left under the result file's name.
+#[derive(Debug)]
+enum ResultFile {
+    /// No file: the adapter wrote no result.
+    Missing,
+    /// Something else than a regular file (a FIFO, a symlink, a directory, a socket, …).
+    NotRegular(fs::FileType),
+    /// A regular file over the cap.
+    TooLarge,
+    /// A regular file the dispatcher cannot read (its mode, an I/O error).
+    Unreadable(std::io::ErrorKind),
+    /// The result's bytes, at most the cap.
+    Read(Vec<u8>),
 }
 
 impl FileTransport {
+    const REQUEST: &'static str = "request.json";
+    const RESULT: &'static str = "result.json";
+
     fn create(request_bytes: &[u8]) -> std::io::Result<FileTransport> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let dir = tempfile::Builder::new()
-            .prefix("parent-tool-dispatch-")
-            .tempdir()?;
-        let request = dir.path().join("request.json");
-        let result = dir.path().join("result.json");
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&request)?;
-        file.write_all(request_bytes)?;
-        file.sync_all()?;
-        Ok(FileTransport {
-            _dir: dir,
-            request,
-            result,
-        })
+        let dir = fs::PrivateDir::create_in(&std::env::temp_dir(), "parent-tool-dispatch-")?;
+        dir.write_file(&fs::cstring(Self::REQUEST.as_bytes())?, request_bytes)?;
+        Ok(FileTransport { dir })
     }
 
-    /// The result file's bytes; `Ok(None)` when the adapter wrote none, `Err` when too large.
-    fn read_result(&self, max_bytes: usize) -> Result<Option<Vec<u8>>, ()> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&self.result);
-        let Ok(file) = file else { return Ok(None) };
-        let mut bytes = Vec::new();
-        if file
-            .take(max_bytes as u64 + 1)
-            .read_to_end(&mut bytes)
-            .is_err()
-        {
-            return Ok(None);
+    /// The folder's host path (for a warning; the adapter gets the two file paths).
+    fn folder(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn request_path(&self) -> PathBuf {
+        self.dir.path().join(Self::REQUEST)
+    }
+
+    fn result_path(&self) -> PathBuf {
+        self.dir.path().join(Self::RESULT)
+    }
+
+    /// The result file, judged and read (at most `max_bytes + 1` bytes).
+    fn read_result(&self, max_bytes: usize) -> ResultFile {
+        let read = fs::cstring(Self::RESULT.as_bytes())
+            .and_then(|name| self.dir.read_regular(&name, max_bytes));
+        match read {
+            Ok(fs::ReadRegular::Missing) => ResultFile::Missing,
+            Ok(fs::ReadRegular::NotRegular(kind)) => ResultFile::NotRegular(kind),
+            Ok(fs::ReadRegular::TooLarge) => ResultFile::TooLarge,
+            Ok(fs::ReadRegular::Bytes(bytes)) => ResultFile::Read(bytes),
+            Err(err) => ResultFile::Unreadable(err.kind()),
         }
-        if bytes.len() > max_bytes {
-            return Err(());
-        }
-        Ok(Some(bytes))
+    }
+
+    /// Remove the folder and whatever the adapter left in it within `budget`; what is left when
+    /// it runs out stays, and the error says why (without the folder's path).
+    fn cleanup(self, budget: fs::Budget) -> Result<(), fs::CleanupError> {
+        self.dir.remove(budget)
     }
 }

@@ -20,8 +20,6 @@
 
 use crate::envelope::canonical;
 use crate::fs::{self, FileType, Mode, TempFile};
-/// Moved to `crate::fs`; re-exported until its caller uses it from there.
-pub use crate::fs::write_atomic;
 use serde_json::{json, Value};
 use std::ffi::{CStr, CString};
 use std::fmt::{self, Write as _};
