@@ -26,7 +26,7 @@
 //!   [`open_at`] passes the caller's flags through, so the caller decides there.
 //! - **Every descriptor is close-on-exec**: `O_CLOEXEC` is added to every open, so no adapter
 //!   ever inherits a handle of the dispatcher's.
-//! - **`EINTR` is retried** by one helper ([`retry`]) around every call; an `openat2` that
+//! - **`EINTR` is retried** by one helper (`retry`) around every call; an `openat2` that
 //!   reports a concurrent rename (`EAGAIN`) is retried a bounded number of times.
 //! - Errors are `std::io::Error` carrying the errno, and never a host path.
 //!
