@@ -34,7 +34,9 @@ pub enum Body<'a> {
     /// The file transport's result file does not exist.
     Missing,
     /// The file transport's result path is not a regular file: what it is instead.
-    NotRegular(&'a str),
+    NotRegular(&'static str),
+    /// The result file exists but cannot be read: why.
+    Unreadable(std::io::ErrorKind),
     /// The result file is larger than the cap.
     TooLarge,
 }
@@ -95,11 +97,17 @@ pub fn judge<'a>(
             "",
             "the adapter wrote no result file",
         )]),
-        Body::NotRegular(what) => Err(vec![Issue::new(
-            "not_regular_file",
-            "",
-            format!("the result file is {what}, not a regular file"),
-        )]),
+        // Whatever the exit status: what sits at the result path is no answer at all.
+        Body::NotRegular(what) => {
+            return Err(DispatchError::ResultFileUnusable(format!(
+                "the result file is {what}, not a regular file"
+            )))
+        }
+        Body::Unreadable(why) => {
+            return Err(DispatchError::ResultFileUnusable(format!(
+                "the adapter's result file could not be read: {why}"
+            )))
+        }
         Body::TooLarge => {
             return Err(DispatchError::ResultTooLarge {
                 max_bytes: limits.max_bytes,

@@ -15,6 +15,7 @@ pub mod dispatch;
 pub mod envelope;
 pub mod error;
 pub mod exec;
+pub mod fs;
 pub mod interrupt;
 pub mod judge;
 pub mod plan;

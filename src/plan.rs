@@ -11,7 +11,7 @@ use crate::envelope::bridge::{Bridge, CommandSpec, Transport};
 use crate::envelope::request::{self, Echo};
 use crate::envelope::result;
 use crate::exec::Spec;
-use std::io::Read;
+use crate::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -76,11 +76,11 @@ pub fn plan(
             let files = FileTransport::create(&request_bytes).map_err(DispatchError::Setup)?;
             env.push((
                 vars::REQUEST_FILE.into(),
-                files.request.to_string_lossy().into(),
+                files.request_path().to_string_lossy().into(),
             ));
             env.push((
                 vars::RESULT_FILE.into(),
-                files.result.to_string_lossy().into(),
+                files.result_path().to_string_lossy().into(),
             ));
             Some(files)
         }
@@ -168,64 +168,74 @@ fn find_in_path(program: &Path) -> Option<PathBuf> {
         })
 }
 
-/// What the adapter left at the file transport's result path.
+/// What the adapter left under the result file's name.
+#[derive(Debug)]
 pub enum ResultFile {
-    Bytes(Vec<u8>),
+    /// No file: the adapter wrote no result.
     Missing,
+    /// Something else than a regular file (a FIFO, a symlink, a directory, a socket, …).
+    NotRegular(fs::FileType),
+    /// A regular file over the cap.
     TooLarge,
+    /// A regular file the dispatcher cannot read (its mode, an I/O error).
+    Unreadable(std::io::ErrorKind),
+    /// The result's bytes, at most the cap.
+    Read(Vec<u8>),
 }
 
-/// The file transport's private folder: the request file (0600) and the result path.
+/// The file transport (SPEC §4.2; README "How the adapter is run"): a private folder in the
+/// temp dir, 0700 whatever the umask, holding `request.json` (the request, 0600) and the path
+/// where the adapter writes `result.json`.
+///
+/// The adapter runs as the same user, so once it ran nothing in the folder is trusted: the
+/// result is read only if it is a regular file, without following a link, without blocking on
+/// a FIFO, at most cap + 1 bytes, and whatever its mode. [`FileTransport::cleanup`] removes the
+/// folder within a budget and runs after the envelope is printed; dropping a transport does the
+/// same bounded work, silently.
+#[derive(Debug)]
 pub struct FileTransport {
-    _dir: tempfile::TempDir,
-    pub request: PathBuf,
-    pub result: PathBuf,
+    dir: fs::PrivateDir,
 }
 
 impl FileTransport {
+    const REQUEST: &'static str = "request.json";
+    const RESULT: &'static str = "result.json";
+
     fn create(request_bytes: &[u8]) -> std::io::Result<FileTransport> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let dir = tempfile::Builder::new()
-            .prefix("parent-tool-dispatch-")
-            .tempdir()?;
-        let request = dir.path().join("request.json");
-        let result = dir.path().join("result.json");
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&request)?;
-        file.write_all(request_bytes)?;
-        file.sync_all()?;
-        Ok(FileTransport {
-            _dir: dir,
-            request,
-            result,
-        })
+        let dir = fs::PrivateDir::create_in(&std::env::temp_dir(), "parent-tool-dispatch-")?;
+        dir.write_file(&fs::cstring(Self::REQUEST.as_bytes())?, request_bytes)?;
+        Ok(FileTransport { dir })
     }
 
-    /// What the adapter left at the result path.
+    /// The folder's host path (for a warning; the adapter gets the two file paths).
+    pub fn folder(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn request_path(&self) -> PathBuf {
+        self.dir.path().join(Self::REQUEST)
+    }
+
+    fn result_path(&self) -> PathBuf {
+        self.dir.path().join(Self::RESULT)
+    }
+
+    /// The result file, judged and read (at most `max_bytes + 1` bytes).
     pub fn read_result(&self, max_bytes: usize) -> ResultFile {
-        use std::os::unix::fs::OpenOptionsExt;
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&self.result);
-        let Ok(file) = file else {
-            return ResultFile::Missing;
-        };
-        let mut bytes = Vec::new();
-        if file
-            .take(max_bytes as u64 + 1)
-            .read_to_end(&mut bytes)
-            .is_err()
-        {
-            return ResultFile::Missing;
+        let read = fs::cstring(Self::RESULT.as_bytes())
+            .and_then(|name| self.dir.read_regular(&name, max_bytes));
+        match read {
+            Ok(fs::ReadRegular::Missing) => ResultFile::Missing,
+            Ok(fs::ReadRegular::NotRegular(kind)) => ResultFile::NotRegular(kind),
+            Ok(fs::ReadRegular::TooLarge) => ResultFile::TooLarge,
+            Ok(fs::ReadRegular::Bytes(bytes)) => ResultFile::Read(bytes),
+            Err(err) => ResultFile::Unreadable(err.kind()),
         }
-        if bytes.len() > max_bytes {
-            return ResultFile::TooLarge;
-        }
-        ResultFile::Bytes(bytes)
+    }
+
+    /// Remove the folder and whatever the adapter left in it within `budget`; what is left when
+    /// it runs out stays, and the error says why (without the folder's path).
+    pub fn cleanup(self, budget: fs::Budget) -> Result<(), fs::CleanupError> {
+        self.dir.remove(budget)
     }
 }

@@ -18,7 +18,10 @@
 //! | `spawn:STEPS` / `spawn-setsid:STEPS` | start a copy of itself running STEPS (separated by `+`), sharing stdout/stderr, without waiting; `-setsid` puts it in a new session |
 //! | `pidfile:PATH` | append its pid and a newline to PATH |
 //! | `close-stdin` | close stdin without reading it |
-//! | `file-echo[:STATUS]` | file transport: read the request file, write the envelope to the result file (`output.request_file_mode` reports the request file's mode) |
+//! | `file-echo[:STATUS]` | file transport: read the request file, write the envelope to the result file (created 0600; `output.request_file_mode` and `output.folder_mode` report the request file's and its folder's modes) |
+//! | `result-as:KIND[:TARGET]` | file transport: make the result path a `fifo`, a `dir`, a `socket`, or a `symlink` to TARGET, instead of a file |
+//! | `litter:N` | file transport: leave N hard links to the request file in the private folder |
+//! | `litter-tree:OUTSIDE` | file transport: leave nested folders, a folder without write permission, and symlinks to OUTSIDE in the private folder |
 
 use serde_json::{json, Map, Value};
 use std::io::{Read, Write};
@@ -62,12 +65,31 @@ pub fn run(steps: &[String]) -> u8 {
                     std::env::var("WP_CODEBOX_PARENT_TOOL_RESULT_FILE").unwrap_or_default();
                 let bytes = std::fs::read(&request_path).unwrap_or_default();
                 let mut envelope = respond(&bytes, arg);
-                let mode = std::fs::metadata(&request_path).map(|m| {
+                let mode = |path: &std::path::Path| {
                     use std::os::unix::fs::PermissionsExt;
-                    m.permissions().mode() & 0o777
-                });
-                envelope["output"]["request_file_mode"] = json!(format!("{:o}", mode.unwrap_or(0)));
-                if std::fs::write(result_path, format!("{envelope}\n")).is_err() {
+                    let mode = std::fs::metadata(path).map(|m| m.permissions().mode() & 0o777);
+                    json!(format!("{:o}", mode.unwrap_or(0)))
+                };
+                let request_path = std::path::Path::new(&request_path);
+                envelope["output"]["request_file_mode"] = mode(request_path);
+                envelope["output"]["folder_mode"] =
+                    mode(request_path.parent().unwrap_or(request_path));
+                if write_private(&result_path, format!("{envelope}\n").as_bytes()).is_err() {
+                    return 3;
+                }
+            }
+            "result-as" => {
+                if make_result_as(arg).is_err() {
+                    return 3;
+                }
+            }
+            "litter" => {
+                if litter(arg.parse().unwrap_or(0)).is_err() {
+                    return 3;
+                }
+            }
+            "litter-tree" => {
+                if litter_tree(arg).is_err() {
                     return 3;
                 }
             }
@@ -110,9 +132,14 @@ pub fn run(steps: &[String]) -> u8 {
                     .and_then(|mut f| f.write_all(line.as_bytes()));
             }
             "close-stdin" => {
-                // SAFETY: closing fd 0, which this process no longer uses.
-                unsafe {
-                    libc::close(0);
+                // The pipe's read end is closed by putting /dev/null in its place: fd 0 stays a
+                // valid descriptor for std's stdin, and the dispatcher's writes get EPIPE.
+                let null = std::fs::File::open("/dev/null");
+                if null
+                    .and_then(|f| Ok(rustix::stdio::dup2_stdin(f)?))
+                    .is_err()
+                {
+                    return 3;
                 }
             }
             _ => {
@@ -208,4 +235,71 @@ fn respond(stdin: &[u8], arg: &str) -> Value {
         envelope["error"] = json!({"code": code, "message": "the test adapter was told to fail", "retryable": false});
     }
     envelope
+}
+
+/// Create `path` with mode 0600 (what the README asks of an adapter) and write `bytes`.
+fn write_private(path: &str, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?
+        .write_all(bytes)
+}
+
+/// The file transport's paths, from the variables the dispatcher set.
+fn transport_paths() -> (std::path::PathBuf, std::path::PathBuf) {
+    let var = |k: &str| std::path::PathBuf::from(std::env::var_os(k).unwrap_or_default());
+    (
+        var("WP_CODEBOX_PARENT_TOOL_REQUEST_FILE"),
+        var("WP_CODEBOX_PARENT_TOOL_RESULT_FILE"),
+    )
+}
+
+/// `result-as:KIND[:TARGET]`: something other than a regular file where the result belongs.
+fn make_result_as(arg: &str) -> std::io::Result<()> {
+    let (_, result) = transport_paths();
+    let (kind, target) = arg.split_once(':').unwrap_or((arg, ""));
+    match kind {
+        "fifo" => {
+            use rustix::fs::{mknodat, FileType, Mode, CWD};
+            mknodat(CWD, &result, FileType::Fifo, Mode::from_raw_mode(0o600), 0)?;
+        }
+        "dir" => std::fs::create_dir(&result)?,
+        // The listener is dropped at exit; the socket file stays.
+        "socket" => drop(std::os::unix::net::UnixListener::bind(&result)?),
+        "symlink" => std::os::unix::fs::symlink(target, &result)?,
+        _ => return Err(std::io::Error::other("unknown kind")),
+    }
+    Ok(())
+}
+
+/// `litter:N`: N hard links to the request file next to it.
+fn litter(n: usize) -> std::io::Result<()> {
+    let (request, _) = transport_paths();
+    let folder = request.parent().unwrap_or(&request).to_path_buf();
+    for i in 0..n {
+        std::fs::hard_link(&request, folder.join(format!("litter-{i}")))?;
+    }
+    Ok(())
+}
+
+/// `litter-tree:OUTSIDE`: what a careless or hostile adapter may leave in the folder.
+fn litter_tree(outside: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    let (request, _) = transport_paths();
+    let folder = request.parent().unwrap_or(&request).to_path_buf();
+    std::fs::create_dir_all(folder.join("tree/a/b/c"))?;
+    std::fs::write(folder.join("tree/a/b/c/file"), "x")?;
+    symlink(outside, folder.join("tree/a/outside"))?;
+    symlink(outside, folder.join("outside"))?;
+    std::fs::create_dir(folder.join("locked"))?;
+    std::fs::write(folder.join("locked/file"), "x")?;
+    std::fs::set_permissions(
+        folder.join("locked"),
+        std::fs::Permissions::from_mode(0o500),
+    )?;
+    Ok(())
 }

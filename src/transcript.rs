@@ -1,8 +1,9 @@
-//! Transcript files and atomic writes (SPEC §5, and `--result-file` of §3).
+//! Transcript files (SPEC §5).
 //!
-//! It owns everything that lands on disk: the `files/parent-tools` folder of the artifact
-//! directory, the safe file names in it, the `wp-codebox/tool-call-transcript/v1` document, and
-//! the write protocol shared with `--result-file`. Invariants of every file it publishes:
+//! It owns the `files/parent-tools` folder of the artifact directory, the safe file names in
+//! it, and the `wp-codebox/tool-call-transcript/v1` document. Every system call goes through
+//! `crate::fs` (which also holds `--result-file`'s atomic write). Invariants of every file it
+//! publishes:
 //!
 //! - complete or absent: bytes go to a temp file in the same directory, are fsynced, and appear
 //!   under their final name in one step (`renameat2(RENAME_NOREPLACE)`, or `link(2)` where the
@@ -19,17 +20,13 @@
 
 use crate::envelope::canonical;
 use crate::envelope::raw::ObjectWriter;
+use crate::fs::{self, FileType, Mode, TempFile};
 use serde_json::{json, Value};
 use std::ffi::{CStr, CString};
 use std::fmt::{self, Write as _};
-use std::fs::{DirBuilder, File, OpenOptions, Permissions};
 use std::io::{self, Write as _};
-use std::mem::MaybeUninit;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::os::unix::io::{AsRawFd, FromRawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The schema id of a transcript document.
@@ -42,15 +39,15 @@ pub const MAX_NAME_BYTES: usize = 100;
 pub const MAX_SUFFIX: u32 = 100_000;
 
 /// Mode of every file published here.
-const FILE_MODE: u32 = 0o600;
+const FILE_MODE: Mode = Mode::from_raw_mode(0o600);
 /// Mode of every directory created here.
-const DIR_MODE: u32 = 0o700;
-/// Temp names are unique per process; retries only cover leftovers of a dead process.
-const TEMP_ATTEMPTS: u32 = 64;
+const DIR_MODE: Mode = Mode::from_raw_mode(0o700);
+/// How a temp file's name starts, so a leftover says whose it was.
+const TEMP_HINT: &[u8] = b"parent-tool-dispatch";
 
 const ROOT_LABEL: &str = "the artifact directory";
 
-/// Why a transcript or result file could not be written. Messages name places by their role
+/// Why a transcript could not be written. Messages name places by their role
 /// ("the artifact directory", "files/parent-tools"), never by host path.
 #[derive(Debug, thiserror::Error)]
 pub enum TranscriptError {
@@ -60,15 +57,6 @@ pub enum TranscriptError {
     /// `files` or `files/parent-tools` is a symbolic link.
     #[error("{0} is a symbolic link; refusing to follow it")]
     Symlink(&'static str),
-    /// The `--result-file` path is a symbolic link.
-    #[error("the result file is a symbolic link; refusing to replace it")]
-    ResultFileSymlink,
-    /// The `--result-file` path exists and is a directory, a FIFO, a device, ….
-    #[error("the result file exists and is not a regular file")]
-    ResultFileNotRegular,
-    /// The `--result-file` path has no file name (`/`, `..`, …).
-    #[error("the result file path does not name a file")]
-    ResultFileNoName,
     /// A name handed to [`ArtifactDir::write`] that [`safe_name`] would not have produced.
     #[error("the transcript name is not a safe file name")]
     UnsafeName,
@@ -142,7 +130,7 @@ impl ArtifactDir {
                 return Err(TranscriptError::NotADirectory(ROOT_LABEL))
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                create_dir_all(&root).map_err(|e| match e.raw_os_error() {
+                fs::create_dir_all(&root, DIR_MODE).map_err(|e| match e.raw_os_error() {
                     Some(libc::ENOTDIR) => TranscriptError::NotADirectory(ROOT_LABEL),
                     _ => TranscriptError::Io {
                         action: "cannot create the artifact directory",
@@ -158,10 +146,9 @@ impl ArtifactDir {
             }
         }
         let dir = open_parent_tools(&root, true)?;
-        let (probe, file) = create_temp(&dir).map_err(io_err(
+        let probe = create_temp(dir.as_fd()).map_err(io_err(
             "files/parent-tools in the artifact directory is not writable",
         ))?;
-        drop(file);
         probe.remove().map_err(io_err(
             "cannot remove the probe file from files/parent-tools",
         ))?;
@@ -192,13 +179,14 @@ impl ArtifactDir {
         // Opened afresh, with O_NOFOLLOW at each level: a symlink swapped in since prepare() is
         // refused here, and everything below goes through this one descriptor.
         let dir = open_parent_tools(&self.root, false)?;
-        let (mut temp, mut file) =
-            create_temp(&dir).map_err(io_err("cannot create a temp file in files/parent-tools"))?;
-        file.write_all(&bytes)
+        let mut temp = create_temp(dir.as_fd())
+            .map_err(io_err("cannot create a temp file in files/parent-tools"))?;
+        temp.file()
+            .write_all(&bytes)
             .map_err(io_err("cannot write the transcript"))?;
-        file.sync_all()
+        temp.file()
+            .sync_all()
             .map_err(io_err("cannot sync the transcript"))?;
-        drop(file);
 
         for n in 1..=max_suffix {
             let file_name = if n == 1 {
@@ -208,11 +196,11 @@ impl ArtifactDir {
             };
             let c_name =
                 CString::new(file_name.as_str()).map_err(|_| TranscriptError::UnsafeName)?;
-            if publish_noreplace(&dir, &mut temp, &c_name)
+            if temp
+                .publish_noreplace(&c_name)
                 .map_err(io_err("cannot publish the transcript"))?
             {
-                dir.sync_all()
-                    .map_err(io_err("cannot sync files/parent-tools"))?;
+                fs::fsync(dir.as_fd()).map_err(io_err("cannot sync files/parent-tools"))?;
                 return Ok(ArtifactRef {
                     path: format!("{SUBDIR}/{file_name}"),
                     sha256,
@@ -277,59 +265,6 @@ fn is_safe_name(name: &str) -> bool {
         && name.len() <= MAX_NAME_BYTES
         && !name.starts_with('.')
         && name.chars().all(is_name_char)
-}
-
-/// Write `bytes` to `path` atomically for `--result-file`: temp file (0600) in the same
-/// directory, fsync, `rename(2)` over `path`, fsync the directory. A regular file at `path` is
-/// replaced; a symlink, directory or other special file is refused. Final mode 0600.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TranscriptError> {
-    let file_name = path.file_name().ok_or(TranscriptError::ResultFileNoName)?;
-    let target =
-        CString::new(file_name.as_bytes()).map_err(|_| TranscriptError::ResultFileNoName)?;
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let dir = open_dir(parent).map_err(io_err("cannot open the result file's directory"))?;
-    check_result_target(&dir, &target)?;
-
-    let (mut temp, mut file) =
-        create_temp(&dir).map_err(io_err("cannot create a temp file next to the result file"))?;
-    file.write_all(bytes)
-        .map_err(io_err("cannot write the result file"))?;
-    file.sync_all()
-        .map_err(io_err("cannot sync the result file"))?;
-    drop(file);
-
-    // Again, right before the rename: rename(2) replaces a symlink rather than writing through
-    // it, so the window between this check and the rename can only cost the link itself.
-    check_result_target(&dir, &target)?;
-    // SAFETY: a live directory descriptor and two NUL-terminated names.
-    let ret = unsafe {
-        libc::renameat(
-            dir.as_raw_fd(),
-            temp.name.as_ptr(),
-            dir.as_raw_fd(),
-            target.as_ptr(),
-        )
-    };
-    cvt(ret).map_err(io_err("cannot replace the result file"))?;
-    temp.armed = false;
-    dir.sync_all()
-        .map_err(io_err("cannot sync the result file's directory"))
-}
-
-fn check_result_target(dir: &File, target: &CStr) -> Result<(), TranscriptError> {
-    match lstat_at(dir, target) {
-        Ok(st) if file_type(&st) == libc::S_IFLNK => Err(TranscriptError::ResultFileSymlink),
-        Ok(st) if file_type(&st) != libc::S_IFREG => Err(TranscriptError::ResultFileNotRegular),
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(TranscriptError::Io {
-            action: "cannot inspect the result file",
-            source: e,
-        }),
-    }
 }
 
 /// One call as the transcript records it. Every text is already redacted JSON.
@@ -431,71 +366,30 @@ fn timestamp(time: SystemTime) -> String {
     out
 }
 
-// ---- the system-call layer -------------------------------------------------------------------
-
-fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret == -1 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
-}
-
-/// Open a directory by path, following symlinks (only used where following is allowed).
-fn open_dir(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY)
-        .open(path)
-}
-
-/// `mkdir -p` where every directory it creates ends up exactly 0700, umask or not.
-fn create_dir_all(path: &Path) -> io::Result<()> {
-    let mut missing = Vec::new();
-    let mut cursor = Some(path);
-    while let Some(dir) = cursor {
-        if dir.as_os_str().is_empty() {
-            break;
-        }
-        match std::fs::metadata(dir) {
-            Ok(meta) if meta.is_dir() => break,
-            Ok(_) => return Err(io::Error::from_raw_os_error(libc::ENOTDIR)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => missing.push(dir),
-            Err(e) => return Err(e),
-        }
-        cursor = dir.parent();
-    }
-    for dir in missing.into_iter().rev() {
-        match DirBuilder::new().mode(DIR_MODE).create(dir) {
-            Ok(()) => std::fs::set_permissions(dir, Permissions::from_mode(DIR_MODE))?,
-            // A concurrent dispatch made it first.
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
+// ---- on the fs layer -------------------------------------------------------------------------
 
 /// Open `root/files/parent-tools`, creating the two levels when asked, refusing symlinks.
-fn open_parent_tools(root: &Path, create: bool) -> Result<File, TranscriptError> {
-    let root_dir = open_dir(root).map_err(|e| match e.raw_os_error() {
+fn open_parent_tools(root: &Path, create: bool) -> Result<OwnedFd, TranscriptError> {
+    let root_dir = fs::open_dir_path(root).map_err(|e| match e.raw_os_error() {
         Some(libc::ENOTDIR) => TranscriptError::NotADirectory(ROOT_LABEL),
         _ => TranscriptError::Io {
             action: "cannot open the artifact directory",
             source: e,
         },
     })?;
-    let files = open_level(&root_dir, &FILES, create)?;
-    open_level(&files, &PARENT_TOOLS, create)
+    let files = open_level(root_dir.as_fd(), &FILES, create)?;
+    open_level(files.as_fd(), &PARENT_TOOLS, create)
 }
 
-fn open_level(parent: &File, level: &Level, create: bool) -> Result<File, TranscriptError> {
+fn open_level(
+    parent: BorrowedFd<'_>,
+    level: &Level,
+    create: bool,
+) -> Result<OwnedFd, TranscriptError> {
     let mut created = false;
     if create {
-        // SAFETY: a live directory descriptor and a NUL-terminated name.
-        let ret = unsafe { libc::mkdirat(parent.as_raw_fd(), level.name.as_ptr(), DIR_MODE) };
-        match cvt(ret) {
-            Ok(_) => created = true,
+        match fs::mkdir_at(parent, level.name, DIR_MODE) {
+            Ok(()) => created = true,
             // An existing entry, whatever it is, is judged by the open below.
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => {
@@ -506,33 +400,21 @@ fn open_level(parent: &File, level: &Level, create: bool) -> Result<File, Transc
             }
         }
     }
-    // SAFETY: a live directory descriptor and a NUL-terminated name.
-    let fd = unsafe {
-        libc::openat(
-            parent.as_raw_fd(),
-            level.name.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    let dir = match cvt(fd) {
-        // SAFETY: openat just returned this descriptor and nothing else owns it.
-        Ok(fd) => unsafe { File::from_raw_fd(fd) },
-        Err(e) => return Err(classify_open_error(parent, level, e)),
-    };
+    let dir =
+        fs::open_dir_at(parent, level.name).map_err(|e| classify_open_error(parent, level, e))?;
     if created {
-        dir.set_permissions(Permissions::from_mode(DIR_MODE))
-            .map_err(io_err(level.create))?;
+        fs::set_mode(dir.as_fd(), DIR_MODE).map_err(io_err(level.create))?;
     }
     Ok(dir)
 }
 
 /// Linux reports a symlink opened with `O_DIRECTORY | O_NOFOLLOW` as ENOTDIR (the directory
 /// check runs before the symlink check), so look at the entry itself to say which it is.
-fn classify_open_error(parent: &File, level: &Level, e: io::Error) -> TranscriptError {
+fn classify_open_error(parent: BorrowedFd<'_>, level: &Level, e: io::Error) -> TranscriptError {
     match e.raw_os_error() {
         Some(libc::ELOOP) => TranscriptError::Symlink(level.label),
-        Some(libc::ENOTDIR) => match lstat_at(parent, level.name) {
-            Ok(st) if file_type(&st) == libc::S_IFLNK => TranscriptError::Symlink(level.label),
+        Some(libc::ENOTDIR) => match fs::lstat_at(parent, level.name) {
+            Ok(st) if fs::kind(&st) == FileType::Symlink => TranscriptError::Symlink(level.label),
             _ => TranscriptError::NotADirectory(level.label),
         },
         _ => TranscriptError::Io {
@@ -542,152 +424,12 @@ fn classify_open_error(parent: &File, level: &Level, e: io::Error) -> Transcript
     }
 }
 
-fn lstat_at(dir: &File, name: &CStr) -> io::Result<libc::stat> {
-    let mut st = MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: a live directory descriptor, a NUL-terminated name, room for one stat.
-    let ret = unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            st.as_mut_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    cvt(ret)?;
-    // SAFETY: fstatat succeeded, so it filled the buffer.
-    Ok(unsafe { st.assume_init() })
-}
-
-fn file_type(st: &libc::stat) -> libc::mode_t {
-    st.st_mode & libc::S_IFMT
-}
-
-/// A temp file's name in its directory; removed on drop unless it was published.
-struct TempName<'d> {
-    dir: &'d File,
-    name: CString,
-    armed: bool,
-}
-
-impl TempName<'_> {
-    fn remove(mut self) -> io::Result<()> {
-        self.armed = false;
-        // SAFETY: a live directory descriptor and a NUL-terminated name.
-        cvt(unsafe { libc::unlinkat(self.dir.as_raw_fd(), self.name.as_ptr(), 0) }).map(drop)
-    }
-}
-
-impl Drop for TempName<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            // SAFETY: as in `remove`. Best effort: the error being reported matters more.
-            unsafe { libc::unlinkat(self.dir.as_raw_fd(), self.name.as_ptr(), 0) };
-        }
-    }
-}
-
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// Hidden, so it can never collide with a published name (those never start with `.`).
-fn temp_name() -> CString {
-    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let name = format!(
-        ".parent-tool-dispatch.{}.{n}.{nanos:08x}.tmp",
-        std::process::id()
-    );
-    // The name is built from digits and ASCII: it has no NUL byte.
-    CString::new(name).unwrap_or_default()
-}
-
-/// Create a fresh temp file (`O_EXCL`, `O_NOFOLLOW`, exactly 0600) in `dir`.
-fn create_temp(dir: &File) -> io::Result<(TempName<'_>, File)> {
-    for _ in 0..TEMP_ATTEMPTS {
-        let name = temp_name();
-        // SAFETY: a live directory descriptor and a NUL-terminated name.
-        let fd = unsafe {
-            libc::openat(
-                dir.as_raw_fd(),
-                name.as_ptr(),
-                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                FILE_MODE as libc::c_uint,
-            )
-        };
-        match cvt(fd) {
-            Ok(fd) => {
-                // SAFETY: openat just returned this descriptor and nothing else owns it.
-                let file = unsafe { File::from_raw_fd(fd) };
-                let temp = TempName {
-                    dir,
-                    name,
-                    armed: true,
-                };
-                // The umask may have taken bits away; the contract is exactly 0600.
-                file.set_permissions(Permissions::from_mode(FILE_MODE))?;
-                return Ok((temp, file));
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(io::Error::from_raw_os_error(libc::EEXIST))
-}
-
-/// Give the temp file the name `dest` unless `dest` exists. `Ok(false)`: taken, try another.
-fn publish_noreplace(dir: &File, temp: &mut TempName<'_>, dest: &CStr) -> io::Result<bool> {
-    #[cfg(target_os = "linux")]
-    {
-        let fd = libc::c_long::from(dir.as_raw_fd());
-        // Through syscall(2) rather than the libc wrapper, which older glibc lacks.
-        // SAFETY: live descriptors, NUL-terminated names, every argument widened to a long.
-        let ret = unsafe {
-            libc::syscall(
-                libc::SYS_renameat2,
-                fd,
-                temp.name.as_ptr(),
-                fd,
-                dest.as_ptr(),
-                libc::RENAME_NOREPLACE as libc::c_long,
-            )
-        };
-        if ret == 0 {
-            temp.armed = false;
-            return Ok(true);
-        }
-        let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EEXIST) => return Ok(false),
-            // Old kernel, or a filesystem without RENAME_NOREPLACE: link(2) is just as exclusive.
-            Some(libc::ENOSYS | libc::EINVAL) => {}
-            _ => return Err(e),
-        }
-    }
-    publish_by_link(dir, temp, dest)
-}
-
-fn publish_by_link(dir: &File, temp: &mut TempName<'_>, dest: &CStr) -> io::Result<bool> {
-    // SAFETY: a live directory descriptor and two NUL-terminated names.
-    let ret = unsafe {
-        libc::linkat(
-            dir.as_raw_fd(),
-            temp.name.as_ptr(),
-            dir.as_raw_fd(),
-            dest.as_ptr(),
-            0,
-        )
-    };
-    match cvt(ret) {
-        Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
-        Err(e) => return Err(e),
-    }
-    // SAFETY: as above.
-    cvt(unsafe { libc::unlinkat(dir.as_raw_fd(), temp.name.as_ptr(), 0) })?;
-    temp.armed = false;
-    Ok(true)
+/// A fresh temp file (`O_EXCL`, `O_NOFOLLOW`, exactly 0600) in `dir`.
+fn create_temp(dir: BorrowedFd<'_>) -> io::Result<TempFile<'_>> {
+    let temp = TempFile::create(dir, TEMP_HINT, FILE_MODE)?;
+    // The umask may have taken bits away; the contract is exactly 0600.
+    fs::set_mode(temp.file().as_fd(), FILE_MODE)?;
+    Ok(temp)
 }
 
 #[cfg(test)]
@@ -698,7 +440,7 @@ mod tests {
     use std::process::Command;
     use std::sync::Arc;
 
-    const HOSTILE_UMASK: libc::mode_t = 0o277;
+    const HOSTILE_UMASK: u32 = 0o277;
 
     fn prepared() -> (tempfile::TempDir, ArtifactDir) {
         let tmp = tempfile::tempdir().unwrap();
@@ -998,27 +740,6 @@ mod tests {
         assert_eq!(entries(&pt).len(), 3);
     }
 
-    #[test]
-    fn the_link_fallback_is_exclusive_and_removes_the_temp() {
-        let tmp = tempfile::tempdir().unwrap();
-        std::fs::write(tmp.path().join("taken"), "old").unwrap();
-        let dir = open_dir(tmp.path()).unwrap();
-        let (mut temp, mut file) = create_temp(&dir).unwrap();
-        file.write_all(b"new").unwrap();
-        assert!(!publish_by_link(&dir, &mut temp, c"taken").unwrap());
-        assert!(publish_by_link(&dir, &mut temp, c"free").unwrap());
-        drop(temp);
-        assert!(entries(tmp.path()).iter().eq(["free", "taken"]));
-        assert_eq!(
-            std::fs::read_to_string(tmp.path().join("taken")).unwrap(),
-            "old"
-        );
-        assert_eq!(
-            std::fs::read_to_string(tmp.path().join("free")).unwrap(),
-            "new"
-        );
-    }
-
     /// One writer's documents, recognisable after the race.
     fn race_doc(writer: &str, seq: usize) -> Value {
         json!({"writer": writer, "seq": seq, "padding": "p".repeat(64 * 1024)})
@@ -1094,8 +815,8 @@ mod tests {
             return;
         };
         let root = PathBuf::from(root);
-        // SAFETY: umask(2) cannot fail; this process exists only to run this function.
-        unsafe { libc::umask(HOSTILE_UMASK) };
+        // Process-wide, which is why this runs in a process of its own.
+        rustix::process::umask(Mode::from_raw_mode(HOSTILE_UMASK));
         let dir = Arc::new(ArtifactDir::prepare(&root).unwrap());
         let threads: Vec<_> = (0..4)
             .map(|t| {
@@ -1112,7 +833,7 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
-        write_atomic(&root.join(format!("result-{writer}.json")), b"{}\n").unwrap();
+        fs::write_atomic(&root.join(format!("result-{writer}.json")), b"{}\n").unwrap();
     }
 
     #[test]
@@ -1146,69 +867,6 @@ mod tests {
             .flat_map(|p| (0..4).flat_map(move |t| (0..8).map(move |s| (format!("p{p}.{t}"), s))))
             .collect();
         assert_race_complete(&parent_tools(&root), &expected);
-    }
-
-    // ---- write_atomic ----
-
-    #[test]
-    fn write_atomic_creates_then_replaces_with_mode_0600_and_no_temp() {
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("result.json");
-        write_atomic(&path, b"first").unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), b"first");
-        std::fs::set_permissions(&path, Permissions::from_mode(0o644)).unwrap();
-        write_atomic(&path, b"second").unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), b"second");
-        assert_eq!(mode(&path), 0o600);
-        assert!(entries(tmp.path()).iter().eq(["result.json"]));
-    }
-
-    #[test]
-    fn write_atomic_refuses_a_path_without_a_file_name() {
-        let err = write_atomic(Path::new("."), b"x").unwrap_err();
-        assert!(matches!(err, TranscriptError::ResultFileNoName), "{err}");
-        assert!(matches!(
-            write_atomic(Path::new("/"), b"x").unwrap_err(),
-            TranscriptError::ResultFileNoName
-        ));
-    }
-
-    #[test]
-    fn write_atomic_refuses_a_symlink_and_leaves_its_target_alone() {
-        let tmp = tempfile::tempdir().unwrap();
-        let target = tmp.path().join("target");
-        std::fs::write(&target, "precious").unwrap();
-        let link = tmp.path().join("result.json");
-        symlink(&target, &link).unwrap();
-        let err = write_atomic(&link, b"evil").unwrap_err();
-        assert!(matches!(err, TranscriptError::ResultFileSymlink), "{err}");
-        assert_no_host_path(&err, tmp.path());
-        assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious");
-        assert!(std::fs::symlink_metadata(&link)
-            .unwrap()
-            .file_type()
-            .is_symlink());
-        assert!(entries(tmp.path()).iter().eq(["result.json", "target"]));
-    }
-
-    #[test]
-    fn write_atomic_refuses_a_directory() {
-        let tmp = tempfile::tempdir().unwrap();
-        std::fs::create_dir(tmp.path().join("result.json")).unwrap();
-        let err = write_atomic(&tmp.path().join("result.json"), b"x").unwrap_err();
-        assert!(
-            matches!(err, TranscriptError::ResultFileNotRegular),
-            "{err}"
-        );
-        assert!(entries(tmp.path()).iter().eq(["result.json"]));
-    }
-
-    #[test]
-    fn write_atomic_reports_a_missing_directory_without_its_path() {
-        let tmp = tempfile::tempdir().unwrap();
-        let err = write_atomic(&tmp.path().join("no/such/result.json"), b"x").unwrap_err();
-        assert!(matches!(err, TranscriptError::Io { .. }), "{err}");
-        assert_no_host_path(&err, tmp.path());
     }
 
     // ---- build ----

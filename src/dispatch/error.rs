@@ -86,6 +86,9 @@ pub enum DispatchError {
     /// The adapter exited 0 without a valid result envelope.
     #[error("the adapter's answer is not a valid result envelope")]
     ResultInvalid { issues: Vec<Issue> },
+    /// The file transport's result path holds something that is not a readable regular file.
+    #[error("{0}")]
+    ResultFileUnusable(String),
     /// The adapter exited non-zero without a valid failure envelope.
     #[error("the adapter exited with a non-zero status")]
     AdapterExitNonzero {
@@ -119,7 +122,7 @@ impl DispatchError {
             E::Timeout { .. } => ErrorCode::DispatchTimeout,
             E::ResultTooLarge { .. } => ErrorCode::ResultTooLarge,
             E::AdapterSignaled { .. } => ErrorCode::AdapterSignaled,
-            E::ResultInvalid { .. } => ErrorCode::ResultInvalid,
+            E::ResultInvalid { .. } | E::ResultFileUnusable(_) => ErrorCode::ResultInvalid,
             E::AdapterExitNonzero { .. } => ErrorCode::AdapterExitNonzero,
         }
     }
@@ -218,6 +221,7 @@ impl DispatchError {
             E::AdapterExitNonzero { code, .. } => format!(
                 "the adapter exited with status {code} without a valid failure envelope"
             ),
+            E::ResultFileUnusable(what) => what.clone(),
             E::Internal(what) => {
                 format!("the dispatcher hit an internal error ({what}); please report it")
             }
@@ -253,6 +257,7 @@ impl DispatchError {
             | E::Spawn { .. }
             | E::Setup(_)
             | E::Timeout { .. }
+            | E::ResultFileUnusable(_)
             | E::Internal(_) => None,
         }
     }

@@ -47,8 +47,10 @@ pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
     match ran {
         Ok(ran) => {
             let outcome = ran.judge(&mut report);
-            report.finish(outcome)
-            // `ran` (and the file transport's folder) goes after the envelope is printed.
+            let exit = report.finish(outcome);
+            // Only now: the cleanup is bounded, but nothing may delay the envelope.
+            ran.clean_up();
+            exit
         }
         Err(err) => report.finish(Err(err)),
     }
@@ -138,9 +140,11 @@ impl Ran {
         };
         let body = match &self.result_file {
             None => Body::Bytes(&self.finished.stdout),
-            Some(ResultFile::Bytes(bytes)) => Body::Bytes(bytes),
+            Some(ResultFile::Read(bytes)) => Body::Bytes(bytes),
             Some(ResultFile::Missing) => Body::Missing,
             Some(ResultFile::TooLarge) => Body::TooLarge,
+            Some(ResultFile::NotRegular(kind)) => Body::NotRegular(crate::fs::describe(*kind)),
+            Some(ResultFile::Unreadable(kind)) => Body::Unreadable(*kind),
         };
         let expect = Expect {
             sent: &self.sent,
@@ -157,6 +161,21 @@ impl Ran {
             report.keep_stdout_head(&self.finished.stdout);
         }
         verdict
+    }
+}
+
+impl Ran {
+    /// Remove the file transport's folder, within its budget; say so when something stays.
+    fn clean_up(self) {
+        if let Some(files) = self.files {
+            let folder = files.folder().display().to_string();
+            if let Err(err) = files.cleanup(crate::fs::Budget::default()) {
+                eprintln!(
+                    "warning[file_transport]: the private folder {folder} was not fully removed: \
+                     {err}; what is left stays"
+                );
+            }
+        }
     }
 }
 

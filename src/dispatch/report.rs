@@ -207,7 +207,7 @@ impl<'a> Report<'a> {
 
         let mut text = self.render(&envelope);
         if let Some(path) = &self.args.result_file {
-            let written = transcript::write_atomic(path, format!("{text}\n").as_bytes());
+            let written = crate::fs::write_atomic(path, format!("{text}\n").as_bytes());
             if let Err(err) = written {
                 let message = self.redactor.redact_str(&err.to_string());
                 eprintln!(

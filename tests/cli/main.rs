@@ -3,6 +3,7 @@
 
 mod codes;
 mod envelopes;
+mod file_transport;
 mod generated;
 mod happy;
 mod hostile;

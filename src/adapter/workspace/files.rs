@@ -17,24 +17,24 @@
 //! before the rename removes the temp file and leaves the old content untouched.
 
 use super::path::{Located, PathError, RelPath, Root};
-use super::{cut_at_char_boundary, limits, quote, sys, Code, Input, ToolError};
+use super::{cut_at_char_boundary, limits, quote, Code, Input, ToolError};
+use crate::fs::{self, FileType, Mode, OFlags, TempFile};
 use serde_json::{json, Value};
 use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Read buffer size.
 const CHUNK_BYTES: usize = 64 << 10;
 /// Flags for opening a file to read: never block on a FIFO, never acquire a terminal.
-const READ_FLAGS: libc::c_int = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY;
+const READ_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::NONBLOCK).union(OFlags::NOCTTY);
 /// Mode of a newly created file (the umask applies); a replaced file keeps its permission bits.
-const NEW_FILE_MODE: libc::mode_t = 0o666;
+const NEW_FILE_MODE: Mode = Mode::from_raw_mode(0o666);
 /// Mode of the temp file while it fills when it replaces an existing file: nobody else may
 /// read the new content of a private file before its real mode is restored.
-const TEMP_FILE_MODE: libc::mode_t = 0o600;
+const TEMP_FILE_MODE: Mode = Mode::from_raw_mode(0o600);
 
 /// What a replacement keeps of the file it replaces: permission bits (not setuid/setgid/sticky)
 /// and, where the process may set it, the owner.
@@ -48,7 +48,7 @@ pub struct Keep {
 impl Keep {
     // mode_t is u32 on Linux but u16 on macOS: the conversion is only useless on some targets.
     #[allow(clippy::useless_conversion)]
-    fn of_stat(st: &libc::stat) -> Keep {
+    fn of_stat(st: &fs::Stat) -> Keep {
         Keep {
             mode: u32::from(st.st_mode) & 0o777,
             uid: st.st_uid,
@@ -267,9 +267,9 @@ pub fn write(root: &Root, input: &Value) -> Result<Value, ToolError> {
         return Err(too_large_content(content.len()));
     }
     let (located, name) = locate_file(root, &rel, &shown, create_dirs)?;
-    let keep = match sys::lstat_at(located.parent.as_fd(), &name) {
-        Ok(st) if sys::file_type(&st) == libc::S_IFREG => Some(Keep::of_stat(&st)),
-        Ok(st) if sys::file_type(&st) == libc::S_IFDIR => return Err(is_directory(&shown)),
+    let keep = match fs::lstat_at(located.parent.as_fd(), &name) {
+        Ok(st) if fs::kind(&st) == FileType::RegularFile => Some(Keep::of_stat(&st)),
+        Ok(st) if fs::kind(&st) == FileType::Directory => return Err(is_directory(&shown)),
         Ok(_) => {
             return Err(ToolError::new(
                 Code::NotAFile,
@@ -350,11 +350,11 @@ pub fn edit(root: &Root, input: &Value) -> Result<Value, ToolError> {
         ));
     }
     let (located, name) = locate_file(root, &rel, &shown, false)?;
-    let fd = sys::open_at(
+    let fd = fs::open_at(
         located.parent.as_fd(),
         &name,
-        READ_FLAGS | libc::O_NOFOLLOW,
-        0,
+        READ_FLAGS | OFlags::NOFOLLOW,
+        Mode::empty(),
     )
     .map_err(|e| path_error(e.into(), &shown))?;
     let file = File::from(fd);
@@ -450,24 +450,6 @@ fn find_exactly_one(haystack: &str, needle: &str) -> Result<usize, usize> {
     }
 }
 
-/// Temp names created by this process, so two writes never race for one name.
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// A hidden sibling temp name: `.<name prefix>.<pid>.<n>.ptd-tmp`, well under `NAME_MAX`.
-fn temp_name(name: &CStr) -> io::Result<CString> {
-    let bytes = name.to_bytes();
-    let prefix = &bytes[..bytes.len().min(100)];
-    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let mut out = Vec::with_capacity(prefix.len() + 48);
-    out.push(b'.');
-    out.extend_from_slice(prefix);
-    out.extend_from_slice(format!(".{}.{n}{nanos:x}.ptd-tmp", std::process::id()).as_bytes());
-    sys::cstring(&out)
-}
-
 /// Replace `name` in `dir` with `data` atomically. `keep` is what to carry over from the file
 /// being replaced (`None`: a new file; the umask decides its mode). `before_rename` runs after
 /// the data is durable and before the rename; an error from it (or from any step) removes the
@@ -480,41 +462,27 @@ pub fn write_atomic(
     keep: Option<Keep>,
     before_rename: &mut dyn FnMut() -> io::Result<()>,
 ) -> io::Result<()> {
-    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
     let create_mode = if keep.is_some() {
         TEMP_FILE_MODE
     } else {
         NEW_FILE_MODE
     };
-    let mut attempt = 0;
-    let (temp, file) = loop {
-        let temp = temp_name(name)?;
-        match sys::open_at(dir, &temp, flags, create_mode) {
-            Ok(fd) => break (temp, File::from(fd)),
-            Err(err) if err.raw_os_error() == Some(libc::EEXIST) && attempt < 16 => attempt += 1,
-            Err(err) => return Err(err),
-        }
-    };
-    let result = (|| {
-        (&file).write_all(data)?;
-        if let Some(keep) = keep {
-            // Owner first (chown may clear mode bits); refused unless privileged, and then the
-            // file simply belongs to us, as any new file would.
-            let _ = std::os::unix::fs::fchown(&file, Some(keep.uid), Some(keep.gid));
-            file.set_permissions(std::fs::Permissions::from_mode(keep.mode))?;
-        }
-        file.sync_all()?;
-        before_rename()?;
-        sys::rename_at(dir, &temp, name)
-    })();
-    drop(file);
-    if let Err(err) = result {
-        let _ = sys::unlink_at(dir, &temp);
-        return Err(err);
+    // A hidden sibling named after `name`; dropped before the rename, it is removed.
+    let temp = TempFile::create(dir, name.to_bytes(), create_mode)?;
+    let mut file = temp.file();
+    file.write_all(data)?;
+    if let Some(keep) = keep {
+        // Owner first (chown may clear mode bits); refused unless privileged, and then the
+        // file simply belongs to us, as any new file would.
+        let _ = std::os::unix::fs::fchown(file, Some(keep.uid), Some(keep.gid));
+        file.set_permissions(std::fs::Permissions::from_mode(keep.mode))?;
     }
+    file.sync_all()?;
+    before_rename()?;
+    temp.replace(name)?;
     // The rename is in place; making the directory entry durable is best effort (some file
     // systems refuse fsync on a directory) and never turns a completed write into a failure.
-    let _ = sys::fsync(dir);
+    let _ = fs::fsync(dir);
     Ok(())
 }
 
@@ -610,9 +578,15 @@ mod tests {
         fs::write(tmp.path().join("bin"), b"abc\0def").unwrap();
         fs::write(tmp.path().join("latin1"), b"caf\xe9\n").unwrap();
         fs::create_dir(tmp.path().join("dir")).unwrap();
-        let fifo = sys::cstring(tmp.path().join("fifo").as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let fifo = tmp.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
         let root = Root::open(tmp.path()).unwrap();
         assert_eq!(code(read(&root, &json!({"path": "bin"}))), "binary_file");
         assert_eq!(code(read(&root, &json!({"path": "latin1"}))), "not_utf8");

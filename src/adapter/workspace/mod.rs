@@ -19,7 +19,6 @@
 mod files;
 mod path;
 mod search;
-mod sys;
 
 use crate::envelope::json::{self, JsonIssue};
 use crate::envelope::request::Echo;

@@ -25,13 +25,12 @@
 //! This module must not read or write file contents, and must never put a host path into an
 //! error: [`PathError`] carries no path at all; callers phrase messages with the request's path.
 
-use super::sys;
+use crate::fs::{self, FileType, Mode, OFlags};
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 /// Longest request path accepted, in bytes (Linux `PATH_MAX`).
@@ -44,7 +43,7 @@ pub const MAX_SYMLINKS: usize = 40;
 /// bound against an adversary that keeps deleting what the walk just created.
 const MAX_WALK_STEPS: usize = 4096;
 /// Mode for directories made by `create_dirs` (the umask applies).
-const DIR_MODE: libc::mode_t = 0o777;
+const DIR_MODE: Mode = Mode::from_raw_mode(0o777);
 
 /// Why a path could not be resolved. Deliberately path-free.
 #[derive(Debug)]
@@ -73,7 +72,7 @@ impl From<io::Error> for PathError {
             Some(libc::ENAMETOOLONG) => {
                 PathError::Invalid("the path or one of its parts is too long")
             }
-            // sys::cstring's error: no errno, kind InvalidInput (a real EINVAL has an errno).
+            // fs::cstring's error: no errno, kind InvalidInput (a real EINVAL has an errno).
             None if err.kind() == io::ErrorKind::InvalidInput => {
                 PathError::Invalid("the path contains a NUL byte")
             }
@@ -144,7 +143,7 @@ impl RelPath {
 
     /// The path handed to `openat2`: never absolute, never `..`.
     fn to_cstring(&self) -> Result<CString, PathError> {
-        Ok(sys::cstring(self.display().as_bytes())?)
+        Ok(fs::cstring(self.display().as_bytes())?)
     }
 }
 
@@ -185,12 +184,9 @@ impl Root {
 
     /// Open `path` as the root and force a resolver (the tests run both).
     pub fn open_with(path: &Path, resolver: Resolver) -> io::Result<Root> {
-        let cpath = sys::cstring(path.as_os_str().as_bytes())?;
-        // The host chose this path, so it is opened like any host path (following links);
-        // AT_FDCWD is the only place the process's cwd is ever used.
-        // SAFETY: AT_FDCWD is a valid pseudo-descriptor for the lifetime of the call.
-        let cwd = unsafe { BorrowedFd::borrow_raw(libc::AT_FDCWD) };
-        let dir = sys::open_at(cwd, &cpath, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+        // The host chose this path, so it is opened like any host path (following links,
+        // relative to the working directory): the only place the process's cwd is ever used.
+        let dir = fs::open_dir_path(path)?;
         Ok(Root {
             dir,
             resolver: Cell::new(resolver),
@@ -204,10 +200,10 @@ impl Root {
     }
 
     /// Open `rel` with `flags`, following symlinks only while they stay beneath the root.
-    pub fn open_beneath(&self, rel: &RelPath, flags: libc::c_int) -> Result<OwnedFd, PathError> {
+    pub fn open_beneath(&self, rel: &RelPath, flags: OFlags) -> Result<OwnedFd, PathError> {
         #[cfg(target_os = "linux")]
         if self.resolver.get() == Resolver::Openat2 {
-            match sys::openat2_beneath(self.dir.as_fd(), &rel.to_cstring()?, flags) {
+            match fs::open_beneath(self.dir.as_fd(), &rel.to_cstring()?, flags) {
                 Err(err) if err.raw_os_error() == Some(libc::ENOSYS) => {
                     self.resolver.set(Resolver::Walk);
                 }
@@ -216,9 +212,14 @@ impl Root {
         }
         let located = self.walk(rel, false)?;
         let fd = match located.name {
-            None => sys::open_at(located.parent.as_fd(), c".", flags, 0)?,
+            None => fs::open_at(located.parent.as_fd(), c".", flags, Mode::empty())?,
             // O_NOFOLLOW: the walk saw a non-link here; a link swapped in since is ELOOP.
-            Some(name) => sys::open_at(located.parent.as_fd(), &name, flags | libc::O_NOFOLLOW, 0)?,
+            Some(name) => fs::open_at(
+                located.parent.as_fd(),
+                &name,
+                flags | OFlags::NOFOLLOW,
+                Mode::empty(),
+            )?,
         };
         Ok(fd)
     }
@@ -256,11 +257,11 @@ impl Root {
                             "a path component is longer than 255 bytes",
                         ));
                     }
-                    let cname = sys::cstring(name)?;
+                    let cname = fs::cstring(name)?;
                     if queue.is_empty() {
                         // The final component: report where it is, following a link.
-                        match sys::lstat_at(cur, &cname) {
-                            Ok(st) if sys::file_type(&st) == libc::S_IFLNK => {
+                        match fs::lstat_at(cur, &cname) {
+                            Ok(st) if fs::kind(&st) == FileType::Symlink => {
                                 if !splice_link(cur, &cname, &mut queue, &mut links)? {
                                     queue.push_front(part);
                                 }
@@ -273,13 +274,12 @@ impl Root {
                         }
                         continue;
                     }
-                    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW;
-                    match sys::open_at(cur, &cname, flags, 0) {
+                    match fs::open_dir_at(cur, &cname) {
                         Ok(fd) => stack.push(fd),
                         Err(err) => match err.raw_os_error() {
                             Some(libc::ELOOP) | Some(libc::ENOTDIR) => {
-                                let st = sys::lstat_at(cur, &cname)?;
-                                if sys::file_type(&st) != libc::S_IFLNK {
+                                let st = fs::lstat_at(cur, &cname)?;
+                                if fs::kind(&st) != FileType::Symlink {
                                     return Err(PathError::NotADirectory);
                                 }
                                 if !splice_link(cur, &cname, &mut queue, &mut links)? {
@@ -287,7 +287,7 @@ impl Root {
                                 }
                             }
                             Some(libc::ENOENT) if create_dirs => {
-                                match sys::mkdir_at(cur, &cname, DIR_MODE) {
+                                match fs::mkdir_at(cur, &cname, DIR_MODE) {
                                     Ok(()) => {}
                                     Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
                                     Err(e) => return Err(e.into()),
@@ -327,7 +327,7 @@ fn splice_link(
     if *links > MAX_SYMLINKS {
         return Err(PathError::SymlinkLoop);
     }
-    let target = match sys::readlink_at(dir, name) {
+    let target = match fs::readlink_at(dir, name) {
         Ok(target) => target,
         Err(err) if err.raw_os_error() == Some(libc::EINVAL) => return Ok(false),
         Err(err) => return Err(err.into()),
@@ -371,7 +371,7 @@ mod tests {
     }
 
     fn read(root: &Root, path: &str) -> Result<String, PathError> {
-        let fd = root.open_beneath(&RelPath::parse(path)?, libc::O_RDONLY)?;
+        let fd = root.open_beneath(&RelPath::parse(path)?, OFlags::RDONLY)?;
         let mut text = String::new();
         fs::File::from(fd).read_to_string(&mut text).unwrap();
         Ok(text)
@@ -515,20 +515,8 @@ mod tests {
 
     /// Atomically exchange two names (renameat2 RENAME_EXCHANGE).
     fn exchange(a: &Path, b: &Path) {
-        let a = sys::cstring(a.as_os_str().as_bytes()).unwrap();
-        let b = sys::cstring(b.as_os_str().as_bytes()).unwrap();
-        // SAFETY: valid NUL-terminated paths; AT_FDCWD pseudo-descriptors.
-        let ret = unsafe {
-            libc::syscall(
-                libc::SYS_renameat2,
-                libc::AT_FDCWD,
-                a.as_ptr(),
-                libc::AT_FDCWD,
-                b.as_ptr(),
-                libc::RENAME_EXCHANGE,
-            )
-        };
-        assert_eq!(ret, 0, "renameat2: {}", io::Error::last_os_error());
+        use rustix::fs::{renameat_with, RenameFlags, CWD};
+        renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE).expect("renameat2");
     }
 
     #[test]
@@ -563,11 +551,11 @@ mod tests {
                 let rel = RelPath::parse(&format!("swap/new-{i}/f")).unwrap();
                 if let Ok(loc) = r.locate(&rel, true) {
                     let name = loc.name.unwrap();
-                    let _ = sys::open_at(
+                    let _ = crate::fs::open_at(
                         loc.parent.as_fd(),
                         &name,
-                        libc::O_WRONLY | libc::O_CREAT | libc::O_NOFOLLOW,
-                        0o644,
+                        OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW,
+                        Mode::from_raw_mode(0o644),
                     );
                 }
             }
@@ -589,7 +577,7 @@ mod tests {
     fn the_root_itself_resolves_to_a_directory() {
         let (_tmp, root) = fixture();
         for r in both(&root) {
-            let fd = r.open_beneath(&RelPath::root(), libc::O_RDONLY).unwrap();
+            let fd = r.open_beneath(&RelPath::root(), OFlags::RDONLY).unwrap();
             assert!(fs::File::from(fd).metadata().unwrap().is_dir());
         }
         symlink(".", root.join("self")).unwrap();

@@ -24,8 +24,8 @@
 
 use super::files::{parse_path, path_error};
 use super::path::{RelPath, Root};
-use super::sys::{self, EntryKind};
 use super::{cut_at_char_boundary, limits, Code, Input, ToolError};
+use crate::fs::{self, EntryKind, Mode, OFlags};
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use regex::{Regex, RegexBuilder};
 use serde_json::{json, Value};
@@ -33,8 +33,10 @@ use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
 
-const OPEN_FLAGS: libc::c_int =
-    libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW;
+const OPEN_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::NONBLOCK)
+    .union(OFlags::NOCTTY)
+    .union(OFlags::NOFOLLOW);
 
 /// `workspace.search`.
 pub fn search(root: &Root, input: &Value) -> Result<Value, ToolError> {
@@ -57,7 +59,7 @@ pub fn search(root: &Root, input: &Value) -> Result<Value, ToolError> {
     };
     let shown = rel.display();
     let fd = root
-        .open_beneath(&rel, OPEN_FLAGS & !libc::O_NOFOLLOW)
+        .open_beneath(&rel, OPEN_FLAGS.difference(OFlags::NOFOLLOW))
         .map_err(|e| path_error(e, &shown))?;
     let file = File::from(fd);
     let meta = file
@@ -231,7 +233,7 @@ impl Walk {
             return;
         }
         let room = limits::MAX_SEARCH_ENTRIES.saturating_sub(self.entries);
-        let Ok((mut entries, more)) = sys::list_dir(dir.as_fd(), room) else {
+        let Ok((mut entries, more)) = fs::list_dir(dir.as_fd(), room) else {
             return;
         };
         if more {
@@ -249,7 +251,7 @@ impl Walk {
             } else {
                 format!("{prefix}/{name}")
             };
-            let Ok(cname) = sys::cstring(&entry.name) else {
+            let Ok(cname) = fs::cstring(&entry.name) else {
                 continue;
             };
             match entry.kind {
@@ -258,8 +260,7 @@ impl Walk {
                     if entry.name == b".git" || self.filter.excluded(&path, &name) {
                         continue;
                     }
-                    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW;
-                    if let Ok(fd) = sys::open_at(dir.as_fd(), &cname, flags, 0) {
+                    if let Ok(fd) = fs::open_dir_at(dir.as_fd(), &cname) {
                         self.dir(fd, &path, depth + 1);
                     }
                 }
@@ -268,7 +269,7 @@ impl Walk {
                         continue;
                     }
                     // O_NOFOLLOW: an entry swapped for a symlink since the listing is skipped.
-                    let Ok(fd) = sys::open_at(dir.as_fd(), &cname, OPEN_FLAGS, 0) else {
+                    let Ok(fd) = fs::open_at(dir.as_fd(), &cname, OPEN_FLAGS, Mode::empty()) else {
                         continue;
                     };
                     let file = File::from(fd);
