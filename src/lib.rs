@@ -16,6 +16,7 @@ pub mod envelope;
 pub mod error;
 pub mod exec;
 pub mod fs;
+pub mod hostenv;
 pub mod interrupt;
 pub mod judge;
 pub mod plan;

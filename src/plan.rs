@@ -12,6 +12,7 @@ use crate::envelope::request::{self, Echo};
 use crate::envelope::result;
 use crate::exec::Spec;
 use crate::fs;
+use crate::hostenv::HostEnv;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -48,11 +49,12 @@ pub fn plan(
     sent: &Echo,
     request_bytes: Vec<u8>,
     args: &DispatchArgs,
+    host: &HostEnv,
 ) -> Result<Plan, DispatchError> {
     let mut host_paths = Vec::new();
     let cwd = match &command.cwd_env {
         None => None,
-        Some(name) => match std::env::var_os(name).map(PathBuf::from) {
+        Some(name) => match host.var_os(name).map(PathBuf::from) {
             Some(dir) if dir.is_dir() => {
                 host_paths.push(dir.clone());
                 Some(dir)
@@ -65,9 +67,9 @@ pub fn plan(
             }
         },
     };
-    let mut env = adapter_env(bridge, command, sent, args);
+    let mut env = adapter_env(bridge, command, sent, args, host);
     let program = resolve_program(&command.argv[0]);
-    if let Some(found) = find_in_path(&program) {
+    if let Some(found) = find_in_path(&program, host) {
         host_paths.push(found);
     }
     let files = match command.transport {
@@ -109,6 +111,7 @@ fn adapter_env(
     command: &CommandSpec,
     sent: &Echo,
     args: &DispatchArgs,
+    host: &HostEnv,
 ) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = Vec::new();
     let mut set = |name: &str, value: String| {
@@ -116,7 +119,7 @@ fn adapter_env(
         env.push((name.to_string(), value));
     };
     for name in BASE_ENV {
-        if let Ok(value) = std::env::var(name) {
+        if let Some(value) = host.var(name) {
             set(name, value);
         }
     }
@@ -124,7 +127,7 @@ fn adapter_env(
         set(name, value.clone());
     }
     for name in args.pass_env.iter().chain(&args.secret_env) {
-        if let Ok(value) = std::env::var(name) {
+        if let Some(value) = host.var(name) {
             set(name, value);
         }
     }
@@ -154,12 +157,12 @@ fn resolve_program(argv0: &str) -> PathBuf {
 
 /// Where the kernel will find `program` (for redacting its path, not for running it): the path
 /// itself when it has a slash, else the first executable match in `PATH`.
-fn find_in_path(program: &Path) -> Option<PathBuf> {
+fn find_in_path(program: &Path, host: &HostEnv) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     if program.is_absolute() {
         return Some(program.to_path_buf());
     }
-    let path = std::env::var_os("PATH")?;
+    let path = host.var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(program))
         .find(|candidate| {

@@ -10,7 +10,7 @@ mod error;
 mod report;
 
 pub use error::{summary, DispatchError};
-pub use report::Report;
+pub use report::{Concluded, Report};
 
 use crate::authorize::authorize;
 use crate::cli::DispatchArgs;
@@ -19,6 +19,7 @@ use crate::envelope::json::{Document, JsonIssue};
 use crate::envelope::request::{Echo, Request};
 use crate::envelope::result::{Expect, Transport};
 use crate::exec::{self, Finished, Termination};
+use crate::hostenv::HostEnv;
 use crate::interrupt::Interrupts;
 use crate::judge::{self, Answer, Body, Ending, Limits};
 use crate::plan::{self, FileTransport, ResultFile};
@@ -33,7 +34,8 @@ pub struct UsageError(pub String);
 
 /// Run the main job; print the envelope; return the exit status.
 pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
-    let mut report = match Report::new(args) {
+    let env = HostEnv::process();
+    let mut report = match Report::new(args, &env) {
         Ok(report) => report,
         Err(UsageError(message)) => {
             eprintln!("error[usage]: {message}");
@@ -41,41 +43,50 @@ pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
         }
     };
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run(args, interrupts, &mut report)
+        let bytes = read_request(args, interrupts)?;
+        let admitted = admit(args, bytes, &mut report)?;
+        obtain(admitted, args, &env, interrupts, &mut report)
     }))
     .unwrap_or_else(|_| Err(DispatchError::Internal("a panic in the main job".into())));
     match ran {
         Ok(ran) => {
             let outcome = ran.judge(&mut report);
-            let exit = report.finish(outcome);
+            let exit = report.conclude(outcome).print();
             // Only now: the cleanup is bounded, but nothing may delay the envelope.
             ran.clean_up();
             exit
         }
-        Err(err) => report.finish(Err(err)),
+        Err(err) => report.conclude(Err(err)).print(),
     }
 }
 
-/// What a finished adapter run left to judge.
-struct Ran {
-    finished: Finished,
-    files: Option<FileTransport>,
-    /// The result file's contents (file transport).
-    result_file: Option<ResultFile>,
-    /// The request as the adapter saw it.
-    sent: Echo,
-    canonical_tool: String,
-    limits: Limits,
+/// A request that passed every check before anything runs (SPEC §4.1 steps 1–3).
+pub struct Admitted {
+    pub bridge: Bridge,
+    pub request: Request,
+    /// The request as the adapter (or endpoint) sees it: the tool id mapped (§4.4).
+    pub sent: Echo,
+    /// The tool id as requested, which the printed envelope carries.
+    pub canonical_tool: String,
 }
 
-/// Steps 1–5 of SPEC §4.1, up to the adapter's answer.
-fn run(
+impl Admitted {
+    /// What an answer to this request must echo.
+    pub fn expect(&self) -> Expect<'_> {
+        Expect {
+            sent: &self.sent,
+            canonical_tool: &self.canonical_tool,
+        }
+    }
+}
+
+/// Steps 1–3 of SPEC §4.1 on the request bytes as read: parse, prepare the transcript folder,
+/// load the bridge, validate the request, authorize. Nothing runs before this returns `Ok`.
+pub fn admit(
     args: &DispatchArgs,
-    interrupts: &Interrupts,
+    bytes: Vec<u8>,
     report: &mut Report,
-) -> Result<Ran, DispatchError> {
-    // The request bytes first (I/O only), so that even a bridge failure can echo its ids.
-    let bytes = read_request(args, interrupts)?;
+) -> Result<Admitted, DispatchError> {
     report.learn_request_bytes(&bytes);
     let max_request = usize::try_from(args.max_request_bytes).unwrap_or(usize::MAX);
     let parsed = Document::parse(bytes, max_request).map(Rc::new);
@@ -91,16 +102,37 @@ fn run(
         tool: request.echo.tool.clone(),
         status: bridge.failure_status,
     })?;
-    let command = command_of(&bridge)?;
-
     let canonical_tool = request.echo.tool.clone();
     let sent = Echo {
         tool: report.tool_map().external(&canonical_tool),
         ..request.echo.clone()
     };
+    Ok(Admitted {
+        bridge,
+        request,
+        sent,
+        canonical_tool,
+    })
+}
+
+/// Step 4–5 up to the answer, by the bridge's mode: run the adapter (`host_command`).
+fn obtain(
+    admitted: Admitted,
+    args: &DispatchArgs,
+    env: &HostEnv,
+    interrupts: &Interrupts,
+    report: &mut Report,
+) -> Result<Ran, DispatchError> {
+    let Admitted {
+        bridge,
+        request,
+        sent,
+        canonical_tool,
+    } = admitted;
+    let command = command_of(&bridge)?;
     let request_bytes = request.for_adapter(&sent.tool);
     drop(request);
-    let plan = plan::plan(&bridge, command, &sent, request_bytes, args)?;
+    let plan = plan::plan(&bridge, command, &sent, request_bytes, args, env)?;
     report.learn_plan(&plan, command.transport);
     let program = command.argv[0].clone();
     let finished = exec::run(plan.spec, interrupts)
@@ -124,6 +156,18 @@ fn run(
             max_bytes,
         },
     })
+}
+
+/// What a finished adapter run left to judge.
+struct Ran {
+    finished: Finished,
+    files: Option<FileTransport>,
+    /// The result file's contents (file transport).
+    result_file: Option<ResultFile>,
+    /// The request as the adapter saw it.
+    sent: Echo,
+    canonical_tool: String,
+    limits: Limits,
 }
 
 impl Ran {

@@ -16,7 +16,9 @@ use crate::envelope::result::{
     self, ArtifactRef, Audience, DispatchDiagnostics, ResultEnvelope, RunDiagnostics, StdinError,
 };
 use crate::envelope::{bridge, canonical};
+use crate::error::Status;
 use crate::exec::{self, Finished, Termination};
+use crate::hostenv::HostEnv;
 use crate::plan::{self, Plan};
 use crate::redact::{is_sensitive_key, Redactor};
 use crate::signal::signal_name;
@@ -32,6 +34,7 @@ const STDOUT_HEAD_BYTES: usize = 64 * 1024;
 /// What the end of the main job needs, gathered as the job goes.
 pub struct Report<'a> {
     args: &'a DispatchArgs,
+    env: HostEnv,
     redactor: Redactor,
     tool_map: ToolMap,
     started: Instant,
@@ -50,7 +53,7 @@ pub struct Report<'a> {
 impl<'a> Report<'a> {
     /// Start a report: parse `--tool-map`, register every secret and host path known before
     /// anything is read.
-    pub fn new(args: &'a DispatchArgs) -> Result<Report<'a>, UsageError> {
+    pub fn new(args: &'a DispatchArgs, env: &HostEnv) -> Result<Report<'a>, UsageError> {
         if args.bridge.parent_tool_bridge.is_none() {
             return Err(UsageError(format!(
                 "no bridge: pass --parent-tool-bridge '<json>|@FILE' or set {}",
@@ -63,13 +66,13 @@ impl<'a> Report<'a> {
         };
         let mut redactor = Redactor::new();
         for name in &args.secret_env {
-            if let Ok(value) = std::env::var(name) {
+            if let Some(value) = env.var(name) {
                 redactor.add_secret(&value);
             }
         }
         for name in &args.pass_env {
             if is_sensitive_key(name) {
-                if let Ok(value) = std::env::var(name) {
+                if let Some(value) = env.var(name) {
                     redactor.add_secret(&value);
                 }
             }
@@ -78,7 +81,7 @@ impl<'a> Report<'a> {
             redactor.add_host_path(&cwd.to_string_lossy());
         }
         for name in ["HOME", "TMPDIR"] {
-            if let Ok(value) = std::env::var(name) {
+            if let Some(value) = env.var(name) {
                 redactor.add_host_path(&value);
             }
         }
@@ -88,6 +91,7 @@ impl<'a> Report<'a> {
         }
         Ok(Report {
             args,
+            env: env.clone(),
             redactor,
             tool_map,
             started: Instant::now(),
@@ -143,7 +147,7 @@ impl<'a> Report<'a> {
             }
         }
         if let Some(name) = &bridge.token_env {
-            if let Ok(value) = std::env::var(name) {
+            if let Some(value) = self.env.var(name) {
                 self.redactor.add_secret(&value);
             }
         }
@@ -192,8 +196,9 @@ impl<'a> Report<'a> {
         self.dispatch.stdout_head = Some(self.redactor.redact_str(&String::from_utf8_lossy(head)));
     }
 
-    /// Attach diagnostics, write the transcript, redact, print; return the exit status.
-    pub fn finish(mut self, outcome: Result<ResultEnvelope<'_>, DispatchError>) -> u8 {
+    /// Attach diagnostics, write the transcript, redact, write `--result-file`: everything but
+    /// printing. [`Concluded::print`] prints.
+    pub fn conclude(mut self, outcome: Result<ResultEnvelope<'_>, DispatchError>) -> Concluded {
         let (mut envelope, exit, human) = match outcome {
             Ok(envelope) => {
                 let exit = envelope.status.exit_code();
@@ -205,15 +210,16 @@ impl<'a> Report<'a> {
         envelope.dispatch = Some(self.dispatch.clone());
         self.write_transcript(&mut envelope);
 
+        let mut stderr = Vec::new();
         let mut text = self.render(&envelope);
         if let Some(path) = &self.args.result_file {
             let written = crate::fs::write_atomic(path, format!("{text}\n").as_bytes());
             if let Err(err) = written {
                 let message = self.redactor.redact_str(&err.to_string());
-                eprintln!(
+                stderr.push(format!(
                     "error[result_file]: the result file {} was not written: {err}",
                     path.display()
-                );
+                ));
                 if let Some(dispatch) = envelope.dispatch.as_mut() {
                     dispatch.result_file_error = Some(message);
                 }
@@ -229,18 +235,18 @@ impl<'a> Report<'a> {
                     .redactor
                     .redact_str(&envelope.error_message().unwrap_or_default()),
             };
-            eprintln!(
+            stderr.push(format!(
                 "error[{}]: {}",
                 escape_controls(&self.redactor.redact_str(&code)),
                 escape_controls(&message)
-            );
+            ));
         }
-        let mut stdout = std::io::stdout().lock();
-        let _ = stdout
-            .write_all(text.as_bytes())
-            .and_then(|()| stdout.write_all(b"\n"))
-            .and_then(|()| stdout.flush());
-        exit
+        Concluded {
+            envelope: text,
+            status: envelope.status,
+            exit,
+            stderr,
+        }
     }
 
     fn render(&self, envelope: &ResultEnvelope) -> String {
@@ -305,6 +311,32 @@ impl<'a> Report<'a> {
                 }
             }
         }
+    }
+}
+
+/// A finished main job: the envelope as text, what stderr says, the exit status.
+#[derive(Debug, Clone)]
+pub struct Concluded {
+    /// The envelope, compact (or pretty with `--pretty`), without the final newline.
+    pub envelope: String,
+    pub status: Status,
+    pub exit: u8,
+    /// Lines for stderr.
+    pub stderr: Vec<String>,
+}
+
+impl Concluded {
+    /// stderr lines, then the envelope and a newline on stdout; returns the exit status.
+    pub fn print(self) -> u8 {
+        for line in &self.stderr {
+            eprintln!("{line}");
+        }
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout
+            .write_all(self.envelope.as_bytes())
+            .and_then(|()| stdout.write_all(b"\n"))
+            .and_then(|()| stdout.flush());
+        self.exit
     }
 }
 
