@@ -177,12 +177,12 @@ impl<'a> Job<'a> {
                 .unwrap_or_default(),
         ) {
             Ok(bridge) => bridge,
-            Err(issues) => {
+            Err(err) => {
                 return Outcome::failure(
                     &echo,
                     ErrorCode::BridgeInvalid,
                     "the parent-tool bridge is invalid",
-                    Some(json!({"issues": issues_json(&issues)})),
+                    Some(json!({"issues": issues_json(err.issues())})),
                 )
             }
         };
