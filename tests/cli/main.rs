@@ -6,6 +6,7 @@ mod envelopes;
 mod generated;
 mod happy;
 mod hostile;
+mod man_pages;
 mod redaction;
 mod subcommands;
 mod transcripts;
