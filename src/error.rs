@@ -141,7 +141,7 @@ pub const EXIT_STATUSES: [ExitStatusRow; 8] = [
     ExitStatusRow {
         code: exit::TIMEOUT,
         label: "timeout (timeout(1) itself also exits 124: read the envelope)",
-        meaning: "`timeout`; `timeout(1)` itself also exits 124, so a wrapper tells the two apart by the envelope (none from `timeout(1)`)",
+        meaning: "`timeout`; `timeout(1)` exits 124 too when it kills a command, but prints no envelope",
     },
 ];
 

@@ -14,12 +14,22 @@ fn man_pages_are_current() {
     let dir = man_dir();
     let pages = man_pages::pages();
     if std::env::var_os("UPDATE_GENERATED").is_some() {
+        // Only what changed, each file atomically: the other tests read man/ concurrently.
         std::fs::create_dir_all(&dir).unwrap();
         for entry in std::fs::read_dir(&dir).unwrap() {
-            std::fs::remove_file(entry.unwrap().path()).unwrap();
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if !pages.iter().any(|(n, _)| *n == name) {
+                std::fs::remove_file(path).unwrap();
+            }
         }
         for (name, bytes) in &pages {
-            std::fs::write(dir.join(name), bytes).unwrap();
+            let path = dir.join(name);
+            if std::fs::read(&path).ok().as_ref() != Some(bytes) {
+                let tmp = dir.join(format!(".{name}.tmp"));
+                std::fs::write(&tmp, bytes).unwrap();
+                std::fs::rename(&tmp, &path).unwrap();
+            }
         }
     }
     let mut committed: Vec<String> = std::fs::read_dir(&dir)
