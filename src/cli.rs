@@ -142,9 +142,9 @@ pub enum Command {
     ///
     /// Nothing is run. stdout gets the JSON report: "valid", every issue as {code, path,
     /// message} with a JSON Pointer path, and for a bridge the unknown-key findings under
-    /// "warnings" (left out when there are none). stderr gets one warning[unknown_key] line per
+    /// "warnings" (left out when there are none). stderr gets one `warning[unknown_key]` line per
     /// warning and, when the envelope is invalid, one line naming the first issue:
-    /// error[bridge_invalid], error[request_invalid] or error[result_invalid], followed by the
+    /// `error[bridge_invalid]`, `error[request_invalid]` or `error[result_invalid]`, followed by the
     /// path and message and "(and N more issues)"; a file that cannot be read is named there
     /// with the OS error. Exit 0 when valid (warnings allowed), 65 when invalid, 2 on bad
     /// arguments.
@@ -155,7 +155,7 @@ pub enum Command {
     /// contract ids under the names in sandbox_env.variables (the five upstream defaults when
     /// it is absent). Never argv, env values, URLs or tokens. It prints no envelope: a bridge
     /// that cannot be read, parsed or validated, or whose variable names collide with
-    /// secret_env or token_env, gets one error[bridge_invalid] or error[sandbox_env_collision]
+    /// secret_env or token_env, gets one `error[bridge_invalid]` or `error[sandbox_env_collision]`
     /// line on stderr, nothing on stdout, and exit 69. No bridge at all is a usage error
     /// (exit 2). Unknown-key warnings go to stderr and do not stop it.
     SandboxEnv(SandboxEnvArgs),
