@@ -1,58 +1,87 @@
 //! The small subcommands: `validate` and `sandbox-env`. Each reads, checks and prints; none
-//! starts a process.
+//! starts a process. stdout carries only the report or the variables; every human line goes to
+//! stderr through [`crate::terminal`], escaped.
 
 use crate::cli::{EnvFormat, EnvelopeKind, SandboxEnvArgs, ValidateArgs};
-use crate::envelope::bridge::Bridge;
+use crate::envelope::bridge::{self, Bridge, LoadError};
 use crate::envelope::json::Document;
 use crate::envelope::request::Request;
 use crate::envelope::result::ResultEnvelope;
-use crate::envelope::{bridge, json, request, result};
+use crate::envelope::{json, request, result};
 use crate::error::exit;
-use crate::validate::{Issue, Report};
+use crate::terminal::{error_line, print_warnings};
+use crate::validate::{summary, Issue, Report};
 use serde_json::{Map, Value};
-use std::path::Path;
 use std::rc::Rc;
 
-/// `validate bridge|request|result [FILE]`: print the report; exit 0 when valid, 65 otherwise.
+/// `validate bridge|request|result [FILE] [--strict]`: print the report on stdout; on stderr
+/// the warnings (`warning[unknown_key]: …`) and, when invalid, one `error[<kind>_invalid]: …`
+/// line naming the first issue (or the file and the OS error when it could not be read).
+/// Exit 0 when valid, 65 otherwise. `--strict` turns warnings into issues.
 pub fn validate(args: &ValidateArgs) -> u8 {
     let max = usize::try_from(args.max_bytes).unwrap_or(usize::MAX);
-    let issues = match read_input(args.file.as_deref(), max) {
-        Err(issue) => vec![issue],
+    let kind = args.kind.name();
+    let file = args.file.as_deref().filter(|p| p.as_os_str() != "-");
+    if file.is_none() {
+        if let Some(hint) = crate::terminal::stdin_hint_for(kind) {
+            eprintln!("{hint}");
+        }
+    }
+    let mut cause = None;
+    let (mut issues, mut warnings) = match crate::envelope::read_input(file, max as u64) {
+        Err(err) => {
+            cause = Some(match file {
+                Some(path) => format!("reading {kind} file {}: {err}", path.display()),
+                None => format!("reading the {kind} from stdin: {err}"),
+            });
+            // The report names no path: it may be shown further than the host's terminal.
+            let issue = Issue::new(
+                "unreadable",
+                "",
+                format!("the file could not be read: {err}"),
+            );
+            (vec![issue], Vec::new())
+        }
         Ok(bytes) => match args.kind {
             EnvelopeKind::Bridge => match json::parse_object(&bytes, max) {
-                Err(e) => vec![Issue::from_json(&e)],
-                Ok(map) => Bridge::from_json(map).err().unwrap_or_default(),
+                Err(e) => (vec![Issue::from_json(&e)], Vec::new()),
+                Ok(map) => {
+                    let warnings = bridge::unknown_keys(&map);
+                    (Bridge::from_json(map).err().unwrap_or_default(), warnings)
+                }
             },
             EnvelopeKind::Request | EnvelopeKind::Result => match Document::parse(bytes, max) {
-                Err(e) => vec![Issue::from_json(&e)],
-                Ok(doc) if args.kind == EnvelopeKind::Request => {
+                Err(e) => (vec![Issue::from_json(&e)], Vec::new()),
+                Ok(doc) if args.kind == EnvelopeKind::Request => (
                     Request::from_document(Rc::new(doc))
                         .err()
-                        .unwrap_or_default()
-                }
-                Ok(doc) => ResultEnvelope::check(doc.text(), None)
-                    .err()
-                    .unwrap_or_default(),
+                        .unwrap_or_default(),
+                    Vec::new(),
+                ),
+                Ok(doc) => (
+                    ResultEnvelope::check(doc.text(), None)
+                        .err()
+                        .unwrap_or_default(),
+                    Vec::new(),
+                ),
             },
         },
     };
-    let report = Report::from_issues(issues);
+    if args.strict {
+        issues.append(&mut warnings);
+    }
+    let report = Report::with_warnings(issues, warnings);
+    print_warnings(&report.warnings);
+    if !report.valid {
+        let cause = cause.unwrap_or_else(|| summary(&report.issues));
+        eprintln!("{}", error_line(args.kind.error_code().as_str(), &cause));
+    }
     println!("{}", serde_json::to_string(&report).unwrap_or_default());
     if report.valid {
         exit::SUCCESS
     } else {
         exit::DATA_INVALID
     }
-}
-
-fn read_input(path: Option<&Path>, max: usize) -> Result<Vec<u8>, Issue> {
-    crate::envelope::read_input(path, max as u64).map_err(|e| {
-        Issue::new(
-            "unreadable",
-            "",
-            format!("the file could not be read: {}", e.kind()),
-        )
-    })
 }
 
 /// The upstream default variable names (SPEC §4.6).
@@ -67,10 +96,22 @@ pub const DEFAULT_VARIABLES: [(&str, &str); 5] = [
 /// Why `sandbox-env` refused.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxEnvError {
-    #[error("the parent-tool bridge is invalid: {0}")]
-    BridgeInvalid(String),
+    /// The bridge could not be read, parsed or validated.
+    #[error("{0}")]
+    Bridge(#[from] LoadError),
+    /// A sandbox variable name is also a secret or token variable name.
     #[error("sandbox variable {0} collides with a secret or token variable name")]
     Collision(String),
+}
+
+impl SandboxEnvError {
+    /// The code of the `error[code]:` line.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SandboxEnvError::Bridge(_) => "bridge_invalid",
+            SandboxEnvError::Collision(_) => "sandbox_env_collision",
+        }
+    }
 }
 
 /// The metadata-only variables for the sandbox, in a stable order.
@@ -106,51 +147,52 @@ pub fn sandbox_variables(bridge: &Bridge) -> Result<Vec<(String, String)>, Sandb
     Ok(out)
 }
 
-/// `sandbox-env`: print the variables; refusals exit 69 with the reason on stderr.
+/// `sandbox-env`: print the variables. No envelope: a refusal (bad bridge, name collision)
+/// is one `error[code]: …` line on stderr, nothing on stdout, exit 69; no bridge at all is a
+/// usage error (exit 2). Unknown-key warnings go to stderr and do not stop it.
 pub fn sandbox_env(args: &SandboxEnvArgs) -> u8 {
-    let Some(text) = args.bridge.parent_tool_bridge.as_deref() else {
+    let Some(text) = args.parent_tool_bridge.as_deref() else {
         eprintln!(
-            "error[usage]: no bridge: pass --parent-tool-bridge '<json>|@FILE' or set {}",
-            crate::cli::BRIDGE_ENV
+            "{}",
+            error_line(
+                "usage",
+                &format!(
+                    "no bridge: pass --parent-tool-bridge '<json>|@FILE' or set {}",
+                    crate::cli::BRIDGE_ENV
+                )
+            )
         );
         return exit::USAGE;
     };
-    let vars = load_bridge(text).and_then(|b| sandbox_variables(&b));
-    match vars {
+    let vars = Bridge::load(text)
+        .map_err(|err| {
+            print_warnings(err.warnings());
+            SandboxEnvError::from(err)
+        })
+        .and_then(|bridge| {
+            print_warnings(&bridge.warnings);
+            sandbox_variables(&bridge)
+        });
+    let vars = match vars {
+        Ok(vars) => vars,
         Err(err) => {
-            let code = match err {
-                SandboxEnvError::BridgeInvalid(_) => "bridge_invalid",
-                SandboxEnvError::Collision(_) => "sandbox_env_collision",
-            };
-            eprintln!("error[{code}]: {err}");
-            exit::UNAVAILABLE
+            eprintln!("{}", error_line(err.code(), &err.to_string()));
+            return exit::UNAVAILABLE;
         }
-        Ok(vars) => {
-            match args.format {
-                EnvFormat::Env => {
-                    for (name, value) in vars {
-                        println!("{name}={value}");
-                    }
-                }
-                EnvFormat::Json => {
-                    let map: Map<String, Value> = vars
-                        .into_iter()
-                        .map(|(k, v)| (k, Value::String(v)))
-                        .collect();
-                    println!("{}", Value::Object(map));
-                }
+    };
+    match args.format {
+        EnvFormat::Env => {
+            for (name, value) in vars {
+                println!("{name}={value}");
             }
-            exit::SUCCESS
+        }
+        EnvFormat::Json => {
+            let map: Map<String, Value> = vars
+                .into_iter()
+                .map(|(k, v)| (k, Value::String(v)))
+                .collect();
+            println!("{}", Value::Object(map));
         }
     }
-}
-
-/// Read and validate a bridge, with the first issue as the refusal reason.
-pub fn load_bridge(text: &str) -> Result<Bridge, SandboxEnvError> {
-    Bridge::load(text).map_err(|issues| {
-        let first = issues
-            .first()
-            .map(|i| format!("{} at {:?}: {}", i.code, i.path, i.message));
-        SandboxEnvError::BridgeInvalid(first.unwrap_or_default())
-    })
+    exit::SUCCESS
 }

@@ -1,7 +1,8 @@
 //! The stable error codes of SPEC §6 and the exit statuses of SPEC §3.1.
 //!
-//! This file is the single source of truth: the README table, the man page's EXIT STATUS
-//! section and the pinning test in `tests/cli/codes.rs` all come from [`ErrorCode::ALL`].
+//! This file is the single source of truth: the README tables, the man page's EXIT STATUS and
+//! ERROR CODES sections, the `--help` exit-status lines and the pinning test in
+//! `tests/cli/codes.rs` all come from [`ErrorCode::ALL`] and [`EXIT_STATUSES`].
 //! Changing a row here is a breaking change of the public interface.
 
 use std::fmt;
@@ -80,6 +81,69 @@ pub mod exit {
     /// `timeout` (the `timeout(1)` convention).
     pub const TIMEOUT: u8 = 124;
 }
+
+/// One exit status of the main job and what it means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExitStatusRow {
+    /// The status.
+    pub code: u8,
+    /// A few words, for the one-line summary in `--help`.
+    pub label: &'static str,
+    /// The full meaning, with `code spans` in backticks (Markdown; strip them for plain text).
+    pub meaning: &'static str,
+}
+
+impl ExitStatusRow {
+    /// [`meaning`](Self::meaning) without the backticks.
+    pub fn meaning_plain(&self) -> String {
+        self.meaning.replace('`', "")
+    }
+}
+
+/// The exit statuses of the main job, in order: the one table that `--help`, the man page's
+/// EXIT STATUS section and the README print (a test pins the README's copy).
+pub const EXIT_STATUSES: [ExitStatusRow; 8] = [
+    ExitStatusRow {
+        code: exit::SUCCESS,
+        label: "succeeded",
+        meaning: "`succeeded`",
+    },
+    ExitStatusRow {
+        code: exit::FAILED,
+        label: "failed",
+        meaning: "`failed`, reported by or caused by the adapter (including `interrupted`)",
+    },
+    ExitStatusRow {
+        code: exit::USAGE,
+        label: "usage error",
+        meaning: "usage error (bad flags, no bridge, a mistyped subcommand); no envelope, message on stderr",
+    },
+    ExitStatusRow {
+        code: exit::DATA_INVALID,
+        label: "invalid request",
+        meaning: "the request envelope is invalid (`request_invalid`, `request_too_large`)",
+    },
+    ExitStatusRow {
+        code: exit::UNAVAILABLE,
+        label: "unavailable",
+        meaning: "`unavailable` (bridge invalid or unsupported, adapter missing, cwd missing, artifact dir unusable; a denial when the bridge's `failure_status` is `unavailable`)",
+    },
+    ExitStatusRow {
+        code: exit::INTERNAL,
+        label: "internal error",
+        meaning: "internal error (a bug); the envelope is still written",
+    },
+    ExitStatusRow {
+        code: exit::DENIED,
+        label: "denied",
+        meaning: "`denied`",
+    },
+    ExitStatusRow {
+        code: exit::TIMEOUT,
+        label: "timeout (timeout(1) itself also exits 124: read the envelope)",
+        meaning: "`timeout`; `timeout(1)` exits 124 too when it kills a command, but prints no envelope",
+    },
+];
 
 /// A stable error code of SPEC §6, produced by the dispatcher itself.
 ///
@@ -218,6 +282,31 @@ pub fn exit_code_for(status: Status, dispatcher_code: Option<ErrorCode>) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exit_status_table_covers_every_exit_constant_once_in_order() {
+        let codes: Vec<u8> = EXIT_STATUSES.iter().map(|r| r.code).collect();
+        assert_eq!(
+            codes,
+            [
+                exit::SUCCESS,
+                exit::FAILED,
+                exit::USAGE,
+                exit::DATA_INVALID,
+                exit::UNAVAILABLE,
+                exit::INTERNAL,
+                exit::DENIED,
+                exit::TIMEOUT
+            ]
+        );
+        // Every exit an error code or a status can produce has a row.
+        for code in ErrorCode::ALL {
+            assert!(codes.contains(&code.exit_code()), "{code}");
+        }
+        for status in Status::ALL {
+            assert!(codes.contains(&status.exit_code()), "{status}");
+        }
+    }
 
     #[test]
     fn exit_status_follows_the_printed_status() {

@@ -22,6 +22,7 @@ pub mod judge;
 pub mod plan;
 pub mod redact;
 pub mod signal;
+pub mod terminal;
 pub mod test_adapter;
 pub mod toolmap;
 pub mod transcript;
@@ -30,22 +31,123 @@ pub mod validate;
 use clap::{CommandFactory, Parser};
 use cli::{Cli, Command};
 use error::exit;
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 /// Parse the command line, run, and return the exit status.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    if let Some(message) = mistyped_subcommand(&args) {
+        eprint!("{message}");
+        return ExitCode::from(exit::USAGE);
+    }
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
+        Err(err) if err.use_stderr() => {
+            // clap quotes the offending argument as typed: plain text, escaped line by line so
+            // that an argument cannot drive the terminal (its own newlines stay line breaks).
+            let text = err.render().to_string();
+            for line in text.lines() {
+                eprintln!("{}", terminal::escape(line));
+            }
+            return ExitCode::from(exit::USAGE);
+        }
         Err(err) => {
+            // --help and --version: our own text, on stdout.
             let _ = err.print();
-            return ExitCode::from(if err.use_stderr() {
-                exit::USAGE
-            } else {
-                exit::SUCCESS
-            });
+            return ExitCode::from(exit::SUCCESS);
         }
     };
     ExitCode::from(run(cli))
+}
+
+/// The message for a first positional argument that is not an existing file but is close to a
+/// visible subcommand's name (`valdate`, `sandbox_env`), which clap would otherwise take as the
+/// REQUEST path and answer with a misleading error. `None` when the command line looks fine.
+pub fn mistyped_subcommand(args: &[OsString]) -> Option<String> {
+    let mut cmd = Cli::command();
+    // Building adds clap's own `help` subcommand and flags, so they count too.
+    cmd.build();
+    let word = first_positional(&cmd, args.get(1..).unwrap_or_default())?;
+    let names: Vec<&str> = cmd
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set())
+        .map(|s| s.get_name())
+        .collect();
+    if names.contains(&word) || std::path::Path::new(word).exists() {
+        return None;
+    }
+    let near = validate::did_you_mean(word, names.iter().copied())?;
+    Some(format!(
+        "error: unrecognized subcommand '{}'\n\n  did you mean '{near}'?\n\nFor more information, try '--help'.\n",
+        terminal::escape(word)
+    ))
+}
+
+/// The first argument of the top-level command that is neither an option nor an option's
+/// value; `None` after `--`, or when it is not UTF-8 (then it cannot be a subcommand's name).
+fn first_positional<'a>(cmd: &clap::Command, args: &'a [OsString]) -> Option<&'a str> {
+    let takes_value = |arg: &clap::Arg| {
+        arg.get_num_args()
+            .map_or(arg.get_action().takes_values(), |n| n.takes_values())
+    };
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        let arg = arg.to_str()?;
+        if arg == "--" {
+            return None;
+        }
+        if let Some(long) = arg.strip_prefix("--") {
+            if !long.contains('=')
+                && cmd
+                    .get_arguments()
+                    .any(|a| a.get_long() == Some(long) && takes_value(a))
+            {
+                iter.next();
+            }
+        } else if arg.len() > 1 && arg.starts_with('-') {
+            // Short flags: the only value-taking ones would swallow the next argument.
+            let last = arg.chars().last();
+            if arg.len() == 2
+                && cmd
+                    .get_arguments()
+                    .any(|a| a.get_short() == last && takes_value(a))
+            {
+                iter.next();
+            }
+        } else {
+            return Some(arg);
+        }
+    }
+    None
+}
+
+/// The command for shell completions: the real one with hidden subcommands and arguments left
+/// out (clap_complete offers them otherwise), at every level.
+pub fn completion_command() -> clap::Command {
+    fn visible(cmd: &clap::Command) -> clap::Command {
+        let mut out = clap::Command::new(cmd.get_name().to_string())
+            .args(cmd.get_arguments().filter(|a| !a.is_hide_set()).cloned())
+            .subcommands(
+                cmd.get_subcommands()
+                    .filter(|s| !s.is_hide_set())
+                    .map(visible),
+            )
+            .args_conflicts_with_subcommands(cmd.is_args_conflicts_with_subcommands_set())
+            .subcommand_negates_reqs(cmd.is_subcommand_negates_reqs_set())
+            .subcommand_required(cmd.is_subcommand_required_set());
+        if let Some(about) = cmd.get_about() {
+            out = out.about(about.clone());
+        }
+        if let Some(about) = cmd.get_long_about() {
+            out = out.long_about(about.clone());
+        }
+        if let Some(version) = cmd.get_version() {
+            out = out.version(version.to_string());
+        }
+        out
+    }
+    visible(&Cli::command())
 }
 
 /// Run a parsed command line; returns the exit status.
@@ -61,7 +163,7 @@ pub fn run(cli: Cli) -> u8 {
         Some(Command::Completions { shell }) => {
             clap_complete::generate(
                 shell,
-                &mut Cli::command(),
+                &mut completion_command(),
                 "parent-tool-dispatch",
                 &mut std::io::stdout(),
             );
@@ -75,4 +177,90 @@ pub fn run(cli: Cli) -> u8 {
 }
 
 pub mod commands;
-pub mod man;
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &[&str]) -> Vec<OsString> {
+        std::iter::once("parent-tool-dispatch")
+            .chain(line.iter().copied())
+            .map(OsString::from)
+            .collect()
+    }
+
+    #[test]
+    fn completion_command_keeps_every_visible_item_and_drops_hidden_ones() {
+        fn shape(cmd: &clap::Command, out: &mut Vec<String>, prefix: &str) {
+            for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+                out.push(format!("{prefix} --{}", arg.get_id()));
+            }
+            for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+                shape(sub, out, &format!("{prefix} {}", sub.get_name()));
+            }
+        }
+        let (mut real, mut shown) = (Vec::new(), Vec::new());
+        shape(&Cli::command(), &mut real, "");
+        shape(&completion_command(), &mut shown, "");
+        assert_eq!(real, shown);
+        let completion = completion_command();
+        assert!(completion
+            .get_subcommands()
+            .all(|s| s.get_name() != "__test-adapter"));
+        assert!(Cli::command()
+            .get_subcommands()
+            .any(|s| s.get_name() == "__test-adapter" && s.is_hide_set()));
+    }
+
+    #[test]
+    fn mistyped_subcommands_get_a_suggestion() {
+        for (line, want) in [
+            (&["valdate", "request", "x.json"][..], "validate"),
+            (&["sandbox_env", "--format", "json"][..], "sandbox-env"),
+            (&["--pretty", "adaptr", "workspace"][..], "adapter"),
+            (
+                &["--parent-tool-bridge", "{}", "completion", "bash"][..],
+                "completions",
+            ),
+            (&["--parent-tool-bridge={}", "hepl"][..], "help"),
+        ] {
+            let message = mistyped_subcommand(&args(line)).unwrap_or_default();
+            assert!(
+                message.contains(&format!("did you mean '{want}'?")),
+                "{line:?}: {message}"
+            );
+            assert!(message.starts_with(&format!(
+                "error: unrecognized subcommand '{}'",
+                line.iter()
+                    .find(|a| !a.starts_with('-') && *a != &"{}")
+                    .unwrap()
+            )));
+        }
+    }
+
+    #[test]
+    fn real_requests_and_subcommands_are_left_to_clap() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("valdate");
+        std::fs::write(&file, "{}").unwrap();
+        for line in [
+            &["validate", "request", "x.json"][..],
+            &["request.json"][..],
+            &["--parent-tool-bridge", "valdate"][..],
+            &["--", "valdate"][..],
+            &[file.to_str().unwrap()][..],
+            &["-"][..],
+            &[][..],
+        ] {
+            assert_eq!(mistyped_subcommand(&args(line)), None, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn a_hostile_mistyped_word_is_escaped() {
+        let message = mistyped_subcommand(&args(&["valdate\x1b[2K"])).unwrap_or_default();
+        assert_eq!(message, "");
+        let message = mistyped_subcommand(&args(&["valdat\u{1b}"])).unwrap();
+        assert!(message.contains("'valdat\\x1b'"), "{message}");
+        assert!(!message.contains('\u{1b}'));
+    }
+}

@@ -69,6 +69,92 @@ pub mod codes {
     pub const TOO_MANY_ISSUES: &str = "too_many_issues";
     /// A string that must travel in an environment variable holds a NUL character.
     pub const CONTAINS_NUL: &str = "contains_nul";
+    /// A key the contract does not define, in an object whose keys are all known (a warning,
+    /// not an error: an unknown key is ignored, which is exactly why a typo must be shown).
+    pub const UNKNOWN_KEY: &str = "unknown_key";
+}
+
+/// One line for humans saying what is wrong: the first issue as `path: message` (`message`
+/// alone for the whole document), then ` (and N more issues)` when there are others. Empty
+/// for no issues. The text is raw: escape it before it reaches a terminal
+/// ([`crate::terminal::error_line`] does).
+pub fn summary(issues: &[Issue]) -> String {
+    let Some(first) = issues.first() else {
+        return String::new();
+    };
+    let mut out = if first.path.is_empty() {
+        first.message.clone()
+    } else {
+        format!("{}: {}", first.path, first.message)
+    };
+    match issues.len() - 1 {
+        0 => {}
+        1 => out.push_str(" (and 1 more issue)"),
+        more => out.push_str(&format!(" (and {more} more issues)")),
+    }
+    out
+}
+
+/// The candidate `word` was most likely meant to be, if any is close enough: `_` and `-` are
+/// treated alike, case is ignored, and otherwise the edit distance (insertions, deletions,
+/// substitutions and swaps of neighbours) must be at most a third of the candidate's length
+/// (at least 1). Ties go to the earlier candidate. Words much longer than any candidate are
+/// never compared, so the cost stays small whatever the input.
+pub fn did_you_mean<'c>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'c str>,
+) -> Option<&'c str> {
+    let norm = |s: &str| -> Vec<char> {
+        s.chars()
+            .map(|c| {
+                if c == '_' {
+                    '-'
+                } else {
+                    c.to_ascii_lowercase()
+                }
+            })
+            .collect()
+    };
+    let word_chars = norm(word);
+    let mut best: Option<(usize, &'c str)> = None;
+    for candidate in candidates {
+        let cand = norm(candidate);
+        let allowed = (cand.len() / 3).max(1);
+        if word_chars.len().abs_diff(cand.len()) > allowed {
+            continue;
+        }
+        let d = edit_distance(&word_chars, &cand);
+        if d <= allowed && !matches!(best, Some((b, _)) if b <= d) {
+            best = Some((d, candidate));
+        }
+    }
+    best.map(|(_, c)| c)
+}
+
+/// Optimal string alignment distance: Levenshtein plus transposition of adjacent characters
+/// (`timeout_sm` is one edit from `timeout_ms`).
+fn edit_distance(a: &[char], b: &[char]) -> usize {
+    let w = b.len() + 1;
+    let mut d = vec![0usize; (a.len() + 1) * w];
+    for i in 0..=a.len() {
+        d[i * w] = i;
+    }
+    for (j, cell) in d.iter_mut().enumerate().take(w) {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[(i - 1) * w + j] + 1)
+                .min(d[i * w + j - 1] + 1)
+                .min(d[(i - 1) * w + j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[(i - 2) * w + j - 2] + 1);
+            }
+            d[i * w + j] = v;
+        }
+    }
+    d[a.len() * w + b.len()]
 }
 
 /// Join a JSON Pointer and one key.
@@ -539,14 +625,24 @@ pub struct Report {
     pub valid: bool,
     /// Every issue found.
     pub issues: Vec<Issue>,
+    /// Findings that do not make the envelope invalid (unknown keys in a bridge); left out of
+    /// the JSON when there are none, so a clean report keeps its two keys.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<Issue>,
 }
 
 impl Report {
     /// A report from a validation outcome.
     pub fn from_issues(issues: Vec<Issue>) -> Report {
+        Report::with_warnings(issues, Vec::new())
+    }
+
+    /// A report with warnings beside the issues.
+    pub fn with_warnings(issues: Vec<Issue>, warnings: Vec<Issue>) -> Report {
         Report {
             valid: issues.is_empty(),
             issues,
+            warnings,
         }
     }
 }
@@ -572,6 +668,48 @@ mod tests {
         for bad in ["", "1A", "A-B", "A B", "Ä", "A=B"] {
             assert!(!is_env_name(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn summary_puts_the_path_first_and_counts_the_rest() {
+        let missing = Issue::new(
+            codes::MISSING,
+            "/request_id",
+            "required key \"request_id\" is missing",
+        );
+        let whole = Issue::new("json_syntax", "", "invalid JSON at line 1, column 1: x");
+        assert_eq!(summary(&[]), "");
+        assert_eq!(
+            summary(std::slice::from_ref(&missing)),
+            "/request_id: required key \"request_id\" is missing"
+        );
+        assert_eq!(
+            summary(&[missing.clone(), whole.clone()]),
+            "/request_id: required key \"request_id\" is missing (and 1 more issue)"
+        );
+        assert_eq!(
+            summary(&[whole.clone(), missing.clone(), missing]),
+            "invalid JSON at line 1, column 1: x (and 2 more issues)"
+        );
+    }
+
+    #[test]
+    fn did_you_mean_finds_typos_swaps_and_separator_mixups() {
+        let keys = ["owner", "mode", "timeout_ms", "command", "endpoint"];
+        assert_eq!(did_you_mean("timeout_sm", keys), Some("timeout_ms"));
+        assert_eq!(did_you_mean("timout_ms", keys), Some("timeout_ms"));
+        assert_eq!(did_you_mean("timeout-ms", keys), Some("timeout_ms"));
+        assert_eq!(did_you_mean("comand", keys), Some("command"));
+        assert_eq!(did_you_mean("Mode", keys), Some("mode"));
+        assert_eq!(did_you_mean("transport", keys), None);
+        assert_eq!(did_you_mean("x", keys), None);
+        assert_eq!(did_you_mean(&"a".repeat(100_000), keys), None);
+        let subs = ["validate", "sandbox-env", "completions", "adapter", "help"];
+        assert_eq!(did_you_mean("valdate", subs), Some("validate"));
+        assert_eq!(did_you_mean("sandbox_env", subs), Some("sandbox-env"));
+        assert_eq!(did_you_mean("adaptr", subs), Some("adapter"));
+        assert_eq!(did_you_mean("request.json", subs), None);
+        assert_eq!(did_you_mean("valid.json", subs), None);
     }
 
     #[test]

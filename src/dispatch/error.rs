@@ -15,7 +15,7 @@ use crate::error::{exit_code_for, ErrorCode, Status};
 use crate::exec::SpawnError;
 use crate::signal::signal_name;
 use crate::transcript::TranscriptError;
-use crate::validate::Issue;
+use crate::validate::{summary, Issue};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
@@ -334,23 +334,4 @@ fn with_first_issue(what: &str, issues: &[Issue]) -> String {
         Some(_) => format!("{what}: {}", summary(issues)),
         None => what.to_string(),
     }
-}
-
-/// The first issue and how many more: `/request_id: required key "request_id" is missing (and
-/// 1 more issue)`.
-pub fn summary(issues: &[Issue]) -> String {
-    let Some(first) = issues.first() else {
-        return "no issue was recorded".to_string();
-    };
-    let mut out = if first.path.is_empty() {
-        first.message.clone()
-    } else {
-        format!("{}: {}", first.path, first.message)
-    };
-    match issues.len() - 1 {
-        0 => {}
-        1 => out.push_str(" (and 1 more issue)"),
-        n => out.push_str(&format!(" (and {n} more issues)")),
-    }
-    out
 }

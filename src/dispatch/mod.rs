@@ -9,7 +9,7 @@
 mod error;
 mod report;
 
-pub use error::{summary, DispatchError};
+pub use error::DispatchError;
 pub use report::{Concluded, Report};
 
 use crate::authorize::authorize;
@@ -94,7 +94,7 @@ pub fn admit(
         report.learn_request(Rc::clone(doc));
     }
     report.prepare_artifacts()?;
-    let bridge = load_bridge(args)?;
+    let bridge = load_bridge(args, report)?;
     report.learn_bridge(&bridge);
     let request = validate_request(parsed, max_request)?;
     authorize(&bridge, &request, &bridge.bridge_ref()).map_err(|denial| DispatchError::Denied {
@@ -232,6 +232,11 @@ fn read_request(args: &DispatchArgs, interrupts: &Interrupts) -> Result<Vec<u8>,
         path: path.clone(),
         source,
     };
+    if path.is_none() {
+        if let Some(hint) = crate::terminal::stdin_hint() {
+            eprintln!("{hint}");
+        }
+    }
     let (tx, rx) = std::sync::mpsc::channel();
     let reader_path = path.clone();
     std::thread::Builder::new()
@@ -264,16 +269,27 @@ fn read_request(args: &DispatchArgs, interrupts: &Interrupts) -> Result<Vec<u8>,
     }
 }
 
-fn load_bridge(args: &DispatchArgs) -> Result<Bridge, DispatchError> {
+/// The bridge from `--parent-tool-bridge` (or the environment); its unknown-key warnings go to
+/// stderr whether or not it is valid.
+fn load_bridge(args: &DispatchArgs, report: &mut Report) -> Result<Bridge, DispatchError> {
     let text = args
         .bridge
         .parent_tool_bridge
         .as_deref()
         .unwrap_or_default();
-    Bridge::load(text).map_err(|issues| DispatchError::BridgeInvalid {
-        issues,
-        human: None,
-    })
+    match Bridge::load(text) {
+        Ok(bridge) => {
+            report.warn(&bridge.warnings);
+            Ok(bridge)
+        }
+        Err(err) => {
+            report.warn(err.warnings());
+            Err(DispatchError::BridgeInvalid {
+                issues: err.issues().to_vec(),
+                human: Some(err.to_string()),
+            })
+        }
+    }
 }
 
 fn validate_request(

@@ -22,8 +22,10 @@ use crate::hostenv::HostEnv;
 use crate::plan::{self, Plan};
 use crate::redact::{is_sensitive_key, Redactor};
 use crate::signal::signal_name;
+use crate::terminal::error_line;
 use crate::toolmap::ToolMap;
 use crate::transcript::{self, safe_name, ArtifactDir, Call};
+use crate::validate::Issue;
 use std::io::Write;
 use std::rc::Rc;
 use std::time::{Instant, SystemTime};
@@ -48,6 +50,8 @@ pub struct Report<'a> {
     fallback_name: Option<String>,
     /// What a failure envelope echoes.
     echo: Echo,
+    /// Warning lines for stderr, printed before the envelope.
+    warnings: Vec<String>,
 }
 
 impl<'a> Report<'a> {
@@ -101,7 +105,14 @@ impl<'a> Report<'a> {
             request: None,
             fallback_name: None,
             echo: Echo::default(),
+            warnings: Vec::new(),
         })
+    }
+
+    /// Warnings for stderr (escaped there), e.g. unknown keys in the bridge.
+    pub fn warn(&mut self, warnings: &[Issue]) {
+        self.warnings
+            .extend(warnings.iter().map(crate::terminal::warning_line));
     }
 
     /// The `--tool-map` in force.
@@ -210,7 +221,7 @@ impl<'a> Report<'a> {
         envelope.dispatch = Some(self.dispatch.clone());
         self.write_transcript(&mut envelope);
 
-        let mut stderr = Vec::new();
+        let mut stderr = std::mem::take(&mut self.warnings);
         let mut text = self.render(&envelope);
         if let Some(path) = &self.args.result_file {
             let written = crate::fs::write_atomic(path, format!("{text}\n").as_bytes());
@@ -235,11 +246,7 @@ impl<'a> Report<'a> {
                     .redactor
                     .redact_str(&envelope.error_message().unwrap_or_default()),
             };
-            stderr.push(format!(
-                "error[{}]: {}",
-                escape_controls(&self.redactor.redact_str(&code)),
-                escape_controls(&message)
-            ));
+            stderr.push(error_line(&self.redactor.redact_str(&code), &message));
         }
         Concluded {
             envelope: text,
@@ -338,18 +345,4 @@ impl Concluded {
             .and_then(|()| stdout.flush());
         self.exit
     }
-}
-
-/// Control characters made visible, so that nothing an adapter writes can move the host's
-/// cursor or forge a line on its terminal.
-fn escape_controls(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
 }

@@ -4,11 +4,24 @@
 //! `sandbox_env`, `authorization` and `redaction` are optional — real bridges omit them — but
 //! checked when present. argv is kept exactly as given: bridges from the upstream builder may
 //! arrive trimmed and de-duplicated, and "repairing" them would run something nobody wrote.
+//!
+//! Unknown keys never make a bridge invalid, but in the three objects whose every key this
+//! dispatcher acts on — `dispatcher`, `dispatcher.command` and `dispatcher.endpoint` — an
+//! unknown key is almost always a typo that silently changes behaviour (`timeout_sm` runs with
+//! the 30 s default), so each one becomes an `unknown_key` *warning* ([`Bridge::warnings`],
+//! [`unknown_keys`]) with a suggestion. Other objects (the top level, `sandbox_env`, …) carry
+//! upstream's extra keys and get no warnings.
+//!
+//! [`Bridge::load`] reads the command-line form (`JSON` or `@FILE`) and fails with a
+//! [`LoadError`]: its issues are for the envelope and never carry a host path; its `Display`
+//! is for the host's stderr and names the file and the OS error.
 
 use super::canonical;
 use crate::error::Status;
-use crate::validate::{codes, join, Checker, Issue};
+use crate::validate::{codes, did_you_mean, join, summary, Checker, Issue};
 use serde_json::{Map, Value};
+use std::fmt;
+use std::path::{Path, PathBuf};
 
 /// Schema id of the bridge.
 pub const SCHEMA: &str = "wp-codebox/parent-tool-bridge/v1";
@@ -85,6 +98,9 @@ pub struct Bridge {
     pub sandbox_variables: Option<SandboxVariables>,
     /// `sandbox_env.secret_env`: NAMES that must never reach the sandbox env.
     pub secret_env: Vec<String>,
+    /// `unknown_key` findings in `dispatcher`, `dispatcher.command` and `dispatcher.endpoint`
+    /// (see [`unknown_keys`]). They do not make the bridge invalid; show them to the host.
+    pub warnings: Vec<Issue>,
 }
 
 impl Bridge {
@@ -127,6 +143,7 @@ impl Bridge {
         };
         let bridge = Bridge {
             raw: Map::new(),
+            warnings: unknown_keys(&raw),
             allowed_tools,
             mode: dispatcher.mode,
             timeout_ms: dispatcher.timeout_ms,
@@ -140,28 +157,40 @@ impl Bridge {
     }
 
     /// Read a bridge given the way the command line takes it — JSON text, or `@FILE` — with
-    /// the strict reader, and validate it.
-    pub fn load(arg: &str) -> Result<Bridge, Vec<Issue>> {
+    /// the strict reader (at most [`MAX_BYTES`]), and validate it.
+    pub fn load(arg: &str) -> Result<Bridge, LoadError> {
         use std::io::Read;
-        let bytes = match arg.strip_prefix('@') {
+        let file = arg.strip_prefix('@').map(PathBuf::from);
+        let bytes = match &file {
             Some(path) => {
                 let mut bytes = Vec::new();
                 std::fs::File::open(path)
                     .and_then(|f| f.take(MAX_BYTES as u64 + 1).read_to_end(&mut bytes))
-                    .map_err(|e| {
-                        vec![Issue::new(
+                    .map_err(|source| LoadError::Read {
+                        issues: vec![Issue::new(
                             "unreadable",
                             "",
-                            format!("the bridge file could not be read: {}", e.kind()),
-                        )]
+                            // io::Error's Display of an OS error names no path.
+                            format!("the bridge file could not be read: {source}"),
+                        )],
+                        path: path.clone(),
+                        source,
                     })?;
                 bytes
             }
             None => arg.as_bytes().to_vec(),
         };
-        let map =
-            super::json::parse_object(&bytes, MAX_BYTES).map_err(|e| vec![Issue::from_json(&e)])?;
-        Bridge::from_json(map)
+        let map = super::json::parse_object(&bytes, MAX_BYTES).map_err(|e| LoadError::Parse {
+            hint: file.is_none().then(|| file_hint(arg)).flatten(),
+            file: file.clone(),
+            issues: vec![Issue::from_json(&e)],
+        })?;
+        let warnings = unknown_keys(&map);
+        Bridge::from_json(map).map_err(|issues| LoadError::Invalid {
+            file,
+            issues,
+            warnings,
+        })
     }
 
     /// The bridge ref: `sha256:` + hex SHA-256 of the canonical JSON of the bridge as given.
@@ -176,6 +205,221 @@ impl Bridge {
     pub fn allows(&self, tool: &str) -> bool {
         self.allowed_tools.iter().any(|t| t == tool)
     }
+}
+
+/// Why the bridge given on the command line cannot be used. Every variant is the envelope's
+/// `unavailable` / `bridge_invalid`; they differ in what the host is told on stderr.
+#[derive(Debug)]
+pub enum LoadError {
+    /// `@FILE` could not be opened or read.
+    Read {
+        /// The file as given after `@`.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+        /// One `unreadable` issue, without the path.
+        issues: Vec<Issue>,
+    },
+    /// The text (inline or from the file) is not exactly one JSON object.
+    Parse {
+        /// The file, when the text came from `@FILE`.
+        file: Option<PathBuf>,
+        /// One issue from the strict reader.
+        issues: Vec<Issue>,
+        /// `@PATH` when the inline text is not JSON but names an existing file.
+        hint: Option<String>,
+    },
+    /// The JSON is not a valid bridge.
+    Invalid {
+        /// The file, when the text came from `@FILE`.
+        file: Option<PathBuf>,
+        /// Every issue.
+        issues: Vec<Issue>,
+        /// The unknown keys found on the way (often the cause of a `missing` issue).
+        warnings: Vec<Issue>,
+    },
+}
+
+impl LoadError {
+    /// The issues for the envelope's `error.details.issues`: never a host path.
+    pub fn issues(&self) -> &[Issue] {
+        match self {
+            LoadError::Read { issues, .. }
+            | LoadError::Parse { issues, .. }
+            | LoadError::Invalid { issues, .. } => issues,
+        }
+    }
+
+    /// Unknown-key warnings of a bridge that was read but is invalid; empty otherwise.
+    pub fn warnings(&self) -> &[Issue] {
+        match self {
+            LoadError::Invalid { warnings, .. } => warnings,
+            _ => &[],
+        }
+    }
+}
+
+/// For stderr only (it names the host's file): `reading bridge file F: <OS error>`,
+/// `parsing bridge file F: <issue>`, `parsing the bridge JSON: <issue> (did you mean @F?)`,
+/// `bridge file F: <summary>` or just the summary of the issues.
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoadError::Read { path, source, .. } => {
+                write!(f, "reading bridge file {}: {source}", path.display())
+            }
+            LoadError::Parse { file, issues, hint } => {
+                match file {
+                    Some(path) => write!(f, "parsing bridge file {}: ", path.display())?,
+                    None => f.write_str("parsing the bridge JSON: ")?,
+                }
+                f.write_str(&summary(issues))?;
+                match hint {
+                    Some(at) => write!(f, " (did you mean {at}?)"),
+                    None => Ok(()),
+                }
+            }
+            LoadError::Invalid { file, issues, .. } => {
+                if let Some(path) = file {
+                    write!(f, "bridge file {}: ", path.display())?;
+                }
+                f.write_str(&summary(issues))
+            }
+        }
+    }
+}
+
+impl std::error::Error for LoadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LoadError::Read { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// `@arg` when `arg` (inline text that is not JSON) names an existing file: the `@` was
+/// probably forgotten. Long or multi-line text is JSON gone wrong, not a path.
+fn file_hint(arg: &str) -> Option<String> {
+    let plausible = !arg.is_empty() && arg.len() <= 4096 && !arg.contains(['\n', '{']);
+    (plausible && Path::new(arg).is_file()).then(|| format!("@{arg}"))
+}
+
+/// At most `max` bytes of `s`, cut on a character boundary: a key can be megabytes long.
+fn shorten(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// One of the objects whose keys are all known to this dispatcher.
+struct KnownKeys {
+    /// Dotted name for messages.
+    name: &'static str,
+    /// JSON Pointer of the object.
+    pointer: &'static str,
+    keys: &'static [&'static str],
+}
+
+/// `notes` is upstream's free-text key; it may appear in any object.
+const LEVELS: [KnownKeys; 3] = [
+    KnownKeys {
+        name: "dispatcher",
+        pointer: "/dispatcher",
+        keys: &[
+            "owner",
+            "mode",
+            "command",
+            "endpoint",
+            "request_schema",
+            "result_schema",
+            "timeout_ms",
+            "notes",
+        ],
+    },
+    KnownKeys {
+        name: "dispatcher.command",
+        pointer: "/dispatcher/command",
+        keys: &["argv", "cwd_env", "env", "transport", "notes"],
+    },
+    KnownKeys {
+        name: "dispatcher.endpoint",
+        pointer: "/dispatcher/endpoint",
+        keys: &["url_env", "method", "token_env", "notes"],
+    },
+];
+
+/// At most this many `unknown_key` warnings, then one that counts the rest.
+const MAX_UNKNOWN_KEY_WARNINGS: usize = 20;
+
+/// `unknown_key` warnings for `dispatcher`, `dispatcher.command` and `dispatcher.endpoint`:
+/// each with a "did you mean" when a known key is close, or where the key belongs when it is a
+/// known key of one of the other two objects (`transport` directly under `dispatcher`).
+/// Objects of the wrong type are left to validation. Bounded: at most 21 warnings.
+pub fn unknown_keys(raw: &Map<String, Value>) -> Vec<Issue> {
+    let Some(Value::Object(dispatcher)) = raw.get("dispatcher") else {
+        return Vec::new();
+    };
+    let objects = [
+        Some(dispatcher),
+        dispatcher.get("command").and_then(Value::as_object),
+        dispatcher.get("endpoint").and_then(Value::as_object),
+    ];
+    let mut out = Vec::new();
+    let mut more = 0usize;
+    for (level, object) in LEVELS.iter().zip(objects) {
+        for key in object.into_iter().flat_map(Map::keys) {
+            if level.keys.contains(&key.as_str()) {
+                continue;
+            }
+            if out.len() == MAX_UNKNOWN_KEY_WARNINGS {
+                more += 1;
+                continue;
+            }
+            out.push(Issue::new(
+                codes::UNKNOWN_KEY,
+                join(level.pointer, key),
+                unknown_key_message(level, key),
+            ));
+        }
+    }
+    if more > 0 {
+        out.push(Issue::new(
+            codes::UNKNOWN_KEY,
+            "/dispatcher",
+            format!("and {more} more unknown keys under dispatcher"),
+        ));
+    }
+    out
+}
+
+fn unknown_key_message(level: &KnownKeys, key: &str) -> String {
+    let shown = shorten(key, 64);
+    let others = || LEVELS.iter().filter(|l| l.name != level.name);
+    if let Some(home) = others().find(|l| l.keys.contains(&key) && key != "notes") {
+        return format!(
+            "key {shown:?} belongs in {}, not {}; here it is ignored",
+            home.name, level.name
+        );
+    }
+    if let Some(near) = did_you_mean(key, level.keys.iter().copied()) {
+        return format!("unknown key {shown:?} (did you mean {near:?}?)");
+    }
+    for other in others() {
+        if let Some(near) = did_you_mean(key, other.keys.iter().copied()) {
+            return format!(
+                "unknown key {shown:?} (did you mean {near:?} in {}?)",
+                other.name
+            );
+        }
+    }
+    format!(
+        "unknown key {shown:?}; {} takes {}",
+        level.name,
+        level.keys.join(", ")
+    )
 }
 
 struct Dispatcher {
@@ -455,6 +699,184 @@ mod tests {
         ] {
             assert!(got.contains(&want), "{want:?} not in {got:?}");
         }
+    }
+
+    fn warnings(v: Value) -> Vec<(String, String)> {
+        let b = bridge(v).unwrap();
+        b.warnings
+            .into_iter()
+            .map(|i| {
+                assert_eq!(i.code, "unknown_key");
+                (i.path, i.message)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn typos_in_the_dispatcher_objects_are_warnings_with_a_suggestion() {
+        let mut v = minimal();
+        v["dispatcher"]["timeout_sm"] = json!(5000);
+        v["dispatcher"]["transport"] = json!("file");
+        v["dispatcher"]["command"]["transprot"] = json!("file");
+        v["dispatcher"]["command"]["timeout_ms"] = json!(5000);
+        v["dispatcher"]["command"]["frobnicate"] = json!(true);
+        v["dispatcher"]["endpoint"] =
+            json!({"url_env": "U", "method": "POST", "tokn_env": "T", "cwd_env": "C"});
+        assert_eq!(
+            warnings(v),
+            [
+                (
+                    "/dispatcher/timeout_sm",
+                    "unknown key \"timeout_sm\" (did you mean \"timeout_ms\"?)"
+                ),
+                (
+                    "/dispatcher/transport",
+                    "key \"transport\" belongs in dispatcher.command, not dispatcher; here it is ignored"
+                ),
+                (
+                    "/dispatcher/command/transprot",
+                    "unknown key \"transprot\" (did you mean \"transport\"?)"
+                ),
+                (
+                    "/dispatcher/command/timeout_ms",
+                    "key \"timeout_ms\" belongs in dispatcher, not dispatcher.command; here it is ignored"
+                ),
+                (
+                    "/dispatcher/command/frobnicate",
+                    "unknown key \"frobnicate\"; dispatcher.command takes argv, cwd_env, env, transport, notes"
+                ),
+                (
+                    "/dispatcher/endpoint/tokn_env",
+                    "unknown key \"tokn_env\" (did you mean \"token_env\"?)"
+                ),
+                (
+                    "/dispatcher/endpoint/cwd_env",
+                    "key \"cwd_env\" belongs in dispatcher.command, not dispatcher.endpoint; here it is ignored"
+                ),
+            ]
+            .map(|(p, m)| (p.to_string(), m.to_string()))
+        );
+    }
+
+    #[test]
+    fn a_typo_still_runs_with_the_default_so_the_warning_is_the_only_signal() {
+        let mut v = minimal();
+        v["dispatcher"]["timeout_sm"] = json!(5000);
+        let b = bridge(v).unwrap();
+        assert_eq!(b.timeout_ms, DEFAULT_TIMEOUT_MS);
+        assert_eq!(b.warnings.len(), 1);
+    }
+
+    #[test]
+    fn extra_keys_elsewhere_and_notes_are_not_warned_about() {
+        let mut v = minimal();
+        v["extra_top_level"] = json!(1);
+        v["sandbox_env"]["notes"] = json!("n");
+        v["sandbox_env"]["whatever"] = json!("n");
+        v["authorization"]["extra"] = json!({});
+        v["metadata"]["timeout_sm"] = json!(1);
+        v["dispatcher"]["notes"] = json!("n");
+        v["dispatcher"]["command"]["notes"] = json!("n");
+        assert_eq!(warnings(v), []);
+        let text = include_str!("../../fixtures/upstream/example-bridge.host_command.json");
+        let upstream: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(warnings(upstream), []);
+    }
+
+    #[test]
+    fn unknown_key_warnings_are_bounded() {
+        let mut v = minimal();
+        for i in 0..1000 {
+            v["dispatcher"][format!("k{i}")] = json!(i);
+        }
+        v["dispatcher"]["command"]["x".repeat(100_000)] = json!(1);
+        let w = bridge(v).unwrap().warnings;
+        assert_eq!(w.len(), MAX_UNKNOWN_KEY_WARNINGS + 1);
+        assert_eq!(
+            w.last().unwrap().message,
+            "and 981 more unknown keys under dispatcher"
+        );
+        assert!(w.iter().all(|i| i.message.len() < 200));
+    }
+
+    #[test]
+    fn invalid_bridges_keep_their_warnings_in_the_load_error() {
+        let mut v = minimal();
+        let cmd = v["dispatcher"]
+            .as_object_mut()
+            .unwrap()
+            .remove("command")
+            .unwrap();
+        v["dispatcher"]["comand"] = cmd;
+        let err = Bridge::load(&v.to_string()).unwrap_err();
+        assert_eq!(
+            crate::validate::code_paths(err.issues()),
+            [("missing", "/dispatcher/command")]
+        );
+        assert_eq!(err.warnings()[0].path, "/dispatcher/comand");
+        assert_eq!(
+            err.to_string(),
+            "/dispatcher/command: \"command\" is required when mode is \"host_command\""
+        );
+    }
+
+    #[test]
+    fn a_missing_bridge_file_is_named_on_stderr_but_not_in_the_issues() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("brigde.json");
+        let err = Bridge::load(&format!("@{}", path.display())).unwrap_err();
+        assert!(matches!(err, LoadError::Read { .. }));
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "reading bridge file {}: No such file or directory (os error 2)",
+                path.display()
+            )
+        );
+        let issues = err.issues();
+        assert_eq!(crate::validate::code_paths(issues), [("unreadable", "")]);
+        assert_eq!(
+            issues[0].message,
+            "the bridge file could not be read: No such file or directory (os error 2)"
+        );
+        let dir_text = dir.path().to_str().unwrap();
+        assert!(issues.iter().all(|i| !i.message.contains(dir_text)));
+    }
+
+    #[test]
+    fn a_bridge_file_given_without_the_at_gets_a_hint() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bridge.json");
+        std::fs::write(&path, minimal().to_string()).unwrap();
+        let arg = path.to_str().unwrap();
+        let err = Bridge::load(arg).unwrap_err();
+        assert_eq!(
+            crate::validate::code_paths(err.issues()),
+            [("json_syntax", "")]
+        );
+        let text = err.to_string();
+        assert!(
+            text.starts_with("parsing the bridge JSON: invalid JSON at line 1"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(&format!(" (did you mean @{arg}?)")),
+            "{text}"
+        );
+        assert!(!err.issues()[0].message.contains(arg));
+        // Not a file: no hint.
+        let err = Bridge::load("not-a-file.json").unwrap_err();
+        assert!(!err.to_string().contains("did you mean"), "{err}");
+        // A file's own parse error names the file.
+        std::fs::write(&path, "{").unwrap();
+        let err = Bridge::load(&format!("@{arg}")).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with(&format!("parsing bridge file {arg}: ")),
+            "{err}"
+        );
+        let err = Bridge::load(&format!("@{}", dir.path().display())).unwrap_err();
+        assert!(err.to_string().starts_with("reading bridge file "), "{err}");
     }
 
     #[test]

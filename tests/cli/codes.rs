@@ -1,7 +1,8 @@
-//! The SPEC §6 table is public interface: this pins every row, and checks that the README
-//! prints the same table.
+//! The error-code and exit-status tables are public interface: this pins every row, and checks
+//! that the README prints the same tables (the help text and the man page are generated from
+//! `error.rs` and checked elsewhere).
 
-use parent_tool_dispatch::error::{ErrorCode, Status};
+use parent_tool_dispatch::error::{ErrorCode, Status, EXIT_STATUSES};
 
 const TABLE: [(&str, &str, bool, u8); 17] = [
     ("bridge_invalid", "unavailable", false, 69),
@@ -67,4 +68,38 @@ fn readme_prints_the_error_code_table() {
         let row = format!("| `{code}` | {status} | {retryable} | {exit} |");
         assert!(readme.contains(&row), "README lacks the row: {row}");
     }
+}
+
+#[test]
+fn exit_statuses_are_pinned() {
+    let codes: Vec<u8> = EXIT_STATUSES.iter().map(|r| r.code).collect();
+    assert_eq!(codes, [0, 1, 2, 65, 69, 70, 77, 124]);
+}
+
+/// The rows of the README's table under `## Exit status`, as written.
+fn readme_exit_rows(readme: &str) -> Vec<String> {
+    let section = readme
+        .split("\n## Exit status\n")
+        .nth(1)
+        .expect("README has an Exit status section");
+    let section = section.split("\n## ").next().unwrap();
+    section
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| exit") && !l.starts_with("|--"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn readme_prints_the_exit_status_table() {
+    let readme = include_str!("../../README.md");
+    let want: Vec<String> = EXIT_STATUSES
+        .iter()
+        .map(|r| format!("| {} | {} |", r.code, r.meaning))
+        .collect();
+    assert_eq!(
+        readme_exit_rows(readme),
+        want,
+        "the README's exit-status table differs from error::EXIT_STATUSES"
+    );
 }

@@ -3,7 +3,7 @@
 use super::*;
 use std::process::Command;
 
-fn run_with_stdin(args: &[&str], stdin: &str) -> (i32, String, String) {
+pub(crate) fn run_with_stdin(args: &[&str], stdin: &str) -> (i32, String, String) {
     use std::io::Write;
     let mut child = Command::new(bin())
         .args(args)

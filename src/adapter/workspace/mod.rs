@@ -217,9 +217,14 @@ impl ToolError {
     }
 }
 
-/// A path for a message: back-quoted, and cut so a hostile path cannot flood the envelope.
+/// A path for a message: back-quoted, cut so a hostile path cannot flood the envelope, and
+/// with control, bidi and line-separator characters escaped (`\x1b`, `\u{202e}`) so that it
+/// cannot drive the terminal of whoever reads the message.
 pub fn quote(path: &str) -> String {
-    format!("`{}`", cut_at_char_boundary(path, 200))
+    format!(
+        "`{}`",
+        crate::terminal::escape(cut_at_char_boundary(path, 200))
+    )
 }
 
 /// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
@@ -415,14 +420,17 @@ fn serve(bytes: &[u8], root: Option<&Path>, echo: &mut Echo) -> Result<Value, To
         JsonIssue::TooLarge { .. } => ToolError::new(Code::RequestTooLarge, e.to_string()),
         _ => ToolError::new(
             Code::RequestInvalid,
-            format!("the request is not valid: {e}"),
+            format!(
+                "the request is not valid: {}",
+                crate::terminal::escape(&e.to_string())
+            ),
         )
         .with_details(json!({"issues": [Issue::from_json(&e)]})),
     })?;
     *echo = Echo::from_map(&map);
     let issues = check_request(&map);
     if let Some(first) = issues.first() {
-        let first = first.message.clone();
+        let first = crate::terminal::escape(&first.message).into_owned();
         return Err(ToolError::new(
             Code::RequestInvalid,
             format!("the request envelope is invalid: {first}"),

@@ -186,8 +186,14 @@ impl GlobFilter {
             sets[usize::from(exclude) * 2 + usize::from(on_path)].add(glob);
         }
         let build = |b: &GlobSetBuilder| {
-            b.build()
-                .map_err(|err| ToolError::new(Code::InvalidPattern, format!("input.glob: {err}")))
+            b.build().map_err(|err| {
+                // The error quotes the glob as the request wrote it.
+                let err = err.to_string();
+                ToolError::new(
+                    Code::InvalidPattern,
+                    format!("input.glob: {}", crate::terminal::escape(&err)),
+                )
+            })
         };
         Ok(GlobFilter {
             include_name: build(&sets[0])?,

@@ -1,0 +1,154 @@
+//! What reaches a human's terminal: escaping untrusted text, the `error[code]:` and
+//! `warning[code]:` lines, and the hint shown when a request is read from an interactive stdin.
+//!
+//! Owns: the rule for which characters may reach a terminal raw. Invariant: every line this
+//! module builds has passed through [`escape`], so an adapter's message, a request's path or a
+//! mistyped argument cannot move the cursor, recolour, overwrite or forge a line on the host's
+//! terminal. It must not decide *what* is printed (callers do) and never prints to stdout: stdout
+//! belongs to the envelope.
+
+use crate::validate::Issue;
+use std::borrow::Cow;
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+
+/// Whether `c` must not reach a terminal raw: C0 controls (tab and newline included), DEL, C1
+/// controls, the Unicode bidirectional controls (which can reorder what a line appears to say)
+/// and the line and paragraph separators (which some terminals and viewers break lines on).
+fn is_unsafe(c: char) -> bool {
+    matches!(c,
+        '\u{0}'..='\u{1f}'
+        | '\u{7f}'..='\u{9f}'
+        | '\u{61c}'
+        | '\u{200e}' | '\u{200f}'
+        | '\u{2028}' | '\u{2029}'
+        | '\u{202a}'..='\u{202e}'
+        | '\u{2066}'..='\u{2069}')
+}
+
+/// `s` with every character that could act on a terminal replaced by a visible escape:
+/// `\n`, `\r`, `\t` for those three, `\x1b` style for the other C0 controls and DEL, and
+/// `\u{202e}` style for C1 controls, bidi controls and line/paragraph separators. Everything
+/// else (backslashes and printable Unicode included) is kept as is. Borrows when nothing needs
+/// escaping.
+pub fn escape(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(is_unsafe) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c if is_unsafe(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// The human line for a failure: `error[code]: message`, both parts escaped.
+pub fn error_line(code: &str, message: &str) -> String {
+    format!("error[{}]: {}", escape(code), escape(message))
+}
+
+/// The human line for a warning issue: `warning[code]: path: message` (the path only when
+/// non-empty), escaped.
+pub fn warning_line(issue: &Issue) -> String {
+    let text = crate::validate::summary(std::slice::from_ref(issue));
+    format!("warning[{}]: {}", escape(&issue.code), escape(&text))
+}
+
+/// Print one [`warning_line`] per issue on stderr.
+pub fn print_warnings(warnings: &[Issue]) {
+    for warning in warnings {
+        eprintln!("{}", warning_line(warning));
+    }
+}
+
+/// The hint to print on stderr before reading a request from stdin, when stdin is a terminal
+/// (someone ran the command by hand and it would otherwise just wait); `None` otherwise.
+pub fn stdin_hint() -> Option<&'static str> {
+    hint(std::io::stdin().is_terminal())
+}
+
+/// The same hint for `validate`, which reads bridges and results too.
+pub(crate) fn stdin_hint_for(kind: &str) -> Option<String> {
+    hint(std::io::stdin().is_terminal())
+        .map(|_| format!("reading the {kind} from stdin (end with Ctrl-D)\u{2026}"))
+}
+
+fn hint(is_terminal: bool) -> Option<&'static str> {
+    is_terminal.then_some("reading the request from stdin (end with Ctrl-D)\u{2026}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOSTILE: &str = "\x1b[2K\rerror[forged]: \x1b[31mfake line";
+
+    #[test]
+    fn hostile_message_is_escaped_visibly_on_one_line() {
+        let out = escape(HOSTILE);
+        assert_eq!(out, "\\x1b[2K\\rerror[forged]: \\x1b[31mfake line");
+        assert!(!out.chars().any(|c| c.is_control()));
+        assert_eq!(
+            error_line("adapter_code", HOSTILE),
+            "error[adapter_code]: \\x1b[2K\\rerror[forged]: \\x1b[31mfake line"
+        );
+    }
+
+    #[test]
+    fn every_class_of_unsafe_character_is_escaped() {
+        for (raw, shown) in [
+            ("\n", "\\n"),
+            ("\r", "\\r"),
+            ("\t", "\\t"),
+            ("\0", "\\x00"),
+            ("\x07", "\\x07"),
+            ("\x7f", "\\x7f"),
+            ("\u{85}", "\\u{85}"),
+            ("\u{9b}", "\\u{9b}"),
+            ("\u{202e}", "\\u{202e}"),
+            ("\u{2066}", "\\u{2066}"),
+            ("\u{200f}", "\\u{200f}"),
+            ("\u{61c}", "\\u{61c}"),
+            ("\u{2028}", "\\u{2028}"),
+            ("\u{2029}", "\\u{2029}"),
+        ] {
+            assert_eq!(escape(raw), shown, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn safe_text_is_borrowed_unchanged() {
+        for s in ["plain", "a\\x1b stays", "Grüße → 日本", "\u{a0}nbsp", ""] {
+            assert!(matches!(escape(s), Cow::Borrowed(x) if x == s), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn warning_line_names_path_code_and_message() {
+        let issue = Issue::new("unknown_key", "/dispatcher/x\ny", "unknown key \"x\ny\"");
+        assert_eq!(
+            warning_line(&issue),
+            "warning[unknown_key]: /dispatcher/x\\ny: unknown key \"x\\ny\""
+        );
+    }
+
+    #[test]
+    fn hint_only_for_a_terminal() {
+        assert_eq!(hint(false), None);
+        assert_eq!(
+            hint(true),
+            Some("reading the request from stdin (end with Ctrl-D)…")
+        );
+    }
+}
