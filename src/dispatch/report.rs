@@ -342,7 +342,7 @@ impl Concluded {
 
 /// Control characters made visible, so that nothing an adapter writes can move the host's
 /// cursor or forge a line on its terminal.
-fn escape_controls(s: &str) -> String {
+pub(crate) fn escape_controls(s: &str) -> String {
     s.chars()
         .map(|c| {
             if c.is_control() {
