@@ -171,6 +171,10 @@ pub enum Command {
     /// A scriptable misbehaving adapter for the test suite and the README's examples.
     #[command(name = "__test-adapter", hide = true)]
     TestAdapter(TestAdapterArgs),
+    /// Host delegation: check wp-codebox/host-delegation-request/v1 and -result/v1 envelopes,
+    /// or run a product host adapter between the two checks.
+    #[command(subcommand)]
+    Delegation(DelegationCommand),
 }
 
 /// Which envelope `validate` checks.
@@ -272,4 +276,93 @@ pub struct TestAdapterArgs {
     /// `src/test_adapter.rs` for the list.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub steps: Vec<String>,
+}
+
+/// The `delegation` subcommands (SPEC §8).
+#[derive(Debug, Subcommand)]
+pub enum DelegationCommand {
+    /// Check a wp-codebox/host-delegation-request/v1 and print {"valid":…,"issues":[…]}.
+    ///
+    /// Rules: a non-empty (trimmed) goal or task; target, context, execution, orchestrator and
+    /// metadata objects when present; expected_artifacts an array when present; source_digest
+    /// 64 hex characters (a string, or an object whose value, sha256 and hash members hold it);
+    /// schema, when present, the request id; request_id a non-empty string of at most 256
+    /// bytes; sandbox_session_id and session_id strings that agree.
+    #[command(after_help = crate::delegation::codes::check_after_help())]
+    CheckRequest(DelegationCheckRequestArgs),
+    /// Check a host adapter's answer (or a wp-codebox/host-delegation-result/v1) against its
+    /// request and print {"valid":…,"issues":[…]}.
+    ///
+    /// Rules: a status of accepted, completed, failed or unavailable (or success: false alone,
+    /// meaning failed), agreeing with success when both are given; result an object or null;
+    /// schema, when present, the result id; provider a non-empty string; error an object with a
+    /// code and a message; request_id, sandbox_session_id / session_id (also inside result) and
+    /// source_digest (also inside result) equal to the request's when the request has them.
+    /// Issues about the request file have paths under /request.
+    #[command(after_help = crate::delegation::codes::check_after_help())]
+    CheckResult(DelegationCheckResultArgs),
+    /// Check a request, run a product host adapter (no shell) with it on stdin, check the
+    /// answer it prints, and print one wp-codebox/host-delegation-result/v1 envelope.
+    ///
+    /// The adapter runs like the main job's: its own process group, an environment cleared and
+    /// rebuilt from PATH, HOME, LANG, LC_ALL, TZ, TMPDIR, the --pass-env and --secret-env
+    /// variables and WP_CODEBOX_HOST_DELEGATION_REQUEST_ID, _TIMEOUT_MS, _REQUEST_SCHEMA,
+    /// _RESULT_SCHEMA; SIGTERM at the deadline, SIGKILL after the grace; no process left behind.
+    /// A request without request_id gets a generated one (hd-<unix ms>-<pid>).
+    #[command(after_help = crate::delegation::codes::after_help())]
+    Run(DelegationRunArgs),
+}
+
+/// Arguments of `delegation check-request`.
+#[derive(Debug, Args)]
+pub struct DelegationCheckRequestArgs {
+    /// The request file; absent or `-` reads stdin.
+    pub file: Option<PathBuf>,
+    /// Size cap on the file.
+    #[arg(long, value_name = "N", default_value_t = 8 * 1024 * 1024)]
+    pub max_bytes: u64,
+}
+
+/// Arguments of `delegation check-result`.
+#[derive(Debug, Args)]
+pub struct DelegationCheckResultArgs {
+    /// The request the result answers (`-` reads stdin, when RESULT is a file).
+    #[arg(long, value_name = "FILE")]
+    pub request: PathBuf,
+    /// The result file; absent or `-` reads stdin.
+    pub result: Option<PathBuf>,
+    /// Size cap on each file.
+    #[arg(long, value_name = "N", default_value_t = 16 * 1024 * 1024)]
+    pub max_bytes: u64,
+}
+
+/// Arguments of `delegation run`.
+#[derive(Debug, Args)]
+pub struct DelegationRunArgs {
+    /// The request file; absent or `-` reads stdin.
+    #[arg(long, value_name = "FILE")]
+    pub request: Option<PathBuf>,
+    /// Deadline for the adapter, from spawn to exit (then `wp_codebox_host_delegation_timeout`).
+    #[arg(long, value_name = "N", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout_ms: u64,
+    /// Grace between SIGTERM and SIGKILL to the adapter's process group.
+    #[arg(long, value_name = "N", default_value_t = 2000)]
+    pub kill_grace_ms: u64,
+    /// Pass this host environment variable to the adapter (repeatable).
+    #[arg(long, value_name = "NAME")]
+    pub pass_env: Vec<String>,
+    /// Pass this host environment variable to the adapter and scrub its value from everything
+    /// printed (repeatable).
+    #[arg(long, value_name = "NAME")]
+    pub secret_env: Vec<String>,
+    /// Cap on the adapter's stdout; past it the adapter is killed
+    /// (`wp_codebox_host_delegation_provider_result_invalid`).
+    #[arg(long, value_name = "N", default_value_t = 16 * 1024 * 1024)]
+    pub max_output_bytes: u64,
+    /// Cap on the request (`wp_codebox_host_delegation_request_invalid`).
+    #[arg(long, value_name = "N", default_value_t = 8 * 1024 * 1024)]
+    pub max_request_bytes: u64,
+    /// The host adapter's argv, after `--`, run exactly as given (argv[0] through PATH).
+    #[arg(last = true, required = true, num_args = 1.., value_name = "ARGV")]
+    pub argv: Vec<String>,
 }

@@ -11,6 +11,7 @@
 pub mod adapter;
 pub mod authorize;
 pub mod cli;
+pub mod delegation;
 pub mod dispatch;
 pub mod envelope;
 pub mod error;
@@ -173,6 +174,7 @@ pub fn run(cli: Cli) -> u8 {
             adapter::workspace::run(root)
         }
         Some(Command::TestAdapter(args)) => test_adapter::run(&args.steps),
+        Some(Command::Delegation(command)) => delegation::main(&command),
     }
 }
 

@@ -147,7 +147,7 @@ pub fn absolute(path: &Path) -> PathBuf {
 
 /// argv[0] with a slash is a path, taken relative to the dispatcher's working directory (not
 /// the adapter's); a bare name is looked up in `PATH` at spawn.
-fn resolve_program(argv0: &str) -> PathBuf {
+pub(crate) fn resolve_program(argv0: &str) -> PathBuf {
     if argv0.contains('/') {
         absolute(Path::new(argv0))
     } else {
@@ -157,7 +157,7 @@ fn resolve_program(argv0: &str) -> PathBuf {
 
 /// Where the kernel will find `program` (for redacting its path, not for running it): the path
 /// itself when it has a slash, else the first executable match in `PATH`.
-fn find_in_path(program: &Path, host: &HostEnv) -> Option<PathBuf> {
+pub(crate) fn find_in_path(program: &Path, host: &HostEnv) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     if program.is_absolute() {
         return Some(program.to_path_buf());

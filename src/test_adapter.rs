@@ -21,6 +21,7 @@
 //! | `file-echo[:STATUS]` | file transport: read the request file, write the envelope to the result file (created 0600; `output.request_file_mode` and `output.folder_mode` report the request file's and its folder's modes) |
 //! | `result-as:KIND[:TARGET]` | file transport: make the result path a `fifo`, a `dir`, a `socket`, or a `symlink` to TARGET, instead of a file |
 //! | `litter:N` | file transport: leave N hard links to the request file in the private folder |
+//! | `delegation-echo[:STATUS]` | host delegation: read the request on stdin and answer it (`status` default `completed`, its `request_id`, `sandbox_session_id` and `source_digest` echoed, `provider: "test-adapter"`); `result` reports `request` (as parsed), `newline` (whether stdin ended with one), `argv` and `env`; a failure status adds an `error` |
 //! | `litter-tree:OUTSIDE` | file transport: leave nested folders, a folder without write permission, and symlinks to OUTSIDE in the private folder |
 
 use serde_json::{json, Map, Value};
@@ -92,6 +93,10 @@ pub fn run(steps: &[String]) -> u8 {
                 if litter_tree(arg).is_err() {
                     return 3;
                 }
+            }
+            "delegation-echo" => {
+                let bytes = stdin.get_or_insert_with(read_stdin).clone();
+                write_out(format!("{}\n", delegation_answer(&bytes, arg)).as_bytes());
             }
             "print" => write_out(arg.as_bytes()),
             "eprint" => {
@@ -235,6 +240,40 @@ fn respond(stdin: &[u8], arg: &str) -> Value {
         envelope["error"] = json!({"code": code, "message": "the test adapter was told to fail", "retryable": false});
     }
     envelope
+}
+
+/// The answer for `delegation-echo`: echoes the request's scope, reports what was received.
+fn delegation_answer(stdin: &[u8], status: &str) -> Value {
+    let request: Map<String, Value> = serde_json::from_slice(stdin).unwrap_or_default();
+    let status = if status.is_empty() {
+        "completed"
+    } else {
+        status
+    };
+    let env: Map<String, Value> = std::env::vars()
+        .map(|(k, v)| (k, Value::String(v)))
+        .collect();
+    let mut answer = json!({
+        "schema": "wp-codebox/host-delegation-result/v1",
+        "status": status,
+        "provider": "test-adapter",
+        "result": {
+            "request": request,
+            "newline": stdin.ends_with(b"\n"),
+            "argv": std::env::args().collect::<Vec<_>>(),
+            "env": env,
+        },
+    });
+    for key in ["request_id", "sandbox_session_id", "source_digest"] {
+        if let Some(value) = request.get(key) {
+            answer[key] = value.clone();
+        }
+    }
+    if !matches!(status, "accepted" | "completed") {
+        answer["error"] =
+            json!({"code": "test_failure", "message": "the test adapter was told to fail"});
+    }
+    answer
 }
 
 /// Create `path` with mode 0600 (what the README asks of an adapter) and write `bytes`.

@@ -349,7 +349,7 @@ pub fn build(call: &Call) -> String {
 
 /// RFC 3339 UTC with milliseconds. humantime panics before 1970 and fails after year 9999, so
 /// the clock is clamped into that range first: a skewed clock must not crash a dispatch.
-fn timestamp(time: SystemTime) -> String {
+pub(crate) fn timestamp(time: SystemTime) -> String {
     let latest = UNIX_EPOCH
         .checked_add(Duration::new(253_402_300_799, 999_000_000))
         .unwrap_or(UNIX_EPOCH);

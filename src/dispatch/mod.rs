@@ -24,6 +24,7 @@ use crate::interrupt::Interrupts;
 use crate::judge::{self, Answer, Body, Ending, Limits};
 use crate::plan::{self, FileTransport, ResultFile};
 use crate::validate::Issue;
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -226,43 +227,59 @@ impl Ran {
 /// Read the request (file, or stdin for none / `-`), at most cap + 1 bytes, giving up when
 /// the dispatcher is interrupted while waiting for a writer that never closes.
 fn read_request(args: &DispatchArgs, interrupts: &Interrupts) -> Result<Vec<u8>, DispatchError> {
-    let max_bytes = args.max_request_bytes;
     let path = args.request.clone().filter(|p| p.as_os_str() != "-");
-    let unreadable = |source| DispatchError::RequestUnreadable {
-        path: path.clone(),
-        source,
-    };
     if path.is_none() {
         if let Some(hint) = crate::terminal::stdin_hint() {
             eprintln!("{hint}");
         }
     }
+    read_interruptibly(path.clone(), args.max_request_bytes, interrupts).map_err(
+        |stop| match stop {
+            ReadStop::Failed(source) => DispatchError::RequestUnreadable { path, source },
+            ReadStop::Interrupted(signal) => DispatchError::Interrupted {
+                signal,
+                adapter_started: false,
+            },
+        },
+    )
+}
+
+/// Why [`read_interruptibly`] returned no bytes.
+#[derive(Debug)]
+pub enum ReadStop {
+    /// The file or stdin could not be read.
+    Failed(std::io::Error),
+    /// This signal arrived first.
+    Interrupted(i32),
+}
+
+/// Read an envelope's bytes (`path`, or stdin for `None`), at most `max_bytes + 1` of them, on
+/// a thread of its own, so that a signal still ends the wait when a writer never closes (the
+/// signal handlers keep SIGINT from ending the process). The reader thread is abandoned then.
+pub fn read_interruptibly(
+    path: Option<PathBuf>,
+    max_bytes: u64,
+    interrupts: &Interrupts,
+) -> Result<Vec<u8>, ReadStop> {
     let (tx, rx) = std::sync::mpsc::channel();
-    let reader_path = path.clone();
     std::thread::Builder::new()
         .name("request-reader".into())
         .spawn(move || {
-            let _ = tx.send(crate::envelope::read_input(
-                reader_path.as_deref(),
-                max_bytes,
-            ));
+            let _ = tx.send(crate::envelope::read_input(path.as_deref(), max_bytes));
         })
-        .map_err(unreadable)?;
+        .map_err(ReadStop::Failed)?;
     loop {
         match rx.recv_timeout(Duration::from_millis(20)) {
             Ok(Ok(bytes)) => return Ok(bytes),
-            Ok(Err(err)) => return Err(unreadable(err)),
+            Ok(Err(err)) => return Err(ReadStop::Failed(err)),
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(unreadable(std::io::Error::other(
+                return Err(ReadStop::Failed(std::io::Error::other(
                     "the reader stopped without an answer",
                 )))
             }
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 if let Some(signal) = interrupts.received() {
-                    return Err(DispatchError::Interrupted {
-                        signal,
-                        adapter_started: false,
-                    });
+                    return Err(ReadStop::Interrupted(signal));
                 }
             }
         }

@@ -102,6 +102,14 @@ impl Page<'_> {
             examples(&mut roff);
             exit_statuses(&mut roff);
             error_codes(&mut roff);
+        } else if let Some(after) = self.cmd.get_after_help() {
+            // A subcommand's after-help (its exit statuses, its codes) as written, unfilled.
+            roff.control("SH", ["NOTES"]);
+            roff.control("nf", []);
+            for line in after.to_string().lines() {
+                roff.text([roman(line.to_string())]);
+            }
+            roff.control("fi", []);
         }
         self.see_also(&mut roff);
         text.push_str(&roff.to_roff_with_apostrophes());

@@ -1,0 +1,519 @@
+//! `delegation run`: check the request, run the product host adapter, check its answer, print
+//! one `wp-codebox/host-delegation-result/v1` envelope (SPEC §8).
+//!
+//! The adapter runs on the main job's engine (`exec::run`): argv exactly as given with no
+//! shell, its own process group, a cleared environment rebuilt from the base variables, the
+//! deadline and kill ladder, the stdout cap, no leftovers. It gets the request as compact JSON
+//! and a newline on stdin and must print one JSON object — its answer — on stdout.
+//!
+//! Invariants: nothing runs unless the request passed every check; every path after argument
+//! parsing prints exactly one envelope (one line) and ends with a final event; every failure
+//! the dispatcher decides has a `wp_codebox_host_delegation_*` code and no `result`; all that is
+//! printed goes through one [`Redactor`]. This module only sequences the steps: the rules live
+//! in `checks`, the shapes in `envelopes`, the codes in `codes`.
+
+use super::checks::{check_answer, check_request, Answer, Findings, Scope};
+use super::codes::{Code, Event, IssueKind};
+use super::envelopes::{Envelope, ErrorBody, ErrorPart, EventRecord};
+use super::{REQUEST_SCHEMA, RESULT_SCHEMA};
+use crate::cli::DelegationRunArgs;
+use crate::dispatch::{read_interruptibly, ReadStop};
+use crate::envelope::json::{self, human_bytes, JsonIssue, Kind};
+use crate::envelope::raw::{Fields, ObjectWriter};
+use crate::exec::{self, Finished, SpawnError, Spec, Stop, Termination};
+use crate::hostenv::HostEnv;
+use crate::interrupt::Interrupts;
+use crate::plan;
+use crate::redact::{is_sensitive_key, Redactor};
+use crate::signal::signal_name;
+use crate::validate::Issue;
+use serde_json::{json, Map, Value};
+use std::io::Write;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Metadata variables the adapter receives (besides the base variables and `--pass-env`).
+pub mod vars {
+    /// The request's id (the generated one when the request has none).
+    pub const REQUEST_ID: &str = "WP_CODEBOX_HOST_DELEGATION_REQUEST_ID";
+    /// `--timeout-ms`: the adapter is stopped past it.
+    pub const TIMEOUT_MS: &str = "WP_CODEBOX_HOST_DELEGATION_TIMEOUT_MS";
+    /// `wp-codebox/host-delegation-request/v1`.
+    pub const REQUEST_SCHEMA: &str = "WP_CODEBOX_HOST_DELEGATION_REQUEST_SCHEMA";
+    /// `wp-codebox/host-delegation-result/v1`.
+    pub const RESULT_SCHEMA: &str = "WP_CODEBOX_HOST_DELEGATION_RESULT_SCHEMA";
+}
+
+/// How much of stdout a failure keeps when it was not a valid answer.
+const STDOUT_HEAD_BYTES: usize = 1024;
+
+/// A failure the dispatcher decided (small: it travels in every `Result` of a run).
+#[derive(Debug)]
+struct Failure {
+    code: Code,
+    /// For `error.message`: one sentence, no host path.
+    message: String,
+    /// For `error.data`.
+    data: Option<Box<Map<String, Value>>>,
+    /// A fuller account for stderr (may name the program or file as the operator gave it).
+    human: Option<String>,
+}
+
+impl Failure {
+    fn new(code: Code, message: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            message: message.into(),
+            data: None,
+            human: None,
+        }
+    }
+
+    /// `message: first issue` in the envelope, every issue in `data.issues`.
+    fn issues(code: Code, message: &str, issues: Vec<Issue>) -> Failure {
+        let message = match issues.first() {
+            Some(first) if first.path.is_empty() => format!("{message}: {}", first.message),
+            Some(first) => format!("{message}: {} {}", first.path, first.message),
+            None => message.to_string(),
+        };
+        Failure::new(code, message).data("issues", json!(issues))
+    }
+
+    fn data(mut self, key: &str, value: Value) -> Failure {
+        self.data
+            .get_or_insert_with(Box::default)
+            .insert(key.to_string(), value);
+        self
+    }
+
+    fn human(mut self, human: String) -> Failure {
+        self.human = Some(human);
+        self
+    }
+
+    /// The envelope's `error`.
+    fn error(&self) -> ErrorBody {
+        let data = self.data.as_ref().map(|d| Value::Object((**d).clone()));
+        ErrorBody::new(self.code, self.message.clone(), data)
+    }
+}
+
+/// Run one delegation; print the envelope; return the exit status.
+pub fn run(args: &DelegationRunArgs, interrupts: &Interrupts) -> u8 {
+    let host = HostEnv::process();
+    let mut report = Report::new(args, &host);
+    let mut finished = None;
+    let outcome = delegate(args, &host, interrupts, &mut report, &mut finished);
+    report.conclude(outcome)
+}
+
+/// Every step up to the adapter's checked answer, which borrows from its run (kept in
+/// `finished`), or the failure that ended the run.
+fn delegate<'f>(
+    args: &DelegationRunArgs,
+    host: &HostEnv,
+    interrupts: &Interrupts,
+    report: &mut Report,
+    finished: &'f mut Option<Finished>,
+) -> Result<Answer<'f>, Failure> {
+    let path = args.request.clone().filter(|p| p.as_os_str() != "-");
+    let bytes = match read_interruptibly(path.clone(), args.max_request_bytes, interrupts) {
+        Ok(bytes) => bytes,
+        Err(ReadStop::Failed(err)) => {
+            let failure = Failure::new(
+                Code::RequestInvalid,
+                format!("the request could not be read: {}", err.kind()),
+            );
+            let human = match &path {
+                Some(p) => format!("the request file {} could not be read: {err}", p.display()),
+                None => format!("the request could not be read from stdin: {err}"),
+            };
+            return Err(failure.human(human));
+        }
+        Err(ReadStop::Interrupted(signal)) => return Err(interrupted(signal, false)),
+    };
+    let max_request = usize::try_from(args.max_request_bytes).unwrap_or(usize::MAX);
+    let text = match json::check_object(&bytes, max_request) {
+        Ok(text) => text,
+        Err(issue) => {
+            let mut f = Findings::default();
+            f.push(
+                IssueKind::RequestInvalid,
+                issue.pointer(),
+                issue.to_string(),
+            );
+            return Err(Failure::issues(
+                Code::RequestInvalid,
+                "the request is not a host delegation request",
+                f.into_issues(),
+            ));
+        }
+    };
+    let (scope, findings) = check_request(text);
+    let request_id = scope.request_id.clone().unwrap_or_else(generate_id);
+    report.learn_request(&request_id, canonical_request(text, &request_id));
+    if let Some(worst) = findings.worst() {
+        let code = worst.request_code();
+        let message = match code {
+            Code::SourceDigestInvalid => "the request's source_digest is not a SHA-256 digest",
+            _ => "the request is not a valid host delegation request",
+        };
+        return Err(Failure::issues(code, message, findings.into_issues()));
+    }
+    drop(bytes);
+
+    let program = plan::resolve_program(&args.argv[0]);
+    if let Some(found) = plan::find_in_path(&program, host) {
+        report.redactor.add_host_path(&found.to_string_lossy());
+    }
+    let mut stdin = report.request.clone().unwrap_or_default().into_bytes();
+    stdin.push(b'\n');
+    let spec = Spec {
+        program,
+        argv: args.argv.clone(),
+        env: adapter_env(args, host, &request_id),
+        cwd: None,
+        stdin: Some(stdin),
+        timeout: Duration::from_millis(args.timeout_ms),
+        kill_grace: Duration::from_millis(args.kill_grace_ms),
+        max_stdout_bytes: args.max_output_bytes,
+    };
+    let ran = match exec::run(spec, interrupts) {
+        Ok(ran) => ran,
+        Err(error) => {
+            let what = match error {
+                SpawnError::NotFound => "was not found".to_string(),
+                SpawnError::NotExecutable => "is not executable".to_string(),
+                SpawnError::Other(kind) => format!("could not be started: {kind}"),
+            };
+            let failure = Failure::new(Code::Unavailable, format!("the host adapter {what}"));
+            let human = format!("the host adapter {:?} {what}", args.argv[0]);
+            return Err(failure.human(human));
+        }
+    };
+    let finished: &'f Finished = finished.insert(ran);
+    judge(finished, &scope, args).map_err(|failure| with_stderr_tail(failure, finished))
+}
+
+/// The adapter's end and stdout → its checked answer, or the failure it stands for. The same
+/// exit-status rule as the main job's (SPEC §4.5): exit 0 with a valid answer is the answer;
+/// a non-zero exit stands only behind a valid answer that admits a failure.
+fn judge<'f>(
+    finished: &'f Finished,
+    scope: &Scope,
+    args: &DelegationRunArgs,
+) -> Result<Answer<'f>, Failure> {
+    let max = usize::try_from(args.max_output_bytes).unwrap_or(usize::MAX);
+    if let Some(stop) = finished.stopped {
+        return Err(match stop {
+            Stop::Timeout => Failure::new(
+                Code::Timeout,
+                format!(
+                    "the host adapter did not answer within {} ms and was stopped",
+                    args.timeout_ms
+                ),
+            ),
+            Stop::Interrupted(signal) => interrupted(signal, true),
+            Stop::OutputCap => Failure::new(
+                Code::ProviderResultInvalid,
+                format!(
+                    "the host adapter's answer is over the {} limit (--max-output-bytes); it \
+                     was stopped",
+                    human_bytes(max)
+                ),
+            )
+            .data("max_output_bytes", json!(args.max_output_bytes))
+            .data("stdout_bytes", json!(finished.stdout_bytes)),
+        });
+    }
+    let exit_code = match finished.termination {
+        Termination::Exited(code) => code,
+        Termination::Signaled(signal) => {
+            return Err(Failure::new(
+                Code::ProviderResultInvalid,
+                format!(
+                    "the host adapter was killed by {} before answering",
+                    signal_name(signal)
+                ),
+            )
+            .data("signal", json!(signal_name(signal))))
+        }
+        Termination::Unreaped | Termination::NotStarted => {
+            return Err(Failure::new(
+                Code::ProviderResultInvalid,
+                "the host adapter's end could not be observed",
+            ))
+        }
+    };
+    let (checked, parsed) = match json::check_object(&finished.stdout, max) {
+        Ok(text) => (check_answer(text, scope), true),
+        Err(issue) => {
+            let mut f = Findings::default();
+            let message = match &issue {
+                JsonIssue::Empty => "the host adapter printed nothing".to_string(),
+                other => other.to_string(),
+            };
+            f.push(IssueKind::ResultInvalid, issue.pointer(), message);
+            (Err(f), false)
+        }
+    };
+    match (exit_code, checked) {
+        (0, Ok(answer)) => Ok(answer),
+        (_, Ok(answer)) if !answer.status.is_success() => Ok(answer),
+        (0, Err(findings)) => {
+            let code = findings
+                .worst()
+                .map_or(Code::ProviderResultInvalid, IssueKind::answer_code);
+            let failure = Failure::issues(code, answer_message(code), findings.into_issues());
+            Err(if parsed {
+                failure
+            } else {
+                with_stdout_head(failure, &finished.stdout)
+            })
+        }
+        (code, checked) => {
+            let failure = Failure::new(
+                Code::ProviderResultInvalid,
+                format!("the host adapter exited with status {code} without a failure answer"),
+            )
+            .data("exit_code", json!(code));
+            Err(match checked {
+                Ok(_) => failure,
+                Err(findings) => failure.data("issues", json!(findings.into_issues())),
+            })
+        }
+    }
+}
+
+fn answer_message(code: Code) -> &'static str {
+    match code {
+        Code::ProviderResultSchemaInvalid => "the host adapter's answer names another schema",
+        Code::ProviderStatusInvalid => "the host adapter's answer has no valid status",
+        Code::RequestIdMismatch => "the host adapter answered for another request",
+        Code::ScopeMismatch => "the host adapter answered for another sandbox session",
+        Code::SourceDigestMismatch => {
+            "the host adapter's answer was made from another source (stale source_digest)"
+        }
+        _ => "the host adapter's answer is not a valid host delegation result",
+    }
+}
+
+fn interrupted(signal: i32, adapter_started: bool) -> Failure {
+    let when = if adapter_started {
+        "and stopped the host adapter"
+    } else {
+        "before the host adapter started"
+    };
+    Failure::new(
+        Code::Interrupted,
+        format!("the dispatcher received {} {when}", signal_name(signal)),
+    )
+    .data("signal", json!(signal_name(signal)))
+}
+
+fn with_stderr_tail(failure: Failure, finished: &Finished) -> Failure {
+    if finished.stderr_tail.is_empty() {
+        return failure;
+    }
+    failure
+        .data(
+            "stderr_tail",
+            json!(String::from_utf8_lossy(&finished.stderr_tail)),
+        )
+        .data("stderr_truncated", json!(finished.stderr_truncated))
+}
+
+fn with_stdout_head(failure: Failure, stdout: &[u8]) -> Failure {
+    if stdout.is_empty() {
+        return failure;
+    }
+    let head = String::from_utf8_lossy(&stdout[..stdout.len().min(STDOUT_HEAD_BYTES)]);
+    failure.data("stdout_head", json!(head))
+}
+
+/// `hd-<unix ms>-<pid>`: unique on a host, since one process runs one delegation.
+fn generate_id() -> String {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    format!("hd-{ms}-{}", std::process::id())
+}
+
+/// The request the adapter gets and the envelope echoes: as written (minified), with `schema`
+/// and the `request_id` in use filled in first when absent.
+fn canonical_request(text: &str, request_id: &str) -> String {
+    let fields = Fields::parse(text).unwrap_or_default();
+    let mut out = String::with_capacity(text.len() + 128);
+    let mut w = ObjectWriter::new(&mut out);
+    if fields.get("schema").is_none() {
+        w.str("schema", REQUEST_SCHEMA);
+    }
+    if fields.get("request_id").is_none() {
+        w.str("request_id", request_id);
+    }
+    for (key, value) in fields.iter() {
+        w.raw(key, value);
+    }
+    w.finish();
+    out
+}
+
+/// The adapter's environment, rebuilt from nothing: the base variables, `--pass-env` /
+/// `--secret-env`, then the metadata variables (which win).
+fn adapter_env(
+    args: &DelegationRunArgs,
+    host: &HostEnv,
+    request_id: &str,
+) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = Vec::new();
+    let mut set = |name: &str, value: String| {
+        env.retain(|(k, _)| k != name);
+        env.push((name.to_string(), value));
+    };
+    for name in plan::BASE_ENV
+        .iter()
+        .copied()
+        .chain(args.pass_env.iter().map(String::as_str))
+        .chain(args.secret_env.iter().map(String::as_str))
+    {
+        if let Some(value) = host.var(name) {
+            set(name, value);
+        }
+    }
+    set(vars::REQUEST_ID, request_id.to_string());
+    set(vars::TIMEOUT_MS, args.timeout_ms.to_string());
+    set(vars::REQUEST_SCHEMA, REQUEST_SCHEMA.to_string());
+    set(vars::RESULT_SCHEMA, RESULT_SCHEMA.to_string());
+    env
+}
+
+/// What the printed envelope needs, learned as the run goes.
+struct Report {
+    redactor: Redactor,
+    started: Instant,
+    started_at: SystemTime,
+    request_id: String,
+    /// The canonical request, once the request was a JSON object.
+    request: Option<String>,
+}
+
+impl Report {
+    /// Register every secret and host path known before anything is read.
+    fn new(args: &DelegationRunArgs, host: &HostEnv) -> Report {
+        let mut redactor = Redactor::new();
+        for name in &args.secret_env {
+            if let Some(value) = host.var(name) {
+                redactor.add_secret(&value);
+            }
+        }
+        for name in args.pass_env.iter().filter(|n| is_sensitive_key(n)) {
+            if let Some(value) = host.var(name) {
+                redactor.add_secret(&value);
+            }
+        }
+        if let Ok(cwd) = std::env::current_dir() {
+            redactor.add_host_path(&cwd.to_string_lossy());
+        }
+        for name in ["HOME", "TMPDIR"] {
+            if let Some(value) = host.var(name) {
+                redactor.add_host_path(&value);
+            }
+        }
+        redactor.add_host_path(&std::env::temp_dir().to_string_lossy());
+        Report {
+            redactor,
+            started: Instant::now(),
+            started_at: SystemTime::now(),
+            request_id: generate_id(),
+            request: None,
+        }
+    }
+
+    fn learn_request(&mut self, request_id: &str, canonical: String) {
+        self.request_id = request_id.to_string();
+        self.request = Some(canonical);
+    }
+
+    /// Build, redact and print the envelope and the stderr line; return the exit status.
+    fn conclude(self, outcome: Result<Answer<'_>, Failure>) -> u8 {
+        let ended_at = SystemTime::now();
+        let requested = EventRecord {
+            event: Event::Requested,
+            time: self.started_at,
+            status: None,
+            provider: None,
+        };
+        let (status, provider, result, error, exit, stderr) = match &outcome {
+            Err(failure) => {
+                let code = failure.code;
+                // The dispatcher's own account may name the program or file as the operator
+                // gave it (it is for the host's eyes): only secrets are scrubbed from it, as
+                // in the main job. Everything else gets the full rules.
+                let human = match &failure.human {
+                    Some(human) => self.redactor.scrub_secrets_str(human),
+                    None => self.redactor.redact_str(&failure.message),
+                };
+                (
+                    code.status(),
+                    None,
+                    None,
+                    Some(ErrorPart::Own(failure.error())),
+                    code.exit_code(),
+                    Some((code.as_str().to_string(), human)),
+                )
+            }
+            Ok(answer) => {
+                let error = answer
+                    .error
+                    .filter(|raw| !answer.status.is_success() && Kind::of(raw) == Kind::Object);
+                let stderr = error.and_then(Fields::parse).map(|e| {
+                    let field = |k| {
+                        e.get(k)
+                            .and_then(crate::envelope::raw::string)
+                            .unwrap_or_default()
+                            .into_owned()
+                    };
+                    (field("code"), self.redactor.redact_str(&field("message")))
+                });
+                (
+                    answer.status,
+                    answer.provider.as_deref(),
+                    answer.result,
+                    error.map(ErrorPart::Answer),
+                    answer.status.exit_code(),
+                    stderr,
+                )
+            }
+        };
+        let last = EventRecord {
+            event: status.final_event(),
+            time: ended_at,
+            status: Some(status),
+            provider: provider.map(str::to_string),
+        };
+        let envelope = Envelope {
+            status,
+            request_id: &self.request_id,
+            request: self.request.as_deref(),
+            provider,
+            result,
+            error,
+            events: vec![requested, last],
+            started_at: self.started_at,
+            ended_at,
+            duration_ms: self.started.elapsed().as_millis() as u64,
+        };
+        let text = envelope.render(&self.redactor);
+        if let Some((code, message)) = stderr {
+            eprintln!(
+                "{}",
+                crate::terminal::error_line(&self.redactor.redact_str(&code), &message)
+            );
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = out
+            .write_all(text.as_bytes())
+            .and_then(|()| out.write_all(b"\n"))
+            .and_then(|()| out.flush());
+        exit
+    }
+}
