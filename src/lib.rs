@@ -12,6 +12,7 @@ pub mod adapter;
 pub mod authorize;
 pub mod cli;
 pub mod dispatch;
+pub mod endpoint;
 pub mod envelope;
 pub mod error;
 pub mod exec;

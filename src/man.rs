@@ -101,12 +101,10 @@ fn exit_status_section() -> String {
 fn error_codes_section() -> String {
     let mut s = String::from(".SH \"ERROR CODES\"\nStable codes of the dispatcher's own failures (status, retryable, exit). An adapter's own codes pass through unchanged.\n");
     for code in ErrorCode::ALL {
+        let [status, retryable, exit] = code.columns();
         s.push_str(&format!(
-            ".TP\n{}\n{}, retryable {}, exit {}\n",
+            ".TP\n{}\n{status}, retryable {retryable}, exit {exit}\n",
             code.as_str(),
-            code.status(),
-            code.retryable(),
-            code.exit_code()
         ));
     }
     s

@@ -2,6 +2,7 @@
 //! ([`Dispatch`]) so that every test reads like a sentence and compares parsed JSON.
 
 mod codes;
+mod endpoint;
 mod envelopes;
 mod file_transport;
 mod generated;
