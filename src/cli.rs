@@ -130,6 +130,11 @@ pub struct DispatchArgs {
     #[arg(long, value_name = "N", default_value_t = 2000)]
     pub kill_grace_ms: u64,
 
+    /// Also trust this PEM CA certificate for a `host_endpoint` bridge's HTTPS endpoint
+    /// (besides the platform's roots).
+    #[arg(long, value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+
     /// Pretty-print the envelope (default: compact, one line).
     #[arg(long)]
     pub pretty: bool,

@@ -167,11 +167,14 @@ pub enum ErrorCode {
     ResultInvalid,
     ResultTooLarge,
     InternalError,
+    EndpointUnconfigured,
+    EndpointUnreachable,
+    EndpointHttpStatus,
 }
 
 impl ErrorCode {
     /// Every code, in the order of the SPEC §6 table.
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 20] = [
         ErrorCode::BridgeInvalid,
         ErrorCode::DispatchModeUnsupported,
         ErrorCode::RequestInvalid,
@@ -189,6 +192,9 @@ impl ErrorCode {
         ErrorCode::ResultInvalid,
         ErrorCode::ResultTooLarge,
         ErrorCode::InternalError,
+        ErrorCode::EndpointUnconfigured,
+        ErrorCode::EndpointUnreachable,
+        ErrorCode::EndpointHttpStatus,
     ];
 
     /// The stable snake_case spelling.
@@ -198,6 +204,8 @@ impl ErrorCode {
 
     /// The status an envelope with this code carries. For the two authorization codes this is
     /// the default; the bridge's `authorization.failure_status` may turn it into `unavailable`.
+    /// For `endpoint_http_status` it is the status of a retryable HTTP status (408, 429, 5xx);
+    /// [`http_status_class`] gives the row for any other.
     pub fn status(self) -> Status {
         self.row().1
     }
@@ -254,12 +262,64 @@ impl ErrorCode {
             ResultInvalid => ("result_invalid", S::Failed, false, exit::FAILED),
             ResultTooLarge => ("result_too_large", S::Failed, false, exit::FAILED),
             InternalError => ("internal_error", S::Failed, false, exit::INTERNAL),
+            EndpointUnconfigured => (
+                "endpoint_unconfigured",
+                S::Unavailable,
+                false,
+                exit::UNAVAILABLE,
+            ),
+            EndpointUnreachable => (
+                "endpoint_unreachable",
+                S::Unavailable,
+                true,
+                exit::UNAVAILABLE,
+            ),
+            // The retryable half of the row; `http_status_class` has the other.
+            EndpointHttpStatus => (
+                "endpoint_http_status",
+                S::Unavailable,
+                true,
+                exit::UNAVAILABLE,
+            ),
+        }
+    }
+
+    /// The status, retryable and exit columns as the README and the man page print them: the
+    /// row itself, except where it depends on the HTTP status (`endpoint_http_status`).
+    pub fn columns(self) -> [String; 3] {
+        match self {
+            ErrorCode::EndpointHttpStatus => {
+                let (status, _) = http_status_class(400);
+                [
+                    format!("{} for 408/429/5xx, else {status}", self.status()),
+                    format!("{} for 408/429/5xx", self.retryable()),
+                    format!("{} / {}", self.exit_code(), status.exit_code()),
+                ]
+            }
+            _ => [
+                self.status().to_string(),
+                self.retryable().to_string(),
+                self.exit_code().to_string(),
+            ],
         }
     }
 
     /// Look a code up by its spelling.
     pub fn parse(s: &str) -> Option<ErrorCode> {
         ErrorCode::ALL.into_iter().find(|code| code.as_str() == s)
+    }
+}
+
+/// Status and retryable of an `endpoint_http_status` failure for this HTTP status (SPEC §6):
+/// 408, 429 and 5xx say "try again later" — `unavailable`, retryable; any other status (a
+/// 3xx that was not followed, a 4xx) will not change on a retry — `failed`, not retryable.
+pub fn http_status_class(http_status: u16) -> (Status, bool) {
+    match http_status {
+        408 | 429 | 500..=599 => (
+            ErrorCode::EndpointHttpStatus.status(),
+            ErrorCode::EndpointHttpStatus.retryable(),
+        ),
+        _ => (Status::Failed, false),
     }
 }
 
@@ -309,6 +369,22 @@ mod tests {
     }
 
     #[test]
+    fn http_statuses_worth_a_retry_are_unavailable() {
+        for code in [408, 429, 500, 502, 503, 504, 599] {
+            assert_eq!(
+                http_status_class(code),
+                (Status::Unavailable, true),
+                "{code}"
+            );
+        }
+        for code in [
+            100, 204, 301, 302, 307, 400, 401, 403, 404, 409, 422, 499, 600,
+        ] {
+            assert_eq!(http_status_class(code), (Status::Failed, false), "{code}");
+        }
+    }
+
+    #[test]
     fn exit_status_follows_the_printed_status() {
         // Dispatcher codes with their own status keep their special exit.
         assert_eq!(
@@ -323,6 +399,11 @@ mod tests {
         assert_eq!(
             exit_code_for(Status::Unavailable, Some(ErrorCode::ToolNotAllowed)),
             exit::UNAVAILABLE
+        );
+        // An HTTP status that will not change on a retry is a plain failure.
+        assert_eq!(
+            exit_code_for(Status::Failed, Some(ErrorCode::EndpointHttpStatus)),
+            exit::FAILED
         );
         // An adapter's own envelope: only the status counts.
         for status in Status::ALL {

@@ -4,7 +4,8 @@
 //! One function, [`judge`], for every source of answers: a live adapter (its stdout, or its
 //! result file), a recorded fixture (replay), an HTTP endpoint. Whoever produced the answer,
 //! the same rules decide: strict reading, the envelope checks, the echo checks, and the
-//! exit-status rules. It never starts processes, never touches the disk and never redacts.
+//! exit-status rules — an HTTP status plays the exit status (a 2xx is a clean exit, any other
+//! status a failing one). It never starts processes, never touches the disk and never redacts.
 
 use crate::dispatch::DispatchError;
 use crate::envelope::json;
@@ -24,6 +25,10 @@ pub enum Ending {
     Stopped(Stop),
     /// Its end could not be observed (stuck in the kernel after SIGKILL).
     Unobserved,
+    /// An HTTP endpoint answered with this status. A 2xx counts as a clean exit (callers may
+    /// as well pass `Exited(0)`); anything else as a failing one, which only a valid failure
+    /// envelope explains (SPEC §11).
+    HttpStatus(u16),
 }
 
 /// Where the answer is.
@@ -62,7 +67,7 @@ pub fn judge<'a>(
     expect: Expect,
     limits: Limits,
 ) -> Result<ResultEnvelope<'a>, DispatchError> {
-    let code = match answer.ending {
+    let close = match answer.ending {
         Ending::Stopped(Stop::Timeout) => {
             return Err(DispatchError::Timeout {
                 timeout_ms: limits.timeout_ms,
@@ -86,7 +91,12 @@ pub fn judge<'a>(
                 "the adapter's exit could not be observed".into(),
             ))
         }
-        Ending::Exited(code) => code,
+        Ending::Exited(code) => Close::Exited(code),
+        Ending::HttpStatus(status) => Close::Http(status),
+    };
+    let clean = match close {
+        Close::Exited(code) => code == 0,
+        Close::Http(status) => (200..300).contains(&status),
     };
     let checked = match answer.body {
         Body::Bytes(bytes) => json::check_object(bytes, limits.max_bytes)
@@ -115,8 +125,8 @@ pub fn judge<'a>(
             })
         }
     };
-    match (code, checked) {
-        (0, Ok(mut envelope)) => {
+    match (clean, checked) {
+        (true, Ok(mut envelope)) => {
             envelope.echo.tool = expect.canonical_tool.to_string();
             Ok(envelope)
         }
@@ -124,12 +134,24 @@ pub fn judge<'a>(
             envelope.echo.tool = expect.canonical_tool.to_string();
             Ok(envelope)
         }
-        (0, Err(issues)) => Err(DispatchError::ResultInvalid { issues }),
-        (code, checked) => Err(DispatchError::AdapterExitNonzero {
-            code,
-            issues: checked.err(),
+        (true, Err(issues)) => Err(DispatchError::ResultInvalid { issues }),
+        (false, checked) => Err(match close {
+            Close::Http(status) => DispatchError::EndpointHttpStatus {
+                status,
+                issues: checked.err(),
+            },
+            Close::Exited(code) => DispatchError::AdapterExitNonzero {
+                code,
+                issues: checked.err(),
+            },
         }),
     }
+}
+
+/// How an answering party that was not stopped closed its answer.
+enum Close {
+    Exited(i32),
+    Http(u16),
 }
 
 #[cfg(test)]
@@ -214,6 +236,45 @@ mod tests {
         ];
         for (ending, code) in cases {
             assert_eq!(run(ending, Body::Bytes(ok.as_bytes())), Err(code));
+        }
+    }
+
+    #[test]
+    fn an_http_status_decides_like_an_exit_status() {
+        let ok = envelope("succeeded", "ext_tool");
+        let denied = envelope("denied", "canon.tool");
+        // A 2xx is a clean exit, however it is passed.
+        for ending in [
+            Ending::Exited(0),
+            Ending::HttpStatus(200),
+            Ending::HttpStatus(201),
+        ] {
+            assert_eq!(
+                run(ending, Body::Bytes(ok.as_bytes())),
+                Ok((Status::Succeeded, "canon.tool".into()))
+            );
+            assert_eq!(
+                run(ending, Body::Bytes(b"<html>")),
+                Err(ErrorCode::ResultInvalid)
+            );
+        }
+        // A failing status with a valid failure envelope: the endpoint explained itself.
+        assert_eq!(
+            run(Ending::HttpStatus(403), Body::Bytes(denied.as_bytes())),
+            Ok((Status::Denied, "canon.tool".into()))
+        );
+        // Anything else under a failing status is the status itself.
+        for (status, body) in [
+            (503, b"".as_slice()),
+            (404, b"<html>not found</html>".as_slice()),
+            (500, ok.as_bytes()),
+            (302, b"".as_slice()),
+        ] {
+            assert_eq!(
+                run(Ending::HttpStatus(status), Body::Bytes(body)),
+                Err(ErrorCode::EndpointHttpStatus),
+                "{status}"
+            );
         }
     }
 

@@ -13,6 +13,7 @@ pub mod authorize;
 pub mod cli;
 pub mod delegation;
 pub mod dispatch;
+pub mod endpoint;
 pub mod envelope;
 pub mod error;
 pub mod exec;

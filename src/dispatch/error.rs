@@ -7,11 +7,12 @@
 //! what failed and where, so a person can fix it.
 
 use crate::authorize::Denial;
+use crate::endpoint::{Unconfigured, Unreachable};
 use crate::envelope::bridge::Mode;
 use crate::envelope::json::human_bytes;
 use crate::envelope::request::Echo;
 use crate::envelope::result::{ErrorBody, ResultEnvelope};
-use crate::error::{exit_code_for, ErrorCode, Status};
+use crate::error::{exit_code_for, http_status_class, ErrorCode, Status};
 use crate::exec::SpawnError;
 use crate::signal::signal_name;
 use crate::transcript::TranscriptError;
@@ -98,6 +99,29 @@ pub enum DispatchError {
     /// A bug, or a state the dispatcher cannot account for.
     #[error("internal error: {0}")]
     Internal(String),
+    /// The `host_endpoint` bridge's endpoint cannot be used as the host configured it;
+    /// nothing was sent.
+    #[error("the endpoint is not configured")]
+    EndpointUnconfigured(Unconfigured),
+    /// No HTTP exchange with the endpoint could be completed (DNS, connect, TLS, reset).
+    #[error("the endpoint could not be reached")]
+    EndpointUnreachable { origin: String, cause: Unreachable },
+    /// The endpoint answered a non-2xx status without a valid failure envelope.
+    #[error("the endpoint answered with an HTTP error status")]
+    EndpointHttpStatus {
+        status: u16,
+        /// Why the body is no valid failure envelope, when it is not one at all.
+        issues: Option<Vec<Issue>>,
+    },
+    /// The endpoint did not answer within the deadline.
+    #[error("timeout")]
+    EndpointTimeout { timeout_ms: u64 },
+    /// A signal arrived while waiting for the endpoint.
+    #[error("interrupted")]
+    EndpointInterrupted { signal: i32 },
+    /// The endpoint's answer is over `--max-output-bytes`.
+    #[error("the answer is too large")]
+    EndpointTooLarge { max_bytes: usize },
 }
 
 impl DispatchError {
@@ -124,15 +148,30 @@ impl DispatchError {
             E::AdapterSignaled { .. } => ErrorCode::AdapterSignaled,
             E::ResultInvalid { .. } | E::ResultFileUnusable(_) => ErrorCode::ResultInvalid,
             E::AdapterExitNonzero { .. } => ErrorCode::AdapterExitNonzero,
+            E::EndpointUnconfigured(_) => ErrorCode::EndpointUnconfigured,
+            E::EndpointUnreachable { .. } => ErrorCode::EndpointUnreachable,
+            E::EndpointHttpStatus { .. } => ErrorCode::EndpointHttpStatus,
+            E::EndpointTimeout { .. } => ErrorCode::DispatchTimeout,
+            E::EndpointInterrupted { .. } => ErrorCode::Interrupted,
+            E::EndpointTooLarge { .. } => ErrorCode::ResultTooLarge,
         }
     }
 
     /// The status of the envelope: the code's, except that authorization failures take the
-    /// bridge's `failure_status`.
+    /// bridge's `failure_status` and an HTTP status its class (SPEC §6).
     pub fn status(&self) -> Status {
         match self {
             DispatchError::Denied { status, .. } => *status,
+            DispatchError::EndpointHttpStatus { status, .. } => http_status_class(*status).0,
             other => other.code().status(),
+        }
+    }
+
+    /// `error.retryable`: the code's, except that an HTTP status has its class's.
+    pub fn retryable(&self) -> bool {
+        match self {
+            DispatchError::EndpointHttpStatus { status, .. } => http_status_class(*status).1,
+            other => other.code().retryable(),
         }
     }
 
@@ -148,6 +187,10 @@ impl DispatchError {
             | DispatchError::RequestInvalid { issues }
             | DispatchError::ResultInvalid { issues }
             | DispatchError::AdapterExitNonzero {
+                issues: Some(issues),
+                ..
+            }
+            | DispatchError::EndpointHttpStatus {
                 issues: Some(issues),
                 ..
             } => Some(issues),
@@ -225,6 +268,27 @@ impl DispatchError {
             E::Internal(what) => {
                 format!("the dispatcher hit an internal error ({what}); please report it")
             }
+            E::EndpointUnconfigured(why) => why.message(),
+            E::EndpointUnreachable { origin, cause } => {
+                format!("the endpoint {origin} could not be reached: {cause}")
+            }
+            E::EndpointHttpStatus { status, .. } if (300..400).contains(status) => format!(
+                "the endpoint answered HTTP {status}, a redirect, which is never followed"
+            ),
+            E::EndpointHttpStatus { status, .. } => format!(
+                "the endpoint answered HTTP {status} without a valid failure envelope"
+            ),
+            E::EndpointTimeout { timeout_ms } => {
+                format!("the endpoint did not answer within {timeout_ms} ms")
+            }
+            E::EndpointInterrupted { signal } => format!(
+                "the dispatcher received {} while waiting for the endpoint",
+                signal_name(*signal)
+            ),
+            E::EndpointTooLarge { max_bytes } => format!(
+                "the endpoint's answer is over the {} limit (--max-output-bytes)",
+                human_bytes(*max_bytes)
+            ),
         }
     }
 
@@ -250,6 +314,15 @@ impl DispatchError {
                 }
                 Some(details)
             }
+            E::EndpointHttpStatus { status, issues } => {
+                let mut details = json!({ "http_status": status });
+                if let Some(issues) = issues {
+                    details["issues"] = json!(issues);
+                }
+                Some(details)
+            }
+            E::EndpointInterrupted { signal } => Some(json!({ "signal": signal_name(*signal) })),
+            E::EndpointTooLarge { max_bytes } => Some(json!({ "max_output_bytes": max_bytes })),
             E::RequestUnreadable { .. }
             | E::ArtifactDir { .. }
             | E::ModeUnsupported { .. }
@@ -258,7 +331,10 @@ impl DispatchError {
             | E::Setup(_)
             | E::Timeout { .. }
             | E::ResultFileUnusable(_)
-            | E::Internal(_) => None,
+            | E::Internal(_)
+            | E::EndpointUnconfigured(_)
+            | E::EndpointUnreachable { .. }
+            | E::EndpointTimeout { .. } => None,
         }
     }
 
@@ -313,17 +389,23 @@ impl DispatchError {
                 other => format!("the adapter program {program}: {other}"),
             },
             E::Setup(err) => format!("creating the file transport's private folder: {err}"),
+            E::EndpointUnconfigured(why) => why.human(),
+            E::EndpointHttpStatus {
+                status,
+                issues: Some(issues),
+            } if !(300..400).contains(status) => format!(
+                "the endpoint answered HTTP {status} without a valid failure envelope: {}",
+                summary(issues)
+            ),
             _ => self.message(),
         }
     }
 
     /// The dispatcher-made envelope for this failure.
     pub fn envelope(&self, echo: &Echo) -> ResultEnvelope<'static> {
-        ResultEnvelope::failure(
-            echo.clone(),
-            self.status(),
-            ErrorBody::new(self.code(), self.message(), self.details()),
-        )
+        let mut body = ErrorBody::new(self.code(), self.message(), self.details());
+        body.retryable = self.retryable();
+        ResultEnvelope::failure(echo.clone(), self.status(), body)
     }
 }
 

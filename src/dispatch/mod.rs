@@ -1,5 +1,6 @@
-//! The main job, in the order of SPEC §4.1: read → validate → authorize → plan → run → judge
-//! → report. Every path after argument parsing ends in exactly one printed envelope.
+//! The main job, in the order of SPEC §4.1: read → validate → authorize → obtain an answer
+//! (plan and run the adapter, or POST to the endpoint) → judge → report. Every path after
+//! argument parsing ends in exactly one printed envelope.
 //!
 //! This module only sequences the steps — each is a function of its own module that takes
 //! what it needs and returns `Result<_, DispatchError>` — and keeps what the report needs as
@@ -14,10 +15,11 @@ pub use report::{Concluded, Report};
 
 use crate::authorize::authorize;
 use crate::cli::DispatchArgs;
+use crate::endpoint::{self, Exchanged, Failure};
 use crate::envelope::bridge::{Bridge, CommandSpec, Mode};
 use crate::envelope::json::{Document, JsonIssue};
 use crate::envelope::request::{Echo, Request};
-use crate::envelope::result::{Expect, Transport};
+use crate::envelope::result::{Expect, ResultEnvelope, Transport};
 use crate::exec::{self, Finished, Termination};
 use crate::hostenv::HostEnv;
 use crate::interrupt::Interrupts;
@@ -116,8 +118,139 @@ pub fn admit(
     })
 }
 
-/// Step 4–5 up to the answer, by the bridge's mode: run the adapter (`host_command`).
+/// Step 4–5 up to the answer, by the bridge's mode: run the adapter (`host_command`), or
+/// POST to the endpoint (`host_endpoint`).
 fn obtain(
+    admitted: Admitted,
+    args: &DispatchArgs,
+    env: &HostEnv,
+    interrupts: &Interrupts,
+    report: &mut Report,
+) -> Result<Obtained, DispatchError> {
+    match admitted.bridge.mode {
+        Mode::HostCommand => {
+            run_adapter(admitted, args, env, interrupts, report).map(Obtained::Ran)
+        }
+        Mode::HostEndpoint => {
+            call_endpoint(admitted, args, env, interrupts, report).map(Obtained::Answered)
+        }
+    }
+}
+
+/// What came back, to judge.
+enum Obtained {
+    Ran(Ran),
+    Answered(Answered),
+}
+
+impl Obtained {
+    fn judge(&self, report: &mut Report) -> Result<ResultEnvelope<'_>, DispatchError> {
+        match self {
+            Obtained::Ran(ran) => ran.judge(report),
+            Obtained::Answered(answered) => answered.judge(),
+        }
+    }
+
+    fn clean_up(self) {
+        match self {
+            Obtained::Ran(ran) => ran.clean_up(),
+            Obtained::Answered(_) => {}
+        }
+    }
+}
+
+/// The `host_endpoint` mode (SPEC §11): check the endpoint as configured on the host, POST
+/// the request, and keep the complete answer for the judge.
+fn call_endpoint(
+    admitted: Admitted,
+    args: &DispatchArgs,
+    env: &HostEnv,
+    interrupts: &Interrupts,
+    report: &mut Report,
+) -> Result<Answered, DispatchError> {
+    let Admitted {
+        bridge,
+        request,
+        sent,
+        canonical_tool,
+    } = admitted;
+    // A valid `host_endpoint` bridge always has one.
+    let spec = bridge
+        .endpoint
+        .as_ref()
+        .ok_or(DispatchError::ModeUnsupported { mode: bridge.mode })?;
+    let target = endpoint::target(
+        spec,
+        bridge.token_env.as_deref(),
+        args.ca_cert.as_deref(),
+        env,
+    )
+    .map_err(DispatchError::EndpointUnconfigured)?;
+    report.learn_endpoint(&target);
+    let body = request.for_adapter(&sent.tool);
+    drop(request);
+    let max_bytes = usize::try_from(args.max_output_bytes).unwrap_or(usize::MAX);
+    let limits = endpoint::Limits {
+        timeout_ms: bridge.timeout_ms,
+        max_bytes,
+    };
+    let Exchanged {
+        outcome,
+        http_status,
+        response_bytes,
+    } = endpoint::exchange(&target, body, &sent.request_id, limits, interrupts);
+    report.record_exchange(http_status, response_bytes);
+    let response = outcome.map_err(|failure| match failure {
+        Failure::Timeout => DispatchError::EndpointTimeout {
+            timeout_ms: bridge.timeout_ms,
+        },
+        Failure::Interrupted(signal) => DispatchError::EndpointInterrupted { signal },
+        Failure::TooLarge => DispatchError::EndpointTooLarge { max_bytes },
+        Failure::Unreachable(cause) => DispatchError::EndpointUnreachable {
+            origin: target.origin().to_string(),
+            cause,
+        },
+        Failure::Internal(what) => DispatchError::Internal(what),
+    })?;
+    Ok(Answered {
+        response,
+        sent,
+        canonical_tool,
+        limits: Limits {
+            timeout_ms: bridge.timeout_ms,
+            max_bytes,
+        },
+    })
+}
+
+/// A complete answer of the endpoint.
+struct Answered {
+    response: endpoint::Response,
+    sent: Echo,
+    canonical_tool: String,
+    limits: Limits,
+}
+
+impl Answered {
+    /// Judge the body like an adapter's stdout, the HTTP status playing the exit status.
+    fn judge(&self) -> Result<ResultEnvelope<'_>, DispatchError> {
+        let status = self.response.status;
+        let ending = if (200..300).contains(&status) {
+            Ending::Exited(0)
+        } else {
+            Ending::HttpStatus(status)
+        };
+        let expect = Expect {
+            sent: &self.sent,
+            canonical_tool: &self.canonical_tool,
+        };
+        let body = Body::Bytes(&self.response.body);
+        judge::judge(Answer { ending, body }, expect, self.limits)
+    }
+}
+
+/// The `host_command` mode: plan and run the adapter.
+fn run_adapter(
     admitted: Admitted,
     args: &DispatchArgs,
     env: &HostEnv,
@@ -173,10 +306,7 @@ struct Ran {
 
 impl Ran {
     /// Judge the answer (SPEC §4.5), and tell the report what stdout held when it matters.
-    fn judge(
-        &self,
-        report: &mut Report,
-    ) -> Result<crate::envelope::result::ResultEnvelope<'_>, DispatchError> {
+    fn judge(&self, report: &mut Report) -> Result<ResultEnvelope<'_>, DispatchError> {
         let ending = match (self.finished.stopped, self.finished.termination) {
             (Some(stop), _) => Ending::Stopped(stop),
             (None, Termination::Exited(code)) => Ending::Exited(code),

@@ -173,6 +173,22 @@ impl<'a> Report<'a> {
         self.dispatch.transport = Some(super::transport_of(transport));
     }
 
+    /// The endpoint about to be called: its origin for diagnostics, and the URL as a secret
+    /// when it carries more than its origin (a path or query may hold a credential).
+    pub fn learn_endpoint(&mut self, target: &crate::endpoint::Target) {
+        if let Some(url) = target.secret_url() {
+            self.redactor.add_secret(url);
+        }
+        self.dispatch.transport = Some(result::Transport::Http);
+        self.dispatch.endpoint = Some(target.origin().to_string());
+    }
+
+    /// What the HTTP exchange observed, also when it ended early.
+    pub fn record_exchange(&mut self, http_status: Option<u16>, response_bytes: u64) {
+        self.dispatch.http_status = http_status;
+        self.dispatch.response_bytes = Some(response_bytes);
+    }
+
     /// What the process runner observed.
     pub fn record_run(&mut self, finished: &Finished) {
         let (exit_code, signal) = match finished.termination {

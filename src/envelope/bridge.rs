@@ -33,7 +33,7 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 /// How the dispatcher reaches the tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// An HTTP endpoint (not implemented yet: answers `dispatch_mode_unsupported`).
+    /// An HTTP endpoint (SPEC §11): the request is POSTed to the host's URL.
     HostEndpoint,
     /// A host command: the adapter.
     HostCommand,
@@ -71,6 +71,17 @@ pub struct CommandSpec {
     pub transport: Transport,
 }
 
+/// `dispatcher.endpoint`: where the URL and the method come from (the token's variable is
+/// [`Bridge::token_env`]). Only variable NAMES: the values are read on the host at dispatch time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointSpec {
+    /// NAME of the host variable holding the URL.
+    pub url_env: String,
+    /// The method as written (`POST` when absent). Any other value is refused at dispatch
+    /// time (`endpoint_unconfigured`, SPEC §11), not here.
+    pub method: String,
+}
+
 /// The metadata-only sandbox env names (SPEC §4.6), each `None` when not named.
 #[derive(Debug, Clone, Default)]
 pub struct SandboxVariables {
@@ -90,6 +101,8 @@ pub struct Bridge {
     pub mode: Mode,
     pub timeout_ms: u64,
     pub command: Option<CommandSpec>,
+    /// `dispatcher.endpoint`, when present and well-formed.
+    pub endpoint: Option<EndpointSpec>,
     /// `dispatcher.endpoint.token_env`, a variable NAME.
     pub token_env: Option<String>,
     /// `authorization.failure_status`: `Denied` (default) or `Unavailable`.
@@ -148,7 +161,8 @@ impl Bridge {
             mode: dispatcher.mode,
             timeout_ms: dispatcher.timeout_ms,
             command: dispatcher.command,
-            token_env: dispatcher.token_env,
+            endpoint: dispatcher.endpoint.as_ref().map(|e| e.0.clone()),
+            token_env: dispatcher.endpoint.and_then(|e| e.1),
             failure_status,
             sandbox_variables,
             secret_env,
@@ -426,7 +440,8 @@ struct Dispatcher {
     mode: Mode,
     timeout_ms: u64,
     command: Option<CommandSpec>,
-    token_env: Option<String>,
+    /// The endpoint and its `token_env`.
+    endpoint: Option<(EndpointSpec, Option<String>)>,
 }
 
 fn check_dispatcher(c: &mut Checker, d: &Map<String, Value>) -> Option<Dispatcher> {
@@ -481,7 +496,7 @@ fn check_dispatcher(c: &mut Checker, d: &Map<String, Value>) -> Option<Dispatche
             .and_then(|cmd| check_command(c, cmd)),
         (_, None) => None,
     };
-    let token_env = match (mode, d.get("endpoint")) {
+    let endpoint = match (mode, d.get("endpoint")) {
         (Some(Mode::HostEndpoint), None) => {
             c.push(
                 codes::MISSING,
@@ -499,7 +514,7 @@ fn check_dispatcher(c: &mut Checker, d: &Map<String, Value>) -> Option<Dispatche
         mode: mode?,
         timeout_ms: timeout_ms?,
         command,
-        token_env,
+        endpoint,
     })
 }
 
@@ -569,14 +584,31 @@ fn check_command(c: &mut Checker, cmd: &Map<String, Value>) -> Option<CommandSpe
     })
 }
 
-fn check_endpoint(c: &mut Checker, e: &Map<String, Value>) -> Option<String> {
+fn check_endpoint(
+    c: &mut Checker,
+    e: &Map<String, Value>,
+) -> Option<(EndpointSpec, Option<String>)> {
     const BASE: &str = "/dispatcher/endpoint";
-    if let Some(v) = c.required(e, BASE, "url_env") {
-        c.env_name(v, "/dispatcher/endpoint/url_env");
-    }
-    c.constant(e, BASE, "method", "POST");
-    e.get("token_env")
-        .and_then(|v| c.env_name(v, "/dispatcher/endpoint/token_env"))
+    let url_env = c
+        .required(e, BASE, "url_env")
+        .and_then(|v| c.env_name(v, "/dispatcher/endpoint/url_env"));
+    // Only the shape here: a method other than POST is a host configuration the dispatcher
+    // refuses when it would send (SPEC §11), so that `validate bridge` and the main job agree
+    // on what a well-formed bridge is.
+    let method = c
+        .optional_string(e, BASE, "method")
+        .unwrap_or("POST")
+        .to_string();
+    let token_env = e
+        .get("token_env")
+        .and_then(|v| c.env_name(v, "/dispatcher/endpoint/token_env"));
+    Some((
+        EndpointSpec {
+            url_env: url_env?,
+            method,
+        },
+        token_env,
+    ))
 }
 
 type SandboxParts = (Option<SandboxVariables>, Vec<String>);
@@ -877,6 +909,42 @@ mod tests {
         );
         let err = Bridge::load(&format!("@{}", dir.path().display())).unwrap_err();
         assert!(err.to_string().starts_with("reading bridge file "), "{err}");
+    }
+
+    #[test]
+    fn endpoint_bridges_name_variables_and_leave_the_method_to_dispatch_time() {
+        let mut v = minimal();
+        v["dispatcher"]["mode"] = json!("host_endpoint");
+        v["dispatcher"]["endpoint"] = json!({"url_env": "EP_URL", "token_env": "EP_TOKEN"});
+        let b = bridge(v.clone()).unwrap();
+        let spec = b.endpoint.unwrap();
+        assert_eq!(
+            (spec.url_env.as_str(), spec.method.as_str()),
+            ("EP_URL", "POST")
+        );
+        assert_eq!(b.token_env.as_deref(), Some("EP_TOKEN"));
+        // Any string is well-formed here; only POST is sent (endpoint_unconfigured otherwise).
+        v["dispatcher"]["endpoint"]["method"] = json!("GET");
+        assert_eq!(bridge(v.clone()).unwrap().endpoint.unwrap().method, "GET");
+
+        v["dispatcher"]["endpoint"] = json!({"url_env": "not a name", "method": 1});
+        let issues = bridge(v.clone()).unwrap_err();
+        let got = crate::validate::code_paths(&issues);
+        assert!(
+            got.contains(&("invalid_env_name", "/dispatcher/endpoint/url_env")),
+            "{got:?}"
+        );
+        assert!(
+            got.contains(&("wrong_type", "/dispatcher/endpoint/method")),
+            "{got:?}"
+        );
+        v["dispatcher"].as_object_mut().unwrap().remove("endpoint");
+        let issues = bridge(v).unwrap_err();
+        let got = crate::validate::code_paths(&issues);
+        assert!(
+            got.contains(&("missing", "/dispatcher/endpoint")),
+            "{got:?}"
+        );
     }
 
     #[test]

@@ -65,6 +65,8 @@ pub enum Transport {
     Stdin,
     /// Request and result in private files.
     File,
+    /// An HTTP `POST` to the host's endpoint (`host_endpoint`).
+    Http,
 }
 
 /// What happened to the request bytes on the adapter's stdin, when writing them failed.
@@ -104,6 +106,15 @@ pub struct DispatchDiagnostics {
     pub timeout_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transport: Option<Transport>,
+    /// The endpoint's origin, `scheme://host:port` (never the rest of its URL).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// The endpoint's HTTP status, once one was received.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    /// Bytes of the endpoint's response body received.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_bytes: Option<u64>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub run: Option<RunDiagnostics>,
     /// The start of stdout, redacted, when stdout is not the answer or not a valid one.
@@ -123,6 +134,9 @@ impl Default for DispatchDiagnostics {
             adapter_started: false,
             timeout_ms: None,
             transport: None,
+            endpoint: None,
+            http_status: None,
+            response_bytes: None,
             run: None,
             stdout_head: None,
             duration_ms: 0,

@@ -4,7 +4,7 @@
 
 use parent_tool_dispatch::error::{ErrorCode, Status, EXIT_STATUSES};
 
-const TABLE: [(&str, &str, bool, u8); 17] = [
+const TABLE: [(&str, &str, bool, u8); 20] = [
     ("bridge_invalid", "unavailable", false, 69),
     ("dispatch_mode_unsupported", "unavailable", false, 69),
     ("request_invalid", "failed", false, 65),
@@ -22,6 +22,10 @@ const TABLE: [(&str, &str, bool, u8); 17] = [
     ("result_invalid", "failed", false, 1),
     ("result_too_large", "failed", false, 1),
     ("internal_error", "failed", false, 70),
+    ("endpoint_unconfigured", "unavailable", false, 69),
+    ("endpoint_unreachable", "unavailable", true, 69),
+    // The retryable half; the README row below and `http_status_class` pin the other.
+    ("endpoint_http_status", "unavailable", true, 69),
 ];
 
 #[test]
@@ -62,10 +66,36 @@ fn status_exit_codes_are_pinned() {
 }
 
 #[test]
+fn endpoint_http_status_depends_on_the_http_status() {
+    use parent_tool_dispatch::error::http_status_class;
+    for code in [408, 429, 500, 503, 599] {
+        assert_eq!(
+            http_status_class(code),
+            (Status::Unavailable, true),
+            "{code}"
+        );
+    }
+    for code in [301, 302, 400, 401, 403, 404, 422] {
+        assert_eq!(http_status_class(code), (Status::Failed, false), "{code}");
+    }
+}
+
+#[test]
 fn readme_prints_the_error_code_table() {
     let readme = include_str!("../../README.md");
     for (code, status, retryable, exit) in TABLE {
-        let row = format!("| `{code}` | {status} | {retryable} | {exit} |");
+        let row = match code {
+            "endpoint_http_status" => format!(
+                "| `{code}` | unavailable for 408/429/5xx, else failed | true for 408/429/5xx | 69 / 1 |"
+            ),
+            _ => format!("| `{code}` | {status} | {retryable} | {exit} |"),
+        };
+        assert!(readme.contains(&row), "README lacks the row: {row}");
+    }
+    // The README's columns are the ones the man page prints.
+    for code in ErrorCode::ALL {
+        let [status, retryable, exit] = code.columns();
+        let row = format!("| `{}` | {status} | {retryable} | {exit} |", code.as_str());
         assert!(readme.contains(&row), "README lacks the row: {row}");
     }
 }

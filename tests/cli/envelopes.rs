@@ -77,15 +77,23 @@ fn bridge_shape_errors_are_all_listed() {
 }
 
 #[test]
-fn host_endpoint_bridges_are_unsupported_for_now() {
+fn host_endpoint_bridges_are_served_and_need_their_url_on_the_host() {
+    // Once `dispatch_mode_unsupported`; now the endpoint's own checks answer (SPEC §11).
     let run = Dispatch::adapter(&["echo"])
         .bridge(|b| {
             b["dispatcher"]["mode"] = json!("host_endpoint");
             b["dispatcher"]["endpoint"] =
-                json!({"url_env": "EP_URL", "method": "POST", "token_env": "EP_TOKEN"});
+                json!({"url_env": "PTD_TEST_UNSET_EP_URL", "method": "POST"});
         })
         .run();
-    run.expect("unavailable", Some("dispatch_mode_unsupported"), 69);
+    run.expect("unavailable", Some("endpoint_unconfigured"), 69);
+    assert!(
+        run.stderr.starts_with(
+            "error[endpoint_unconfigured]: the endpoint URL variable PTD_TEST_UNSET_EP_URL"
+        ),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 mod codes;
 mod delegation;
+mod endpoint;
 mod envelopes;
 mod file_transport;
 mod generated;

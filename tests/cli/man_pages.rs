@@ -299,11 +299,9 @@ fn error_codes(roff: &mut Roff) {
     for code in ErrorCode::ALL {
         roff.control("TP", []);
         roff.text([bold(code.as_str())]);
+        let [status, retryable, exit] = code.columns();
         roff.text([roman(format!(
-            "{}, retryable {}, exit {}",
-            code.status(),
-            code.retryable(),
-            code.exit_code()
+            "{status}, retryable {retryable}, exit {exit}"
         ))]);
     }
 }

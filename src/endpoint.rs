@@ -1,0 +1,921 @@
+//! The `host_endpoint` exchange (SPEC §11): one HTTP `POST` of the validated request to the
+//! host's endpoint, bounded in time and size, handing back the HTTP status and the body for
+//! [`crate::judge`] to judge exactly like an adapter's stdout.
+//!
+//! It owns: reading the endpoint's URL and token on the host (through [`HostEnv`], at dispatch
+//! time), every check that must pass before a connection ([`target`]), the HTTP client's
+//! configuration, the deadline, signals, and the size cap on the answer ([`exchange`]).
+//!
+//! Invariants:
+//! - Nothing is sent unless every check passed: an unset, empty or non-absolute-`http(s)` URL,
+//!   a method other than `POST`, a named but unset or empty token, plain `http` to a host that
+//!   is not loopback, an unusable `--ca-cert` — each is an [`Unconfigured`], before any socket.
+//! - The URL leaves this module only as its origin (`scheme://host:port`) and the token not at
+//!   all: no error, message or `Debug` output here carries either ([`Target`]'s `Debug` is
+//!   written by hand for that reason; the HTTP client's own error texts, which may quote the
+//!   URL, are never shown).
+//! - Redirects are never followed (a bearer token must not travel to another origin), no proxy
+//!   is used (proxy variables are not read: a proxy would see the token of a plain-`http`
+//!   loopback endpoint), and no compression is offered (the body is judged as sent).
+//! - HTTPS verifies the server against the platform's roots plus `--ca-cert`.
+//! - The whole exchange — resolve, connect, TLS, send, receive — ends by the deadline, whatever
+//!   the server does (accept and never answer, trickle bytes); a signal ends the wait at once.
+//!   The exchange runs on its own thread, which the HTTP client's own global timeout (the same
+//!   deadline) ends shortly after if it was abandoned.
+//! - At most `max_bytes` + one read of the body is ever held in memory.
+//!
+//! It must not judge the body (the judge does), redact or print anything (the report does).
+
+use crate::envelope::bridge::EndpointSpec;
+use crate::hostenv::HostEnv;
+use crate::interrupt::Interrupts;
+use std::fmt;
+use std::io::Read;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig, TlsProvider};
+
+/// The only method an endpoint is called with.
+pub const METHOD: &str = "POST";
+/// Largest `--ca-cert` file read.
+const MAX_CA_CERT_BYTES: u64 = 1024 * 1024;
+/// How often the waiting thread looks at signals.
+const POLL: Duration = Duration::from_millis(20);
+/// Size of one read of the body.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Why the endpoint cannot be used as the host configured it. Nothing was sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unconfigured {
+    /// `url_env` names a variable that is not set (or not valid Unicode).
+    UrlUnset { var: String },
+    /// `url_env`'s variable is empty.
+    UrlEmpty { var: String },
+    /// `url_env`'s variable is not an absolute `http`/`https` URL: why.
+    UrlInvalid { var: String, why: &'static str },
+    /// `dispatcher.endpoint.method` is not `POST`.
+    Method { method: String },
+    /// `token_env` names a variable that is not set.
+    TokenUnset { var: String },
+    /// `token_env`'s variable is empty.
+    TokenEmpty { var: String },
+    /// `token_env`'s value cannot be sent in a header (spaces, control or non-ASCII
+    /// characters).
+    TokenInvalid { var: String },
+    /// Plain `http` to a host that is not a loopback address.
+    PlainHttp { var: String, origin: String },
+    /// `--ca-cert` cannot be read or holds no PEM certificate.
+    CaCert { path: PathBuf, why: String },
+}
+
+impl Unconfigured {
+    /// One sentence for `error.message`: variable NAMES and the origin only, never a value or
+    /// a host path.
+    pub fn message(&self) -> String {
+        match self {
+            Unconfigured::UrlUnset { var } => {
+                format!("the endpoint URL variable {var} (url_env) is not set on the host")
+            }
+            Unconfigured::UrlEmpty { var } => {
+                format!("the endpoint URL variable {var} (url_env) is empty")
+            }
+            Unconfigured::UrlInvalid { var, why } => format!(
+                "the endpoint URL in {var} (url_env) is not an absolute http or https URL: {why}"
+            ),
+            Unconfigured::Method { method } => format!(
+                "the endpoint method {} is not supported; only POST is",
+                shown(method)
+            ),
+            Unconfigured::TokenUnset { var } => {
+                format!("the endpoint token variable {var} (token_env) is not set on the host")
+            }
+            Unconfigured::TokenEmpty { var } => {
+                format!("the endpoint token variable {var} (token_env) is empty")
+            }
+            Unconfigured::TokenInvalid { var } => format!(
+                "the endpoint token in {var} (token_env) holds characters that cannot be sent in \
+                 an HTTP header (only visible ASCII can)"
+            ),
+            Unconfigured::PlainHttp { var, origin } => format!(
+                "the endpoint URL in {var} (url_env) is plain http to {origin}, which is not a \
+                 loopback address; use https (a bearer token never crosses a network in clear text)"
+            ),
+            Unconfigured::CaCert { why, .. } => format!("the --ca-cert file {why}"),
+        }
+    }
+
+    /// What stderr says: the same, naming the `--ca-cert` file.
+    pub fn human(&self) -> String {
+        match self {
+            Unconfigured::CaCert { path, why } => {
+                format!("the --ca-cert file {} {why}", path.display())
+            }
+            other => other.message(),
+        }
+    }
+}
+
+/// A bridge's value made safe to quote in one line: escaped, and cut.
+fn shown(value: &str) -> String {
+    let mut out: String = value
+        .chars()
+        .take(32)
+        .flat_map(char::escape_debug)
+        .collect();
+    if value.chars().count() > 32 {
+        out.push('…');
+    }
+    format!("\"{out}\"")
+}
+
+/// Where and how to send: everything [`exchange`] needs, checked.
+#[derive(Clone)]
+pub struct Target {
+    /// The URL as sent (no fragment). Secret beyond its origin.
+    url: String,
+    origin: String,
+    token: Option<String>,
+    https: bool,
+    /// `--ca-cert`'s certificates, trusted besides the platform's roots (which the exchange
+    /// loads itself, within its deadline).
+    extra_roots: Arc<Vec<Certificate<'static>>>,
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Target")
+            .field("origin", &self.origin)
+            .field("token", &self.token.as_ref().map(|_| "[redacted]"))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Target {
+    /// `scheme://host:port`: the only part of the URL that may be shown.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// The URL, when it carries more than its origin (a path or a query may hold a
+    /// credential): an exact secret for the redactor.
+    pub fn secret_url(&self) -> Option<&str> {
+        let rest = self.url.get(self.url.find("://").map_or(0, |i| i + 3)..)?;
+        let path = rest.find(['/', '?']).map_or("", |i| &rest[i..]);
+        (!matches!(path, "" | "/")).then_some(self.url.as_str())
+    }
+}
+
+/// Check the endpoint as the host configured it (SPEC §11), before anything is sent: the
+/// method, the URL in `url_env`, the token in `token_env`, plain `http` only to loopback, and
+/// `--ca-cert` (read and parsed here, whatever the scheme).
+pub fn target(
+    spec: &EndpointSpec,
+    token_env: Option<&str>,
+    ca_cert: Option<&Path>,
+    env: &HostEnv,
+) -> Result<Target, Unconfigured> {
+    if spec.method != METHOD {
+        return Err(Unconfigured::Method {
+            method: spec.method.clone(),
+        });
+    }
+    let var = spec.url_env.clone();
+    let text = match env.var(&var) {
+        None => return Err(Unconfigured::UrlUnset { var }),
+        Some(text) if text.is_empty() => return Err(Unconfigured::UrlEmpty { var }),
+        Some(text) => text,
+    };
+    let url = Url::parse(&text).map_err(|why| Unconfigured::UrlInvalid {
+        var: var.clone(),
+        why,
+    })?;
+    let token = match token_env {
+        None => None,
+        Some(name) => {
+            let var = name.to_string();
+            match env.var(name) {
+                None => return Err(Unconfigured::TokenUnset { var }),
+                Some(token) if token.is_empty() => return Err(Unconfigured::TokenEmpty { var }),
+                Some(token) if !token.bytes().all(|b| b.is_ascii_graphic()) => {
+                    return Err(Unconfigured::TokenInvalid { var })
+                }
+                Some(token) => Some(token),
+            }
+        }
+    };
+    if !url.https && !url.loopback {
+        return Err(Unconfigured::PlainHttp {
+            var,
+            origin: url.origin,
+        });
+    }
+    let extra_roots = ca_cert.map(read_ca_cert).transpose()?.unwrap_or_default();
+    Ok(Target {
+        url: url.request,
+        origin: url.origin,
+        token,
+        https: url.https,
+        extra_roots: Arc::new(extra_roots),
+    })
+}
+
+/// The certificates of a `--ca-cert` PEM file (at most 1 MiB).
+fn read_ca_cert(path: &Path) -> Result<Vec<Certificate<'static>>, Unconfigured> {
+    let refuse = |why: String| Unconfigured::CaCert {
+        path: path.to_path_buf(),
+        why,
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_CA_CERT_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| refuse(format!("could not be read: {}", e.kind())))?;
+    if bytes.len() as u64 > MAX_CA_CERT_BYTES {
+        return Err(refuse("is larger than 1 MiB".into()));
+    }
+    let mut certs = Vec::new();
+    for item in ureq::tls::parse_pem(&bytes) {
+        match item {
+            Ok(PemItem::Certificate(cert)) => certs.push(cert),
+            Ok(_) => {}
+            Err(_) => return Err(refuse("is not valid PEM".into())),
+        }
+    }
+    if certs.is_empty() {
+        return Err(refuse("holds no PEM certificate".into()));
+    }
+    Ok(certs)
+}
+
+/// The platform's roots (what `rustls-native-certs` finds: the system store, or
+/// `SSL_CERT_FILE`/`SSL_CERT_DIR`) plus `extra`. A store that cannot be read adds nothing:
+/// verification then fails closed.
+fn trust_anchors(extra: &[Certificate<'static>]) -> Vec<Certificate<'static>> {
+    let platform = rustls_native_certs::load_native_certs();
+    let mut roots: Vec<Certificate<'static>> = platform
+        .certs
+        .iter()
+        .map(|der| Certificate::from_der(der.as_ref()).to_owned())
+        .collect();
+    roots.extend(extra.iter().cloned());
+    roots
+}
+
+/// An endpoint URL, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Url {
+    https: bool,
+    loopback: bool,
+    /// `scheme://host:port`, scheme and host lower-cased, port always written.
+    origin: String,
+    /// What is sent: the URL without its fragment.
+    request: String,
+}
+
+impl Url {
+    /// Parse an absolute `http`/`https` URL strictly: visible ASCII only, no userinfo, a host,
+    /// an optional port in 1–65535. The `why` never quotes the value.
+    fn parse(text: &str) -> Result<Url, &'static str> {
+        if !text.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err("it holds spaces, control or non-ASCII characters");
+        }
+        let (scheme, rest) = text
+            .split_once("://")
+            .ok_or("it has no scheme (expected http:// or https://)")?;
+        let https = if scheme.eq_ignore_ascii_case("https") {
+            true
+        } else if scheme.eq_ignore_ascii_case("http") {
+            false
+        } else {
+            return Err("its scheme is not http or https");
+        };
+        let rest = rest.split_once('#').map_or(rest, |(before, _)| before);
+        let end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let (authority, path) = rest.split_at(end);
+        if authority.contains('@') {
+            return Err("it carries credentials before the host; put the token in token_env");
+        }
+        let (host, port) = split_host_port(authority)?;
+        let port = match port {
+            None => {
+                if https {
+                    443
+                } else {
+                    80
+                }
+            }
+            Some(digits) => digits
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p != 0 && digits.bytes().all(|b| b.is_ascii_digit()))
+                .ok_or("its port is not a number from 1 to 65535")?,
+        };
+        let (shown_host, loopback) = match host {
+            Host::Name(name) => {
+                let name = name.to_ascii_lowercase();
+                let loopback = name == "localhost";
+                (name, loopback)
+            }
+            Host::V4(ip) => (ip.to_string(), ip.is_loopback()),
+            Host::V6(ip) => (
+                format!("[{ip}]"),
+                ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
+            ),
+        };
+        let scheme = if https { "https" } else { "http" };
+        let path = match path {
+            "" => "/".to_string(),
+            p if p.starts_with('?') => format!("/{p}"),
+            p => p.to_string(),
+        };
+        let request = format!("{scheme}://{authority}{path}");
+        // The HTTP client must accept it too, so that it fails here rather than after the
+        // checks said yes.
+        if ureq::http::Uri::try_from(request.as_str()).is_err() {
+            return Err("its path or query holds characters a URL cannot carry");
+        }
+        Ok(Url {
+            https,
+            loopback,
+            origin: format!("{scheme}://{shown_host}:{port}"),
+            request,
+        })
+    }
+}
+
+enum Host<'a> {
+    Name(&'a str),
+    V4(Ipv4Addr),
+    V6(Ipv6Addr),
+}
+
+fn split_host_port(authority: &str) -> Result<(Host<'_>, Option<&str>), &'static str> {
+    if authority.is_empty() {
+        return Err("it has no host");
+    }
+    if let Some(inner) = authority.strip_prefix('[') {
+        let (ip, after) = inner
+            .split_once(']')
+            .ok_or("its IPv6 address has no closing bracket")?;
+        let ip: Ipv6Addr = ip.parse().map_err(|_| "its IPv6 address is not valid")?;
+        let port = match after {
+            "" => None,
+            p => Some(
+                p.strip_prefix(':')
+                    .ok_or("it has characters after the host")?,
+            ),
+        };
+        return Ok((Host::V6(ip), port));
+    }
+    let (host, port) = match authority.split_once(':') {
+        Some((host, port)) => (host, Some(port)),
+        None => (authority, None),
+    };
+    if host.is_empty() {
+        return Err("it has no host");
+    }
+    if let Ok(ip) = host.parse::<Ipv4Addr>() {
+        return Ok((Host::V4(ip), port));
+    }
+    let name_ok = host
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
+    if !name_ok {
+        return Err("its host is not a name or an IP address");
+    }
+    Ok((Host::Name(host), port))
+}
+
+/// The `Idempotency-Key` for a request id: the id itself when it is visible ASCII without
+/// `%`; otherwise every byte outside that set (and `%`) percent-encoded, so that two
+/// different ids never share a key and nothing can break out of the header line.
+pub fn idempotency_key(request_id: &str) -> String {
+    if request_id
+        .bytes()
+        .all(|b| b.is_ascii_graphic() && b != b'%')
+    {
+        return request_id.to_string();
+    }
+    let mut out = String::with_capacity(request_id.len() * 3);
+    for b in request_id.bytes() {
+        if b.is_ascii_graphic() && b != b'%' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The bounds of one exchange.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub timeout_ms: u64,
+    /// Cap on the response body (`--max-output-bytes`).
+    pub max_bytes: usize,
+}
+
+/// A complete answer: its HTTP status and body (at most `max_bytes`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+/// Why the endpoint could not be reached, in words that never quote the URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unreachable {
+    /// The host name did not resolve.
+    HostNotFound,
+    /// Nothing listens there.
+    Refused,
+    /// The connection was reset or closed before a complete answer.
+    Reset,
+    /// The TLS handshake failed (a certificate that does not verify, …): the TLS library's
+    /// account.
+    Tls(String),
+    /// The server did not speak HTTP/1.1 (or its headers were over 64 KiB).
+    Protocol,
+    /// Any other I/O failure, by its kind.
+    Io(std::io::ErrorKind),
+    /// The HTTP client refused the request before sending it.
+    Client,
+}
+
+impl fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unreachable::HostNotFound => f.write_str("its host name does not resolve"),
+            Unreachable::Refused => f.write_str("the connection was refused"),
+            Unreachable::Reset => {
+                f.write_str("the connection was reset or closed before a complete answer")
+            }
+            Unreachable::Tls(why) => write!(f, "the TLS handshake failed: {why}"),
+            Unreachable::Protocol => f.write_str("it did not answer in HTTP/1.1"),
+            Unreachable::Io(kind) => write!(f, "{kind}"),
+            Unreachable::Client => f.write_str("the HTTP client refused to send the request"),
+        }
+    }
+}
+
+/// Why an exchange ended without a complete answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// The deadline passed.
+    Timeout,
+    /// A termination signal arrived.
+    Interrupted(i32),
+    /// The body is over the cap; reading stopped there.
+    TooLarge,
+    /// No HTTP exchange could be completed.
+    Unreachable(Unreachable),
+    /// The dispatcher could not run the exchange (a thread could not be started).
+    Internal(String),
+}
+
+/// One exchange: its outcome and what was observed on the way (for diagnostics), also when
+/// it failed part-way.
+#[derive(Debug, Clone)]
+pub struct Exchanged {
+    pub outcome: Result<Response, Failure>,
+    /// The status line's code, once one was received.
+    pub http_status: Option<u16>,
+    /// Body bytes received.
+    pub response_bytes: u64,
+}
+
+/// What the exchange thread reports as it goes (0 = no status yet).
+#[derive(Default)]
+struct Progress {
+    status: AtomicU64,
+    bytes: AtomicU64,
+}
+
+/// POST `body` to the target and wait for the answer, at most until the deadline
+/// (`limits.timeout_ms` from now), giving up at once on a termination signal.
+pub fn exchange(
+    target: &Target,
+    body: Vec<u8>,
+    request_id: &str,
+    limits: Limits,
+    interrupts: &Interrupts,
+) -> Exchanged {
+    let started = Instant::now();
+    let deadline = started + Duration::from_millis(limits.timeout_ms);
+    let progress = Arc::new(Progress::default());
+    let observed = |outcome: Result<Response, Failure>, progress: &Progress| Exchanged {
+        outcome,
+        http_status: match progress.status.load(Ordering::SeqCst) {
+            0 => None,
+            s => u16::try_from(s).ok(),
+        },
+        response_bytes: progress.bytes.load(Ordering::SeqCst),
+    };
+    if let Some(signal) = interrupts.received() {
+        return observed(Err(Failure::Interrupted(signal)), &progress);
+    }
+    let call = Call {
+        target: target.clone(),
+        body,
+        key: idempotency_key(request_id),
+        max_bytes: limits.max_bytes,
+        timeout: Duration::from_millis(limits.timeout_ms),
+    };
+    let (tx, rx) = mpsc::channel();
+    let worker_progress = Arc::clone(&progress);
+    let spawned = std::thread::Builder::new()
+        .name("endpoint".into())
+        .spawn(move || {
+            let _ = tx.send(call.run(&worker_progress));
+        });
+    if let Err(err) = spawned {
+        return observed(
+            Err(Failure::Internal(format!(
+                "the exchange thread could not start: {}",
+                err.kind()
+            ))),
+            &progress,
+        );
+    }
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return observed(Err(Failure::Timeout), &progress);
+        }
+        match rx.recv_timeout(left.min(POLL)) {
+            Ok(outcome) => return observed(outcome, &progress),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if let Some(signal) = interrupts.received() {
+                    return observed(Err(Failure::Interrupted(signal)), &progress);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return observed(
+                    Err(Failure::Internal("the exchange thread stopped".into())),
+                    &progress,
+                )
+            }
+        }
+    }
+}
+
+/// What the exchange thread owns.
+struct Call {
+    target: Target,
+    body: Vec<u8>,
+    key: String,
+    max_bytes: usize,
+    timeout: Duration,
+}
+
+impl Call {
+    fn run(self, progress: &Progress) -> Result<Response, Failure> {
+        let mut tls = TlsConfig::builder()
+            .provider(TlsProvider::Rustls)
+            .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()));
+        if self.target.https {
+            // Here rather than in `target`: reading the platform's store is I/O, so it runs
+            // within the deadline.
+            let roots = trust_anchors(&self.target.extra_roots);
+            tls = tls.root_certs(RootCerts::Specific(Arc::new(roots)));
+        }
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .proxy(None)
+            .user_agent(concat!("parent-tool-dispatch/", env!("CARGO_PKG_VERSION")))
+            .accept("application/json")
+            .accept_encoding(ureq::config::AutoHeaderValue::None)
+            .timeout_global(Some(self.timeout))
+            .max_idle_connections(0)
+            .tls_config(tls.build())
+            .build()
+            .new_agent();
+        let mut request = agent
+            .post(&self.target.url)
+            .header("Content-Type", "application/json")
+            .header("Idempotency-Key", &self.key);
+        if let Some(token) = &self.target.token {
+            request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        let response = request.send(&self.body[..]).map_err(classify)?;
+        let status = response.status().as_u16();
+        progress.status.store(u64::from(status), Ordering::SeqCst);
+        let body = response.into_body();
+        if body
+            .content_length()
+            .is_some_and(|n| n > self.max_bytes as u64)
+        {
+            return Err(Failure::TooLarge);
+        }
+        let mut reader = body.into_reader();
+        let mut out = Vec::new();
+        let mut chunk = vec![0u8; READ_CHUNK];
+        loop {
+            let n = match reader.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(classify(ureq::Error::from(e))),
+            };
+            progress.bytes.fetch_add(n as u64, Ordering::SeqCst);
+            if out.len() + n > self.max_bytes {
+                return Err(Failure::TooLarge);
+            }
+            out.extend_from_slice(&chunk[..n]);
+        }
+        Ok(Response { status, body: out })
+    }
+}
+
+/// The HTTP client's error, in our terms. Its own texts are never kept: some quote the URL.
+fn classify(error: ureq::Error) -> Failure {
+    use std::io::ErrorKind as K;
+    let unreachable = |why| Failure::Unreachable(why);
+    match error {
+        ureq::Error::Timeout(_) => Failure::Timeout,
+        ureq::Error::HostNotFound => unreachable(Unreachable::HostNotFound),
+        ureq::Error::Rustls(e) => unreachable(Unreachable::Tls(e.to_string())),
+        ureq::Error::Tls(why) => unreachable(Unreachable::Tls(why.to_string())),
+        ureq::Error::Protocol(_) | ureq::Error::LargeResponseHeader(..) => {
+            unreachable(Unreachable::Protocol)
+        }
+        ureq::Error::Io(e) => {
+            if let Some(tls) = e.get_ref().and_then(|r| r.downcast_ref::<rustls::Error>()) {
+                return unreachable(Unreachable::Tls(tls.to_string()));
+            }
+            match e.kind() {
+                K::TimedOut | K::WouldBlock => Failure::Timeout,
+                K::ConnectionRefused => unreachable(Unreachable::Refused),
+                K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe | K::UnexpectedEof => {
+                    unreachable(Unreachable::Reset)
+                }
+                kind => unreachable(Unreachable::Io(kind)),
+            }
+        }
+        ureq::Error::ConnectionFailed => unreachable(Unreachable::Refused),
+        ureq::Error::BadUri(_) | ureq::Error::Http(_) => unreachable(Unreachable::Client),
+        _ => unreachable(Unreachable::Client),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(text: &str) -> Result<Url, &'static str> {
+        Url::parse(text)
+    }
+
+    #[test]
+    fn origins_are_scheme_host_and_port() {
+        let u = url("HTTPS://API.Example.com/hooks/abc?x=1#frag").unwrap();
+        assert!(u.https && !u.loopback);
+        assert_eq!(u.origin, "https://api.example.com:443");
+        assert_eq!(u.request, "https://API.Example.com/hooks/abc?x=1");
+        let u = url("http://127.0.0.1:8080").unwrap();
+        assert_eq!(
+            (u.origin.as_str(), u.request.as_str()),
+            ("http://127.0.0.1:8080", "http://127.0.0.1:8080/")
+        );
+        let u = url("http://[::1]:9/x").unwrap();
+        assert_eq!(u.origin, "http://[::1]:9");
+        assert!(u.loopback);
+    }
+
+    #[test]
+    fn only_loopback_hosts_count_as_loopback() {
+        for yes in [
+            "http://localhost/",
+            "http://LOCALHOST:1/",
+            "http://127.0.0.1/",
+            "http://127.255.3.4/",
+            "http://[::1]/",
+            "http://[::ffff:127.0.0.1]/",
+        ] {
+            assert!(url(yes).unwrap().loopback, "{yes}");
+        }
+        for no in [
+            "http://10.0.0.1/",
+            "http://128.0.0.1/",
+            "http://[::2]/",
+            "http://localhost.example.com/",
+            "http://127.0.0.1.nip.io/",
+            "http://127.1/",
+            "http://0.0.0.0/",
+            "http://example.com/",
+        ] {
+            assert!(!url(no).unwrap().loopback, "{no}");
+        }
+    }
+
+    #[test]
+    fn what_is_not_an_absolute_http_url_is_refused() {
+        for bad in [
+            "example.com/x",
+            "/relative",
+            "ftp://example.com/",
+            "file:///etc/passwd",
+            "http://",
+            "http:///x",
+            "http://:80/",
+            "http://user:pass@example.com/",
+            "http://example.com:0/",
+            "http://example.com:65536/",
+            "http://example.com:+80/",
+            "http://example.com:/",
+            "http://exa mple.com/",
+            " http://example.com/",
+            "http://example.com/\n",
+            "http://exämple.com/",
+            "http://[::1/",
+            "http://[zz::1]/",
+            "http://[::1]x/",
+            "http://a:1:2/",
+            "http://ex%41mple.com/",
+        ] {
+            assert!(url(bad).is_err(), "{bad:?} should be refused");
+        }
+    }
+
+    #[test]
+    fn refusals_never_quote_the_url() {
+        let secret = "s3cr3t-value-in-the-url";
+        for text in [
+            format!("ftp://{secret}/"),
+            format!("http://user:{secret}@h/"),
+            format!("http://h:{secret}/"),
+        ] {
+            let why = url(&text).unwrap_err();
+            assert!(!why.contains(secret), "{why}");
+        }
+    }
+
+    #[test]
+    fn the_secret_url_is_the_url_when_it_has_more_than_an_origin() {
+        let t = |u: &str| Target {
+            url: Url::parse(u).unwrap().request,
+            origin: String::new(),
+            token: None,
+            https: false,
+            extra_roots: Arc::default(),
+        };
+        assert_eq!(t("http://localhost:1").secret_url(), None);
+        assert_eq!(t("http://localhost:1/").secret_url(), None);
+        assert_eq!(
+            t("http://localhost:1/hook/abc").secret_url(),
+            Some("http://localhost:1/hook/abc")
+        );
+        assert_eq!(
+            t("http://localhost:1?k=v").secret_url(),
+            Some("http://localhost:1/?k=v")
+        );
+    }
+
+    #[test]
+    fn idempotency_keys_are_header_safe_and_distinct() {
+        assert_eq!(idempotency_key("ptr_123"), "ptr_123");
+        assert_eq!(idempotency_key("a b"), "a%20b");
+        assert_eq!(idempotency_key("x\r\nEvil: 1"), "x%0D%0AEvil:%201");
+        assert_eq!(idempotency_key("é"), "%C3%A9");
+        // `%` is encoded whenever encoding happens, so an encoded id cannot equal a raw one.
+        assert_eq!(idempotency_key("a%20b c"), "a%2520b%20c");
+        assert_ne!(idempotency_key("a b"), idempotency_key("a%20b"));
+    }
+
+    #[test]
+    fn the_debug_form_shows_neither_url_nor_token() {
+        let t = Target {
+            url: "https://h/path-secret".into(),
+            origin: "https://h:443".into(),
+            token: Some("token-secret".into()),
+            https: true,
+            extra_roots: Arc::default(),
+        };
+        let text = format!("{t:?}");
+        assert!(text.contains("https://h:443"));
+        assert!(!text.contains("path-secret") && !text.contains("token-secret"));
+    }
+
+    #[test]
+    fn checks_come_before_anything_is_sent() {
+        let spec = |method: &str| EndpointSpec {
+            url_env: "PTD_UNIT_URL".into(),
+            method: method.into(),
+        };
+        let env = |vars: &[(&str, &str)]| {
+            HostEnv::with(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+        };
+        let ok = env(&[
+            ("PTD_UNIT_URL", "http://127.0.0.1:9/x"),
+            ("PTD_UNIT_TOKEN", "t0k3n-value"),
+        ]);
+        assert!(target(&spec("POST"), Some("PTD_UNIT_TOKEN"), None, &ok).is_ok());
+        let cases: Vec<(EndpointSpec, Option<&str>, HostEnv, &str)> = vec![
+            (spec("GET"), None, ok.clone(), "Method"),
+            (spec("post"), None, ok.clone(), "Method"),
+            (spec("POST"), None, env(&[]), "UrlUnset"),
+            (spec("POST"), None, env(&[("PTD_UNIT_URL", "")]), "UrlEmpty"),
+            (
+                spec("POST"),
+                None,
+                env(&[("PTD_UNIT_URL", "localhost:8080")]),
+                "UrlInvalid",
+            ),
+            (
+                spec("POST"),
+                Some("PTD_UNIT_NO_TOKEN"),
+                ok.clone(),
+                "TokenUnset",
+            ),
+            (
+                spec("POST"),
+                Some("PTD_UNIT_TOKEN"),
+                env(&[
+                    ("PTD_UNIT_URL", "http://127.0.0.1:9/"),
+                    ("PTD_UNIT_TOKEN", ""),
+                ]),
+                "TokenEmpty",
+            ),
+            (
+                spec("POST"),
+                Some("PTD_UNIT_TOKEN"),
+                env(&[
+                    ("PTD_UNIT_URL", "http://127.0.0.1:9/"),
+                    ("PTD_UNIT_TOKEN", "a\r\nb"),
+                ]),
+                "TokenInvalid",
+            ),
+            (
+                spec("POST"),
+                None,
+                env(&[("PTD_UNIT_URL", "http://192.0.2.1/")]),
+                "PlainHttp",
+            ),
+        ];
+        for (spec, token_env, env, want) in cases {
+            let got = target(&spec, token_env, None, &env).unwrap_err();
+            assert!(
+                format!("{got:?}").starts_with(want),
+                "{got:?} is not {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_ca_cert_file_must_hold_a_certificate() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "not pem at all\n").unwrap();
+        let bad = dir.path().join("bad.pem");
+        std::fs::write(
+            &bad,
+            "-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        let missing = dir.path().join("missing.pem");
+        for (path, want) in [
+            (&empty, "holds no PEM certificate"),
+            (&bad, "is not valid PEM"),
+            (&missing, "could not be read"),
+        ] {
+            match read_ca_cert(path) {
+                Err(Unconfigured::CaCert { why, .. }) => assert!(why.contains(want), "{why}"),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn client_errors_map_to_stable_causes() {
+        use std::io::{Error, ErrorKind};
+        let io = |kind| classify(ureq::Error::Io(Error::from(kind)));
+        assert_eq!(
+            io(ErrorKind::ConnectionRefused),
+            Failure::Unreachable(Unreachable::Refused)
+        );
+        assert_eq!(
+            io(ErrorKind::ConnectionReset),
+            Failure::Unreachable(Unreachable::Reset)
+        );
+        assert_eq!(io(ErrorKind::TimedOut), Failure::Timeout);
+        assert_eq!(
+            classify(ureq::Error::HostNotFound),
+            Failure::Unreachable(Unreachable::HostNotFound)
+        );
+        assert_eq!(
+            classify(ureq::Error::BadUri("http://secret/".into())),
+            Failure::Unreachable(Unreachable::Client)
+        );
+        let tls = classify(ureq::Error::Io(Error::new(
+            ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
+        )));
+        assert!(
+            matches!(tls, Failure::Unreachable(Unreachable::Tls(_))),
+            "{tls:?}"
+        );
+    }
+}
