@@ -65,6 +65,8 @@ pub enum Transport {
     Stdin,
     /// Request and result in private files.
     File,
+    /// No process ran: `replay` judged a recorded answer.
+    Replay,
 }
 
 /// What happened to the request bytes on the adapter's stdin, when writing them failed.
