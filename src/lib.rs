@@ -71,8 +71,12 @@ pub fn run(cli: Cli) -> u8 {
             adapter::workspace::run(root)
         }
         Some(Command::TestAdapter(args)) => test_adapter::run(&args.steps),
+        Some(Command::Replay(args)) => replay::run(&args),
+        Some(Command::Schema(args)) => schema::print(args.kind),
     }
 }
 
 pub mod commands;
 pub mod man;
+pub mod replay;
+pub mod schema;
