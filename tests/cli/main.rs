@@ -8,6 +8,8 @@ mod generated;
 mod happy;
 mod hostile;
 mod redaction;
+mod replay;
+mod schema;
 mod subcommands;
 mod transcripts;
 mod whole_loop;
