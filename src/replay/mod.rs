@@ -188,7 +188,9 @@ pub fn run(args: &ReplayArgs) -> u8 {
     };
     if passed + failed == 0 {
         eprintln!(
-            "error[replay]: no case ran: the paths hold no case file, or --filter matched none"
+            "error[replay]: no case ran: the paths hold no case file, or --filter matched none \
+             (folders are searched for *.case.json; name transcripts as files, e.g. \
+             out/files/parent-tools/*.json)"
         );
         code = exit::FAILED;
     }

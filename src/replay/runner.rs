@@ -423,6 +423,20 @@ mod tests {
     }
 
     #[test]
+    fn a_child_dispatcher_past_its_bound_is_stopped_and_reaped() {
+        // One that obeys SIGTERM, and one that ignores it (SIGKILL after the grace).
+        for script in ["exec sleep 30", "trap '' TERM; exec sleep 30"] {
+            let mut child = Command::new("sh").args(["-c", script]).spawn().unwrap();
+            let started = Instant::now();
+            let deadline = started + Duration::from_millis(200);
+            let err = wait_bounded(&mut child, deadline, 100).unwrap_err();
+            assert!(err.contains("was stopped"), "{err}");
+            assert!(started.elapsed() < Duration::from_secs(10), "{script}");
+            assert!(child.try_wait().unwrap().is_some(), "{script}: reaped");
+        }
+    }
+
+    #[test]
     fn capped_reads_keep_the_head_or_the_tail_and_say_so() {
         assert_eq!(
             read_capped(&b"abcdef"[..], 4, false),

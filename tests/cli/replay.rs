@@ -89,12 +89,18 @@ fn write_case(dir: &Path, file: &str, case: &Value) -> PathBuf {
 
 #[test]
 fn the_fixture_suite_passes() {
-    let run = replay(&["fixtures/cases"]);
+    let run = replay(&[
+        "--parent-tool-bridge",
+        "@fixtures/bridge.json",
+        "fixtures/cases",
+        "fixtures/transcripts/ptr_123.json",
+        "fixtures/transcripts/ptr_denied_write.json",
+    ]);
     assert_eq!(run.exit, 0, "{}\n{}", run.stdout, run.stderr);
     assert!(run.stderr.is_empty(), "{}", run.stderr);
     let (passed, failed) = run.closing();
     assert_eq!(failed, 0);
-    assert!(passed >= 33, "{passed}");
+    assert!(passed >= 35, "{passed}");
     let lines = run.lines();
     assert_eq!(lines.len(), passed + 1);
     assert!(
@@ -125,6 +131,8 @@ fn the_fixture_suite_passes() {
             "no case for {code}"
         );
     }
+    assert!(lines.contains(&"ok fixtures/transcripts/ptr_123.json"));
+    assert!(lines.contains(&"ok fixtures/transcripts/ptr_denied_write.json"));
 }
 
 #[test]

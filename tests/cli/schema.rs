@@ -528,7 +528,7 @@ fn artifact_paths_are_judged_alike_by_the_schema_and_the_product() {
 }
 
 #[test]
-fn transcripts_written_by_artifact_dir_are_valid_under_the_transcript_schema() {
+fn transcripts_written_by_artifact_dir_and_the_committed_ones_are_valid() {
     let dir = tempfile::tempdir().unwrap();
     let arg = dir.path().to_str().unwrap().to_string();
     Dispatch::adapter(&["echo"])
@@ -557,4 +557,12 @@ fn transcripts_written_by_artifact_dir_are_valid_under_the_transcript_schema() {
         count += 1;
     }
     assert_eq!(count, 3);
+    for name in ["ptr_123.json", "ptr_denied_write.json"] {
+        let transcript = read_json(&root().join("fixtures/transcripts").join(name));
+        assert!(
+            v.is_valid(&transcript),
+            "{name}: {:?}",
+            errors(&v, &transcript)
+        );
+    }
 }
