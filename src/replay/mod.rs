@@ -235,7 +235,20 @@ pub fn run_sources(
                 if i >= count {
                     break;
                 }
-                let reports = replay_source(&sources[i], settings);
+                // Whatever happens to one file, its slot is filled: the printer waits for it.
+                let source = &sources[i];
+                let reports = std::panic::catch_unwind(|| replay_source(source, settings))
+                    .unwrap_or_else(|_| {
+                        let file = walk::show(&source.path);
+                        vec![broken(
+                            file.clone(),
+                            file,
+                            vec![
+                                "internal error: replaying the file panicked; please report it"
+                                    .into(),
+                            ],
+                        )]
+                    });
                 lock(&slots)[i] = Some(reports);
                 ready.notify_all();
             });
