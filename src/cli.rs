@@ -129,10 +129,32 @@ pub enum Command {
     TestAdapter(TestAdapterArgs),
     /// Run fixture cases and transcripts as a regression suite; print `ok NAME` / `FAIL NAME`
     /// per case and `N passed, N failed` last; exit 0 only if every case passed.
+    ///
+    /// A case file (`*.case.json`, see `schema fixture`) holds `schema`
+    /// ("parent-tool-dispatch/fixture/v1"), `name`, `bridge` (an object, or the text given to
+    /// --parent-tool-bridge, `@FILE` relative to the case's folder), `request` (an object, or
+    /// its exact text), `adapter` (exactly one of `{"argv": [...]}`, `{"recorded": {"stdout",
+    /// "exit_code", "stderr"}}`, `{"result": {...}}`), optional `env` (variables for this case
+    /// only) and `options` (extra arguments of the main job), and `expect`: `status`, and
+    /// optionally `error_code`, `exit_code` and `result`, a subset of the printed envelope
+    /// (objects compared recursively, arrays whole; `diagnostics.dispatch.duration_ms` and
+    /// transcript digests never compared).
+    ///
+    /// `recorded` and `result` answers are judged in this process by the main job's own
+    /// pipeline; `argv` runs the main job as a child process. A transcript replays its
+    /// recorded request against --parent-tool-bridge, its recorded result as the answer and
+    /// its recorded status as the expectation. A failing case prints the JSON Pointer and the
+    /// expected and actual value of each difference.
     #[command(after_help = REPLAY_AFTER_HELP)]
     Replay(ReplayArgs),
     /// Print the JSON Schema (draft 2020-12) of an envelope, of a transcript, or of a replay
     /// case file.
+    ///
+    /// The bridge, request and result schemas keep upstream's `$id` and are compatible with
+    /// upstream's published schemas (the same required keys, constants and enumerations),
+    /// stricter where upstream leaves inner shapes open. The product's validators remain the
+    /// authority for what JSON Schema cannot express (duplicate keys, nesting depth, lengths in
+    /// bytes).
     Schema(SchemaArgs),
 }
 
