@@ -183,7 +183,12 @@ pub fn project(shape: &Value, actual: &Value, pointer: &str) -> Value {
 pub fn render(differences: &[Difference]) -> Vec<String> {
     let mut lines = Vec::new();
     for d in differences {
-        lines.push(d.pointer.clone());
+        // "" is the JSON Pointer of the whole envelope: say so rather than print a blank line.
+        lines.push(if d.pointer.is_empty() {
+            "(the envelope)".to_string()
+        } else {
+            d.pointer.clone()
+        });
         lines.push(format!("  expected: {}", show(d.expected.as_ref())));
         lines.push(format!("  actual:   {}", show(d.actual.as_ref())));
     }
@@ -254,6 +259,10 @@ mod tests {
         assert_eq!(d[2].actual, None);
         let d = compare(&expect(json!({"output": {"b": [1]}})), &got);
         assert_eq!(pointers(&d), ["/output/b"]);
+        let none = Actual::default();
+        let d = compare(&expect(json!({"output": {}})), &none);
+        assert_eq!(pointers(&d), ["/status", EXIT_STATUS, ""]);
+        assert_eq!(render(&d)[6], "(the envelope)");
     }
 
     #[test]
