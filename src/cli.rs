@@ -180,6 +180,35 @@ pub enum Command {
     /// or run a product host adapter between the two checks.
     #[command(subcommand)]
     Delegation(DelegationCommand),
+    /// Run fixture cases and transcripts as a regression suite; print `ok NAME` / `FAIL NAME`
+    /// per case and `N passed, N failed` last; exit 0 only if every case passed.
+    ///
+    /// A case file (`*.case.json`, see `schema fixture`) holds `schema`
+    /// ("parent-tool-dispatch/fixture/v1"), `name`, `bridge` (an object, or the text given to
+    /// --parent-tool-bridge, `@FILE` relative to the case's folder), `request` (an object, or
+    /// its exact text), `adapter` (exactly one of `{"argv": [...]}`, `{"recorded": {"stdout",
+    /// "exit_code", "stderr"}}`, `{"result": {...}}`), optional `env` (variables for this case
+    /// only) and `options` (extra arguments of the main job), and `expect`: `status`, and
+    /// optionally `error_code`, `exit_code` and `result`, a subset of the printed envelope
+    /// (objects compared recursively, arrays whole; `diagnostics.dispatch.duration_ms` and
+    /// transcript digests never compared).
+    ///
+    /// `recorded` and `result` answers are judged in this process by the main job's own
+    /// pipeline; `argv` runs the main job as a child process. A transcript replays its
+    /// recorded request against --parent-tool-bridge, its recorded result as the answer and
+    /// its recorded status as the expectation. A failing case prints the JSON Pointer and the
+    /// expected and actual value of each difference.
+    #[command(after_help = REPLAY_AFTER_HELP)]
+    Replay(ReplayArgs),
+    /// Print the JSON Schema (draft 2020-12) of an envelope, of a transcript, or of a replay
+    /// case file.
+    ///
+    /// The bridge, request and result schemas keep upstream's `$id` and are compatible with
+    /// upstream's published schemas (the same required keys, constants and enumerations),
+    /// stricter where upstream leaves inner shapes open. The product's validators remain the
+    /// authority for what JSON Schema cannot express (duplicate keys, nesting depth, lengths in
+    /// bytes).
+    Schema(SchemaArgs),
 }
 
 /// Which envelope `validate` checks.
@@ -370,4 +399,86 @@ pub struct DelegationRunArgs {
     /// The host adapter's argv, after `--`, run exactly as given (argv[0] through PATH).
     #[arg(last = true, required = true, num_args = 1.., value_name = "ARGV")]
     pub argv: Vec<String>,
+}
+
+const REPLAY_AFTER_HELP: &str = "\
+Examples:
+  Replay the suite in fixtures/cases (recursively), with a JUnit report for CI:
+    parent-tool-dispatch replay fixtures/cases --junit target/replay.xml
+
+  Record a dispatch with --artifact-dir, then replay its transcript against the same bridge:
+    parent-tool-dispatch --parent-tool-bridge @bridge.json --artifact-dir out request.json
+    parent-tool-dispatch replay --parent-tool-bridge @bridge.json out/files/parent-tools/*.json
+
+  Rewrite the expectations of the cases that fail (review the diff before committing):
+    parent-tool-dispatch replay --bless fixtures/cases
+
+Exit status: 0 every case passed (or was blessed), 1 a case failed or none ran, 2 usage error.";
+
+/// Arguments of `replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Case files (`*.case.json`, schema parent-tool-dispatch/fixture/v1), folders searched
+    /// recursively for them (in sorted order; symlinked folders are not entered), and
+    /// transcripts written by --artifact-dir.
+    ///
+    /// A `recorded` or `result` case runs in this process through the main job's pipeline
+    /// (admission, judging, redaction); an `argv` case runs this binary's main job as a child
+    /// process, with every guarantee of a live dispatch. A file that cannot be read, or is not
+    /// a valid case or transcript, is a failed case.
+    #[arg(value_name = "PATH", required = true)]
+    pub paths: Vec<PathBuf>,
+
+    /// The bridge that transcripts are replayed against: JSON text, or @FILE. Case files carry
+    /// their own bridge and ignore it.
+    #[arg(long = "parent-tool-bridge", value_name = "JSON|@FILE", env = BRIDGE_ENV, hide_env_values = true)]
+    pub parent_tool_bridge: Option<String>,
+
+    /// Also write a JUnit XML report of every case to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+
+    /// Rewrite the `expect` of each failing case file from its actual result (status,
+    /// error_code, exit_code, and the keys its `result` already names), keeping every other
+    /// byte of the file. A blessed case counts as passed.
+    #[arg(long)]
+    pub bless: bool,
+
+    /// Run only the cases whose name contains SUBSTRING (files that cannot be read or are not
+    /// valid cases always run, and fail).
+    #[arg(long, value_name = "SUBSTRING")]
+    pub filter: Option<String>,
+
+    /// Cases run at once (default: the number of CPUs). Output keeps the sorted order.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub jobs: Option<u32>,
+}
+
+/// What `schema` prints.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum SchemaKind {
+    /// wp-codebox/parent-tool-bridge/v1.
+    Bridge,
+    /// wp-codebox/parent-tool-request/v1.
+    Request,
+    /// wp-codebox/parent-tool-result/v1.
+    Result,
+    /// wp-codebox/tool-call-transcript/v1, as --artifact-dir writes it.
+    Transcript,
+    /// parent-tool-dispatch/fixture/v1, a replay case file.
+    Fixture,
+    /// wp-codebox/host-delegation-request/v1.
+    DelegationRequest,
+    /// wp-codebox/host-delegation-result/v1, as `delegation run` prints it.
+    DelegationResult,
+    /// wp-codebox/host-delegation-event/v1, one item of its `events`.
+    DelegationEvent,
+}
+
+/// Arguments of `schema`.
+#[derive(Debug, Args)]
+pub struct SchemaArgs {
+    /// Which schema.
+    #[arg(value_enum)]
+    pub kind: SchemaKind,
 }

@@ -23,6 +23,8 @@ pub mod interrupt;
 pub mod judge;
 pub mod plan;
 pub mod redact;
+pub mod replay;
+pub mod schema;
 pub mod signal;
 pub mod terminal;
 pub mod test_adapter;
@@ -176,10 +178,13 @@ pub fn run(cli: Cli) -> u8 {
         }
         Some(Command::TestAdapter(args)) => test_adapter::run(&args.steps),
         Some(Command::Delegation(command)) => delegation::main(&command),
+        Some(Command::Replay(args)) => replay::run(&args),
+        Some(Command::Schema(args)) => schema::print(args.kind),
     }
 }
 
 pub mod commands;
+
 #[cfg(test)]
 mod tests {
     use super::*;

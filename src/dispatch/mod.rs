@@ -325,18 +325,38 @@ impl Ran {
             sent: &self.sent,
             canonical_tool: &self.canonical_tool,
         };
-        let verdict = judge::judge(Answer { ending, body }, expect, self.limits);
-        // stdout is a diagnostic when it is not the answer (file transport), and when it
-        // should have been and was not (the cause is then usually in its first bytes).
-        let stdout_unusable = matches!(
-            &verdict,
-            Err(DispatchError::ResultInvalid { .. } | DispatchError::AdapterExitNonzero { .. })
-        );
-        if self.files.is_some() || stdout_unusable {
-            report.keep_stdout_head(&self.finished.stdout);
-        }
-        verdict
+        judge_answer(
+            Answer { ending, body },
+            &self.finished.stdout,
+            self.files.is_none(),
+            expect,
+            self.limits,
+            report,
+        )
     }
+}
+
+/// Judge an answer (SPEC §4.5) and keep the start of stdout as a diagnostic when it is not the
+/// answer (`stdout_is_the_answer` false: file transport), and when it should have been and was
+/// not (the cause is then usually in its first bytes). The live run and `replay` both end
+/// here, so a recorded answer is judged and reported exactly like a live one.
+pub fn judge_answer<'a>(
+    answer: Answer<'a>,
+    stdout: &[u8],
+    stdout_is_the_answer: bool,
+    expect: Expect,
+    limits: Limits,
+    report: &mut Report,
+) -> Result<crate::envelope::result::ResultEnvelope<'a>, DispatchError> {
+    let verdict = judge::judge(answer, expect, limits);
+    let stdout_unusable = matches!(
+        &verdict,
+        Err(DispatchError::ResultInvalid { .. } | DispatchError::AdapterExitNonzero { .. })
+    );
+    if !stdout_is_the_answer || stdout_unusable {
+        report.keep_stdout_head(stdout);
+    }
+    verdict
 }
 
 impl Ran {
@@ -456,7 +476,10 @@ fn validate_request(
     }
 }
 
-fn command_of(bridge: &Bridge) -> Result<&CommandSpec, DispatchError> {
+/// The bridge's command, when its mode is one that runs a command (`host_command`); every
+/// other mode is `dispatch_mode_unsupported` here. `replay` asks the same question before it
+/// stands a recorded answer in for the adapter's.
+pub fn command_of(bridge: &Bridge) -> Result<&CommandSpec, DispatchError> {
     match (bridge.mode, &bridge.command) {
         (Mode::HostCommand, Some(command)) => Ok(command),
         (mode, _) => Err(DispatchError::ModeUnsupported { mode }),

@@ -14,6 +14,7 @@ use crate::envelope::raw::{self, Fields};
 use crate::envelope::request::Echo;
 use crate::envelope::result::{
     self, ArtifactRef, Audience, DispatchDiagnostics, ResultEnvelope, RunDiagnostics, StdinError,
+    Transport,
 };
 use crate::envelope::{bridge, canonical};
 use crate::error::Status;
@@ -196,11 +197,6 @@ impl<'a> Report<'a> {
             Termination::Signaled(sig) => (None, Some(signal_name(sig))),
             Termination::Unreaped | Termination::NotStarted => (None, None),
         };
-        let tail = &finished.stderr_tail;
-        let cut = tail.len().saturating_sub(exec::STDERR_TAIL_BYTES);
-        let stderr_tail = self
-            .redactor
-            .redact_str(&String::from_utf8_lossy(&tail[cut..]));
         self.dispatch.adapter_started = finished.termination != Termination::NotStarted;
         self.dispatch.run = Some(RunDiagnostics {
             exit_code,
@@ -211,10 +207,35 @@ impl<'a> Report<'a> {
                 "broken_pipe" => StdinError::BrokenPipe,
                 other => StdinError::Other(other.to_string()),
             }),
-            stderr_tail,
+            stderr_tail: self.stderr_tail(&finished.stderr_tail),
             stderr_truncated: finished.stderr_truncated,
             leaked_processes: finished.leaked_processes,
         });
+    }
+
+    /// What a recorded answer says about its run (`replay`): nothing was started and nothing
+    /// written to a stdin, so `adapter_started` stays false and `transport` is `replay`; the
+    /// recorded exit code, stdout size and stderr are reported as a live run's would be (the
+    /// stderr tail bounded and redacted the same way).
+    pub fn record_replayed(&mut self, exit_code: i32, stdout_bytes: u64, stderr: &[u8]) {
+        self.dispatch.transport = Some(Transport::Replay);
+        self.dispatch.run = Some(RunDiagnostics {
+            exit_code: Some(exit_code),
+            signal: None,
+            stdout_bytes,
+            stdin_bytes_written: 0,
+            stdin_error: None,
+            stderr_tail: self.stderr_tail(stderr),
+            stderr_truncated: stderr.len() > exec::STDERR_TAIL_BYTES,
+            leaked_processes: 0,
+        });
+    }
+
+    /// The last [`exec::STDERR_TAIL_BYTES`] of stderr, redacted.
+    fn stderr_tail(&self, stderr: &[u8]) -> String {
+        let cut = stderr.len().saturating_sub(exec::STDERR_TAIL_BYTES);
+        self.redactor
+            .redact_str(&String::from_utf8_lossy(&stderr[cut..]))
     }
 
     /// Keep the start of stdout, redacted, in `diagnostics.dispatch.stdout_head`.

@@ -179,6 +179,15 @@ impl Document {
             .map(|(_, span)| &self.text[span.clone()])
     }
 
+    /// Where the raw value of the top-level member `key` sits in [`Document::text`] (to
+    /// rewrite one member and keep every other byte, as `replay --bless` does).
+    pub fn span(&self, key: &str) -> Option<Range<usize>> {
+        self.members
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, span)| span.clone())
+    }
+
     /// Every top-level member in document order, values as raw JSON text.
     pub fn members(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
         self.members

@@ -67,6 +67,8 @@ pub enum Transport {
     File,
     /// An HTTP `POST` to the host's endpoint (`host_endpoint`).
     Http,
+    /// No process ran: `replay` judged a recorded answer.
+    Replay,
 }
 
 /// What happened to the request bytes on the adapter's stdin, when writing them failed.
@@ -371,7 +373,7 @@ impl<'a> ResultEnvelope<'a> {
     /// the dispatcher did not write itself passes through `redactor`, names included
     /// (`request_id`, `tool`, `operation`).
     pub fn render(&self, redactor: &Redactor, audience: Audience) -> String {
-        let full = |raw: &str, out: &mut String| redact_raw(redactor, raw, true, out);
+        let full = |raw: &str, out: &mut String| redact_within(redactor, raw, true, out);
         let mut out = String::with_capacity(
             256 + self.output.as_ref().map_or(0, |o| o.len()) + self.diagnostics_len(),
         );
@@ -384,7 +386,7 @@ impl<'a> ResultEnvelope<'a> {
             .str("status", self.status.as_str());
         if let Some(output) = &self.output {
             w.with("output", |o| {
-                redact_raw(redactor, output, audience == Audience::Transcript, o)
+                redact_within(redactor, output, audience == Audience::Transcript, o)
             });
         }
         match &self.error {
@@ -397,11 +399,13 @@ impl<'a> ResultEnvelope<'a> {
                 w.with("error", |o| full(&text, o));
             }
         }
-        w.with("artifacts", |o| self.render_artifacts(o, &full));
+        w.with("artifacts", |o| self.render_artifacts(o, redactor, &full));
         w.with("diagnostics", |o| {
             let mut d = ObjectWriter::new(o);
             for (key, value) in &self.diagnostics {
-                d.with(&redactor.redact_str(key), |o| full(value, o));
+                d.with(&redactor.redact_str(key), |o| {
+                    redact_member(redactor, key, value, o)
+                });
             }
             if let Some(dispatch) = &self.dispatch {
                 let text = serde_json::to_string(dispatch).unwrap_or_else(|_| "{}".into());
@@ -411,7 +415,9 @@ impl<'a> ResultEnvelope<'a> {
         });
         w.with("metadata", |o| full(self.metadata.unwrap_or("{}"), o));
         for (key, value) in &self.extra {
-            w.with(&redactor.redact_str(key), |o| full(value, o));
+            w.with(&redactor.redact_str(key), |o| {
+                redact_member(redactor, key, value, o)
+            });
         }
         w.finish();
         out
@@ -421,7 +427,12 @@ impl<'a> ResultEnvelope<'a> {
         self.diagnostics.iter().map(|(_, v)| v.len()).sum()
     }
 
-    fn render_artifacts(&self, o: &mut String, full: &dyn Fn(&str, &mut String)) {
+    fn render_artifacts(
+        &self,
+        o: &mut String,
+        redactor: &Redactor,
+        full: &dyn Fn(&str, &mut String),
+    ) {
         let mut a = ObjectWriter::new(o);
         a.with("transcripts", |o| {
             let start = o.len();
@@ -440,9 +451,46 @@ impl<'a> ResultEnvelope<'a> {
         });
         a.with("evidence", |o| full(self.evidence.unwrap_or("[]"), o));
         for (key, value) in &self.artifacts_extra {
-            a.with(key, |o| full(value, o));
+            a.with(key, |o| redact_member(redactor, key, value, o));
         }
         a.finish();
+    }
+}
+
+/// Append `raw`, a value inside the envelope, redacted as the envelope tree would redact it.
+/// It is wrapped one level down first: the redactor exempts an `authorization` object only at
+/// an envelope's root (the request's allowlist), never inside `metadata`, `error` or `output`.
+fn redact_within(redactor: &Redactor, raw: &str, full: bool, out: &mut String) {
+    let mut wrapped = String::with_capacity(raw.len() + 6);
+    wrapped.push_str("{\"_\":");
+    wrapped.push_str(raw);
+    wrapped.push('}');
+    let mut text = String::new();
+    redact_raw(redactor, &wrapped, full, &mut text);
+    match Fields::parse(&text).and_then(|f| f.get("_")) {
+        Some(value) => out.push_str(value),
+        None => out.push_str("\"[redacted]\""),
+    }
+}
+
+/// Append the value of the member `key` of an object inside the envelope, redacted with its
+/// key in view: a member is rendered on its own, and under a sensitive key (`password`,
+/// `api_key`, …) its whole value must go, as it would in the tree.
+fn redact_member(redactor: &Redactor, key: &str, raw: &str, out: &mut String) {
+    let mut wrapped = String::with_capacity(raw.len() + key.len() + 12);
+    wrapped.push_str("{\"_\":{");
+    raw::quote_into(key, &mut wrapped);
+    wrapped.push(':');
+    wrapped.push_str(raw);
+    wrapped.push_str("}}");
+    let mut text = String::new();
+    redact_raw(redactor, &wrapped, true, &mut text);
+    let value = Fields::parse(&text)
+        .and_then(|f| f.get("_").and_then(Fields::parse))
+        .and_then(|member| member.iter().next().map(|(_, v)| v.to_string()));
+    match value {
+        Some(value) => out.push_str(&value),
+        None => out.push_str("\"[redacted]\""),
     }
 }
 
@@ -661,6 +709,31 @@ mod tests {
         assert_eq!(v["metadata"], json!({"m": 1}));
         assert_eq!(v["x-unknown"], json!([1]));
         assert!(!out.contains('\n'));
+    }
+
+    #[test]
+    fn members_are_redacted_with_their_keys_in_view() {
+        let text = json!({
+            "schema": SCHEMA, "version": 1, "request_id": "r1", "tool": "canon.tool",
+            "operation": "call", "status": "succeeded",
+            "diagnostics": {"password": "hunter2-diag", "kept": "x", "nested": {"api_key": "k"}},
+            "metadata": {"authorization": {"value": "raw-credential"}, "trace": "t"},
+            "x-extra": {"authorization": "Bearer-less-secret"},
+            "output": {"password": "payload stays"}
+        })
+        .to_string();
+        let env = check_text(&text).unwrap();
+        let v = rendered(&env);
+        assert_eq!(v["diagnostics"]["password"], "[redacted]");
+        assert_eq!(v["diagnostics"]["kept"], "x");
+        assert_eq!(v["diagnostics"]["nested"]["api_key"], "[redacted]");
+        assert_eq!(v["metadata"]["authorization"], "[redacted]");
+        assert_eq!(v["metadata"]["trace"], "t");
+        assert_eq!(v["x-extra"]["authorization"], "[redacted]");
+        assert_eq!(v["output"]["password"], "payload stays");
+        let transcript: Value =
+            serde_json::from_str(&env.render(&Redactor::new(), Audience::Transcript)).unwrap();
+        assert_eq!(transcript["output"]["password"], "[redacted]");
     }
 
     #[test]

@@ -13,6 +13,8 @@ mod human;
 mod man_pages;
 mod readme;
 mod redaction;
+mod replay;
+mod schema;
 mod subcommands;
 mod transcripts;
 mod whole_loop;

@@ -1,0 +1,451 @@
+//! Running one case: what the main job prints, and its exit status, for the case's bridge,
+//! request, options, environment and adapter.
+//!
+//! - A `recorded` or `result` answer runs **in this process**, through the main job's own
+//!   steps: the case's options parsed by the same clap definitions, `Report::new` with the
+//!   case's variables overlaid (`HostEnv::with`), `dispatch::admit`, `dispatch::command_of`,
+//!   then `dispatch::judge_answer` on the recorded bytes and exit code, and `Report::conclude`
+//!   (diagnostics, transcript, redaction, `--result-file`). No second implementation of any
+//!   rule: a recorded answer is judged exactly as a live one.
+//! - An `argv` answer runs **this binary's main job as a child process**, with the case's argv
+//!   as the bridge's `dispatcher.command.argv`, the options, the variables and the request on
+//!   stdin. The child owns the adapter's guarantees (process group, deadline, kill ladder,
+//!   subreaper), and each adapter run has a dispatcher process of its own, so parallel cases
+//!   never share a reaper. A watchdog stops a child that outlives its own bound by far
+//!   (SIGTERM, then SIGKILL): a broken dispatcher fails its case, it does not hang the suite.
+//!
+//! It must not compare anything (that is `diff`) nor print.
+
+use super::cases::{Adapter, Case};
+use crate::cli::{Cli, DispatchArgs};
+use crate::dispatch::{self, Report, UsageError};
+use crate::envelope::bridge::DEFAULT_TIMEOUT_MS;
+use crate::exec::Stop;
+use crate::hostenv::HostEnv;
+use crate::judge::{Answer, Body, Ending, Limits};
+use clap::Parser;
+use serde_json::{Map, Value};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// How far past its own bound (`timeout_ms + kill_grace_ms + 250 ms`) a child dispatcher may
+/// run before the watchdog stops it.
+const WATCHDOG_MARGIN: Duration = Duration::from_secs(10);
+/// What a child dispatcher may print on stdout beyond `--max-output-bytes` (its own
+/// diagnostics around the adapter's output).
+const STDOUT_SLACK_BYTES: u64 = 4 * 1024 * 1024;
+/// The end of a child dispatcher's stderr that is kept.
+const STDERR_KEEP_BYTES: usize = 64 * 1024;
+/// A bridge longer than this goes to the child in a private temp file (`@FILE`): one argv
+/// element is capped by the kernel at 128 KiB.
+const INLINE_BRIDGE_BYTES: usize = 64 * 1024;
+
+/// What the main job did for a case.
+#[derive(Debug, Clone, Default)]
+pub struct Actual {
+    /// The printed envelope, parsed (absent on a usage error, or when stdout held none).
+    pub envelope: Option<Value>,
+    /// Why stdout could not be read as an envelope, when it could not.
+    pub envelope_problem: Option<String>,
+    /// The exit status (absent when a signal ended the child dispatcher).
+    pub exit: Option<i32>,
+    /// What the main job said on stderr, line by line.
+    pub stderr: Vec<String>,
+}
+
+impl Actual {
+    /// `status` of the envelope.
+    pub fn status(&self) -> Option<&str> {
+        self.envelope.as_ref()?.get("status")?.as_str()
+    }
+
+    /// `error.code` of the envelope.
+    pub fn error_code(&self) -> Option<&str> {
+        self.envelope.as_ref()?.get("error")?.get("code")?.as_str()
+    }
+
+    /// `error.message` of the envelope.
+    pub fn error_message(&self) -> Option<&str> {
+        self.envelope
+            .as_ref()?
+            .get("error")?
+            .get("message")?
+            .as_str()
+    }
+
+    fn from_output(stdout: &str, exit: Option<i32>, stderr: Vec<String>) -> Actual {
+        let (envelope, envelope_problem) = if stdout.trim().is_empty() {
+            (None, None)
+        } else {
+            match serde_json::from_str::<Value>(stdout) {
+                Ok(value) => (Some(value), None),
+                Err(e) => (
+                    None,
+                    Some(format!(
+                        "stdout could not be read as one JSON envelope: {e}"
+                    )),
+                ),
+            }
+        };
+        Actual {
+            envelope,
+            envelope_problem,
+            exit,
+            stderr,
+        }
+    }
+
+    fn usage(message: String) -> Actual {
+        Actual {
+            exit: Some(i32::from(crate::error::exit::USAGE)),
+            stderr: vec![format!("error[usage]: {message}")],
+            ..Actual::default()
+        }
+    }
+}
+
+/// Run `case`. `exe` is the dispatcher binary for `argv` cases (normally this one). `Err` is a
+/// case that could not be run at all: its options are not the main job's, or the child
+/// dispatcher could not be started or had to be stopped.
+pub fn run(case: &Case, exe: Option<&Path>) -> Result<Actual, String> {
+    match &case.adapter {
+        Adapter::Argv(argv) => {
+            let exe = exe.ok_or("the dispatcher binary to run argv cases with is unknown")?;
+            in_child(case, argv, exe)
+        }
+        Adapter::Recorded {
+            stdout,
+            exit_code,
+            stderr,
+        } => in_process(case, stdout.as_bytes(), *exit_code, stderr.as_bytes()),
+        Adapter::Result(envelope) => in_process(case, envelope.as_bytes(), 0, b""),
+    }
+}
+
+/// The options as the main job parses them: `Ok(Err(usage))` when the main job would refuse
+/// them (exit 2), `Err` when they are not a main job's options at all.
+fn parse_options(bridge: &str, options: &[String]) -> Result<Result<DispatchArgs, String>, String> {
+    let argv = ["parent-tool-dispatch", "--parent-tool-bridge", bridge]
+        .into_iter()
+        .map(str::to_string)
+        .chain(options.iter().cloned());
+    match Cli::try_parse_from(argv) {
+        Ok(cli) if cli.command.is_some() => {
+            Err("the options name a subcommand; a case's options are the main job's".into())
+        }
+        Ok(cli) if cli.dispatch.request.is_some() => {
+            Err("the options name a REQUEST file; a case's request is its \"request\"".into())
+        }
+        Ok(cli) => Ok(Ok(cli.dispatch)),
+        Err(e) if !e.use_stderr() => Err("the options ask for help or the version".into()),
+        Err(e) => {
+            let rendered = e.render().to_string();
+            let first = rendered.lines().next().unwrap_or_default();
+            Ok(Err(first.trim_start_matches("error: ").to_string()))
+        }
+    }
+}
+
+fn in_process(case: &Case, stdout: &[u8], exit_code: i32, stderr: &[u8]) -> Result<Actual, String> {
+    let args = match parse_options(&case.bridge, &case.options)? {
+        Ok(args) => args,
+        Err(usage) => return Ok(Actual::usage(usage)),
+    };
+    let env = HostEnv::with(case.env.iter().cloned());
+    let mut report = match Report::new(&args, &env) {
+        Ok(report) => report,
+        Err(UsageError(message)) => return Ok(Actual::usage(message)),
+    };
+    let max_bytes = usize::try_from(args.max_output_bytes).unwrap_or(usize::MAX);
+    let outcome = (|| {
+        let admitted = dispatch::admit(&args, case.request.clone(), &mut report)?;
+        dispatch::command_of(&admitted.bridge)?;
+        report.record_replayed(exit_code, stdout.len() as u64, stderr);
+        // A live adapter writing past the cap is stopped there: replay that, not a longer read.
+        let ending = if stdout.len() > max_bytes {
+            Ending::Stopped(Stop::OutputCap)
+        } else {
+            Ending::Exited(exit_code)
+        };
+        let limits = Limits {
+            timeout_ms: admitted.bridge.timeout_ms,
+            max_bytes,
+        };
+        let answer = Answer {
+            ending,
+            body: Body::Bytes(stdout),
+        };
+        dispatch::judge_answer(answer, stdout, true, admitted.expect(), limits, &mut report)
+    })();
+    let concluded = report.conclude(outcome);
+    Ok(Actual::from_output(
+        &concluded.envelope,
+        Some(i32::from(concluded.exit)),
+        concluded.stderr,
+    ))
+}
+
+/// The case's bridge with `argv` as `dispatcher.command.argv`.
+fn bridge_with_argv(
+    bridge: &Map<String, Value>,
+    argv: &[String],
+) -> Result<Map<String, Value>, String> {
+    let mut bridge = bridge.clone();
+    let dispatcher = bridge
+        .get_mut("dispatcher")
+        .and_then(Value::as_object_mut)
+        .ok_or("an argv case's bridge needs a \"dispatcher\" object to take the argv")?;
+    let command = dispatcher
+        .entry("command")
+        .or_insert_with(|| Value::Object(Map::new()))
+        .as_object_mut()
+        .ok_or("an argv case's bridge has a dispatcher.command that is not an object")?;
+    command.insert("argv".into(), Value::from(argv.to_vec()));
+    Ok(bridge)
+}
+
+fn in_child(case: &Case, argv: &[String], exe: &Path) -> Result<Actual, String> {
+    let tree = case
+        .bridge_tree
+        .as_ref()
+        .ok_or("an argv case needs its bridge as an object")?;
+    let bridge = bridge_with_argv(tree, argv)?;
+    let text = serde_json::to_string(&Value::Object(bridge.clone())).unwrap_or_default();
+    let (max_output_bytes, kill_grace_ms) = match parse_options(&text, &case.options)? {
+        Ok(args) => (args.max_output_bytes, args.kill_grace_ms),
+        // The child says why, and exits 2, as the main job does.
+        Err(_) => (0, 0),
+    };
+    let timeout_ms = bridge
+        .get("dispatcher")
+        .and_then(|d| d.get("timeout_ms"))
+        .and_then(Value::as_u64)
+        .unwrap_or(DEFAULT_TIMEOUT_MS);
+    let bound = Duration::from_millis(timeout_ms.saturating_add(kill_grace_ms).saturating_add(250))
+        + WATCHDOG_MARGIN;
+
+    let bridge_file;
+    let bridge_arg = if text.len() > INLINE_BRIDGE_BYTES {
+        let mut file = tempfile::NamedTempFile::new()
+            .map_err(|e| format!("could not write the bridge to a temp file: {e}"))?;
+        file.write_all(text.as_bytes())
+            .map_err(|e| format!("could not write the bridge to a temp file: {e}"))?;
+        let arg = format!("@{}", file.path().display());
+        bridge_file = Some(file);
+        arg
+    } else {
+        bridge_file = None;
+        text
+    };
+
+    let mut child = Command::new(exe)
+        .arg("--parent-tool-bridge")
+        .arg(&bridge_arg)
+        .args(&case.options)
+        .envs(case.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("could not start the dispatcher: {e}"))?;
+    let (tx, rx) = mpsc::channel();
+    if let Some(mut stdin) = child.stdin.take() {
+        let request = case.request.clone();
+        // A dispatcher that stops reading (request too large) closes the pipe: not an error.
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(&request);
+        });
+    }
+    let stdout_cap = max_output_bytes.saturating_add(STDOUT_SLACK_BYTES);
+    if let Some(stdout) = child.stdout.take() {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(Stream::Stdout(read_capped(stdout, stdout_cap, false)));
+        });
+    }
+    if let Some(stderr) = child.stderr.take() {
+        std::thread::spawn(move || {
+            let _ = tx.send(Stream::Stderr(read_capped(
+                stderr,
+                STDERR_KEEP_BYTES as u64,
+                true,
+            )));
+        });
+    }
+
+    let started = Instant::now();
+    let status = wait_bounded(&mut child, started + bound, kill_grace_ms)?;
+    drop(bridge_file);
+
+    // The dispatcher is gone; its pipes close with it unless something it failed to clean up
+    // still holds them. Never wait for that without a bound.
+    let mut stdout = None;
+    let mut stderr = None;
+    let until = Instant::now() + Duration::from_secs(2);
+    while stdout.is_none() || stderr.is_none() {
+        let left = until.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(Stream::Stdout(out)) => stdout = Some(out),
+            Ok(Stream::Stderr(err)) => stderr = Some(err),
+            Err(_) => break,
+        }
+    }
+    let (stdout, truncated) = stdout.unwrap_or_default();
+    let (stderr, _) = stderr.unwrap_or_default();
+    let stderr: Vec<String> = String::from_utf8_lossy(&stderr)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    if truncated {
+        return Err(format!(
+            "the dispatcher printed more than {stdout_cap} bytes on stdout"
+        ));
+    }
+    let stdout = String::from_utf8_lossy(&stdout);
+    let mut actual = Actual::from_output(&stdout, status.code(), stderr);
+    if let Some(signal) = std::os::unix::process::ExitStatusExt::signal(&status) {
+        actual.stderr.push(format!(
+            "(replay: the dispatcher was ended by {})",
+            crate::signal::signal_name(signal)
+        ));
+    }
+    Ok(actual)
+}
+
+enum Stream {
+    Stdout((Vec<u8>, bool)),
+    Stderr((Vec<u8>, bool)),
+}
+
+/// Read a pipe to its end, keeping at most `cap` bytes (the first ones, or the last ones with
+/// `keep_tail`); the flag says whether anything was dropped. Reading goes on past the cap so
+/// that the writer never blocks on a full pipe.
+fn read_capped(mut pipe: impl Read, cap: u64, keep_tail: bool) -> (Vec<u8>, bool) {
+    let cap = usize::try_from(cap).unwrap_or(usize::MAX);
+    let mut kept = Vec::new();
+    let mut dropped = false;
+    let mut buf = [0u8; 64 * 1024];
+    loop {
+        match pipe.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if keep_tail {
+                    kept.extend_from_slice(&buf[..n]);
+                    if kept.len() > cap {
+                        kept.drain(..kept.len() - cap);
+                        dropped = true;
+                    }
+                } else {
+                    let room = cap.saturating_sub(kept.len());
+                    kept.extend_from_slice(&buf[..n.min(room)]);
+                    dropped |= n > room;
+                }
+            }
+        }
+    }
+    (kept, dropped)
+}
+
+/// Wait for the child until `deadline`; past it, SIGTERM (the dispatcher forwards it to its
+/// adapter and still prints an envelope), then SIGKILL after the grace.
+fn wait_bounded(
+    child: &mut std::process::Child,
+    deadline: Instant,
+    kill_grace_ms: u64,
+) -> Result<std::process::ExitStatus, String> {
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(status),
+            Ok(None) => {}
+            Err(e) => return Err(format!("could not wait for the dispatcher: {e}")),
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+    // Not reaped yet, so the pid is still this child's: signalling it cannot hit a stranger.
+    if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+    }
+    let grace_until =
+        Instant::now() + Duration::from_millis(kill_grace_ms) + Duration::from_secs(1);
+    while Instant::now() < grace_until {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Err(format!(
+        "the dispatcher did not finish within its own bound plus {} s and was stopped",
+        WATCHDOG_MARGIN.as_secs()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_are_parsed_like_the_main_job() {
+        let ok = parse_options("{}", &["--tool-map".into(), "provider-safe".into()]);
+        assert_eq!(
+            ok.unwrap().unwrap().tool_map.as_deref(),
+            Some("provider-safe")
+        );
+        let usage = parse_options("{}", &["--max-output-bytes".into(), "many".into()]);
+        assert!(usage.unwrap().unwrap_err().contains("many"));
+        // After the main job's options a subcommand is no subcommand: the main job refuses it.
+        let sub = parse_options("{}", &["validate".into(), "bridge".into()]);
+        assert!(sub.unwrap().is_err());
+        assert!(parse_options("{}", &["request.json".into()]).is_err());
+        assert!(parse_options("{}", &["--help".into()]).is_err());
+    }
+
+    #[test]
+    fn the_argv_becomes_the_bridges_command() {
+        let bridge: Map<String, Value> =
+            serde_json::from_str(r#"{"dispatcher": {"mode": "host_command"}}"#).unwrap();
+        let out = bridge_with_argv(&bridge, &["a".into(), "b".into()]).unwrap();
+        assert_eq!(
+            out["dispatcher"]["command"]["argv"],
+            serde_json::json!(["a", "b"])
+        );
+        let none: Map<String, Value> = serde_json::from_str(r#"{"dispatcher": 1}"#).unwrap();
+        assert!(bridge_with_argv(&none, &["a".into()]).is_err());
+    }
+
+    #[test]
+    fn a_child_dispatcher_past_its_bound_is_stopped_and_reaped() {
+        // One that obeys SIGTERM, and one that ignores it (SIGKILL after the grace).
+        for script in ["exec sleep 30", "trap '' TERM; exec sleep 30"] {
+            let mut child = Command::new("sh").args(["-c", script]).spawn().unwrap();
+            let started = Instant::now();
+            let deadline = started + Duration::from_millis(200);
+            let err = wait_bounded(&mut child, deadline, 100).unwrap_err();
+            assert!(err.contains("was stopped"), "{err}");
+            assert!(started.elapsed() < Duration::from_secs(10), "{script}");
+            assert!(child.try_wait().unwrap().is_some(), "{script}: reaped");
+        }
+    }
+
+    #[test]
+    fn capped_reads_keep_the_head_or_the_tail_and_say_so() {
+        assert_eq!(
+            read_capped(&b"abcdef"[..], 4, false),
+            (b"abcd".to_vec(), true)
+        );
+        assert_eq!(
+            read_capped(&b"abcdef"[..], 4, true),
+            (b"cdef".to_vec(), true)
+        );
+        assert_eq!(read_capped(&b"ab"[..], 4, false), (b"ab".to_vec(), false));
+    }
+}
