@@ -428,9 +428,11 @@ impl<'a> Job<'a> {
                 (Value::Null, Value::Null)
             }
         };
-        let stderr_tail = self
+        // Redact the whole kept tail, then cut: a secret across the cut is never half-shown.
+        let redacted = self
             .redactor
             .redact_str(&String::from_utf8_lossy(&finished.stderr_tail));
+        let stderr_tail = exec::tail_str(&redacted, exec::STDERR_TAIL_BYTES);
         let d = &mut self.dispatch;
         d.insert(
             "adapter_started".into(),
@@ -445,7 +447,8 @@ impl<'a> Job<'a> {
         );
         d.insert("stdin_error".into(), json!(finished.stdin_error));
         d.insert("stderr_tail".into(), json!(stderr_tail));
-        d.insert("stderr_truncated".into(), json!(finished.stderr_truncated));
+        let stderr_truncated = finished.stderr_truncated || stderr_tail.len() < redacted.len();
+        d.insert("stderr_truncated".into(), json!(stderr_truncated));
         d.insert("leaked_processes".into(), json!(finished.leaked_processes));
     }
 
