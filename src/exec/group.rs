@@ -70,6 +70,22 @@ pub struct Swept {
 /// One process should hold one `ProcessGroup` at a time: the dispatcher is a child subreaper,
 /// every orphan of the child comes back to it, and the sweep kills and reaps *every* child of
 /// the process. A caller that wants runs in parallel uses separate processes.
+///
+/// ```no_run
+/// use parent_tool_dispatch::exec::{Launch, ProcessGroup};
+/// use std::time::{Duration, Instant};
+///
+/// let argv = vec!["mcp-server".to_string(), "--stdio".to_string()];
+/// let env = vec![("PATH".to_string(), "/usr/bin:/bin".to_string())];
+/// let launch = Launch { program: "mcp-server".as_ref(), argv: &argv, env: &env, cwd: None, stdin: true };
+/// let (mut server, pipes) = ProcessGroup::spawn(&launch)?;
+/// // … exchange messages over pipes.stdin / pipes.stdout, drain pipes.stderr …
+/// drop(pipes); // EOF on its stdin
+/// let ended = server.terminate(Duration::from_secs(2)); // SIGTERM, grace, SIGKILL
+/// let swept = server.finish(Instant::now() + Duration::from_millis(100));
+/// # let _ = (ended, swept);
+/// # Ok::<(), parent_tool_dispatch::exec::SpawnError>(())
+/// ```
 #[derive(Debug)]
 pub struct ProcessGroup {
     pid: Pid,
@@ -335,33 +351,8 @@ fn classify_spawn_error(err: io::Error) -> SpawnError {
 
 #[cfg(test)]
 mod tests {
+    use super::super::isolated;
     use super::*;
-    use std::process::Command;
-
-    const ISOLATED: &str = "PTD_EXEC_ISOLATED_TEST";
-
-    /// Run the test named `name` alone in a fresh copy of this test binary and assert it
-    /// passed there. The sweep reaps every child of its process, so in the shared test process
-    /// it could take the children of tests running in parallel. Returns `true` in the copy,
-    /// where the caller runs the body.
-    fn isolated(name: &str) -> bool {
-        if std::env::var_os(ISOLATED).is_some() {
-            return true;
-        }
-        let out = Command::new(std::env::current_exe().unwrap())
-            .args([name, "--exact", "--test-threads=1", "--nocapture"])
-            .env(ISOLATED, "1")
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "{text}");
-        assert!(text.contains("1 passed"), "the test did not run: {text}");
-        false
-    }
 
     fn launch<'a>(argv: &'a [String], env: &'a [(String, String)]) -> Launch<'a> {
         Launch {

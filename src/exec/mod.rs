@@ -254,3 +254,99 @@ fn not_started(sig: i32, start: Instant) -> Finished {
         leaked_processes: 0,
     }
 }
+
+/// Run the test named `name` alone in a fresh copy of this test binary and assert it passed
+/// there. The sweep kills and reaps every child of its process, so in the shared test process
+/// it could take the children of tests running in parallel. Returns `true` in the copy, where
+/// the caller runs the body.
+#[cfg(test)]
+fn isolated(name: &str) -> bool {
+    const ISOLATED: &str = "PTD_EXEC_ISOLATED_TEST";
+    if std::env::var_os(ISOLATED).is_some() {
+        return true;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--test-threads=1", "--nocapture"])
+        .env(ISOLATED, "1")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("1 passed"), "the test did not run: {text}");
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shell(script: &str, stdin: Option<&[u8]>) -> Spec {
+        Spec {
+            program: PathBuf::from("/bin/sh"),
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            cwd: None,
+            stdin: stdin.map(<[u8]>::to_vec),
+            timeout: Duration::from_secs(20),
+            kill_grace: Duration::from_millis(500),
+            max_stdout_bytes: 1 << 20,
+        }
+    }
+
+    fn threads() -> usize {
+        std::fs::read_dir("/proc/self/task").unwrap().count()
+    }
+
+    #[test]
+    fn a_run_starts_no_thread() {
+        if !isolated("exec::tests::a_run_starts_no_thread") {
+            return;
+        }
+        let before = threads();
+        // The adapter counts the dispatcher's threads while the run is on.
+        let spec = shell(
+            "cat >/dev/null; ls /proc/$PPID/task | wc -l",
+            Some(b"request"),
+        );
+        let finished = run(spec, &Interrupts::none()).unwrap();
+        assert_eq!(finished.termination, Termination::Exited(0));
+        let during: usize = String::from_utf8_lossy(&finished.stdout)
+            .trim()
+            .parse()
+            .unwrap();
+        assert_eq!(during, before, "threads while running");
+        assert_eq!(finished.stdin_bytes_written, 7);
+        assert_eq!(finished.stdin_error, None);
+        assert_eq!(threads(), before);
+    }
+
+    #[test]
+    fn stderr_keeps_twice_the_reported_tail() {
+        if !isolated("exec::tests::stderr_keeps_twice_the_reported_tail") {
+            return;
+        }
+        // 200 KiB of stderr, then a marker: the raw tail is 128 KiB and ends with the marker.
+        let spec = shell(
+            "head -c 204800 /dev/zero | tr '\\0' e >&2; printf END >&2",
+            None,
+        );
+        let finished = run(spec, &Interrupts::none()).unwrap();
+        assert_eq!(finished.stderr_tail.len(), STDERR_KEEP_BYTES);
+        assert!(finished.stderr_tail.ends_with(b"eEND"));
+        assert!(finished.stderr_truncated);
+        assert_eq!(finished.leaked_processes, 0);
+    }
+
+    #[test]
+    fn tail_str_cuts_on_a_character_boundary() {
+        assert_eq!(tail_str("abcdef", 3), "def");
+        assert_eq!(tail_str("ab", 3), "ab");
+        // "é" is two bytes: a cut inside it moves forward.
+        assert_eq!(tail_str("aéb", 2), "b");
+        assert_eq!(tail_str("aéb", 3), "éb");
+    }
+}
