@@ -99,8 +99,7 @@ pub struct ProcessGroup {
 
 impl ProcessGroup {
     /// Start `launch` in a new process group with a cleared environment and piped
-    /// stdout/stderr. On Linux the child is also killed if the thread that spawned it exits
-    /// (`PR_SET_PDEATHSIG`), so a dispatcher killed with SIGKILL does not leave it behind.
+    /// stdout/stderr, and make this process a child subreaper.
     pub fn spawn(launch: &Launch<'_>) -> Result<(ProcessGroup, Pipes), SpawnError> {
         become_subreaper();
         let arg0 = launch
@@ -124,15 +123,9 @@ impl ProcessGroup {
         if let Some(cwd) = launch.cwd {
             command.current_dir(cwd);
         }
-        // SAFETY: the closure runs in the forked child before exec. It only makes one raw
-        // prctl(2) system call through rustix (no allocation, no lock, async-signal-safe) and
-        // converts its error code, which does not allocate either.
-        unsafe {
-            command.pre_exec(|| {
-                rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
-                    .map_err(io::Error::from)
-            });
-        }
+        // No `pre_exec` hook (no PR_SET_PDEATHSIG, say): it would move std from posix_spawn
+        // to fork + execvp, and glibc's execvp runs a file with an unknown format through
+        // /bin/sh — a shell the SPEC forbids — where posix_spawn reports ENOEXEC.
         let mut child = command.spawn().map_err(classify_spawn_error)?;
         let raw = i32::try_from(child.id()).ok();
         let pid = raw
