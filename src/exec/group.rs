@@ -8,7 +8,9 @@
 //!   is also the group's id, cannot be recycled and every signal sent to `-pgid` reaches the
 //!   group this value started;
 //! - other processes are signalled by pid only while they are our own unreaped children
-//!   (their pid is pinned the same way), or through a pidfd opened and checked first;
+//!   (their pid is pinned the same way), or through a pidfd opened and checked first; other
+//!   groups only through the pidfd of their leader, and only in a session the adapter's
+//!   lineage created (see `sweep.rs`);
 //! - the sweep ends only when the process has no child left besides the leader, and then
 //!   none at all (`ECHILD`), or when its deadline passes — never on one empty `/proc` scan
 //!   while something may still be forking;
@@ -48,8 +50,11 @@ pub struct Launch<'a> {
 /// The parent's ends of the child's pipes (blocking, close-on-exec).
 #[derive(Debug)]
 pub struct Pipes {
+    /// The child's stdin, when [`Launch::stdin`] asked for a pipe; drop it to send EOF.
     pub stdin: Option<ChildStdin>,
+    /// The child's stdout.
     pub stdout: ChildStdout,
+    /// The child's stderr.
     pub stderr: ChildStderr,
 }
 
@@ -95,6 +100,8 @@ pub struct ProcessGroup {
     /// Set once the leader is reaped, or was found reaped by someone else: from then on its
     /// number may belong to another process and is never signalled again.
     released: bool,
+    /// Set by [`finish`](Self::finish): its deadline was the last word, `Drop` adds nothing.
+    finished: bool,
 }
 
 impl ProcessGroup {
@@ -153,6 +160,7 @@ impl ProcessGroup {
             pidfd,
             exit: None,
             released: false,
+            finished: false,
         };
         Ok((group, pipes))
     }
@@ -233,10 +241,12 @@ impl ProcessGroup {
             .unwrap_or(Termination::Unreaped)
     }
 
-    /// After the leader exited (or gave up on it): kill and reap everything it left behind
-    /// until `until`, then reap the leader.
+    /// After the leader exited (or [`terminate`](Self::terminate) gave up on it): kill and
+    /// reap everything it left behind until `until`, then reap the leader. Nothing runs past
+    /// `until`: a leader stuck in the kernel after SIGKILL is left unreaped.
     pub fn finish(mut self, until: Instant) -> Swept {
         let leaked_processes = self.sweep(until);
+        self.finished = true;
         Swept {
             termination: self.exit.unwrap_or(Termination::Unreaped),
             leaked_processes,
@@ -267,7 +277,8 @@ impl ProcessGroup {
             }
         }
         if self.exit.is_some() && !self.released {
-            // Reap the leader last: its group is empty and no other child is left.
+            // Reap the leader last: its group is empty and no other child is left (or the
+            // deadline passed, and nothing will be signalled any more).
             let _ = waitid(
                 WaitId::PidFd(self.pidfd.as_fd()),
                 WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
@@ -295,7 +306,7 @@ impl ProcessGroup {
 
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
-        if self.released {
+        if self.released || self.finished {
             return;
         }
         if self.try_exit().is_none() {
