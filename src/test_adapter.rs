@@ -17,6 +17,7 @@
 //! | `raise:SIG` | kill itself with signal number SIG |
 //! | `spawn:STEPS` / `spawn-setsid:STEPS` | start a copy of itself running STEPS (separated by `+`), sharing stdout/stderr, without waiting; `-setsid` puts it in a new session |
 //! | `pidfile:PATH` | append its pid and a newline to PATH |
+//! | `fork-chain:MS:PATH` | fork a child that calls `setsid()`, appends its pid (= the chain's session and group id) to PATH, then for MS ms forks and exits, so a new process carries on at every hop; the adapter goes on at once |
 //! | `close-stdin` | close stdin without reading it |
 //! | `file-echo[:STATUS]` | file transport: read the request file, write the envelope to the result file (created 0600; `output.request_file_mode` and `output.folder_mode` report the request file's and its folder's modes) |
 //! | `result-as:KIND[:TARGET]` | file transport: make the result path a `fifo`, a `dir`, a `socket`, or a `symlink` to TARGET, instead of a file |
@@ -128,6 +129,7 @@ pub fn run(steps: &[String]) -> u8 {
                 std::thread::sleep(Duration::from_secs(5));
             }
             "spawn" | "spawn-setsid" => spawn_copy(arg, name == "spawn-setsid"),
+            "fork-chain" => fork_chain(arg),
             "pidfile" => {
                 let line = format!("{}\n", std::process::id());
                 let _ = std::fs::OpenOptions::new()
@@ -198,6 +200,40 @@ fn spawn_copy(steps: &str, setsid: bool) {
         }
     }
     let _ = cmd.spawn();
+}
+
+/// `fork-chain:MS:PATH`: a process that outruns a sweep that stops on one empty `/proc` scan.
+/// It never returns in the chain's processes; the adapter returns at once.
+fn fork_chain(arg: &str) {
+    let (ms, path) = arg.split_once(':').unwrap_or((arg, ""));
+    let until = Instant::now() + Duration::from_millis(ms.parse().unwrap_or(10_000));
+    // SAFETY: the test adapter is single-threaded, so the child may go on running Rust code;
+    // the parent only looks at the return value.
+    if unsafe { libc::fork() } != 0 {
+        return;
+    }
+    // SAFETY: setsid has no memory effects; it fails only for a group leader, which a fresh
+    // child is not.
+    unsafe {
+        libc::setsid();
+    }
+    let line = format!("{}\n", std::process::id());
+    let _ = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    while Instant::now() < until {
+        // SAFETY: still single-threaded (see above). The parent leaves through `_exit`, which
+        // runs no destructor and no atexit handler of the parent's copy of the state.
+        match unsafe { libc::fork() } {
+            0 => {}
+            -1 => std::thread::sleep(Duration::from_millis(1)),
+            _ => unsafe { libc::_exit(0) },
+        }
+    }
+    // SAFETY: as above.
+    unsafe { libc::_exit(0) }
 }
 
 /// The envelope for `echo`: echoes the request, reports what was received.

@@ -198,6 +198,7 @@ impl<'a> Report<'a> {
             Termination::Unreaped | Termination::NotStarted => (None, None),
         };
         self.dispatch.adapter_started = finished.termination != Termination::NotStarted;
+        let (stderr_tail, tail_cut) = self.stderr_tail(&finished.stderr_tail);
         self.dispatch.run = Some(RunDiagnostics {
             exit_code,
             signal,
@@ -207,8 +208,8 @@ impl<'a> Report<'a> {
                 "broken_pipe" => StdinError::BrokenPipe,
                 other => StdinError::Other(other.to_string()),
             }),
-            stderr_tail: self.stderr_tail(&finished.stderr_tail),
-            stderr_truncated: finished.stderr_truncated,
+            stderr_truncated: finished.stderr_truncated || tail_cut,
+            stderr_tail,
             leaked_processes: finished.leaked_processes,
         });
     }
@@ -219,23 +220,28 @@ impl<'a> Report<'a> {
     /// stderr tail bounded and redacted the same way).
     pub fn record_replayed(&mut self, exit_code: i32, stdout_bytes: u64, stderr: &[u8]) {
         self.dispatch.transport = Some(Transport::Replay);
+        let (stderr_tail, tail_cut) = self.stderr_tail(stderr);
         self.dispatch.run = Some(RunDiagnostics {
             exit_code: Some(exit_code),
             signal: None,
             stdout_bytes,
             stdin_bytes_written: 0,
             stdin_error: None,
-            stderr_tail: self.stderr_tail(stderr),
-            stderr_truncated: stderr.len() > exec::STDERR_TAIL_BYTES,
+            stderr_tail,
+            stderr_truncated: tail_cut,
             leaked_processes: 0,
         });
     }
 
-    /// The last [`exec::STDERR_TAIL_BYTES`] of stderr, redacted.
-    fn stderr_tail(&self, stderr: &[u8]) -> String {
-        let cut = stderr.len().saturating_sub(exec::STDERR_TAIL_BYTES);
-        self.redactor
-            .redact_str(&String::from_utf8_lossy(&stderr[cut..]))
+    /// The last [`exec::STDERR_TAIL_BYTES`] of stderr, redacted, and whether anything was cut.
+    /// All of what was kept (twice that) is redacted first, then cut: a secret across the cut
+    /// is never half-shown.
+    fn stderr_tail(&self, stderr: &[u8]) -> (String, bool) {
+        let kept = &stderr[stderr.len().saturating_sub(exec::STDERR_KEEP_BYTES)..];
+        let redacted = self.redactor.redact_str(&String::from_utf8_lossy(kept));
+        let tail = exec::tail_str(&redacted, exec::STDERR_TAIL_BYTES);
+        let cut = tail.len() < redacted.len() || kept.len() < stderr.len();
+        (tail.to_string(), cut)
     }
 
     /// Keep the start of stdout, redacted, in `diagnostics.dispatch.stdout_head`.

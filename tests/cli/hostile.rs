@@ -569,3 +569,77 @@ fn stderr_flood_keeps_a_bounded_tail() {
     assert!(tail.ends_with("THE-END"));
     assert_eq!(run.dispatch()["stderr_truncated"], true);
 }
+
+/// Whether any process, zombies included, is still in process group `pgid`. A /proc scan
+/// would miss a fork-and-exit chain: its live member keeps moving to a fresh pid.
+fn group_exists(pgid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence; nothing is delivered.
+    unsafe { libc::kill(-pgid, 0) == 0 }
+}
+
+#[test]
+fn setsid_fork_chain_never_outlives_the_dispatcher() {
+    // A descendant that calls setsid() and then forks and exits in a loop: between two hops a
+    // /proc scan may see no live descendant at all. The sweep must not stop on that.
+    const ROUNDS: usize = 15;
+    let mut wrong = Vec::new();
+    for round in 0..ROUNDS {
+        let p = Pids::new();
+        let run = Dispatch::adapter(&[
+            &format!("fork-chain:10000:{}", p.path.display()),
+            "sleep:50",
+            "echo",
+        ])
+        .run();
+        run.expect("succeeded", None, 0);
+        assert!(run.stderr.is_empty(), "stderr: {}", run.stderr);
+        assert!(
+            run.elapsed < Duration::from_millis(50 + 250) + MARGIN,
+            "round {round}: returned after {:?}",
+            run.elapsed
+        );
+        let leaked = run.dispatch()["leaked_processes"].as_u64().unwrap();
+        let sid = *pids(&p.path)
+            .first()
+            .expect("the chain recorded its session id");
+        // The dispatcher reaped what it killed: nothing of the chain may be left, not even a
+        // zombie (the chain's group id is its session id).
+        if group_exists(sid) {
+            // SAFETY: the chain's group still exists, so `sid` still names it.
+            unsafe {
+                libc::kill(-sid, libc::SIGKILL);
+            }
+            wrong.push(format!("round {round}: the chain outlived the dispatcher"));
+        }
+        if leaked < 1 {
+            wrong.push(format!("round {round}: leaked_processes {leaked}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn a_secret_across_the_stderr_cut_is_not_half_shown() {
+    // The secret ends 10 bytes into the last 64 KiB of stderr: a raw 64 KiB tail would hold
+    // only its end, which no redaction can recognise.
+    const SECRET: &str = "s3cr3t-VALUE-0123456789-abcdefghij";
+    let run = Dispatch::adapter(&[
+        "flood-stderr:1000",
+        &format!("eprint:{SECRET}"),
+        &format!("flood-stderr:{}", 64 * 1024 - 10),
+        "echo",
+    ])
+    .env("PLANTED", SECRET)
+    .args(&["--secret-env", "PLANTED"])
+    .run();
+    run.expect("succeeded", None, 0);
+    assert!(run.stderr.is_empty(), "stderr: {}", run.stderr);
+    let tail = run.dispatch()["stderr_tail"].as_str().unwrap();
+    assert!(tail.len() <= 64 * 1024, "{}", tail.len());
+    assert_eq!(run.dispatch()["stderr_truncated"], true);
+    for piece in SECRET.as_bytes().windows(6) {
+        let piece = std::str::from_utf8(piece).unwrap();
+        assert!(!tail.contains(piece), "part of the secret: {piece:?}");
+    }
+    assert!(!run.stdout.contains("abcdefghij"));
+}

@@ -1,0 +1,504 @@
+//! [`ProcessGroup`]: one child in its own process group, held through a pidfd, with the kill
+//! ladder and the sweep of everything it leaves behind. [`run`](super::run) is built on it;
+//! so can be any other caller that keeps a child with interactive pipes (an MCP server).
+//!
+//! Invariants:
+//! - the leader is reaped only by [`ProcessGroup::finish`] or by `Drop`, after the sweep: as
+//!   long as the value exists the leader is unreaped (running or a zombie), so its pid, which
+//!   is also the group's id, cannot be recycled and every signal sent to `-pgid` reaches the
+//!   group this value started;
+//! - other processes are signalled by pid only while they are our own unreaped children
+//!   (their pid is pinned the same way), or through a pidfd opened and checked first; other
+//!   groups only through the pidfd of their leader, and only in a session the adapter's
+//!   lineage created (see `sweep.rs`);
+//! - the sweep ends only when the process has no child left besides the leader, and then
+//!   none at all (`ECHILD`), or when its deadline passes — never on one empty `/proc` scan
+//!   while something may still be forking;
+//! - dropping the value, unwinding included, kills the group and sweeps (bounded).
+
+use super::sweep::{kill_descendants, own_children, Sweeper};
+use super::{SpawnError, Termination, KILL_WAIT, SWEEP_BUDGET};
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::io::Errno;
+use rustix::process::{
+    kill_process_group, pidfd_open, waitid, Pid, PidfdFlags, Signal, WaitId, WaitIdOptions,
+    WaitIdStatus,
+};
+use std::ffi::OsStr;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What to start.
+#[derive(Debug, Clone, Copy)]
+pub struct Launch<'a> {
+    /// The program to execute (resolved through the child's `PATH` when it has no `/`).
+    pub program: &'a Path,
+    /// argv exactly as given; `argv[0]` is what the child sees as its name.
+    pub argv: &'a [String],
+    /// The complete environment of the child; the parent's is never inherited.
+    pub env: &'a [(String, String)],
+    /// Working directory; `None` keeps the parent's.
+    pub cwd: Option<&'a Path>,
+    /// Give the child a pipe on stdin (`true`) or `/dev/null`.
+    pub stdin: bool,
+}
+
+/// The parent's ends of the child's pipes (blocking, close-on-exec).
+#[derive(Debug)]
+pub struct Pipes {
+    /// The child's stdin, when [`Launch::stdin`] asked for a pipe; drop it to send EOF.
+    pub stdin: Option<ChildStdin>,
+    /// The child's stdout.
+    pub stdout: ChildStdout,
+    /// The child's stderr.
+    pub stderr: ChildStderr,
+}
+
+/// What a sweep found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Swept {
+    /// How the leader ended (`Unreaped` when it could not be reaped in time).
+    pub termination: Termination,
+    /// Distinct live processes found after the leader was gone, all killed.
+    pub leaked_processes: usize,
+}
+
+/// A child running in its own process group, and everything it starts.
+///
+/// Dropping it kills the group, sweeps and reaps (bounded by about 200 ms), so an early
+/// return or a panic never leaves the child running.
+///
+/// One process should hold one `ProcessGroup` at a time: the dispatcher is a child subreaper,
+/// every orphan of the child comes back to it, and the sweep kills and reaps *every* child of
+/// the process. A caller that wants runs in parallel uses separate processes.
+///
+/// ```no_run
+/// use parent_tool_dispatch::exec::{Launch, ProcessGroup};
+/// use std::time::{Duration, Instant};
+///
+/// let argv = vec!["mcp-server".to_string(), "--stdio".to_string()];
+/// let env = vec![("PATH".to_string(), "/usr/bin:/bin".to_string())];
+/// let launch = Launch { program: "mcp-server".as_ref(), argv: &argv, env: &env, cwd: None, stdin: true };
+/// let (mut server, pipes) = ProcessGroup::spawn(&launch)?;
+/// // … exchange messages over pipes.stdin / pipes.stdout, drain pipes.stderr …
+/// drop(pipes); // EOF on its stdin
+/// let ended = server.terminate(Duration::from_secs(2)); // SIGTERM, grace, SIGKILL
+/// let swept = server.finish(Instant::now() + Duration::from_millis(100));
+/// # let _ = (ended, swept);
+/// # Ok::<(), parent_tool_dispatch::exec::SpawnError>(())
+/// ```
+#[derive(Debug)]
+pub struct ProcessGroup {
+    pid: Pid,
+    pidfd: OwnedFd,
+    /// Set once the leader was seen exited (it stays a zombie until the sweep is done).
+    exit: Option<Termination>,
+    /// Set once the leader is reaped, or was found reaped by someone else: from then on its
+    /// number may belong to another process and is never signalled again.
+    released: bool,
+    /// Set by [`finish`](Self::finish): its deadline was the last word, `Drop` adds nothing.
+    finished: bool,
+}
+
+impl ProcessGroup {
+    /// Start `launch` in a new process group with a cleared environment and piped
+    /// stdout/stderr, and make this process a child subreaper.
+    pub fn spawn(launch: &Launch<'_>) -> Result<(ProcessGroup, Pipes), SpawnError> {
+        become_subreaper();
+        let arg0 = launch
+            .argv
+            .first()
+            .map_or(launch.program.as_os_str(), OsStr::new);
+        let mut command = Command::new(launch.program);
+        command
+            .arg0(arg0)
+            .args(launch.argv.iter().skip(1))
+            .env_clear()
+            .envs(launch.env.iter().map(|(k, v)| (k, v)))
+            .stdin(if launch.stdin {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        if let Some(cwd) = launch.cwd {
+            command.current_dir(cwd);
+        }
+        // No `pre_exec` hook (no PR_SET_PDEATHSIG, say): it would move std from posix_spawn
+        // to fork + execvp, and glibc's execvp runs a file with an unknown format through
+        // /bin/sh — a shell the SPEC forbids — where posix_spawn reports ENOEXEC.
+        let mut child = command.spawn().map_err(classify_spawn_error)?;
+        let raw = i32::try_from(child.id()).ok();
+        let pid = raw
+            .and_then(Pid::from_raw)
+            .expect("a child's pid is positive");
+        let pidfd = match pidfd_open(pid, PidfdFlags::empty()) {
+            Ok(fd) => fd,
+            Err(err) => {
+                // Without a pidfd the run cannot be supervised safely (kernel older than
+                // 5.3, or a seccomp filter). The child is unreaped, so its pid is ours.
+                let _ = kill_process_group(pid, Signal::KILL);
+                let _ = child.wait();
+                return Err(SpawnError::Other(io::Error::from(err).kind()));
+            }
+        };
+        let pipes = Pipes {
+            stdin: child.stdin.take(),
+            stdout: child.stdout.take().expect("stdout is piped"),
+            stderr: child.stderr.take().expect("stderr is piped"),
+        };
+        // `Child` neither waits nor kills on drop: from here on the pidfd is the handle.
+        drop(child);
+        let group = ProcessGroup {
+            pid,
+            pidfd,
+            exit: None,
+            released: false,
+            finished: false,
+        };
+        Ok((group, pipes))
+    }
+
+    /// The leader's pid, which is also the group's id.
+    pub fn id(&self) -> u32 {
+        self.pid.as_raw_nonzero().get().unsigned_abs()
+    }
+
+    /// A descriptor that becomes readable when the leader exits (for `poll(2)`).
+    pub fn exit_fd(&self) -> BorrowedFd<'_> {
+        self.pidfd.as_fd()
+    }
+
+    /// How the leader ended, if it has; non-blocking, and it leaves the leader unreaped.
+    pub fn try_exit(&mut self) -> Option<Termination> {
+        if self.exit.is_none() && !self.released {
+            let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+            match waitid(WaitId::PidFd(self.pidfd.as_fd()), options) {
+                Ok(Some(status)) => self.exit = Some(termination_of(&status)),
+                Ok(None) | Err(Errno::INTR) => {}
+                Err(_) => {
+                    // Reaped behind our back (a second waiter in this process): its number
+                    // is no longer ours to signal.
+                    self.released = true;
+                    self.exit = Some(Termination::Unreaped);
+                }
+            }
+        }
+        self.exit
+    }
+
+    /// Wait up to `until` for the leader to exit; it stays unreaped.
+    pub fn wait_exit(&mut self, until: Instant) -> Option<Termination> {
+        loop {
+            if let Some(termination) = self.try_exit() {
+                return Some(termination);
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            let mut fds = [PollFd::new(&self.pidfd, PollFlags::IN)];
+            let _ = poll(&mut fds, Some(&timespec(left)));
+        }
+    }
+
+    /// Send `sig` to the whole group.
+    pub fn signal(&self, sig: Signal) -> io::Result<()> {
+        if self.released {
+            return Err(io::Error::from(Errno::SRCH));
+        }
+        kill_process_group(self.pid, sig).map_err(io::Error::from)
+    }
+
+    /// SIGKILL the group and every descendant of the leader that left it (`setsid`).
+    pub fn kill(&self) {
+        if self.released {
+            return;
+        }
+        let _ = kill_process_group(self.pid, Signal::KILL);
+        kill_descendants(self.pid);
+    }
+
+    /// The kill ladder outside [`run`](super::run): SIGTERM to the group, up to `grace` for
+    /// the leader to exit, then SIGKILL to everything and a short wait. Returns how the leader
+    /// ended (`Unreaped` if it outlived SIGKILL); call [`finish`](Self::finish) afterwards.
+    pub fn terminate(&mut self, grace: Duration) -> Termination {
+        if let Some(termination) = self.try_exit() {
+            return termination;
+        }
+        let _ = self.signal(Signal::TERM);
+        if let Some(termination) = self.wait_exit(Instant::now() + grace) {
+            return termination;
+        }
+        self.kill();
+        self.wait_exit(Instant::now() + KILL_WAIT)
+            .unwrap_or(Termination::Unreaped)
+    }
+
+    /// After the leader exited (or [`terminate`](Self::terminate) gave up on it): kill and
+    /// reap everything it left behind until `until`, then reap the leader. Nothing runs past
+    /// `until`: a leader stuck in the kernel after SIGKILL is left unreaped.
+    pub fn finish(mut self, until: Instant) -> Swept {
+        let leaked_processes = self.sweep(until);
+        self.finished = true;
+        Swept {
+            termination: self.exit.unwrap_or(Termination::Unreaped),
+            leaked_processes,
+        }
+    }
+
+    /// The sweep; returns how many distinct live processes it found. See the module doc.
+    fn sweep(&mut self, until: Instant) -> usize {
+        let mut sweeper = Sweeper::new(until);
+        let leader = self.pid.as_raw_nonzero().get();
+        self.try_exit();
+        // Phase 1, the leader unreaped: its number still names its group, which is killed
+        // every round. Done when no other child is left (its orphans all come back to us).
+        loop {
+            let others: Vec<i32> = own_children()
+                .into_iter()
+                .filter(|&pid| pid != leader)
+                .collect();
+            let group = (!self.released).then_some(self.pid);
+            if others.is_empty() {
+                if let Some(group) = group {
+                    let _ = kill_process_group(group, Signal::KILL);
+                }
+                break;
+            }
+            if !sweeper.round(&others, group) {
+                break;
+            }
+        }
+        if self.exit.is_some() && !self.released {
+            // Reap the leader last: its group is empty and no other child is left (or the
+            // deadline passed, and nothing will be signalled any more).
+            let _ = waitid(
+                WaitId::PidFd(self.pidfd.as_fd()),
+                WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
+            );
+            self.released = true;
+        }
+        if self.released {
+            // Phase 2: confirm with the kernel rather than /proc — no child at all (ECHILD).
+            while Instant::now() < until {
+                match waitid(WaitId::All, WaitIdOptions::EXITED | WaitIdOptions::NOHANG) {
+                    Ok(Some(_)) | Err(Errno::INTR) => {}
+                    // Some child is alive (a round also sleeps when /proc lags behind).
+                    Ok(None) => {
+                        if !sweeper.round(&own_children(), None) {
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        sweeper.found()
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        if self.released || self.finished {
+            return;
+        }
+        if self.try_exit().is_none() {
+            self.kill();
+            self.wait_exit(Instant::now() + KILL_WAIT);
+        }
+        self.sweep(Instant::now() + SWEEP_BUDGET);
+    }
+}
+
+/// Make this process the reaper of orphaned descendants (Linux), so that processes that
+/// escape the child's process group (double fork, `setsid`) come back to it and can be killed.
+/// Idempotent; [`ProcessGroup::spawn`] calls it too.
+pub fn become_subreaper() {
+    let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+}
+
+fn termination_of(status: &WaitIdStatus) -> Termination {
+    match (status.exit_status(), status.terminating_signal()) {
+        (Some(code), _) => Termination::Exited(code),
+        (None, Some(sig)) => Termination::Signaled(sig),
+        (None, None) => Termination::Unreaped,
+    }
+}
+
+pub(super) fn timespec(d: Duration) -> Timespec {
+    Timespec::try_from(d).unwrap_or(Timespec {
+        tv_sec: i64::MAX,
+        tv_nsec: 0,
+    })
+}
+
+fn classify_spawn_error(err: io::Error) -> SpawnError {
+    match err.raw_os_error() {
+        Some(libc::ENOENT) => SpawnError::NotFound,
+        Some(libc::EACCES | libc::ENOEXEC | libc::EISDIR | libc::EPERM) => {
+            SpawnError::NotExecutable
+        }
+        _ => match err.kind() {
+            io::ErrorKind::NotFound => SpawnError::NotFound,
+            io::ErrorKind::PermissionDenied => SpawnError::NotExecutable,
+            kind => SpawnError::Other(kind),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::isolated;
+    use super::*;
+
+    fn launch<'a>(argv: &'a [String], env: &'a [(String, String)]) -> Launch<'a> {
+        Launch {
+            program: Path::new(&argv[0]),
+            argv,
+            env,
+            cwd: None,
+            stdin: false,
+        }
+    }
+
+    fn argv(args: &[&str]) -> Vec<String> {
+        args.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// A shell that runs `first`, starts a sleeper in the background, records its pid on
+    /// stdout, then runs `then`.
+    fn with_background_sleeper(first: &str, then: &str) -> Vec<String> {
+        argv(&[
+            "/bin/sh",
+            "-c",
+            &format!("{first} sleep 30 & echo $!; {then}"),
+        ])
+    }
+
+    fn read_line(pipe: &mut ChildStdout) -> i32 {
+        use std::io::Read;
+        let mut text = String::new();
+        let mut byte = [0u8; 1];
+        while pipe.read(&mut byte).unwrap() == 1 && byte[0] != b'\n' {
+            text.push(byte[0] as char);
+        }
+        text.trim().parse().unwrap()
+    }
+
+    /// Gone, and reaped: not even a zombie is left.
+    fn gone(pid: i32) -> bool {
+        !Path::new(&format!("/proc/{pid}")).exists()
+    }
+
+    #[test]
+    fn a_panic_after_spawn_kills_and_reaps_the_group() {
+        if !isolated("exec::group::tests::a_panic_after_spawn_kills_and_reaps_the_group") {
+            return;
+        }
+        let argv = with_background_sleeper("", "exec sleep 30");
+        let mut pids = (0, 0);
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let (group, mut pipes) = ProcessGroup::spawn(&launch(&argv, &[])).unwrap();
+            pids = (group.id() as i32, read_line(&mut pipes.stdout));
+            panic!("a bug between spawn and the end of the run");
+        }));
+        assert!(unwound.is_err());
+        let (leader, sleeper) = pids;
+        assert!(leader > 0 && sleeper > 0);
+        assert!(gone(leader), "the leader survived the panic");
+        assert!(gone(sleeper), "its child survived the panic");
+    }
+
+    #[test]
+    fn terminate_walks_the_ladder_and_finish_counts_the_leftovers() {
+        if !isolated(
+            "exec::group::tests::terminate_walks_the_ladder_and_finish_counts_the_leftovers",
+        ) {
+            return;
+        }
+        // The leader ignores SIGTERM (before it says so); its background sleeper is in the group.
+        let argv = with_background_sleeper("trap '' TERM;", "while :; do sleep 1; done");
+        let (mut group, mut pipes) = ProcessGroup::spawn(&launch(&argv, &[])).unwrap();
+        let sleeper = read_line(&mut pipes.stdout);
+        let start = Instant::now();
+        let termination = group.terminate(Duration::from_millis(200));
+        assert_eq!(termination, Termination::Signaled(libc::SIGKILL));
+        assert!(start.elapsed() >= Duration::from_millis(200));
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+        let leader = group.id() as i32;
+        let swept = group.finish(Instant::now() + SWEEP_BUDGET);
+        assert_eq!(swept.termination, Termination::Signaled(libc::SIGKILL));
+        assert!(gone(leader) && gone(sleeper));
+        assert_eq!(
+            waitid(WaitId::All, WaitIdOptions::EXITED | WaitIdOptions::NOHANG).unwrap_err(),
+            Errno::CHILD,
+            "no child of any kind is left"
+        );
+    }
+
+    #[test]
+    fn an_escaped_orphan_is_counted_killed_and_reaped() {
+        if !isolated("exec::group::tests::an_escaped_orphan_is_counted_killed_and_reaped") {
+            return;
+        }
+        // The sleeper leaves the group and the leader exits at once: a subreaper orphan.
+        let argv = argv(&["/bin/sh", "-c", "setsid sleep 30 & echo $!; exit 7"]);
+        let (mut group, mut pipes) = ProcessGroup::spawn(&launch(&argv, &[])).unwrap();
+        let orphan = read_line(&mut pipes.stdout);
+        assert_eq!(
+            group.wait_exit(Instant::now() + Duration::from_secs(5)),
+            Some(Termination::Exited(7))
+        );
+        let leader = group.id() as i32;
+        assert!(
+            !gone(leader),
+            "the leader stays a zombie until the sweep is done"
+        );
+        let swept = group.finish(Instant::now() + SWEEP_BUDGET);
+        assert_eq!(swept.termination, Termination::Exited(7));
+        assert_eq!(swept.leaked_processes, 1);
+        assert!(gone(leader) && gone(orphan));
+    }
+
+    #[test]
+    fn a_leader_reaped_behind_its_back_is_never_signalled_again() {
+        if !isolated("exec::group::tests::a_leader_reaped_behind_its_back_is_never_signalled_again")
+        {
+            return;
+        }
+        let argv = argv(&["/bin/sh", "-c", "exit 0"]);
+        let (mut group, _pipes) = ProcessGroup::spawn(&launch(&argv, &[])).unwrap();
+        // A second waiter in the process (what the one-run-per-process rule forbids).
+        let pid = Pid::from_raw(group.id() as i32).unwrap();
+        waitid(WaitId::Pid(pid), WaitIdOptions::EXITED).unwrap();
+        assert_eq!(group.try_exit(), Some(Termination::Unreaped));
+        let err = group.signal(Signal::TERM).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ESRCH));
+    }
+
+    #[test]
+    fn spawn_errors_are_classified() {
+        let env = [];
+        let missing = argv(&["/nonexistent/adapter"]);
+        assert!(matches!(
+            ProcessGroup::spawn(&launch(&missing, &env)),
+            Err(SpawnError::NotFound)
+        ));
+        let directory = argv(&["/"]);
+        assert!(matches!(
+            ProcessGroup::spawn(&launch(&directory, &env)),
+            Err(SpawnError::NotExecutable)
+        ));
+    }
+}

@@ -1,0 +1,188 @@
+//! The kill ladder of SPEC §4.3 as a pure state machine: running → (deadline, signal) →
+//! terminating (SIGTERM or the forwarded signal, then `kill_grace`) → killed (SIGKILL, then a
+//! short wait) → given up. The supervisor feeds it events and carries out the actions; no
+//! process is touched here, so every transition is unit-tested without one.
+
+use std::time::{Duration, Instant};
+
+use super::Stop;
+
+/// What the supervisor must do after an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Action {
+    Nothing,
+    /// Send this signal to the adapter's process group.
+    Signal(i32),
+    /// SIGKILL the group and every descendant.
+    KillAll,
+    /// The adapter did not die within the wait after SIGKILL: stop waiting for it.
+    GiveUp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Running,
+    Terminating,
+    Killed,
+}
+
+#[derive(Debug)]
+pub(crate) struct Ladder {
+    phase: Phase,
+    deadline: Instant,
+    stopped: Option<Stop>,
+    grace: Duration,
+    kill_wait: Duration,
+}
+
+impl Ladder {
+    pub(crate) fn new(
+        start: Instant,
+        timeout: Duration,
+        grace: Duration,
+        kill_wait: Duration,
+    ) -> Ladder {
+        Ladder {
+            phase: Phase::Running,
+            deadline: start + timeout,
+            stopped: None,
+            grace,
+            kill_wait,
+        }
+    }
+
+    /// When [`on_deadline`](Self::on_deadline) is due.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Why the adapter was stopped, when it was; the first reason wins.
+    pub(crate) fn stopped(&self) -> Option<Stop> {
+        self.stopped
+    }
+
+    /// The current deadline passed.
+    pub(crate) fn on_deadline(&mut self, now: Instant) -> Action {
+        match self.phase {
+            Phase::Running => {
+                self.stopped.get_or_insert(Stop::Timeout);
+                self.terminate(now);
+                Action::Signal(libc::SIGTERM)
+            }
+            Phase::Terminating => self.kill(now),
+            Phase::Killed => Action::GiveUp,
+        }
+    }
+
+    /// stdout went past its cap.
+    pub(crate) fn on_overflow(&mut self, now: Instant) -> Action {
+        self.stopped.get_or_insert(Stop::OutputCap);
+        match self.phase {
+            Phase::Killed => Action::Nothing,
+            Phase::Running | Phase::Terminating => self.kill(now),
+        }
+    }
+
+    /// The dispatcher received `sig`: forward it, and start the grace period if not yet.
+    pub(crate) fn on_signal(&mut self, sig: i32, now: Instant) -> Action {
+        self.stopped.get_or_insert(Stop::Interrupted(sig));
+        match self.phase {
+            Phase::Running => {
+                self.terminate(now);
+                Action::Signal(sig)
+            }
+            Phase::Terminating => Action::Signal(sig),
+            // Nothing a signal could add to SIGKILL.
+            Phase::Killed => Action::Nothing,
+        }
+    }
+
+    fn terminate(&mut self, now: Instant) {
+        self.phase = Phase::Terminating;
+        self.deadline = now + self.grace;
+    }
+
+    fn kill(&mut self, now: Instant) -> Action {
+        self.phase = Phase::Killed;
+        self.deadline = now + self.kill_wait;
+        Action::KillAll
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn ladder(t0: Instant) -> Ladder {
+        Ladder::new(t0, 300 * MS, 200 * MS, 100 * MS)
+    }
+
+    #[test]
+    fn timeout_then_grace_then_kill_then_give_up() {
+        let t0 = Instant::now();
+        let mut l = ladder(t0);
+        assert_eq!(l.deadline(), t0 + 300 * MS);
+        assert_eq!(l.stopped(), None);
+        let t1 = l.deadline();
+        assert_eq!(l.on_deadline(t1), Action::Signal(libc::SIGTERM));
+        assert_eq!(l.stopped(), Some(Stop::Timeout));
+        assert_eq!(l.deadline(), t1 + 200 * MS);
+        let t2 = l.deadline();
+        assert_eq!(l.on_deadline(t2), Action::KillAll);
+        assert_eq!(l.deadline(), t2 + 100 * MS);
+        assert_eq!(l.on_deadline(l.deadline()), Action::GiveUp);
+        assert_eq!(l.stopped(), Some(Stop::Timeout));
+    }
+
+    #[test]
+    fn the_whole_ladder_fits_the_spec_bound() {
+        // timeout + grace + kill wait leaves room in the 250 ms for the sweep and pipes.
+        let t0 = Instant::now();
+        let mut l = ladder(t0);
+        while l.on_deadline(l.deadline()) != Action::GiveUp {}
+        assert!(l.deadline() <= t0 + (300 + 200 + 100) * MS);
+    }
+
+    #[test]
+    fn a_signal_is_forwarded_and_starts_the_grace() {
+        let t0 = Instant::now();
+        let mut l = ladder(t0);
+        let t1 = t0 + 50 * MS;
+        assert_eq!(l.on_signal(libc::SIGINT, t1), Action::Signal(libc::SIGINT));
+        assert_eq!(l.stopped(), Some(Stop::Interrupted(libc::SIGINT)));
+        assert_eq!(l.deadline(), t1 + 200 * MS);
+        // A second signal is forwarded too, but neither restarts the grace nor wins.
+        assert_eq!(
+            l.on_signal(libc::SIGHUP, t1 + 10 * MS),
+            Action::Signal(libc::SIGHUP)
+        );
+        assert_eq!(l.deadline(), t1 + 200 * MS);
+        assert_eq!(l.stopped(), Some(Stop::Interrupted(libc::SIGINT)));
+        assert_eq!(l.on_deadline(l.deadline()), Action::KillAll);
+        assert_eq!(l.on_signal(libc::SIGTERM, l.deadline()), Action::Nothing);
+    }
+
+    #[test]
+    fn overflow_kills_at_once_and_only_once() {
+        let t0 = Instant::now();
+        let mut l = ladder(t0);
+        let t1 = t0 + 10 * MS;
+        assert_eq!(l.on_overflow(t1), Action::KillAll);
+        assert_eq!(l.stopped(), Some(Stop::OutputCap));
+        assert_eq!(l.deadline(), t1 + 100 * MS);
+        assert_eq!(l.on_overflow(t1 + MS), Action::Nothing);
+        assert_eq!(l.deadline(), t1 + 100 * MS, "the kill wait is not extended");
+    }
+
+    #[test]
+    fn the_first_reason_wins() {
+        let t0 = Instant::now();
+        let mut l = ladder(t0);
+        l.on_deadline(l.deadline());
+        l.on_overflow(t0 + 310 * MS);
+        l.on_signal(libc::SIGTERM, t0 + 320 * MS);
+        assert_eq!(l.stopped(), Some(Stop::Timeout));
+    }
+}

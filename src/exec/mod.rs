@@ -1,0 +1,352 @@
+//! Running the host adapter (SPEC §4.2–§4.3): spawn, feed stdin, drain pipes, deadline, kill
+//! ladder, sweep, reap.
+//!
+//! Invariants:
+//! - the adapter runs in its own process group, with the environment the caller built (the
+//!   host's is never inherited) and no shell;
+//! - stdin is written while stdout and stderr are drained, all non-blocking from one `poll(2)`
+//!   loop (no thread per run), so no pipe size can deadlock;
+//! - the call returns by `timeout + kill_grace + 250 ms` whatever the adapter's descendants
+//!   do: every wait after the adapter's end (leak window, sweep, pipe EOF) has its own bound
+//!   and all of them fit in the 250 ms; nothing here waits for pipe EOF without a bound;
+//! - after the adapter is gone, every process it left behind is killed (the process group,
+//!   and on Linux every descendant, which comes back to the dispatcher through the
+//!   child-subreaper link) and reaped; the adapter itself stays a zombie until then, so its
+//!   group id is never recycled while it is signalled (see [`ProcessGroup`]);
+//! - whatever way `run` is left — return, early error, panic — the process group is killed
+//!   and swept (`ProcessGroup`'s `Drop`).
+//!
+//! **One process runs one adapter at a time.** The dispatcher is a child subreaper and the
+//! sweep kills and reaps *every* child of the process, not only the adapter's descendants
+//! (orphans cannot be told apart once reparented). A caller wanting parallel runs must use
+//! separate processes.
+//!
+//! For other children that need the same guarantees — an MCP server kept with interactive
+//! pipes — use [`ProcessGroup`] directly: [`ProcessGroup::spawn`] (own group, cleared env),
+//! [`ProcessGroup::terminate`] (the SIGTERM → grace → SIGKILL ladder),
+//! [`ProcessGroup::finish`] (sweep and reap), and sweep-on-drop.
+//!
+//! Linux only (pidfds: kernel 5.4 or later). This module knows nothing about JSON or
+//! envelopes; `outcome.rs` interprets what it returns.
+
+#[cfg(not(target_os = "linux"))]
+compile_error!("exec needs Linux: pidfds, PR_SET_CHILD_SUBREAPER and /proc");
+
+mod group;
+mod ladder;
+mod sink;
+mod supervise;
+mod sweep;
+
+pub use group::{become_subreaper, Launch, Pipes, ProcessGroup, Swept};
+
+use crate::interrupt::Interrupts;
+use ladder::{Action, Ladder};
+use rustix::process::Signal;
+use std::io;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use supervise::Io;
+
+/// How long descendants may keep the adapter's pipes open after it exited (SPEC §4.3).
+pub const LEAK_WINDOW: Duration = Duration::from_millis(100);
+/// How long to wait for the adapter to die after SIGKILL before giving up on it.
+pub const KILL_WAIT: Duration = Duration::from_millis(100);
+/// How long the final sweep may spend killing and reaping leftovers.
+pub const SWEEP_BUDGET: Duration = Duration::from_millis(100);
+/// How long to wait for pipe EOF once everything that could hold a pipe was killed.
+const EOF_WAIT: Duration = Duration::from_millis(40);
+/// The SPEC's bound after `timeout + kill_grace`: the kill wait, the sweep and the last EOF
+/// wait (or the leak window, the sweep and the EOF wait after a normal exit) fit in it.
+const AFTER_LADDER: Duration = Duration::from_millis(250);
+/// Size of the stderr tail reported in diagnostics (after redaction).
+pub const STDERR_TAIL_BYTES: usize = 64 * 1024;
+/// How much of the end of stderr is kept raw: twice the reported tail, so that redaction sees
+/// a secret whole even when it straddles the cut to [`STDERR_TAIL_BYTES`].
+pub const STDERR_KEEP_BYTES: usize = 2 * STDERR_TAIL_BYTES;
+
+/// What to run and under which bounds.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// The program to execute (argv[0] resolved by the caller or through `PATH`).
+    pub program: PathBuf,
+    /// argv exactly as given; `argv[0]` is what the adapter sees as its name.
+    pub argv: Vec<String>,
+    /// The complete environment of the adapter.
+    pub env: Vec<(String, String)>,
+    /// Working directory; `None` keeps the dispatcher's.
+    pub cwd: Option<PathBuf>,
+    /// Bytes for the adapter's stdin; `None` gives it `/dev/null`.
+    pub stdin: Option<Vec<u8>>,
+    pub timeout: Duration,
+    pub kill_grace: Duration,
+    pub max_stdout_bytes: u64,
+}
+
+/// Why the adapter could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// The program does not exist (or is not on `PATH`).
+    #[error("the adapter program was not found")]
+    NotFound,
+    /// It exists but cannot be executed (permissions, exec format).
+    #[error("the adapter program is not executable")]
+    NotExecutable,
+    /// Anything else the kernel refused.
+    #[error("the adapter could not be started: {0}")]
+    Other(io::ErrorKind),
+}
+
+/// How the adapter ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Termination {
+    /// It exited with this code.
+    Exited(i32),
+    /// It was killed by this signal.
+    Signaled(i32),
+    /// It could not be reaped in time (stuck in the kernel after SIGKILL).
+    Unreaped,
+    /// It was never started: the dispatcher was interrupted first.
+    NotStarted,
+}
+
+/// Why the dispatcher stopped the adapter, when it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// The deadline passed.
+    Timeout,
+    /// stdout went past the cap.
+    OutputCap,
+    /// The dispatcher received this signal and forwarded it.
+    Interrupted(i32),
+}
+
+/// Everything observed about one run.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub termination: Termination,
+    /// Set when the dispatcher stopped the adapter; the first reason wins.
+    pub stopped: Option<Stop>,
+    /// stdout, at most `max_stdout_bytes` of it.
+    pub stdout: Vec<u8>,
+    /// How many stdout bytes were read in all (more than the cap when it was hit).
+    pub stdout_bytes: u64,
+    /// The last [`STDERR_KEEP_BYTES`] of stderr, raw: redact all of it, then cut to
+    /// [`STDERR_TAIL_BYTES`] (see [`tail_str`]).
+    pub stderr_tail: Vec<u8>,
+    /// More was written to stderr than `stderr_tail` holds.
+    pub stderr_truncated: bool,
+    pub stdin_bytes_written: u64,
+    /// Set when writing stdin failed: `"broken_pipe"` when the adapter closed it early (normal).
+    pub stdin_error: Option<String>,
+    pub duration: Duration,
+    /// Processes still alive after the adapter was gone (and the leak window), all killed.
+    pub leaked_processes: usize,
+}
+
+/// Run the adapter to completion under the bounds in `spec`.
+pub fn run(spec: Spec, interrupts: &Interrupts) -> Result<Finished, SpawnError> {
+    let start = Instant::now();
+    // A signal that arrived before now means: do not start at all. Later ones wake the loop
+    // and are forwarded to the adapter's group.
+    if let Some(sig) = interrupts.received() {
+        return Ok(not_started(sig, start));
+    }
+    let launch = Launch {
+        program: &spec.program,
+        argv: &spec.argv,
+        env: &spec.env,
+        cwd: spec.cwd.as_deref(),
+        stdin: spec.stdin.is_some(),
+    };
+    // From here on `group` kills and sweeps on every way out, unwinding included.
+    let (mut group, pipes) = ProcessGroup::spawn(&launch)?;
+    let mut io = Io::new(pipes, spec.stdin, spec.max_stdout_bytes, STDERR_KEEP_BYTES)
+        .map_err(|err| SpawnError::Other(err.kind()))?;
+    let hard = start + spec.timeout + spec.kill_grace + AFTER_LADDER;
+
+    let mut ladder = Ladder::new(start, spec.timeout, spec.kill_grace, KILL_WAIT);
+    loop {
+        let now = Instant::now();
+        if now >= ladder.deadline() {
+            if carry_out(ladder.on_deadline(now), &group) {
+                break;
+            }
+            continue;
+        }
+        let ready = io.poll_once(
+            Some(group.exit_fd()),
+            interrupts.wake_fd(),
+            ladder.deadline(),
+        );
+        if ready.signaled {
+            for sig in interrupts.take_pending() {
+                carry_out(ladder.on_signal(sig, Instant::now()), &group);
+            }
+        }
+        if ready.overflow {
+            carry_out(ladder.on_overflow(Instant::now()), &group);
+        }
+        if ready.exited && group.try_exit().is_some() {
+            break;
+        }
+    }
+
+    let stopped = ladder.stopped();
+    if stopped.is_none() {
+        // Descendants that still write get a short window to finish, never more.
+        io.drain(hard.min(Instant::now() + LEAK_WINDOW));
+    }
+    let swept = group.finish(hard.min(Instant::now() + SWEEP_BUDGET));
+    // Everything that could hold a pipe is dead now; EOF follows at once.
+    io.close_stdin();
+    io.drain(hard.min(Instant::now() + EOF_WAIT));
+    Ok(Finished {
+        termination: swept.termination,
+        stopped,
+        stdout_bytes: io.out.total(),
+        stderr_truncated: io.err.truncated(),
+        stdin_bytes_written: io.stdin_written,
+        stdin_error: io.stdin_error,
+        stdout: io.out.into_data(),
+        stderr_tail: io.err.into_tail(),
+        duration: start.elapsed(),
+        leaked_processes: swept.leaked_processes,
+    })
+}
+
+/// Do what the ladder says; returns `true` when it gave up waiting for the adapter.
+fn carry_out(action: Action, group: &ProcessGroup) -> bool {
+    match action {
+        Action::Nothing => {}
+        Action::Signal(sig) => {
+            if let Some(sig) = Signal::from_named_raw(sig) {
+                let _ = group.signal(sig);
+            }
+        }
+        Action::KillAll => group.kill(),
+        Action::GiveUp => return true,
+    }
+    false
+}
+
+/// The last `max_bytes` of `text` at most, starting on a character boundary: what is left of
+/// a redacted [`Finished::stderr_tail`] for the diagnostics.
+pub fn tail_str(text: &str, max_bytes: usize) -> &str {
+    let mut cut = text.len().saturating_sub(max_bytes);
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    &text[cut..]
+}
+
+fn not_started(sig: i32, start: Instant) -> Finished {
+    Finished {
+        termination: Termination::NotStarted,
+        stopped: Some(Stop::Interrupted(sig)),
+        stdout: Vec::new(),
+        stdout_bytes: 0,
+        stderr_tail: Vec::new(),
+        stderr_truncated: false,
+        stdin_bytes_written: 0,
+        stdin_error: None,
+        duration: start.elapsed(),
+        leaked_processes: 0,
+    }
+}
+
+/// Run the test named `name` alone in a fresh copy of this test binary and assert it passed
+/// there. The sweep kills and reaps every child of its process, so in the shared test process
+/// it could take the children of tests running in parallel. Returns `true` in the copy, where
+/// the caller runs the body.
+#[cfg(test)]
+fn isolated(name: &str) -> bool {
+    const ISOLATED: &str = "PTD_EXEC_ISOLATED_TEST";
+    if std::env::var_os(ISOLATED).is_some() {
+        return true;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--test-threads=1", "--nocapture"])
+        .env(ISOLATED, "1")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("1 passed"), "the test did not run: {text}");
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shell(script: &str, stdin: Option<&[u8]>) -> Spec {
+        Spec {
+            program: PathBuf::from("/bin/sh"),
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            cwd: None,
+            stdin: stdin.map(<[u8]>::to_vec),
+            timeout: Duration::from_secs(20),
+            kill_grace: Duration::from_millis(500),
+            max_stdout_bytes: 1 << 20,
+        }
+    }
+
+    fn threads() -> usize {
+        std::fs::read_dir("/proc/self/task").unwrap().count()
+    }
+
+    #[test]
+    fn a_run_starts_no_thread() {
+        if !isolated("exec::tests::a_run_starts_no_thread") {
+            return;
+        }
+        let before = threads();
+        // The adapter counts the dispatcher's threads while the run is on.
+        let spec = shell(
+            "cat >/dev/null; ls /proc/$PPID/task | wc -l",
+            Some(b"request"),
+        );
+        let finished = run(spec, &Interrupts::none()).unwrap();
+        assert_eq!(finished.termination, Termination::Exited(0));
+        let during: usize = String::from_utf8_lossy(&finished.stdout)
+            .trim()
+            .parse()
+            .unwrap();
+        assert_eq!(during, before, "threads while running");
+        assert_eq!(finished.stdin_bytes_written, 7);
+        assert_eq!(finished.stdin_error, None);
+        assert_eq!(threads(), before);
+    }
+
+    #[test]
+    fn stderr_keeps_twice_the_reported_tail() {
+        if !isolated("exec::tests::stderr_keeps_twice_the_reported_tail") {
+            return;
+        }
+        // 200 KiB of stderr, then a marker: the raw tail is 128 KiB and ends with the marker.
+        let spec = shell(
+            "head -c 204800 /dev/zero | tr '\\0' e >&2; printf END >&2",
+            None,
+        );
+        let finished = run(spec, &Interrupts::none()).unwrap();
+        assert_eq!(finished.stderr_tail.len(), STDERR_KEEP_BYTES);
+        assert!(finished.stderr_tail.ends_with(b"eEND"));
+        assert!(finished.stderr_truncated);
+        assert_eq!(finished.leaked_processes, 0);
+    }
+
+    #[test]
+    fn tail_str_cuts_on_a_character_boundary() {
+        assert_eq!(tail_str("abcdef", 3), "def");
+        assert_eq!(tail_str("ab", 3), "ab");
+        // "é" is two bytes: a cut inside it moves forward.
+        assert_eq!(tail_str("aéb", 2), "b");
+        assert_eq!(tail_str("aéb", 3), "éb");
+    }
+}

@@ -1,0 +1,155 @@
+//! Where the adapter's output goes: the start of stdout (up to a cap) and the end of stderr.
+//!
+//! Pure bookkeeping, no I/O: memory stays bounded by the cap (head) or by twice the kept
+//! length plus one read (tail), whatever the adapter writes.
+
+/// The first `cap` bytes of a stream, and how many were written in all.
+#[derive(Debug)]
+pub(crate) struct HeadSink {
+    data: Vec<u8>,
+    cap: u64,
+    total: u64,
+}
+
+impl HeadSink {
+    pub(crate) fn new(cap: u64) -> HeadSink {
+        HeadSink {
+            data: Vec::new(),
+            cap,
+            total: 0,
+        }
+    }
+
+    /// Take a chunk; returns `true` once more than `cap` bytes were written.
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> bool {
+        self.total += bytes.len() as u64;
+        let room = self.cap.saturating_sub(self.data.len() as u64);
+        let take = usize::try_from(room).map_or(bytes.len(), |room| room.min(bytes.len()));
+        self.data.extend_from_slice(&bytes[..take]);
+        self.overflowed()
+    }
+
+    pub(crate) fn overflowed(&self) -> bool {
+        self.total > self.cap
+    }
+
+    pub(crate) fn total(&self) -> u64 {
+        self.total
+    }
+
+    pub(crate) fn into_data(self) -> Vec<u8> {
+        self.data
+    }
+}
+
+/// The last `keep` bytes of a stream, and whether more than that was written.
+#[derive(Debug)]
+pub(crate) struct TailSink {
+    data: Vec<u8>,
+    keep: usize,
+    total: u64,
+}
+
+impl TailSink {
+    pub(crate) fn new(keep: usize) -> TailSink {
+        TailSink {
+            data: Vec::new(),
+            keep,
+            total: 0,
+        }
+    }
+
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
+        self.total += bytes.len() as u64;
+        if bytes.len() >= self.keep {
+            self.data.clear();
+            self.data
+                .extend_from_slice(&bytes[bytes.len() - self.keep..]);
+            return;
+        }
+        self.data.extend_from_slice(bytes);
+        // Cut only when twice the kept length is reached, so each byte is moved at most once
+        // on average instead of on every push.
+        if self.data.len() >= 2 * self.keep {
+            let cut = self.data.len() - self.keep;
+            self.data.drain(..cut);
+        }
+    }
+
+    /// More was written than is kept.
+    pub(crate) fn truncated(&self) -> bool {
+        self.total > self.keep as u64
+    }
+
+    pub(crate) fn into_tail(mut self) -> Vec<u8> {
+        if self.data.len() > self.keep {
+            let cut = self.data.len() - self.keep;
+            self.data.drain(..cut);
+        }
+        self.data
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn head_keeps_the_first_bytes_and_counts_all() {
+        let mut head = HeadSink::new(5);
+        assert!(!head.push(b"abc"));
+        assert!(!head.push(b"de"), "exactly the cap is not an overflow");
+        assert!(head.push(b"f"));
+        assert!(head.push(b"ghij"));
+        assert_eq!(head.total(), 10);
+        assert_eq!(head.into_data(), b"abcde");
+    }
+
+    #[test]
+    fn head_with_a_zero_cap_keeps_nothing() {
+        let mut head = HeadSink::new(0);
+        assert!(!head.push(b""));
+        assert!(head.push(b"x"));
+        assert_eq!(head.into_data(), b"");
+    }
+
+    #[test]
+    fn tail_keeps_the_last_bytes_across_many_small_pushes() {
+        let mut tail = TailSink::new(4);
+        let mut all = Vec::new();
+        for i in 0..100u8 {
+            tail.push(&[i, i]);
+            all.extend_from_slice(&[i, i]);
+        }
+        assert!(tail.truncated());
+        assert_eq!(tail.into_tail(), &all[all.len() - 4..]);
+    }
+
+    #[test]
+    fn tail_handles_a_push_longer_than_it_keeps() {
+        let mut tail = TailSink::new(3);
+        tail.push(b"ab");
+        tail.push(b"cdefg");
+        assert_eq!(tail.into_tail(), b"efg");
+    }
+
+    #[test]
+    fn tail_is_not_truncated_at_exactly_its_length() {
+        let mut tail = TailSink::new(4);
+        tail.push(b"ab");
+        tail.push(b"cd");
+        assert!(!tail.truncated());
+        tail.push(b"e");
+        assert!(tail.truncated());
+        assert_eq!(tail.into_tail(), b"bcde");
+    }
+
+    #[test]
+    fn tail_memory_stays_bounded() {
+        let mut tail = TailSink::new(1000);
+        for _ in 0..10_000 {
+            tail.push(&[b'x'; 333]);
+            assert!(tail.data.len() < 2 * 1000 + 333);
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! The I/O half of the supervisor: the dispatcher's ends of the adapter's three pipes, all
+//! non-blocking, served from one `poll(2)` together with the adapter's pidfd and the signal
+//! wake-up descriptor. No thread, no blocking read or write: a round never waits past the
+//! deadline it is given.
+
+use super::group::{timespec, Pipes};
+use super::sink::{HeadSink, TailSink};
+use rustix::event::{poll, PollFd, PollFlags};
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::io::Errno;
+use std::io;
+use std::time::{Duration, Instant};
+
+/// The most written to stdin, or read from an output pipe, per call.
+const CHUNK: usize = 64 * 1024;
+/// Reads per output pipe per round, so that a fast writer cannot starve the deadline.
+const READS_PER_ROUND: usize = 4;
+
+/// What a round of [`Io::poll_once`] saw besides the pipes.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Ready {
+    /// The exit descriptor is readable: the adapter exited.
+    pub(crate) exited: bool,
+    /// The wake-up descriptor is readable: a signal arrived.
+    pub(crate) signaled: bool,
+    /// stdout went past its cap during this round (it is closed now).
+    pub(crate) overflow: bool,
+}
+
+struct Feed {
+    fd: OwnedFd,
+    bytes: Vec<u8>,
+    written: usize,
+}
+
+pub(crate) struct Io {
+    stdin: Option<Feed>,
+    stdout: Option<OwnedFd>,
+    stderr: Option<OwnedFd>,
+    pub(crate) out: HeadSink,
+    pub(crate) err: TailSink,
+    pub(crate) stdin_written: u64,
+    pub(crate) stdin_error: Option<String>,
+    buf: Vec<u8>,
+}
+
+enum Drained {
+    Open,
+    Eof,
+    Overflow,
+}
+
+impl Io {
+    pub(crate) fn new(
+        pipes: Pipes,
+        stdin: Option<Vec<u8>>,
+        max_stdout_bytes: u64,
+        stderr_keep_bytes: usize,
+    ) -> io::Result<Io> {
+        let nonblocking = |fd: OwnedFd| -> io::Result<OwnedFd> {
+            rustix::io::ioctl_fionbio(&fd, true)?;
+            Ok(fd)
+        };
+        let feed = match (pipes.stdin, stdin) {
+            (Some(pipe), Some(bytes)) if !bytes.is_empty() => Some(Feed {
+                fd: nonblocking(pipe.into())?,
+                bytes,
+                written: 0,
+            }),
+            // Nothing to write: dropping the pipe gives the adapter EOF at once.
+            _ => None,
+        };
+        Ok(Io {
+            stdin: feed,
+            stdout: Some(nonblocking(pipes.stdout.into())?),
+            stderr: Some(nonblocking(pipes.stderr.into())?),
+            out: HeadSink::new(max_stdout_bytes),
+            err: TailSink::new(stderr_keep_bytes),
+            stdin_written: 0,
+            stdin_error: None,
+            buf: vec![0; CHUNK],
+        })
+    }
+
+    /// stdout or stderr has not reached EOF yet.
+    pub(crate) fn outputs_open(&self) -> bool {
+        self.stdout.is_some() || self.stderr.is_some()
+    }
+
+    /// Stop feeding stdin (what was not written is dropped).
+    pub(crate) fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Serve the pipes until stdout and stderr reached EOF or `until` passed.
+    pub(crate) fn drain(&mut self, until: Instant) {
+        while self.outputs_open() && Instant::now() < until {
+            self.poll_once(None, None, until);
+        }
+    }
+
+    /// One `poll(2)` over the open pipes and the given descriptors, waiting at most until
+    /// `until`, then whatever I/O is ready.
+    pub(crate) fn poll_once(
+        &mut self,
+        exit: Option<BorrowedFd<'_>>,
+        wake: Option<BorrowedFd<'_>>,
+        until: Instant,
+    ) -> Ready {
+        const EXIT: usize = 0;
+        const WAKE: usize = 1;
+        const STDIN: usize = 2;
+        const STDOUT: usize = 3;
+        const STDERR: usize = 4;
+        let wanted: [(Option<BorrowedFd<'_>>, PollFlags); 5] = [
+            (exit, PollFlags::IN),
+            (wake, PollFlags::IN),
+            (self.stdin.as_ref().map(|f| f.fd.as_fd()), PollFlags::OUT),
+            (self.stdout.as_ref().map(AsFd::as_fd), PollFlags::IN),
+            (self.stderr.as_ref().map(AsFd::as_fd), PollFlags::IN),
+        ];
+        let mut fds = Vec::with_capacity(wanted.len());
+        let mut slot = [usize::MAX; 5];
+        for (i, (fd, flags)) in wanted.into_iter().enumerate() {
+            if let Some(fd) = fd {
+                slot[i] = fds.len();
+                fds.push(PollFd::from_borrowed_fd(fd, flags));
+            }
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        match poll(&mut fds, Some(&timespec(left))) {
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(_) => {
+                // Out of kernel memory or the like: do not spin, let the caller's deadline act.
+                std::thread::sleep(left.min(Duration::from_millis(1)));
+                return Ready::default();
+            }
+        }
+        let mut revents = [PollFlags::empty(); 5];
+        for (i, &s) in slot.iter().enumerate() {
+            if s != usize::MAX {
+                revents[i] = fds[s].revents();
+            }
+        }
+        drop(fds);
+
+        let any = |r: PollFlags| !r.is_empty();
+        let mut ready = Ready {
+            exited: any(revents[EXIT]),
+            signaled: any(revents[WAKE]),
+            overflow: false,
+        };
+        if any(revents[STDIN]) {
+            self.feed();
+        }
+        if any(revents[STDOUT]) {
+            let (pipe, out, buf) = (&mut self.stdout, &mut self.out, &mut self.buf);
+            match read_some(pipe, buf, |bytes| out.push(bytes)) {
+                Drained::Open => {}
+                Drained::Eof => *pipe = None,
+                Drained::Overflow => {
+                    // Stop reading: the adapter gets EPIPE and is being killed anyway.
+                    *pipe = None;
+                    ready.overflow = true;
+                }
+            }
+        }
+        if any(revents[STDERR]) {
+            let (pipe, err, buf) = (&mut self.stderr, &mut self.err, &mut self.buf);
+            let drained = read_some(pipe, buf, |bytes| {
+                err.push(bytes);
+                false
+            });
+            if matches!(drained, Drained::Eof) {
+                *pipe = None;
+            }
+        }
+        ready
+    }
+
+    /// Write to stdin until the pipe is full, done, or broken. EPIPE (the adapter closed its
+    /// stdin early) is normal and recorded as `"broken_pipe"`.
+    fn feed(&mut self) {
+        let Some(feed) = &mut self.stdin else {
+            return;
+        };
+        let outcome = loop {
+            let end = feed.bytes.len().min(feed.written + CHUNK);
+            match rustix::io::write(&feed.fd, &feed.bytes[feed.written..end]) {
+                Ok(n) => {
+                    feed.written += n;
+                    if feed.written == feed.bytes.len() {
+                        break Some(None);
+                    }
+                }
+                Err(Errno::AGAIN) => break None,
+                Err(Errno::INTR) => {}
+                Err(Errno::PIPE) => break Some(Some("broken_pipe".to_string())),
+                Err(err) => {
+                    let kind = io::Error::from(err).kind();
+                    break Some(Some(format!("{kind:?}").to_lowercase()));
+                }
+            }
+        };
+        self.stdin_written = feed.written as u64;
+        if let Some(error) = outcome {
+            // Done or broken: closing gives the adapter EOF and frees the request bytes.
+            self.stdin_error = error;
+            self.stdin = None;
+        }
+    }
+}
+
+/// Read what is there (a few chunks at most) from `pipe` into `sink`, which returns `true`
+/// when it wants no more.
+fn read_some(
+    pipe: &Option<OwnedFd>,
+    buf: &mut [u8],
+    mut sink: impl FnMut(&[u8]) -> bool,
+) -> Drained {
+    let Some(fd) = pipe else {
+        return Drained::Eof;
+    };
+    let mut reads = 0;
+    while reads < READS_PER_ROUND {
+        match rustix::io::read(fd, &mut *buf) {
+            Ok(0) => return Drained::Eof,
+            Ok(n) => {
+                reads += 1;
+                if sink(&buf[..n]) {
+                    return Drained::Overflow;
+                }
+            }
+            Err(Errno::AGAIN) => return Drained::Open,
+            Err(Errno::INTR) => {}
+            Err(_) => return Drained::Eof,
+        }
+    }
+    Drained::Open
+}
