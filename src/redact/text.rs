@@ -1,0 +1,608 @@
+//! The string rules (SPEC §5) that work on text rather than on registered values:
+//! `key=value` / `key: value` assignments with a sensitive key, `Cookie:` headers, URL userinfo,
+//! `Bearer`/`Basic` credentials and well-known token shapes, each replaced by `[redacted]`.
+//!
+//! Invariants: a rule only ever replaces a credential with the marker and never matches a
+//! marker, so running it on its own output changes nothing; prose without an explicit `=` or
+//! `:` is left alone. It must not know about registered secrets or host paths.
+
+use super::keys::is_sensitive_key;
+use super::{Edits, MIN_SECRET_CHARS, REDACTED};
+use regex::Regex;
+use std::borrow::Cow;
+use std::sync::OnceLock;
+
+/// Keys longer than this are read from their last this-many characters.
+const MAX_KEY_BYTES: usize = 64;
+
+/// HTTP authentication schemes kept in front of a redacted credential.
+const AUTH_SCHEMES: [&str; 6] = ["bearer", "basic", "digest", "token", "negotiate", "ntlm"];
+
+/// Values of sensitive keys in `key=value` / `key: value` text → `[redacted]`. Only an explicit
+/// separator counts, so prose ("the token was rejected") stays as it is.
+pub(super) fn scrub_assignments(s: &str) -> Cow<'_, str> {
+    let bytes = s.as_bytes();
+    let mut edits = Edits::new(s);
+    let mut floor = 0; // nothing before this can be part of a key (it was a value)
+    let mut authorities = Authorities::new(s);
+    let mut pos = 0;
+    while let Some(off) = bytes[pos..].iter().position(|&b| b == b':' || b == b'=') {
+        let sep = pos + off;
+        pos = sep + 1;
+        // `scheme://` and a `user:pass@host` authority are URLs, which `scrub_credentials` owns.
+        if s[sep..].starts_with("://") || authorities.contain(sep) {
+            continue;
+        }
+        let Some(key) = key_before(s, sep, floor) else {
+            continue;
+        };
+        if !is_sensitive_key(&s[key.start..key.end]) {
+            continue;
+        }
+        let mut start = sep + 1;
+        while matches!(bytes.get(start), Some(b' ' | b'\t')) {
+            start += 1;
+        }
+        let Some(value) = value_at(s, start) else {
+            continue;
+        };
+        let inner = &s[value.inner.0..value.inner.1];
+        // A bare `name:value` is too often a namespaced id (`secrets:list`) to redact blindly.
+        // The test ignores length: a later pass may put a longer marker inside the value, and
+        // the decision must not change when the output is redacted again.
+        let bare_colon = bytes[sep] == b':' && !key.quoted && start == sep + 1 && !value.quoted;
+        if bare_colon && !has_credential_traits(inner) {
+            continue;
+        }
+        let keep_scheme = s[key.start..key.end]
+            .to_ascii_lowercase()
+            .contains("authorization");
+        if let Some(with) = value_replacement(inner, keep_scheme) {
+            edits.replace(value.inner.0, value.inner.1, &with);
+        }
+        authorities.restart_at(value.end);
+        floor = value.end;
+        pos = value.end;
+    }
+    edits.finish()
+}
+
+/// The authority parts (`user:pass@host:port`) of the URLs in a text, found left to right;
+/// each `://` is found once, so asking about every separator in order is linear.
+struct Authorities<'a> {
+    s: &'a str,
+    /// Position of the next `://` not yet read.
+    upcoming: Option<usize>,
+    /// The latest authority read: [start, end).
+    current: (usize, usize),
+}
+
+impl<'a> Authorities<'a> {
+    fn new(s: &'a str) -> Self {
+        Authorities {
+            s,
+            upcoming: s.find("://"),
+            current: (0, 0),
+        }
+    }
+
+    /// Whether `at` lies inside an authority; `at` never decreases between calls.
+    fn contain(&mut self, at: usize) -> bool {
+        while let Some(colon) = self.upcoming.filter(|&colon| colon <= at) {
+            let start = colon + 3;
+            self.current = (start, start + authority_len(&self.s[start..]));
+            self.upcoming = self.s[start..].find("://").map(|i| start + i);
+        }
+        self.current.0 <= at && at < self.current.1
+    }
+
+    /// Forget any URL that starts before `at`: that text was a value, now redacted, and a
+    /// `://` inside it must not make what follows look like an authority. Searches again only
+    /// past a `://` it has already found, so the total work stays linear.
+    fn restart_at(&mut self, at: usize) {
+        self.current = (0, 0);
+        if self.upcoming.is_some_and(|colon| colon < at) {
+            self.upcoming = self.s[at..].find("://").map(|i| at + i);
+        }
+    }
+}
+
+/// Length of the authority at the start of `rest` (the text after `://`). Brackets are allowed
+/// (IPv6 hosts, and markers put there by redaction, which must not change the answer).
+fn authority_len(rest: &str) -> usize {
+    rest.find(|c: char| {
+        c.is_whitespace() || matches!(c, '/' | '?' | '#' | '"' | '\'' | '<' | '>' | '\\')
+    })
+    .unwrap_or(rest.len())
+}
+
+struct KeySpan {
+    start: usize,
+    end: usize,
+    /// The key is wrapped in quotes (`"password": …`), as in JSON or Python text.
+    quoted: bool,
+}
+
+/// The key in front of the separator at `sep`: `[A-Za-z0-9_.-]+`, then an optional closing
+/// quote (possibly backslash-escaped), then spaces.
+fn key_before(s: &str, sep: usize, floor: usize) -> Option<KeySpan> {
+    let b = s.as_bytes();
+    let mut j = sep;
+    while j > floor && matches!(b[j - 1], b' ' | b'\t') {
+        j -= 1;
+    }
+    let mut quoted = false;
+    if j > floor && matches!(b[j - 1], b'"' | b'\'') {
+        quoted = true;
+        j -= 1;
+        if j > floor && b[j - 1] == b'\\' {
+            j -= 1;
+        }
+    }
+    let end = j;
+    while j > floor && end - j < MAX_KEY_BYTES && is_key_byte(b[j - 1]) {
+        j -= 1;
+    }
+    (j < end).then_some(KeySpan {
+        start: j,
+        end,
+        quoted,
+    })
+}
+
+fn is_key_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-')
+}
+
+struct ValueSpan {
+    /// The part that is replaced (inside the quotes, if any).
+    inner: (usize, usize),
+    /// Where the value ends, closing quote included.
+    end: usize,
+    quoted: bool,
+}
+
+/// The value starting at `start`: a quoted string (`"…"` with escapes, `\"…\"`, `'…'`) up to its
+/// closing quote on the same line, or an unquoted run up to whitespace, `&`, `,`, `;` or a quote.
+/// An unquoted auth scheme takes its credential with it (`Bearer abc`).
+fn value_at(s: &str, start: usize) -> Option<ValueSpan> {
+    let b = s.as_bytes();
+    let rest = &s[start..];
+    let quoted = |open: usize, close: Option<usize>, close_len: usize| match close {
+        Some(close) => ValueSpan {
+            inner: (start + open, close),
+            end: close + close_len,
+            quoted: true,
+        },
+        None => {
+            let end = unquoted_end(s, start + open);
+            ValueSpan {
+                inner: (start + open, end),
+                end,
+                quoted: true,
+            }
+        }
+    };
+    let span = if rest.starts_with('"') {
+        let mut i = start + 1;
+        let mut close = None;
+        while i < b.len() {
+            match b[i] {
+                b'\\' => i += 2,
+                b'"' => {
+                    close = Some(i);
+                    break;
+                }
+                b'\n' | b'\r' => break,
+                _ => i += 1,
+            }
+        }
+        quoted(1, close, 1)
+    } else if rest.starts_with("\\\"") {
+        let line = line_end(s, start + 2);
+        let close = s[start + 2..line].find("\\\"").map(|i| start + 2 + i);
+        quoted(2, close, 2)
+    } else if rest.starts_with('\'') {
+        let line = line_end(s, start + 1);
+        let close = s[start + 1..line].find('\'').map(|i| start + 1 + i);
+        quoted(1, close, 1)
+    } else if rest.starts_with('=') {
+        return None; // `==`: a comparison, not an assignment
+    } else {
+        let mut end = unquoted_end(s, start);
+        let word = &s[start..end];
+        if AUTH_SCHEMES.iter().any(|a| word.eq_ignore_ascii_case(a)) {
+            let mut next = end;
+            while matches!(b.get(next), Some(b' ' | b'\t')) {
+                next += 1;
+            }
+            let credential_end = unquoted_end(s, next);
+            if next > end && credential_end > next {
+                end = credential_end;
+            }
+        }
+        ValueSpan {
+            inner: (start, end),
+            end,
+            quoted: false,
+        }
+    };
+    (span.inner.1 > span.inner.0).then_some(span)
+}
+
+fn line_end(s: &str, from: usize) -> usize {
+    s[from..].find(['\n', '\r']).map_or(s.len(), |i| from + i)
+}
+
+/// End of an unquoted value: whitespace, `&`, `,`, `;`, a quote, or a backslash-escaped quote.
+fn unquoted_end(s: &str, start: usize) -> usize {
+    let b = s.as_bytes();
+    for (i, c) in s[start..].char_indices() {
+        let at = start + i;
+        let stop = c.is_whitespace()
+            || matches!(c, '&' | ',' | ';' | '"' | '\'')
+            || (c == '\\' && b.get(at + 1) == Some(&b'"'));
+        if stop {
+            return at;
+        }
+    }
+    s.len()
+}
+
+/// What replaces a sensitive value, or `None` when it is already redacted.
+fn value_replacement(inner: &str, keep_scheme: bool) -> Option<String> {
+    if inner == REDACTED {
+        return None;
+    }
+    let scheme_end = inner
+        .bytes()
+        .position(|b| !b.is_ascii_alphabetic())
+        .unwrap_or(inner.len());
+    let scheme = &inner[..scheme_end];
+    let after = inner[scheme_end..].trim_start_matches([' ', '\t']);
+    let has_scheme = AUTH_SCHEMES.iter().any(|a| scheme.eq_ignore_ascii_case(a))
+        && after.len() < inner.len() - scheme_end
+        && !after.is_empty();
+    if keep_scheme && has_scheme {
+        if after == REDACTED {
+            return None;
+        }
+        let prefix_len = inner.len() - after.len();
+        return Some(format!("{}{REDACTED}", &inner[..prefix_len]));
+    }
+    Some(REDACTED.to_string())
+}
+
+/// At least 8 characters with [`has_credential_traits`]: random credentials nearly always
+/// qualify, prose words ("authentication") do not.
+fn looks_like_credential(s: &str) -> bool {
+    s.chars().count() >= MIN_SECRET_CHARS && has_credential_traits(s)
+}
+
+/// A digit, one of `+/=`, or a capital after the first character. The markers have none of
+/// these, so inserting one never turns a value into a credential.
+fn has_credential_traits(s: &str) -> bool {
+    s.bytes().any(|b| b.is_ascii_digit())
+        || s.contains(['+', '/', '='])
+        || s.chars().skip(1).any(|c| c.is_ascii_uppercase())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Credentials by shape: headers, URLs, auth schemes, well-known tokens
+// ---------------------------------------------------------------------------------------------
+
+/// The start of every shape-based rule. Each alternative is short and bounded; the variable
+/// part after it is read by hand, so the scan stays linear on any input.
+fn credential_triggers() -> &'static Regex {
+    static TRIGGERS: OnceLock<Regex> = OnceLock::new();
+    TRIGGERS.get_or_init(|| {
+        Regex::new(concat!(
+            r"(?-u:\b)(?i-u:set-cookie|cookie)[ \t]*:",
+            r"|(?-u:\b)(?i-u:bearer|basic)[ \t]+",
+            // Before the URL scheme, which could otherwise start at the same place.
+            r"|(?-u:\b)(?:sk-|gh[pousr]_|github_pat_|xox[abposr]-|A[KS]IA|glpat-|eyJ)",
+            r"|[A-Za-z][A-Za-z0-9+.\-]{0,31}://",
+        ))
+        .expect("the credential trigger pattern is a valid regex")
+    })
+}
+
+/// `Cookie:`/`Set-Cookie:` values (to the end of the line), URL userinfo, `Bearer`/`Basic`
+/// credentials, and well-known token shapes → `[redacted]`.
+pub(super) fn scrub_credentials(s: &str) -> Cow<'_, str> {
+    let triggers = credential_triggers();
+    let mut edits = Edits::new(s);
+    let mut pos = 0;
+    while pos < s.len() {
+        let Some(m) = triggers.find_at(s, pos) else {
+            break;
+        };
+        let trigger = m.as_str();
+        let (edit, resume) = if trigger.ends_with("://") {
+            userinfo(s, m.end())
+        } else if trigger.ends_with(':') {
+            header_value(s, m.end())
+        } else if trigger.ends_with([' ', '\t']) {
+            auth_credential(s, m.end())
+        } else {
+            token_shape(s, m.start(), trigger)
+        };
+        if let Some((start, end)) = edit {
+            edits.replace(start, end, REDACTED);
+        }
+        pos = resume.max(m.end());
+    }
+    edits.finish()
+}
+
+/// A range to replace (if any) and where the scan resumes.
+type Verdict = (Option<(usize, usize)>, usize);
+
+fn header_value(s: &str, after_colon: usize) -> Verdict {
+    let start = after_colon + run_len(s, after_colon, |b| b == b' ' || b == b'\t');
+    let end = line_end(s, start);
+    let value = &s[start..end];
+    if value.trim().is_empty() || value == REDACTED {
+        return (None, end);
+    }
+    (Some((start, end)), end)
+}
+
+/// `scheme://userinfo@host` → `scheme://[redacted]@host`; the userinfo runs to the last `@`
+/// before the host part ends.
+fn userinfo(s: &str, start: usize) -> Verdict {
+    let authority_end = start + authority_len(&s[start..]);
+    match s[start..authority_end].rfind('@') {
+        Some(at) if at > 0 && &s[start..start + at] != REDACTED => {
+            (Some((start, start + at)), start + at + 1)
+        }
+        _ => (None, start),
+    }
+}
+
+/// `Bearer <token68>` / `Basic <token68>`, when the word after the scheme looks like a
+/// credential ("Basic authentication" stays).
+fn auth_credential(s: &str, start: usize) -> Verdict {
+    let b = s.as_bytes();
+    let mut end = start;
+    while end < b.len()
+        && (b[end].is_ascii_alphanumeric()
+            || matches!(b[end], b'-' | b'.' | b'_' | b'~' | b'+' | b'/'))
+    {
+        end += 1;
+    }
+    while end < b.len() && b[end] == b'=' {
+        end += 1;
+    }
+    if looks_like_credential(&s[start..end]) {
+        (Some((start, end)), end)
+    } else {
+        (None, start)
+    }
+}
+
+/// Length of the run of bytes from `from` that satisfy `keep`.
+fn run_len(s: &str, from: usize, keep: impl Fn(u8) -> bool) -> usize {
+    s.as_bytes()[from..]
+        .iter()
+        .take_while(|&&b| keep(b))
+        .count()
+}
+
+fn token_shape(s: &str, start: usize, prefix: &str) -> Verdict {
+    let tail = start + prefix.len();
+    let alnum = |b: u8| b.is_ascii_alphanumeric();
+    let alnum_dash_underscore = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
+    let has_digit = |from: usize, to: usize| s.as_bytes()[from..to].iter().any(u8::is_ascii_digit);
+    let (end, ok) = match prefix {
+        "sk-" => {
+            // OpenAI-style; the digit keeps "sk-learn-compatible-estimator" prose intact.
+            let end = tail + run_len(s, tail, alnum_dash_underscore);
+            (end, end - tail >= 20 && has_digit(tail, end))
+        }
+        "github_pat_" => {
+            let end = tail + run_len(s, tail, |b| alnum(b) || b == b'_');
+            (end, end - tail >= 20)
+        }
+        "glpat-" => {
+            let end = tail + run_len(s, tail, alnum_dash_underscore);
+            (end, end - tail >= 20)
+        }
+        "AKIA" | "ASIA" => {
+            let end = tail + run_len(s, tail, alnum);
+            let upper = s.as_bytes()[tail..end]
+                .iter()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
+            (end, end - tail == 16 && upper)
+        }
+        "eyJ" => return jwt(s, start),
+        p if p.starts_with("xox") => {
+            let end = tail + run_len(s, tail, |b| alnum(b) || b == b'-');
+            (end, end - tail >= 10 && has_digit(tail, end))
+        }
+        _ => {
+            // gh[pousr]_
+            let end = tail + run_len(s, tail, alnum);
+            (end, end - tail >= 20)
+        }
+    };
+    (ok.then_some((start, end)), end)
+}
+
+/// A JWT (or JWE): `eyJ…` header, then two to four more dot-separated base64url segments (the
+/// last may be empty, as in an unsigned token).
+fn jwt(s: &str, start: usize) -> Verdict {
+    let b64url = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
+    let header_end = start + run_len(s, start, b64url);
+    if header_end - start < 10 {
+        return (None, header_end);
+    }
+    let mut end = header_end;
+    let mut segments = 1;
+    while segments < 5 && s.as_bytes().get(end) == Some(&b'.') {
+        let len = run_len(s, end + 1, b64url);
+        // Only the signature, the third segment, may be empty.
+        if len == 0 && segments != 2 {
+            break;
+        }
+        end += 1 + len;
+        segments += 1;
+        if len == 0 {
+            break;
+        }
+    }
+    let payload_ok = segments >= 3;
+    (payload_ok.then_some((start, end)), end)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::redact::Redactor;
+
+    fn redact(s: &str) -> String {
+        Redactor::new().redact_str(s)
+    }
+
+    #[test]
+    fn assignments_with_sensitive_keys_are_redacted() {
+        for (input, expected) in [
+            ("token=abc", "token=[redacted]"),
+            ("GITHUB_TOKEN=ghx_1 next", "GITHUB_TOKEN=[redacted] next"),
+            ("password: hunter2", "password: [redacted]"),
+            ("x-api-key = k1, other", "x-api-key = [redacted], other"),
+            ("?token=abc&x=1", "?token=[redacted]&x=1"),
+            ("a=1;secret=two;b=3", "a=1;secret=[redacted];b=3"),
+            (r#"password="a b c" rest"#, r#"password="[redacted]" rest"#),
+            ("password='a b' rest", "password='[redacted]' rest"),
+            (
+                r#"{"password": "a b", "user": "bob"}"#,
+                r#"{"password": "[redacted]", "user": "bob"}"#,
+            ),
+            (r#"{\"token\":\"abc\"}"#, r#"{\"token\":\"[redacted]\"}"#),
+            (
+                r#"password="unterminated value"#,
+                r#"password="[redacted] value"#,
+            ),
+            ("'TOKEN=abc' next", "'TOKEN=[redacted]' next"),
+            ("env=DB_PASSWORD=xyz", "env=DB_PASSWORD=[redacted]"),
+            ("password:Hunter2hunter2", "password:[redacted]"),
+            (
+                "Authorization: Bearer abc",
+                "Authorization: Bearer [redacted]",
+            ),
+            (
+                r#""authorization": "Basic dXNlcjpwYXNz""#,
+                r#""authorization": "Basic [redacted]""#,
+            ),
+            ("token: Bearer abc", "token: [redacted]"),
+        ] {
+            assert_eq!(redact(input), expected, "{input}");
+        }
+    }
+
+    #[test]
+    fn prose_and_lookalikes_are_left_alone() {
+        for text in [
+            "token validation passed",
+            "the password is wrong",
+            "Secret values, bearer tokens, cookies, and host-local paths stay out",
+            "max_tokens=100 prompt_tokens: 20 token_count=3",
+            "tokenizer_model=cl100k sandbox_session_id=s-1",
+            "uses Basic authentication and a Bearer token",
+            "install sk-learn or sk-learn-compatible-estimators",
+            "tool secrets:list and password-manager:get",
+            "if token == expected",
+            "see https://example.com/a/b?page=2#top and mail a@b.com",
+            "at 10:30, ratio=2:1",
+            "/rootfs /homepage home/alice ./root relative/path /home/ /tmp/x",
+            "eyJhbGciOiJIUzI1NiJ9 alone is just base64",
+            "AKIA is a prefix; AKIAIOSFODNN7EXAMPLEX is too long",
+            "[redacted] [host-path] stay as they are",
+        ] {
+            assert_eq!(redact(text), text);
+        }
+    }
+
+    #[test]
+    fn auth_schemes_keep_the_scheme_word() {
+        assert_eq!(
+            redact("curl -H 'x: Bearer eyJabc.def.ghi' -u x"),
+            "curl -H 'x: Bearer [redacted]' -u x"
+        );
+        assert_eq!(redact("Basic dXNlcjpwYXNz"), "Basic [redacted]");
+        assert_eq!(redact("bearer abcDEF123456=="), "bearer [redacted]");
+    }
+
+    #[test]
+    fn cookie_headers_are_redacted_to_the_end_of_the_line() {
+        assert_eq!(
+            redact("Cookie: a=b; c=d\nnext line"),
+            "Cookie: [redacted]\nnext line"
+        );
+        assert_eq!(
+            redact("set-cookie:id=1; Path=/; HttpOnly\r\nX: y"),
+            "set-cookie:[redacted]\r\nX: y"
+        );
+    }
+
+    #[test]
+    fn url_userinfo_is_redacted() {
+        assert_eq!(
+            redact("git clone https://user:p@ss@github.com/o/r.git"),
+            "git clone https://[redacted]@github.com/o/r.git"
+        );
+        assert_eq!(
+            redact("https://ghp_token_value@host/x?access_token=abc#f"),
+            "https://[redacted]@host/x?access_token=[redacted]"
+        );
+        assert_eq!(redact("ssh://git@host:22/x"), "ssh://[redacted]@host:22/x");
+    }
+
+    #[test]
+    fn known_token_shapes_are_redacted() {
+        for token in [
+            "sk-abcdefghijklmnop1234567890",
+            "sk-proj-Abc_def-1234567890abcdefghij",
+            "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+            "gho_abcdefghijklmnopqrstuvwxyz0123456789",
+            "github_pat_11ABCDEFG0123456789_abcdefghijklmnop",
+            "xoxb-1234567890-abcdefghij",
+            "xoxp-12345-67890-abcdef",
+            "AKIAIOSFODNN7EXAMPLE",
+            "ASIAIOSFODNN7EXAMPLE",
+            "glpat-abcdefghij0123456789",
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl",
+            "eyJhbGciOiJub25lIn0.eyJzdWIiOiIxIn0.",
+        ] {
+            assert_eq!(
+                redact(&format!("got {token}, ok")),
+                "got [redacted], ok",
+                "{token}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_url_scheme_is_not_an_assignment() {
+        // Found by proptest: `token.https:` once read as a key whose value changed length
+        // after the userinfo was redacted, so a second redaction differed from the first.
+        let once = redact("Bearer token.https://&@");
+        assert_eq!(once, "Bearer token.https://[redacted]@");
+        assert_eq!(redact(&once), once);
+        assert_eq!(redact("token://host/x"), "token://host/x");
+        assert_eq!(redact("a://b://x-token:abc123@h"), "a://b://[redacted]@h");
+        // A URL inside a redacted value must not hide the assignment after it.
+        let once = redact("token=https://&token=abc");
+        assert_eq!(once, "token=[redacted]&token=[redacted]");
+        let once = redact("https://ghp_abc123XYZ456def789sk-token: /");
+        assert_eq!(redact(&once), once);
+        assert_eq!(
+            redact("https://x-access-token:ghs_abc@github.com/o/r.git?token=1"),
+            "https://[redacted]@github.com/o/r.git?token=[redacted]"
+        );
+        assert_eq!(
+            redact("sk-proj-abc123def456ghi789://u@h"),
+            "[redacted]://u@h"
+        );
+    }
+}
