@@ -113,6 +113,80 @@ impl Redactor {
         self.walk(v, Rules::Full);
     }
 
+    /// The full string rules on the end of a captured stream (a stderr tail), cut to at most
+    /// `keep` bytes. `raw` is what the capture kept: its last bytes, ideally `keep` plus an
+    /// overlap longer than any secret. The bytes are decoded lossily and ALL of `raw` is
+    /// redacted; then only the last `keep` bytes of the result are kept (on a char boundary),
+    /// and never anything that came from `raw`'s overlap before the window. When anything was
+    /// dropped, the partial first line goes too (up to and including the first `\n` of the
+    /// kept text, if it has one). Returns the text and whether anything was dropped.
+    ///
+    /// Why no half secret survives: a registered secret, or a pattern shorter than the
+    /// overlap, that straddles the window's edge lies wholly inside `raw`, so it is matched
+    /// and replaced before the cut, and the cut falls inside or beside its marker. A secret
+    /// cut by the capture itself at the start of `raw` lies in the overlap, which is dropped
+    /// whole, however much redaction shrank it.
+    pub fn redact_tail(&self, raw: &[u8], keep: usize) -> (String, bool) {
+        let mut cut = raw.len().saturating_sub(keep);
+        // Put the window's edge on a character's first byte (at most 3 continuation bytes).
+        for _ in 0..3 {
+            if raw.get(cut).is_some_and(|b| b & 0xC0 == 0x80) {
+                cut += 1;
+            }
+        }
+        let (text, edge) = decode_around(raw, cut);
+        let mut anchor = Some(Anchor {
+            at: edge,
+            side: Side::Start,
+        });
+        let redacted = self.redact_text(&text, &mut anchor);
+        let edge = anchor.map_or(0, |a| a.at);
+        let mut start = edge.max(redacted.len().saturating_sub(keep));
+        while !redacted.is_char_boundary(start) {
+            start += 1;
+        }
+        let dropped = start > 0;
+        if dropped {
+            if let Some(newline) = redacted[start..].find('\n') {
+                start += newline + 1;
+            }
+        }
+        (redacted[start..].to_string(), dropped)
+    }
+
+    /// The mirror of [`Redactor::redact_tail`] for the start of a captured stream (a stdout
+    /// head): `raw` is the first bytes the capture kept, `keep` plus an overlap. All of it is
+    /// redacted; at most the first `keep` bytes of the result are kept, never anything from
+    /// the overlap after the window, and when anything was dropped the partial last line goes
+    /// too (from the last `\n` of the kept text on, that `\n` included, if it has one).
+    pub fn redact_head(&self, raw: &[u8], keep: usize) -> (String, bool) {
+        let mut cut = keep.min(raw.len());
+        // Keep a character cut by the window's edge out of the window.
+        for _ in 0..3 {
+            if raw.get(cut).is_some_and(|b| b & 0xC0 == 0x80) && cut > 0 {
+                cut -= 1;
+            }
+        }
+        let (text, edge) = decode_around(raw, cut);
+        let mut anchor = Some(Anchor {
+            at: edge,
+            side: Side::End,
+        });
+        let redacted = self.redact_text(&text, &mut anchor);
+        let edge = anchor.map_or(redacted.len(), |a| a.at);
+        let mut end = edge.min(keep);
+        while !redacted.is_char_boundary(end) {
+            end -= 1;
+        }
+        let dropped = end < redacted.len();
+        if dropped {
+            if let Some(newline) = redacted[..end].rfind('\n') {
+                end = newline;
+            }
+        }
+        (redacted[..end].to_string(), dropped)
+    }
+
     /// The secret search, or `None` while no secret is registered.
     fn matcher(&self) -> Option<&SecretMatcher> {
         if self.secrets.is_empty() {
@@ -125,11 +199,21 @@ impl Redactor {
     }
 
     fn scrub<'a>(&self, s: &'a str) -> Cow<'a, str> {
-        self.settle(s, |t| self.scrub_once(t))
+        self.scrub_text(s, &mut None)
     }
 
     fn redact<'a>(&self, s: &'a str) -> Cow<'a, str> {
-        self.settle(s, |t| self.redact_once(t))
+        self.redact_text(s, &mut None)
+    }
+
+    /// The exact-secret rule, carrying `anchor` to the same place in the output.
+    fn scrub_text<'a>(&self, s: &'a str, anchor: &mut Option<Anchor>) -> Cow<'a, str> {
+        self.settle(s, anchor, |t, anchor| self.scrub_once(t, anchor))
+    }
+
+    /// Every string rule, carrying `anchor` to the same place in the output.
+    fn redact_text<'a>(&self, s: &'a str, anchor: &mut Option<Anchor>) -> Cow<'a, str> {
+        self.settle(s, anchor, |t, anchor| self.redact_once(t, anchor))
     }
 
     /// Secrets first, so no later rule splits one. Paths next: a path never starts right after
@@ -137,38 +221,42 @@ impl Redactor {
     /// shapes, so `token: Bearer x` is read as one value; and the assignment rule's decisions
     /// never depend on what the shape rule later puts inside a value. Together these make a
     /// second run a no-op.
-    fn redact_once<'a>(&self, s: &'a str) -> Cow<'a, str> {
-        let s = self.scrub_once(s);
-        let s = chain(s, |t| self.scrub_paths(t));
-        let s = chain(s, scrub_assignments);
-        chain(s, scrub_credentials)
+    fn redact_once<'a>(&self, s: &'a str, anchor: &mut Option<Anchor>) -> Cow<'a, str> {
+        let s = self.scrub_once(s, anchor);
+        let s = then(s, anchor, &|t, edits| self.scrub_paths(t, edits));
+        let s = then(s, anchor, &scrub_assignments);
+        then(s, anchor, &scrub_credentials)
     }
 
-    /// Run `pass` once, or to a fixed point when a secret form could overlap a marker.
-    fn settle<'a, F>(&self, s: &'a str, pass: F) -> Cow<'a, str>
+    /// Run `pass` once, or to a fixed point when a secret form could overlap a marker. Only
+    /// such contrived secrets (holding `[` or `]`, or part of a marker) ever need more than
+    /// one pass, and never more than [`MAX_SETTLE_PASSES`].
+    fn settle<'a, F>(&self, s: &'a str, anchor: &mut Option<Anchor>, pass: F) -> Cow<'a, str>
     where
-        F: for<'b> Fn(&'b str) -> Cow<'b, str>,
+        F: for<'b> Fn(&'b str, &mut Option<Anchor>) -> Cow<'b, str>,
     {
-        let mut current = pass(s);
+        let mut current = pass(s, anchor);
         if !self.matcher().is_some_and(|m| m.touches_markers) {
             return current;
         }
         for _ in 1..MAX_SETTLE_PASSES {
-            let next = match pass(&current) {
+            let mut next_anchor = *anchor;
+            let next = match pass(&current, &mut next_anchor) {
                 Cow::Borrowed(_) => break,
                 Cow::Owned(next) => next,
             };
             if next == *current {
                 break;
             }
+            *anchor = next_anchor;
             current = Cow::Owned(next);
         }
         current
     }
 
-    fn scrub_once<'a>(&self, s: &'a str) -> Cow<'a, str> {
+    fn scrub_once<'a>(&self, s: &'a str, anchor: &mut Option<Anchor>) -> Cow<'a, str> {
         match self.matcher() {
-            Some(matcher) => matcher.replace(s),
+            Some(matcher) => run(s, anchor, &|t, edits| matcher.replace(t, edits)),
             None => Cow::Borrowed(s),
         }
     }
@@ -257,18 +345,56 @@ fn dismantle(value: Value) {
     }
 }
 
-/// Apply `pass` to the result of an earlier pass, keeping it borrowed when nothing changes.
-fn chain<'a>(prev: Cow<'a, str>, pass: impl for<'b> Fn(&'b str) -> Cow<'b, str>) -> Cow<'a, str> {
+/// `raw` decoded lossily, and where `raw[cut..]` starts in the text.
+fn decode_around(raw: &[u8], cut: usize) -> (String, usize) {
+    let mut text = String::from_utf8_lossy(&raw[..cut]).into_owned();
+    let edge = text.len();
+    text.push_str(&String::from_utf8_lossy(&raw[cut..]));
+    (text, edge)
+}
+
+/// One rule: it reads a text and records its replacements, in order, in an [`Edits`].
+type Pass<'r> = dyn for<'b> Fn(&'b str, &mut Edits<'b>) + 'r;
+
+/// Run one rule over `s`, keeping it borrowed when nothing changes.
+fn run<'a>(s: &'a str, anchor: &mut Option<Anchor>, pass: &Pass<'_>) -> Cow<'a, str> {
+    let mut edits = Edits::new(s, *anchor);
+    pass(s, &mut edits);
+    let (out, moved) = edits.finish();
+    *anchor = moved;
+    out
+}
+
+/// Run one rule over the result of an earlier one.
+fn then<'a>(prev: Cow<'a, str>, anchor: &mut Option<Anchor>, pass: &Pass<'_>) -> Cow<'a, str> {
     match prev {
-        Cow::Borrowed(s) => pass(s),
+        Cow::Borrowed(s) => run(s, anchor, pass),
         Cow::Owned(s) => {
-            let next = match pass(&s) {
+            let next = match run(&s, anchor, pass) {
                 Cow::Borrowed(_) => None,
                 Cow::Owned(next) => Some(next),
             };
             Cow::Owned(next.unwrap_or(s))
         }
     }
+}
+
+/// A position in a text, carried through every rule to the same place in the output: what was
+/// before it stays before it, what was after it stays after it. A replaced range that spans it
+/// puts it at the start or the end of the marker, as `side` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Anchor {
+    at: usize,
+    side: Side,
+}
+
+/// Which end of a marker an [`Anchor`] inside the replaced range moves to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// The marker stays after the anchor (it is kept by a tail).
+    Start,
+    /// The marker stays before the anchor (it is kept by a head).
+    End,
 }
 
 /// Builds the output of one pass: the input with some non-overlapping ranges replaced, in order.
@@ -278,21 +404,40 @@ struct Edits<'a> {
     /// End of the last replaced range; nothing before it may be replaced again.
     done: usize,
     changed: bool,
+    /// An input position not yet carried to the output (it lies at or after `done`).
+    pending: Option<Anchor>,
+    /// The anchor's output position, once known.
+    moved: Option<Anchor>,
 }
 
 impl<'a> Edits<'a> {
-    fn new(input: &'a str) -> Self {
+    fn new(input: &'a str, anchor: Option<Anchor>) -> Self {
         Edits {
             input,
             out: String::new(),
             done: 0,
             changed: false,
+            pending: anchor,
+            moved: None,
         }
     }
 
     fn replace(&mut self, start: usize, end: usize, with: &str) {
+        debug_assert!(self.done <= start && start < end);
         if !self.changed {
             self.out.reserve(self.input.len());
+        }
+        if let Some(anchor) = self.pending.filter(|a| a.at < end) {
+            let marker = self.out.len() + start - self.done;
+            let at = if anchor.at <= start {
+                self.out.len() + anchor.at - self.done
+            } else if anchor.side == Side::Start {
+                marker
+            } else {
+                marker + with.len()
+            };
+            self.moved = Some(Anchor { at, ..anchor });
+            self.pending = None;
         }
         self.out.push_str(&self.input[self.done..start]);
         self.out.push_str(with);
@@ -300,12 +445,16 @@ impl<'a> Edits<'a> {
         self.changed = true;
     }
 
-    fn finish(mut self) -> Cow<'a, str> {
+    fn finish(mut self) -> (Cow<'a, str>, Option<Anchor>) {
+        if let Some(anchor) = self.pending.take() {
+            let at = self.out.len() + anchor.at - self.done;
+            self.moved = Some(Anchor { at, ..anchor });
+        }
         if !self.changed {
-            return Cow::Borrowed(self.input);
+            return (Cow::Borrowed(self.input), self.moved);
         }
         self.out.push_str(&self.input[self.done..]);
-        Cow::Owned(self.out)
+        (Cow::Owned(self.out), self.moved)
     }
 }
 

@@ -6,13 +6,11 @@
 //! never matched, so a second run changes nothing. It must not touch anything but paths.
 
 use super::{Edits, Redactor, HOST_PATH};
-use std::borrow::Cow;
 
 impl Redactor {
     /// Host path prefixes and `/home/<user>`, `/Users/<user>`, `/root` → `[host-path]`.
-    pub(super) fn scrub_paths<'a>(&self, s: &'a str) -> Cow<'a, str> {
+    pub(super) fn scrub_paths(&self, s: &str, edits: &mut Edits<'_>) {
         let bytes = s.as_bytes();
-        let mut edits = Edits::new(s);
         let mut pos = 0;
         while let Some(off) = bytes[pos..].iter().position(|&b| b == b'/') {
             let at = pos + off;
@@ -25,7 +23,6 @@ impl Redactor {
                 pos = at + len;
             }
         }
-        edits.finish()
     }
 
     /// Length of the longest host-local prefix of `rest` (which starts with `/`), if any.

@@ -10,7 +10,6 @@ use super::{Edits, MARKERS, MIN_SECRET_CHARS, REDACTED};
 use aho_corasick::{AhoCorasick, Input, MatchKind};
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use base64::Engine;
-use std::borrow::Cow;
 
 /// One leftmost-longest search over every form of every secret, plus the markers.
 #[derive(Debug, Clone)]
@@ -45,8 +44,8 @@ impl SecretMatcher {
         }
     }
 
-    pub(super) fn replace<'a>(&self, s: &'a str) -> Cow<'a, str> {
-        let mut edits = Edits::new(s);
+    /// Record a replacement for every secret form in `s`, leftmost-longest, left to right.
+    pub(super) fn replace(&self, s: &str, edits: &mut Edits<'_>) {
         let mut pos = 0;
         while let Some((start, end, pattern)) = self.find(s, pos) {
             if pattern >= MARKERS.len() {
@@ -54,7 +53,6 @@ impl SecretMatcher {
             }
             pos = end;
         }
-        edits.finish()
     }
 
     /// The leftmost-longest match at or after `from`: (start, end, pattern index).

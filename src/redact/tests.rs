@@ -389,3 +389,343 @@ mod properties {
         }
     }
 }
+
+/// Adversarial shapes for every rule, each 1 MiB. Redaction is linear, so each takes well
+/// under a second in a release build and a few seconds at most in a debug one; the quadratic
+/// scans these guard against took many minutes on the same inputs (`token='x' ` at 128 KiB
+/// already took 4 s in release, and time grew fourfold with each doubling).
+mod linear_time {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// Generous, for slow debug builds on shared machines: a regression costs minutes.
+    const BOUND: Duration = Duration::from_secs(20);
+    const SIZE: usize = 1 << 20;
+
+    fn repeated(shape: &str) -> String {
+        shape.repeat(SIZE / shape.len())
+    }
+
+    /// Redact `text`, check the time bound, and return the output.
+    fn timed(r: &Redactor, text: &str) -> String {
+        let started = Instant::now();
+        let out = r.redact_str(text);
+        let took = started.elapsed();
+        assert!(took < BOUND, "{} bytes took {took:?}", text.len());
+        out
+    }
+
+    /// `expected` as many times as `shape` is repeated.
+    fn like(shape: &str, expected: &str) -> String {
+        expected.repeat(SIZE / shape.len())
+    }
+
+    /// Redact `shape` repeated, check the time bound and that a second run changes nothing.
+    fn idempotent(r: &Redactor, shape: &str) -> String {
+        let out = timed(r, &repeated(shape));
+        assert_eq!(timed(r, &out), out, "{shape}");
+        out
+    }
+
+    #[test]
+    fn quoted_values_never_rescan_the_line() {
+        for (shape, expected) in [
+            ("token='x' ", "token='[redacted]' "),
+            ("token=\\\"x\\\" ", "token=\\\"[redacted]\\\" "),
+            ("token=\"x\" ", "token=\"[redacted]\" "),
+        ] {
+            assert_eq!(idempotent(&Redactor::new(), shape), like(shape, expected));
+        }
+    }
+
+    #[test]
+    fn unbalanced_quotes_stay_linear() {
+        let r = Redactor::new();
+        assert_eq!(timed(&r, &repeated("a=\"")), repeated("a=\""));
+        for shape in [
+            "password=\"",
+            "token='",
+            "token=\\\"",
+            "token=' x",
+            "a=\" token=\"x",
+        ] {
+            let out = idempotent(&r, shape);
+            assert!(out.contains(REDACTED), "{shape}");
+        }
+        // One opening quote and nothing to close it: the value runs to the first stop.
+        let text = format!("password='{}", "x ".repeat(SIZE / 2));
+        assert!(timed(&r, &text).starts_with("password='[redacted] x x"));
+    }
+
+    #[test]
+    fn runs_of_keys_stay_linear() {
+        let r = Redactor::new();
+        // Bare `name:value` without credential traits is kept, and each separator asks where
+        // the same long value ends and whether it holds a digit.
+        assert_eq!(idempotent(&r, "token:"), like("token:", "token:"));
+        assert_eq!(
+            idempotent(&r, "token:bearer "),
+            like("token:bearer ", "token:bearer ")
+        );
+        assert!(idempotent(&r, "token:Bearer ").contains(REDACTED));
+        assert_eq!(idempotent(&r, "token="), "token=[redacted]");
+        assert!(idempotent(&r, "token= ").starts_with("token= [redacted] token= [redacted]"));
+        idempotent(&r, "token = = ");
+        idempotent(&r, "password: Bearer ");
+        idempotent(&r, "x-api-key==");
+    }
+
+    #[test]
+    fn runs_of_auth_schemes_and_headers_stay_linear() {
+        let r = Redactor::new();
+        assert_eq!(idempotent(&r, "Bearer "), like("Bearer ", "Bearer "));
+        assert_eq!(
+            idempotent(&r, "Bearer abcDEF123 "),
+            like("Bearer abcDEF123 ", "Bearer [redacted] ")
+        );
+        assert_eq!(idempotent(&r, "Cookie:"), "Cookie:[redacted]");
+        assert_eq!(
+            idempotent(&r, "Cookie: x\n"),
+            like("Cookie: x\n", "Cookie: [redacted]\n")
+        );
+        assert_eq!(
+            idempotent(&r, "cookie    "),
+            like("cookie    ", "cookie    ")
+        );
+        assert_eq!(
+            idempotent(&r, "Set-Cookie:\n"),
+            like("Set-Cookie:\n", "Set-Cookie:\n")
+        );
+    }
+
+    #[test]
+    fn runs_of_urls_stay_linear() {
+        let r = Redactor::new();
+        assert_eq!(
+            idempotent(&r, "https://a:b@"),
+            like("https://a:b@", "https://[redacted]@")
+        );
+        assert_eq!(idempotent(&r, "a://"), like("a://", "a://"));
+        let long_scheme = format!("{}://", "a".repeat(40));
+        assert_eq!(
+            idempotent(&r, &long_scheme),
+            like(&long_scheme, &long_scheme)
+        );
+    }
+
+    #[test]
+    fn runs_of_paths_stay_linear() {
+        let mut r = Redactor::new();
+        r.add_host_path("/work/main");
+        assert_eq!(idempotent(&r, "/home/"), like("/home/", "/home/"));
+        assert_eq!(idempotent(&r, "/home/a/"), like("/home/a/", "[host-path]/"));
+        assert_eq!(idempotent(&r, "/work/mai"), like("/work/mai", "/work/mai"));
+        assert_eq!(
+            idempotent(&r, " /work/main"),
+            like(" /work/main", " [host-path]")
+        );
+        assert_eq!(
+            idempotent(&r, "/root.... "),
+            like("/root.... ", "[host-path].... ")
+        );
+        assert_eq!(
+            idempotent(&r, "/root....x"),
+            like("/root....x", "/root....x")
+        );
+    }
+
+    #[test]
+    fn runs_of_token_shapes_stay_linear() {
+        let r = Redactor::new();
+        assert_eq!(idempotent(&r, "eyJ."), like("eyJ.", "eyJ."));
+        idempotent(&r, "eyJhbGciOiJIUzI1NiJ9.");
+        assert_eq!(idempotent(&r, " sk-a"), like(" sk-a", " sk-a"));
+        assert_eq!(idempotent(&r, " AKIA"), like(" AKIA", " AKIA"));
+        assert_eq!(
+            idempotent(&r, " ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+            like(" ghp_abcdefghijklmnopqrstuvwxyz0123456789", " [redacted]")
+        );
+    }
+
+    #[test]
+    fn a_long_line_without_a_newline_stays_linear() {
+        let r = Redactor::new();
+        let shape = "token='x' password=\\\"y\\\" Bearer abcdef123 k=v ";
+        let expected = "token='[redacted]' password=\\\"[redacted]\\\" Bearer [redacted] k=v ";
+        assert_eq!(idempotent(&r, shape), like(shape, expected));
+        let plain = "x".repeat(SIZE);
+        assert_eq!(timed(&r, &plain), plain);
+    }
+
+    #[test]
+    fn many_secrets_stay_linear() {
+        let mut r = Redactor::new();
+        let secrets: Vec<String> = (0..2000).map(|i| format!("secret-{i:05}-value")).collect();
+        for secret in &secrets {
+            r.add_secret(secret);
+        }
+        // Every secret, and near misses that share a long prefix with many of them.
+        let text = repeated(&(secrets.join(" ") + " secret-0000 secret-00001-valu "));
+        let out = timed(&r, &text);
+        assert!(!out.contains("-value"));
+        assert_eq!(timed(&r, &out), out);
+    }
+}
+
+/// `redact_tail` / `redact_head`: no part of a secret survives a cut.
+mod cuts {
+    use super::*;
+
+    const KEEP: usize = 64 * 1024;
+    /// Upper case and digits only, so no fragment of it can come from a marker or the filler.
+    const SECRET: &str = "QZ9X7741WVKQ0042";
+
+    /// `len` bytes of blank lines with `planted` written over them at `at`.
+    fn plant(len: usize, at: usize, planted: &str) -> Vec<u8> {
+        let mut raw: Vec<u8> = (0..len)
+            .map(|i| if i % 64 == 63 { b'\n' } else { b' ' })
+            .collect();
+        raw[at..at + planted.len()].copy_from_slice(planted.as_bytes());
+        raw
+    }
+
+    fn assert_no_fragment(out: &str, context: &str) {
+        for start in 0..SECRET.len() {
+            for end in start + 3..=SECRET.len() {
+                let fragment = &SECRET[start..end];
+                assert!(!out.contains(fragment), "{fragment:?} survived ({context})");
+            }
+        }
+    }
+
+    /// The ways a secret is planted, with the redactor that must catch it.
+    fn plantings() -> Vec<(String, Redactor)> {
+        let mut registered = Redactor::new();
+        registered.add_secret(SECRET);
+        vec![
+            (SECRET.to_string(), registered),
+            (format!("token={SECRET}"), Redactor::new()),
+            (format!("Bearer {SECRET}"), Redactor::new()),
+            (format!("password: \"{SECRET}\""), Redactor::new()),
+        ]
+    }
+
+    #[test]
+    fn a_secret_across_the_tail_edge_never_survives() {
+        let total = 2 * KEEP;
+        let edge = total - KEEP;
+        for (planted, r) in plantings() {
+            for offset in 1..planted.len() {
+                let raw = plant(total, edge - offset, &planted);
+                let (out, dropped) = r.redact_tail(&raw, KEEP);
+                let context = format!("{planted:?} cut after {offset} bytes");
+                assert!(dropped, "{context}");
+                assert!(out.len() <= KEEP, "{context}");
+                assert!(out.len() > KEEP - 2 * 64, "too much dropped ({context})");
+                assert_no_fragment(&out, &context);
+            }
+        }
+    }
+
+    #[test]
+    fn a_secret_across_the_head_edge_never_survives() {
+        let total = 2 * KEEP;
+        for (planted, r) in plantings() {
+            for offset in 1..planted.len() {
+                let raw = plant(total, KEEP - offset, &planted);
+                let (out, dropped) = r.redact_head(&raw, KEEP);
+                let context = format!("{planted:?} cut after {offset} bytes");
+                assert!(dropped, "{context}");
+                assert!(out.len() <= KEEP, "{context}");
+                assert!(out.len() > KEEP - 2 * 64, "too much dropped ({context})");
+                assert_no_fragment(&out, &context);
+            }
+        }
+    }
+
+    #[test]
+    fn the_partial_line_at_the_cut_is_dropped() {
+        let raw = plant(2 * KEEP, 0, "");
+        let (tail, dropped) = Redactor::new().redact_tail(&raw, KEEP);
+        assert!(dropped);
+        assert!(tail.len() <= KEEP && tail.len() >= KEEP - 64);
+        assert_eq!(tail.len() % 64, 0, "starts on a line");
+        let (head, dropped) = Redactor::new().redact_head(&raw, KEEP);
+        assert!(dropped);
+        assert_eq!(head.len() % 64, 63, "ends before a newline");
+        // Without a newline in the kept text, the text itself is kept.
+        let flat = vec![b'x'; 2 * KEEP];
+        assert_eq!(
+            Redactor::new().redact_tail(&flat, KEEP),
+            ("x".repeat(KEEP), true)
+        );
+        assert_eq!(
+            Redactor::new().redact_head(&flat, KEEP),
+            ("x".repeat(KEEP), true)
+        );
+    }
+
+    #[test]
+    fn a_short_capture_is_redacted_whole() {
+        let r = with_secret(SECRET);
+        let raw = format!("one\ntoken=abc {SECRET}\nlast");
+        let expected = ("one\ntoken=[redacted] [redacted]\nlast".to_string(), false);
+        assert_eq!(r.redact_tail(raw.as_bytes(), 1024), expected);
+        assert_eq!(r.redact_head(raw.as_bytes(), 1024), expected);
+        assert_eq!(r.redact_tail(b"", 10), (String::new(), false));
+        assert_eq!(r.redact_head(b"", 0), (String::new(), false));
+    }
+
+    #[test]
+    fn a_secret_cut_by_the_capture_goes_with_the_overlap_even_when_redaction_shrinks_it() {
+        // The capture kept only the end of a two-line secret; the long header after it shrinks
+        // to a marker, so the whole redacted text is shorter than `keep`: the overlap, where the
+        // capture's own cut lies, must still go.
+        let raw = format!(
+            "Z9X7741\nWVKQ0042 Cookie: {}\nlast line\n",
+            "x".repeat(100 * 1024)
+        );
+        let (out, dropped) = Redactor::new().redact_tail(raw.as_bytes(), KEEP);
+        assert_eq!(out, "last line\n");
+        assert!(dropped);
+        let raw = format!(
+            "first line\nCookie: {}\nQZ9X77\n41WV",
+            "x".repeat(100 * 1024)
+        );
+        let (out, dropped) = Redactor::new().redact_head(raw.as_bytes(), KEEP);
+        assert_eq!(out, "first line");
+        assert!(dropped);
+    }
+
+    #[test]
+    fn growth_from_redaction_is_cut_too() {
+        // An 8-character secret becomes a 10-byte marker.
+        let r = with_secret("K7QX-99Z");
+        let raw = "K7QX-99Z\n".repeat(100);
+        let (out, dropped) = r.redact_tail(raw.as_bytes(), raw.len());
+        assert!(dropped);
+        assert!(out.len() <= raw.len());
+        assert_eq!(out, "[redacted]\n".repeat(out.len() / 11));
+        let (out, dropped) = r.redact_head(raw.as_bytes(), raw.len());
+        assert!(dropped);
+        assert_eq!(out, "[redacted]\n".repeat((out.len() + 1) / 11).trim_end());
+    }
+
+    #[test]
+    fn cuts_fall_on_character_boundaries_and_bad_bytes_are_replaced() {
+        let mut raw = "é".repeat(1000).into_bytes();
+        raw.extend_from_slice(b"\xff\xfe tail");
+        let whole = String::from_utf8_lossy(&raw).into_owned();
+        for keep in [0, 1, 2, 3, 101, 1001, 5000] {
+            let (tail, _) = Redactor::new().redact_tail(&raw, keep);
+            assert!(tail.len() <= keep, "{keep}");
+            assert!(whole.ends_with(&tail), "{keep}");
+            let (head, _) = Redactor::new().redact_head(&raw, keep);
+            assert!(head.len() <= keep, "{keep}");
+            assert!(whole.starts_with(&head), "{keep}");
+        }
+        let (tail, dropped) = Redactor::new().redact_tail(&raw, 5000);
+        assert!(!dropped);
+        assert!(tail.ends_with("\u{fffd}\u{fffd} tail"));
+    }
+}

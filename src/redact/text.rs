@@ -8,9 +8,6 @@
 
 use super::keys::is_sensitive_key;
 use super::{Edits, MIN_SECRET_CHARS, REDACTED};
-use regex::Regex;
-use std::borrow::Cow;
-use std::sync::OnceLock;
 
 /// Keys longer than this are read from their last this-many characters.
 const MAX_KEY_BYTES: usize = 64;
@@ -20,11 +17,15 @@ const AUTH_SCHEMES: [&str; 6] = ["bearer", "basic", "digest", "token", "negotiat
 
 /// Values of sensitive keys in `key=value` / `key: value` text → `[redacted]`. Only an explicit
 /// separator counts, so prose ("the token was rejected") stays as it is.
-pub(super) fn scrub_assignments(s: &str) -> Cow<'_, str> {
+///
+/// Linear: each separator looks back over the key in front of it, which ends at the previous
+/// separator; every forward question (where does this value end, does it hold a digit) is
+/// answered by a [`Seek`], and the questions come in increasing order.
+pub(super) fn scrub_assignments(s: &str, edits: &mut Edits<'_>) {
     let bytes = s.as_bytes();
-    let mut edits = Edits::new(s);
     let mut floor = 0; // nothing before this can be part of a key (it was a value)
     let mut authorities = Authorities::new(s);
+    let mut values = Values::new(s);
     let mut pos = 0;
     while let Some(off) = bytes[pos..].iter().position(|&b| b == b':' || b == b'=') {
         let sep = pos + off;
@@ -43,17 +44,17 @@ pub(super) fn scrub_assignments(s: &str) -> Cow<'_, str> {
         while matches!(bytes.get(start), Some(b' ' | b'\t')) {
             start += 1;
         }
-        let Some(value) = value_at(s, start) else {
+        let Some(value) = values.at(start) else {
             continue;
         };
-        let inner = &s[value.inner.0..value.inner.1];
         // A bare `name:value` is too often a namespaced id (`secrets:list`) to redact blindly.
         // The test ignores length: a later pass may put a longer marker inside the value, and
         // the decision must not change when the output is redacted again.
         let bare_colon = bytes[sep] == b':' && !key.quoted && start == sep + 1 && !value.quoted;
-        if bare_colon && !has_credential_traits(inner) {
+        if bare_colon && !values.has_credential_traits(value.inner.0, value.inner.1) {
             continue;
         }
+        let inner = &s[value.inner.0..value.inner.1];
         let keep_scheme = s[key.start..key.end]
             .to_ascii_lowercase()
             .contains("authorization");
@@ -64,7 +65,169 @@ pub(super) fn scrub_assignments(s: &str) -> Cow<'_, str> {
         floor = value.end;
         pos = value.end;
     }
-    edits.finish()
+}
+
+/// The first position at or after a given one where a predicate holds, for questions asked in
+/// increasing order: a scan that found the answer `at` starting from `from` also answers every
+/// later question in `[from, at]`, so each byte is read once however many questions overlap.
+/// (A question out of order is still answered correctly, by scanning again.)
+struct Seek<'a, P> {
+    s: &'a str,
+    stop: P,
+    /// No position in `from..at` satisfies the predicate; `at` does, or is the end of `s`.
+    from: usize,
+    at: usize,
+}
+
+impl<'a, P: Fn(&'a str, usize, char) -> bool> Seek<'a, P> {
+    fn new(s: &'a str, stop: P) -> Self {
+        Seek {
+            s,
+            stop,
+            from: 1,
+            at: 0,
+        }
+    }
+
+    /// The first position at or after `from` (a char boundary) where the predicate holds, or
+    /// the end of the text.
+    fn from(&mut self, from: usize) -> usize {
+        if !(self.from <= from && from <= self.at) {
+            self.from = from;
+            self.at = self.s[from..]
+                .char_indices()
+                .find(|&(i, c)| (self.stop)(self.s, from + i, c))
+                .map_or(self.s.len(), |(i, _)| from + i);
+        }
+        self.at
+    }
+}
+
+type StopFn = fn(&str, usize, char) -> bool;
+
+/// Where values end and what they hold, for values asked about left to right.
+struct Values<'a> {
+    s: &'a str,
+    unquoted_end: Seek<'a, StopFn>,
+    digit_or_symbol: Seek<'a, StopFn>,
+    capital: Seek<'a, StopFn>,
+}
+
+impl<'a> Values<'a> {
+    fn new(s: &'a str) -> Self {
+        Values {
+            s,
+            unquoted_end: Seek::new(s, ends_unquoted),
+            digit_or_symbol: Seek::new(s, |_, _, c| c.is_ascii_digit() || "+/=".contains(c)),
+            capital: Seek::new(s, |_, _, c| c.is_ascii_uppercase()),
+        }
+    }
+
+    /// The value starting at `start`: a quoted string (`"…"` with escapes, `\"…\"`, `'…'`) up
+    /// to its closing quote on the same line, or an unquoted run up to whitespace, `&`, `,`,
+    /// `;` or a quote. An unquoted auth scheme takes its credential with it (`Bearer abc`).
+    ///
+    /// A closing quote is looked for only up to the end of the line. When there is none, no
+    /// value opening with that quote can start later on the line, so the search is never
+    /// repeated over the same bytes.
+    fn at(&mut self, start: usize) -> Option<ValueSpan> {
+        let s = self.s;
+        let b = s.as_bytes();
+        let rest = &s[start..];
+        let (open, close, close_len) = if rest.starts_with('"') {
+            (1, closing_quote(b, start + 1), 1)
+        } else if rest.starts_with("\\\"") {
+            (2, closing_escaped_quote(b, start + 2), 2)
+        } else if rest.starts_with('\'') {
+            let close = b[start + 1..]
+                .iter()
+                .position(|&c| matches!(c, b'\'' | b'\n' | b'\r'))
+                .map(|i| start + 1 + i)
+                .filter(|&i| b[i] == b'\'');
+            (1, close, 1)
+        } else if rest.starts_with('=') {
+            return None; // `==`: a comparison, not an assignment
+        } else {
+            let mut end = self.unquoted_end.from(start);
+            let word = &s[start..end];
+            if AUTH_SCHEMES.iter().any(|a| word.eq_ignore_ascii_case(a)) {
+                let mut next = end;
+                while matches!(b.get(next), Some(b' ' | b'\t')) {
+                    next += 1;
+                }
+                let credential_end = self.unquoted_end.from(next);
+                if next > end && credential_end > next {
+                    end = credential_end;
+                }
+            }
+            return (end > start).then_some(ValueSpan {
+                inner: (start, end),
+                end,
+                quoted: false,
+            });
+        };
+        let span = match close {
+            Some(close) => ValueSpan {
+                inner: (start + open, close),
+                end: close + close_len,
+                quoted: true,
+            },
+            None => {
+                let end = self.unquoted_end.from(start + open);
+                ValueSpan {
+                    inner: (start + open, end),
+                    end,
+                    quoted: true,
+                }
+            }
+        };
+        (span.inner.1 > span.inner.0).then_some(span)
+    }
+
+    /// A digit, one of `+/=`, or a capital after the first character in `start..end`. The
+    /// markers have none of these, so inserting one never turns a value into a credential.
+    fn has_credential_traits(&mut self, start: usize, end: usize) -> bool {
+        let Some(first) = self.s[start..end].chars().next() else {
+            return false;
+        };
+        self.digit_or_symbol.from(start) < end || self.capital.from(start + first.len_utf8()) < end
+    }
+}
+
+/// End of an unquoted value: whitespace, `&`, `,`, `;`, a quote, or a backslash-escaped quote.
+fn ends_unquoted(s: &str, at: usize, c: char) -> bool {
+    c.is_whitespace()
+        || matches!(c, '&' | ',' | ';' | '"' | '\'')
+        || (c == '\\' && s.as_bytes().get(at + 1) == Some(&b'"'))
+}
+
+/// The closing `"` of a JSON-style string whose body starts at `from`, skipping escapes, if it
+/// comes before the end of the line.
+fn closing_quote(b: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i),
+            b'\n' | b'\r' => return None,
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// The closing `\"` of an escaped string whose body starts at `from`, if it comes before the
+/// end of the line.
+fn closing_escaped_quote(b: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    while i < b.len() {
+        match b[i] {
+            b'\n' | b'\r' => return None,
+            b'\\' if b.get(i + 1) == Some(&b'"') => return Some(i),
+            _ => i += 1,
+        }
+    }
+    None
 }
 
 /// The authority parts (`user:pass@host:port`) of the URLs in a text, found left to right;
@@ -162,93 +325,6 @@ struct ValueSpan {
     quoted: bool,
 }
 
-/// The value starting at `start`: a quoted string (`"…"` with escapes, `\"…\"`, `'…'`) up to its
-/// closing quote on the same line, or an unquoted run up to whitespace, `&`, `,`, `;` or a quote.
-/// An unquoted auth scheme takes its credential with it (`Bearer abc`).
-fn value_at(s: &str, start: usize) -> Option<ValueSpan> {
-    let b = s.as_bytes();
-    let rest = &s[start..];
-    let quoted = |open: usize, close: Option<usize>, close_len: usize| match close {
-        Some(close) => ValueSpan {
-            inner: (start + open, close),
-            end: close + close_len,
-            quoted: true,
-        },
-        None => {
-            let end = unquoted_end(s, start + open);
-            ValueSpan {
-                inner: (start + open, end),
-                end,
-                quoted: true,
-            }
-        }
-    };
-    let span = if rest.starts_with('"') {
-        let mut i = start + 1;
-        let mut close = None;
-        while i < b.len() {
-            match b[i] {
-                b'\\' => i += 2,
-                b'"' => {
-                    close = Some(i);
-                    break;
-                }
-                b'\n' | b'\r' => break,
-                _ => i += 1,
-            }
-        }
-        quoted(1, close, 1)
-    } else if rest.starts_with("\\\"") {
-        let line = line_end(s, start + 2);
-        let close = s[start + 2..line].find("\\\"").map(|i| start + 2 + i);
-        quoted(2, close, 2)
-    } else if rest.starts_with('\'') {
-        let line = line_end(s, start + 1);
-        let close = s[start + 1..line].find('\'').map(|i| start + 1 + i);
-        quoted(1, close, 1)
-    } else if rest.starts_with('=') {
-        return None; // `==`: a comparison, not an assignment
-    } else {
-        let mut end = unquoted_end(s, start);
-        let word = &s[start..end];
-        if AUTH_SCHEMES.iter().any(|a| word.eq_ignore_ascii_case(a)) {
-            let mut next = end;
-            while matches!(b.get(next), Some(b' ' | b'\t')) {
-                next += 1;
-            }
-            let credential_end = unquoted_end(s, next);
-            if next > end && credential_end > next {
-                end = credential_end;
-            }
-        }
-        ValueSpan {
-            inner: (start, end),
-            end,
-            quoted: false,
-        }
-    };
-    (span.inner.1 > span.inner.0).then_some(span)
-}
-
-fn line_end(s: &str, from: usize) -> usize {
-    s[from..].find(['\n', '\r']).map_or(s.len(), |i| from + i)
-}
-
-/// End of an unquoted value: whitespace, `&`, `,`, `;`, a quote, or a backslash-escaped quote.
-fn unquoted_end(s: &str, start: usize) -> usize {
-    let b = s.as_bytes();
-    for (i, c) in s[start..].char_indices() {
-        let at = start + i;
-        let stop = c.is_whitespace()
-            || matches!(c, '&' | ',' | ';' | '"' | '\'')
-            || (c == '\\' && b.get(at + 1) == Some(&b'"'));
-        if stop {
-            return at;
-        }
-    }
-    s.len()
-}
-
 /// What replaces a sensitive value, or `None` when it is already redacted.
 fn value_replacement(inner: &str, keep_scheme: bool) -> Option<String> {
     if inner == REDACTED {
@@ -291,52 +367,159 @@ fn has_credential_traits(s: &str) -> bool {
 // Credentials by shape: headers, URLs, auth schemes, well-known tokens
 // ---------------------------------------------------------------------------------------------
 
-/// The start of every shape-based rule. Each alternative is short and bounded; the variable
-/// part after it is read by hand, so the scan stays linear on any input.
-fn credential_triggers() -> &'static Regex {
-    static TRIGGERS: OnceLock<Regex> = OnceLock::new();
-    TRIGGERS.get_or_init(|| {
-        Regex::new(concat!(
-            r"(?-u:\b)(?i-u:set-cookie|cookie)[ \t]*:",
-            r"|(?-u:\b)(?i-u:bearer|basic)[ \t]+",
-            // Before the URL scheme, which could otherwise start at the same place.
-            r"|(?-u:\b)(?:sk-|gh[pousr]_|github_pat_|xox[abposr]-|A[KS]IA|glpat-|eyJ)",
-            r"|[A-Za-z][A-Za-z0-9+.\-]{0,31}://",
-        ))
-        .expect("the credential trigger pattern is a valid regex")
-    })
+/// What starts a shape-based rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Trigger {
+    /// `Cookie:` / `Set-Cookie:` (any case, spaces before the colon).
+    Header,
+    /// `Bearer` / `Basic` (any case) and the spaces after it.
+    AuthScheme,
+    /// The fixed prefix of a well-known token shape.
+    Token(&'static str),
+    /// `scheme://`.
+    Url,
+}
+
+/// Prefixes of the well-known token shapes; each needs a word boundary in front.
+const TOKEN_PREFIXES: [&str; 17] = [
+    "sk-",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "xoxa-",
+    "xoxb-",
+    "xoxp-",
+    "xoxo-",
+    "xoxs-",
+    "xoxr-",
+    "AKIA",
+    "ASIA",
+    "glpat-",
+    "eyJ",
+];
+
+/// The longest URL scheme recognised, in bytes (`[A-Za-z][A-Za-z0-9+.-]{0,31}`).
+const MAX_SCHEME_BYTES: usize = 32;
+
+/// Finds the triggers of the shape rules left to right: the leftmost one, and at one position
+/// the first of header, auth scheme, token, URL. Every check at a position reads a bounded
+/// number of bytes, except the spaces after `cookie`/`bearer`, which only the word in front of
+/// them reads; the scheme in front of `://` is found with a [`Seek`]. So one scan is linear.
+struct Triggers<'a> {
+    s: &'a str,
+    scheme_end: Seek<'a, StopFn>,
+}
+
+impl<'a> Triggers<'a> {
+    fn new(s: &'a str) -> Self {
+        Triggers {
+            s,
+            scheme_end: Seek::new(s, |_, _, c| !is_scheme_char(c)),
+        }
+    }
+
+    /// The first trigger starting at or after `from`: (start, end, kind).
+    fn next(&mut self, from: usize) -> Option<(usize, usize, Trigger)> {
+        (from..self.s.len()).find_map(|p| self.at(p))
+    }
+
+    fn at(&mut self, p: usize) -> Option<(usize, usize, Trigger)> {
+        let s = self.s;
+        let b = s.as_bytes();
+        let first = b[p];
+        if !first.is_ascii_alphabetic() {
+            return None;
+        }
+        // The header, auth-scheme and token alternatives need a word boundary in front.
+        if p == 0 || !is_word_byte(b[p - 1]) {
+            let rest = &b[p..];
+            if matches!(first, b's' | b'S' | b'c' | b'C') {
+                let word = ["set-cookie", "cookie"]
+                    .into_iter()
+                    .find(|w| starts_with_ignore_case(rest, w));
+                if let Some(word) = word {
+                    let colon = p + word.len() + run_len(s, p + word.len(), is_blank);
+                    if b.get(colon) == Some(&b':') {
+                        return Some((p, colon + 1, Trigger::Header));
+                    }
+                }
+            }
+            if matches!(first, b'b' | b'B') {
+                let scheme = ["bearer", "basic"]
+                    .into_iter()
+                    .find(|w| starts_with_ignore_case(rest, w));
+                if let Some(scheme) = scheme {
+                    let blanks = run_len(s, p + scheme.len(), is_blank);
+                    if blanks > 0 {
+                        return Some((p, p + scheme.len() + blanks, Trigger::AuthScheme));
+                    }
+                }
+            }
+            if matches!(first, b's' | b'g' | b'x' | b'A' | b'e') {
+                let prefix = TOKEN_PREFIXES
+                    .into_iter()
+                    .find(|t| rest.starts_with(t.as_bytes()));
+                if let Some(prefix) = prefix {
+                    return Some((p, p + prefix.len(), Trigger::Token(prefix)));
+                }
+            }
+        }
+        let scheme_end = self.scheme_end.from(p + 1);
+        if scheme_end - p <= MAX_SCHEME_BYTES && b[scheme_end..].starts_with(b"://") {
+            return Some((p, scheme_end + 3, Trigger::Url));
+        }
+        None
+    }
+}
+
+fn is_scheme_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '+' | '.' | '-')
+}
+
+/// An ASCII word byte, as `\b` sees it.
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+fn is_blank(b: u8) -> bool {
+    b == b' ' || b == b'\t'
+}
+
+fn starts_with_ignore_case(haystack: &[u8], word: &str) -> bool {
+    haystack.len() >= word.len() && haystack[..word.len()].eq_ignore_ascii_case(word.as_bytes())
 }
 
 /// `Cookie:`/`Set-Cookie:` values (to the end of the line), URL userinfo, `Bearer`/`Basic`
 /// credentials, and well-known token shapes → `[redacted]`.
-pub(super) fn scrub_credentials(s: &str) -> Cow<'_, str> {
-    let triggers = credential_triggers();
-    let mut edits = Edits::new(s);
+///
+/// Linear: the scan resumes at or after the end of each trigger, and what a rule reads past
+/// it is either replaced and skipped, or holds no trigger that could make a rule read it again.
+pub(super) fn scrub_credentials(s: &str, edits: &mut Edits<'_>) {
+    let mut triggers = Triggers::new(s);
     let mut pos = 0;
-    while pos < s.len() {
-        let Some(m) = triggers.find_at(s, pos) else {
-            break;
-        };
-        let trigger = m.as_str();
-        let (edit, resume) = if trigger.ends_with("://") {
-            userinfo(s, m.end())
-        } else if trigger.ends_with(':') {
-            header_value(s, m.end())
-        } else if trigger.ends_with([' ', '\t']) {
-            auth_credential(s, m.end())
-        } else {
-            token_shape(s, m.start(), trigger)
+    while let Some((start, end, trigger)) = triggers.next(pos) {
+        let (edit, resume) = match trigger {
+            Trigger::Url => userinfo(s, end),
+            Trigger::Header => header_value(s, end),
+            Trigger::AuthScheme => auth_credential(s, end),
+            Trigger::Token(prefix) => token_shape(s, start, prefix),
         };
         if let Some((start, end)) = edit {
             edits.replace(start, end, REDACTED);
         }
-        pos = resume.max(m.end());
+        pos = resume.max(end);
     }
-    edits.finish()
 }
 
 /// A range to replace (if any) and where the scan resumes.
 type Verdict = (Option<(usize, usize)>, usize);
+
+fn line_end(s: &str, from: usize) -> usize {
+    s[from..].find(['\n', '\r']).map_or(s.len(), |i| from + i)
+}
 
 fn header_value(s: &str, after_colon: usize) -> Verdict {
     let start = after_colon + run_len(s, after_colon, |b| b == b' ' || b == b'\t');
