@@ -18,16 +18,19 @@
 //!
 //! It must not decide *which* values are secret (callers register them) and does no I/O.
 
+mod json;
 mod keys;
 mod paths;
 mod secrets;
 mod text;
 
+pub use json::{InvalidJson, Scope};
 pub use keys::is_sensitive_key;
 
 use secrets::{qualifies_as_secret, SecretMatcher};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 use text::{scrub_assignments, scrub_credentials};
 
@@ -266,17 +269,13 @@ impl Redactor {
         while let Some((value, at_root)) = stack.pop() {
             match value {
                 Value::String(s) => {
-                    let changed = match rules {
-                        Rules::Full => self.redact(s),
-                        Rules::SecretsOnly => self.scrub(s),
-                    };
-                    if let Cow::Owned(new) = changed {
+                    if let Cow::Owned(new) = self.apply(s, rules) {
                         *s = new;
                     }
                 }
                 Value::Array(items) => stack.extend(items.iter_mut().map(|item| (item, false))),
                 Value::Object(map) => {
-                    self.scrub_keys(map);
+                    self.rewrite_keys(map, rules);
                     for (key, child) in map.iter_mut() {
                         if rules == Rules::Full {
                             // The envelope's own `authorization` object holds the allowlist, not a
@@ -295,22 +294,56 @@ impl Redactor {
         }
     }
 
-    /// Scrub secrets out of the keys of one object, keeping key order. Two keys that scrub to
-    /// the same text stay distinct (`[redacted]`, `[redacted]~2`, …): a map cannot hold both.
-    fn scrub_keys(&self, map: &mut Map<String, Value>) {
-        if self.secrets.is_empty() || !map.keys().any(|k| matches!(self.scrub(k), Cow::Owned(_))) {
+    /// Apply the string rules to the keys of one object, keeping key order. Two keys that
+    /// come out the same stay distinct (`[redacted]`, `[redacted]~2`, …): a map cannot hold
+    /// both.
+    fn rewrite_keys(&self, map: &mut Map<String, Value>, rules: Rules) {
+        if !map
+            .keys()
+            .any(|k| matches!(self.apply(k, rules), Cow::Owned(_)))
+        {
             return;
         }
         let old = std::mem::take(map);
+        let mut names = KeyNames::default();
         for (key, value) in old {
-            let scrubbed = self.scrub(&key).into_owned();
-            let mut key = scrubbed.clone();
-            let mut n = 2;
-            while map.contains_key(&key) {
-                key = format!("{scrubbed}~{n}");
-                n += 1;
-            }
+            let key = names.claim(self.apply(&key, rules).into_owned());
             map.insert(key, value);
+        }
+    }
+
+    /// The string rules of `rules` on one string.
+    fn apply<'a>(&self, s: &'a str, rules: Rules) -> Cow<'a, str> {
+        match rules {
+            Rules::Full => self.redact(s),
+            Rules::SecretsOnly if self.secrets.is_empty() => Cow::Borrowed(s),
+            Rules::SecretsOnly => self.scrub(s),
+        }
+    }
+}
+
+/// The keys written so far in one object: a key already taken gets the first free `~2`,
+/// `~3`, … suffix. Where each such search stopped is remembered (the keys it passed stay
+/// taken), so n keys that redact to the same text cost O(n), not O(n²).
+#[derive(Debug, Default)]
+struct KeyNames {
+    taken: HashSet<String>,
+    next_suffix: HashMap<String, usize>,
+}
+
+impl KeyNames {
+    /// `key`, or the first free suffixed form of it; either way, taken from now on.
+    fn claim(&mut self, key: String) -> String {
+        if self.taken.insert(key.clone()) {
+            return key;
+        }
+        let n = self.next_suffix.entry(key.clone()).or_insert(2);
+        loop {
+            let candidate = format!("{key}~{n}");
+            *n += 1;
+            if self.taken.insert(candidate.clone()) {
+                return candidate;
+            }
         }
     }
 }

@@ -183,6 +183,48 @@ fn a_redacted_tree_is_valid_json_even_when_deep() {
     dismantle(v);
 }
 
+#[test]
+fn keys_get_the_full_string_rules_in_a_full_redaction() {
+    let mut r = with_secret(SECRET);
+    r.add_host_path("/work/main");
+    let mut v = json!({
+        "/home/alice/notes.txt": 1,
+        "/work/main/src": 2,
+        "Bearer abcdEF123456": 3,
+        "/home/bob": 4,
+        "/home/carol": 5,
+        SECRET: 6,
+        "plain": 7
+    });
+    let mut scrubbed = v.clone();
+    r.redact_value(&mut v);
+    let keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
+    assert_eq!(
+        keys,
+        [
+            "[host-path]/notes.txt",
+            "[host-path]/src",
+            "Bearer [redacted]",
+            "[host-path]",
+            "[host-path]~2",
+            "[redacted]",
+            "plain"
+        ]
+    );
+    // Exact secrets only, when that is all that is asked.
+    r.scrub_secrets_value(&mut scrubbed);
+    let keys: Vec<_> = scrubbed.as_object().unwrap().keys().cloned().collect();
+    assert_eq!(
+        keys[..3],
+        [
+            "/home/alice/notes.txt",
+            "/work/main/src",
+            "Bearer abcdEF123456"
+        ]
+    );
+    assert_eq!(keys[5], "[redacted]");
+}
+
 mod properties {
     use super::*;
     use proptest::prelude::*;
@@ -387,6 +429,75 @@ mod properties {
             r.redact_value(&mut v);
             r.scrub_secrets_value(&mut v);
         }
+
+        /// The JSON text pass gives exactly what the tree walk gives, byte for byte once the
+        /// tree is serialized, in both scopes, whatever the layout of the input.
+        #[test]
+        fn json_text_redaction_matches_the_tree_walk(
+            tree in json_tree(), secret in secret(), pretty in any::<bool>()
+        ) {
+            let mut r = Redactor::new();
+            r.add_secret(&secret);
+            r.add_host_path("/work/main");
+            let doc = json!({ "authorization": tree.clone(), "rest": tree, secret.as_str(): 1 });
+            let text = if pretty {
+                serde_json::to_string_pretty(&doc).unwrap()
+            } else {
+                serde_json::to_string(&doc).unwrap()
+            };
+            let mut full = doc.clone();
+            r.redact_value(&mut full);
+            let out = r.redact_json(&text, Scope::Full { envelope_root: true }).unwrap();
+            prop_assert_eq!(&out, &serde_json::to_string(&full).unwrap());
+            prop_assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), full);
+            let mut scrubbed = doc.clone();
+            r.scrub_secrets_value(&mut scrubbed);
+            let out = r.redact_json(&text, Scope::SecretsOnly).unwrap();
+            prop_assert_eq!(&out, &serde_json::to_string(&scrubbed).unwrap());
+            let plain = Redactor::new().redact_json(&text, Scope::SecretsOnly).unwrap();
+            prop_assert_eq!(&plain, &serde_json::to_string(&doc).unwrap());
+        }
+
+        #[test]
+        fn json_text_redaction_parses_back_is_idempotent_and_keeps_no_secret(
+            secret in secret(), tree in json_tree(), noise in tricky_text(), which in 0usize..5
+        ) {
+            let mut r = Redactor::new();
+            r.add_secret(&secret);
+            let planted = &forms_of(&secret)[which];
+            let embedded = serde_json::to_string(&json!({ "k": secret.as_str() })).unwrap();
+            let doc = json!({
+                "tree": tree,
+                "plain": format!("{noise}{planted}{noise}"),
+                planted.as_str(): [secret.as_str(), embedded],
+            });
+            let text = serde_json::to_string_pretty(&doc).unwrap();
+            for scope in [Scope::SecretsOnly, Scope::Full { envelope_root: true }] {
+                let out = r.redact_json(&text, scope).unwrap();
+                let parsed: Value = serde_json::from_str(&out).unwrap();
+                for s in strings_in(&parsed) {
+                    for form in forms_of(&secret) {
+                        prop_assert!(!s.contains(&form), "{:?} in {:?}", form, s);
+                    }
+                }
+                prop_assert_eq!(r.redact_json(&out, scope).unwrap(), out);
+            }
+        }
+
+        #[test]
+        fn json_text_redaction_never_panics(text in any::<String>(), tree in json_tree()) {
+            let r = Redactor::new();
+            let accepted = serde_json::from_str::<Value>(&text).is_ok();
+            for scope in [Scope::SecretsOnly, Scope::Full { envelope_root: false }] {
+                let out = r.redact_json(&text, scope);
+                prop_assert!(out.is_ok() || !accepted, "{:?}", out);
+            }
+            // Damaged documents: every prefix of a real one.
+            let whole = serde_json::to_string(&tree).unwrap();
+            for end in (0..whole.len()).filter(|&end| whole.is_char_boundary(end)) {
+                let _ = r.redact_json(&whole[..end], Scope::Full { envelope_root: true });
+            }
+        }
     }
 }
 
@@ -569,6 +680,63 @@ mod linear_time {
         let out = timed(&r, &text);
         assert!(!out.contains("-value"));
         assert_eq!(timed(&r, &out), out);
+    }
+
+    #[test]
+    fn many_keys_that_redact_alike_stay_linear() {
+        // Each key becomes `[host-path]`; finding the next free `~n` from 2 every time was
+        // quadratic in the number of keys.
+        let keys = 100_000;
+        let doc: String = (0..keys)
+            .map(|i| format!("\"/home/u{i}\":{i}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let doc = format!("{{{doc}}}");
+        let started = Instant::now();
+        let out = Redactor::new()
+            .redact_json(
+                &doc,
+                Scope::Full {
+                    envelope_root: true,
+                },
+            )
+            .unwrap();
+        assert!(started.elapsed() < BOUND, "{:?}", started.elapsed());
+        assert!(out.starts_with(r#"{"[host-path]":0,"[host-path]~2":1,"[host-path]~3":2,"#));
+        assert!(out.ends_with(&format!(r#""[host-path]~{keys}":{}}}"#, keys - 1)));
+        let mut tree: Value = serde_json::from_str(&doc).unwrap();
+        let started = Instant::now();
+        Redactor::new().redact_value(&mut tree);
+        assert!(started.elapsed() < BOUND, "{:?}", started.elapsed());
+        assert_eq!(serde_json::to_string(&tree).unwrap(), out);
+    }
+
+    #[test]
+    fn json_documents_stay_linear() {
+        let r = Redactor::new();
+        let full = Scope::Full {
+            envelope_root: true,
+        };
+        for shape in ["token='x' ", "token:", "/home/", "Bearer ", "\\\"\\u00e9"] {
+            let doc = format!(
+                "[\"{}\",{{\"k\":\"{}\"}}]",
+                repeated(shape),
+                repeated(shape)
+            );
+            let started = Instant::now();
+            let out = r.redact_json(&doc, full).unwrap();
+            assert!(
+                started.elapsed() < BOUND,
+                "{shape}: {:?}",
+                started.elapsed()
+            );
+            assert_eq!(r.redact_json(&out, full).unwrap(), out, "{shape}");
+        }
+        let depth = 1 << 20;
+        let deep = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        let started = Instant::now();
+        assert_eq!(r.redact_json(&deep, full).unwrap(), deep);
+        assert!(started.elapsed() < BOUND, "{:?}", started.elapsed());
     }
 }
 
