@@ -45,9 +45,9 @@ pub struct InvalidJson {
 impl Redactor {
     /// Append to `out` the compact form of `json` (a valid JSON text, already checked by the
     /// strict reader) with the rules of `scope` applied. Object keys that come out the same
-    /// are made unique (`[redacted]`, `[redacted]~2`, …) exactly as the tree walk does; a key
-    /// repeated in the input (which the strict reader refuses) is made unique the same way,
-    /// except on the fast path below.
+    /// are made unique (`[redacted]`, `[redacted]~2`, …) exactly as the tree walk does. A key
+    /// repeated in the input (which the strict reader refuses, and a tree cannot hold) is
+    /// left as it is, unless a key of its object was rewritten: then it is made unique too.
     ///
     /// Fast path: with [`Scope::SecretsOnly`] and no secret registered nothing can change, so
     /// this only minifies (and writes strings in the canonical form).
@@ -73,6 +73,7 @@ impl Redactor {
             pos: 0,
             out,
             scratch: String::new(),
+            keys: Vec::new(),
         };
         let result = pass.run();
         if result.is_err() {
@@ -106,7 +107,11 @@ struct Frame {
     object: bool,
     /// Read only, nothing written (inside a hidden value).
     mute: bool,
-    /// The keys written so far (objects, when keys can change or repeat).
+    /// Where this object's keys start in [`JsonPass::keys`].
+    keys_from: usize,
+    /// The keys written so far, once a key of this object was rewritten: from then on every
+    /// key is checked against them. Until then the keys are only remembered (where they are
+    /// in the output), which costs no allocation.
     names: Option<KeyNames>,
 }
 
@@ -120,6 +125,9 @@ struct JsonPass<'a, 'o> {
     out: &'o mut String,
     /// Decoded strings that held escapes.
     scratch: String,
+    /// Where the keys of the open objects are in `out` (their JSON-encoded text between the
+    /// quotes), innermost object last.
+    keys: Vec<(usize, usize)>,
 }
 
 impl JsonPass<'_, '_> {
@@ -151,12 +159,11 @@ impl JsonPass<'_, '_> {
                             self.out.push(char::from(close));
                         }
                     } else {
-                        let names =
-                            (object && !mute && self.rules.is_some()).then(KeyNames::default);
                         stack.push(Frame {
                             object,
                             mute,
-                            names,
+                            keys_from: self.keys.len(),
+                            names: None,
                         });
                         mode = if object {
                             let depth = stack.len();
@@ -206,6 +213,7 @@ impl JsonPass<'_, '_> {
                         if !frame.mute {
                             self.out.push(char::from(close));
                         }
+                        self.keys.truncate(frame.keys_from);
                         stack.pop();
                     }
                     Some(_) => return Err(self.error("expected `,` or the end of the container")),
@@ -237,12 +245,7 @@ impl JsonPass<'_, '_> {
                 Some(scope) => apply(self.redactor, key, scope),
                 None => Cow::Borrowed(key),
             };
-            let key = match frame.names.as_mut() {
-                Some(names) => Cow::Owned(names.claim(key.into_owned())),
-                None => key,
-            };
-            write_string(self.out, &key);
-            self.out.push(':');
+            let key = write_key(self.out, &mut self.keys, self.rules.is_some(), frame, key);
             match self.rules {
                 Some(Scope::Full { envelope_root }) => {
                     // The envelope's own `authorization` object holds the allowlist, not a
@@ -353,17 +356,18 @@ impl JsonPass<'_, '_> {
         self.pos += 1;
         let start = self.pos;
         // The common case: no escape at all, so the body is the text itself.
-        loop {
-            match self.peek() {
-                Some(b'"') => {
-                    self.pos += 1;
-                    return Ok(Some((start, self.pos - 1)));
-                }
-                Some(b'\\') => break,
-                Some(b) if b < 0x20 => return Err(self.error("control character in a string")),
-                Some(_) => self.pos += 1,
-                None => return Err(self.error("unterminated string")),
+        self.pos += self.src[start..]
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+            .unwrap_or(self.src.len() - start);
+        match self.peek() {
+            Some(b'"') => {
+                self.pos += 1;
+                return Ok(Some((start, self.pos - 1)));
             }
+            Some(b'\\') => {}
+            Some(_) => return Err(self.error("control character in a string")),
+            None => return Err(self.error("unterminated string")),
         }
         self.scratch.clear();
         self.scratch.push_str(&self.text[start..self.pos]);
@@ -470,6 +474,51 @@ impl JsonPass<'_, '_> {
     }
 }
 
+/// Write an object key (with the rules already applied) and its `:`, made unique within
+/// its object the way the tree walk does it; returns the key as written. On the fast path
+/// nothing can change, so nothing is tracked.
+fn write_key<'k>(
+    out: &mut String,
+    keys: &mut Vec<(usize, usize)>,
+    tracking: bool,
+    frame: &mut Frame,
+    key: Cow<'k, str>,
+) -> Cow<'k, str> {
+    let rewritten = matches!(key, Cow::Owned(_));
+    if !tracking || (frame.names.is_none() && !rewritten) {
+        out.push('"');
+        let start = out.len();
+        write_string_body(out, &key);
+        if tracking {
+            keys.push((start, out.len()));
+        }
+        out.push_str("\":");
+        return key;
+    }
+    // Keys are compared in their JSON-encoded form, which is one-to-one with the text and
+    // takes a `~n` suffix unchanged.
+    let written = &*out;
+    let names = frame.names.get_or_insert_with(|| {
+        let mut names = KeyNames::default();
+        for &(start, end) in &keys[frame.keys_from..] {
+            names.claim(written[start..end].to_string());
+        }
+        names
+    });
+    let mut encoded = String::with_capacity(key.len());
+    write_string_body(&mut encoded, &key);
+    let plain_len = encoded.len();
+    let unique = names.claim(encoded);
+    out.push('"');
+    out.push_str(&unique);
+    out.push_str("\":");
+    if unique.len() == plain_len {
+        key
+    } else {
+        Cow::Owned(format!("{key}{}", &unique[plain_len..]))
+    }
+}
+
 /// The text of a string read by [`JsonPass::read_string`].
 fn decoded<'t>(text: &'t str, scratch: &'t str, range: Option<(usize, usize)>) -> &'t str {
     match range {
@@ -494,6 +543,16 @@ fn apply<'s>(redactor: &Redactor, s: &'s str, scope: Scope) -> Cow<'s, str> {
 /// characters as `\n`-style or `\u00XX` escapes, everything else as it is.
 fn write_string(out: &mut String, s: &str) {
     out.push('"');
+    write_string_body(out, s);
+    out.push('"');
+}
+
+/// The body of [`write_string`], without the quotes.
+fn write_string_body(out: &mut String, s: &str) {
+    if !s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        out.push_str(s);
+        return;
+    }
     let mut run = 0;
     for (i, b) in s.bytes().enumerate() {
         let escape = match b {
@@ -519,7 +578,6 @@ fn write_string(out: &mut String, s: &str) {
         run = i + 1;
     }
     out.push_str(&s[run..]);
-    out.push('"');
 }
 
 #[cfg(test)]
@@ -656,8 +714,13 @@ mod tests {
         let expected = r#"{"[redacted]":1,"[redacted]~2":2,"[redacted]~2~2":3,"[host-path]":4,"[host-path]~2":5}"#;
         assert_eq!(full(&r, doc), expected);
         assert_eq!(tree_full(&r, doc), expected);
-        // A key repeated in the input (refused by the strict reader) comes out unique too.
-        assert_eq!(full(&r, r#"{"a":1,"a":2}"#), r#"{"a":1,"a~2":2}"#);
+        // A key repeated in the input (refused by the strict reader) is left alone, unless a
+        // key of its object was rewritten: then every key is checked.
+        assert_eq!(full(&r, r#"{"a":1,"a":2}"#), r#"{"a":1,"a":2}"#);
+        assert_eq!(
+            full(&r, r#"{"a":1,"/home/x":0,"a":2,"b":{"a":3,"a":4}}"#),
+            r#"{"a":1,"[host-path]":0,"a~2":2,"b":{"a":3,"a":4}}"#
+        );
     }
 
     #[test]

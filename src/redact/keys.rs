@@ -93,8 +93,13 @@ pub fn is_sensitive_key(key: &str) -> bool {
 
 /// Whether a run of the last segments in `recent` spells a term.
 fn ends_in_term(key: &[u8], recent: &[(usize, usize); MAX_RUN_SEGMENTS], seen: usize) -> bool {
-    (1..=seen.min(MAX_RUN_SEGMENTS)).any(|len| {
+    let mut letters = 0;
+    for len in 1..=seen.min(MAX_RUN_SEGMENTS) {
         let run = &recent[MAX_RUN_SEGMENTS - len..];
+        letters += run[0].1 - run[0].0;
+        if letters > MAX_TERM_BYTES {
+            return false; // longer runs only get longer
+        }
         let mut joined = Spelling::default();
         let mut together = Spelling::default();
         for (i, &(start, end)) in run.iter().enumerate() {
@@ -106,8 +111,11 @@ fn ends_in_term(key: &[u8], recent: &[(usize, usize); MAX_RUN_SEGMENTS], seen: u
                 together.push(b.to_ascii_lowercase());
             }
         }
-        joined.is_term() || together.is_term()
-    })
+        if joined.is_term() || (len > 1 && together.is_term()) {
+            return true;
+        }
+    }
+    false
 }
 
 /// A run of segments spelled out, lowercase, as long as it could still be a term.
@@ -145,19 +153,23 @@ impl Spelling {
 
 /// A term as written, or run together without its underscores.
 fn is_exact_term(run: &[u8]) -> bool {
-    static SPELLINGS: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+    // The spellings, by length.
+    static SPELLINGS: OnceLock<Vec<Vec<Vec<u8>>>> = OnceLock::new();
     let spellings = SPELLINGS.get_or_init(|| {
-        SENSITIVE_TERMS
-            .iter()
-            .flat_map(|term| [term.to_string(), term.replace('_', "")])
-            .map(String::into_bytes)
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect()
+        let mut by_len = vec![Vec::new(); MAX_TERM_BYTES + 1];
+        for term in SENSITIVE_TERMS {
+            for spelling in [term.to_string(), term.replace('_', "")] {
+                let spelling = spelling.into_bytes();
+                if !by_len[spelling.len()].contains(&spelling) {
+                    by_len[spelling.len()].push(spelling);
+                }
+            }
+        }
+        by_len
     });
     spellings
-        .binary_search_by(|spelling| spelling.as_slice().cmp(run))
-        .is_ok()
+        .get(run.len())
+        .is_some_and(|same_len| same_len.iter().any(|spelling| spelling == run))
 }
 
 fn is_descriptor(segment: &[u8]) -> bool {

@@ -12,6 +12,9 @@ use super::{Edits, MIN_SECRET_CHARS, REDACTED};
 /// Keys longer than this are read from their last this-many characters.
 const MAX_KEY_BYTES: usize = 64;
 
+/// A key holding this keeps the auth scheme of its value (`Authorization: Bearer [redacted]`).
+const AUTHORIZATION: &[u8] = b"authorization";
+
 /// HTTP authentication schemes kept in front of a redacted credential.
 const AUTH_SCHEMES: [&str; 6] = ["bearer", "basic", "digest", "token", "negotiate", "ntlm"];
 
@@ -26,8 +29,9 @@ pub(super) fn scrub_assignments(s: &str, edits: &mut Edits<'_>) {
     let mut floor = 0; // nothing before this can be part of a key (it was a value)
     let mut authorities = Authorities::new(s);
     let mut values = Values::new(s);
+    let mut verdicts = LastKey::default();
     let mut pos = 0;
-    while let Some(off) = bytes[pos..].iter().position(|&b| b == b':' || b == b'=') {
+    while let Some(off) = memchr::memchr2(b':', b'=', &bytes[pos..]) {
         let sep = pos + off;
         pos = sep + 1;
         // `scheme://` and a `user:pass@host` authority are URLs, which `scrub_credentials` owns.
@@ -37,7 +41,7 @@ pub(super) fn scrub_assignments(s: &str, edits: &mut Edits<'_>) {
         let Some(key) = key_before(s, sep, floor) else {
             continue;
         };
-        if !is_sensitive_key(&s[key.start..key.end]) {
+        if !verdicts.is_sensitive(&s[key.start..key.end]) {
             continue;
         }
         let mut start = sep + 1;
@@ -55,15 +59,35 @@ pub(super) fn scrub_assignments(s: &str, edits: &mut Edits<'_>) {
             continue;
         }
         let inner = &s[value.inner.0..value.inner.1];
-        let keep_scheme = s[key.start..key.end]
-            .to_ascii_lowercase()
-            .contains("authorization");
-        if let Some(with) = value_replacement(inner, keep_scheme) {
-            edits.replace(value.inner.0, value.inner.1, &with);
+        let keep_scheme = bytes[key.start..key.end]
+            .windows(AUTHORIZATION.len())
+            .any(|w| w.eq_ignore_ascii_case(AUTHORIZATION));
+        if let Some(kept) = kept_before_marker(inner, keep_scheme) {
+            edits.replace(value.inner.0 + kept, value.inner.1, REDACTED);
         }
         authorities.restart_at(value.end);
         floor = value.end;
         pos = value.end;
+    }
+}
+
+/// The last key judged and its verdict: text repeats its keys (`token=…` on every line), and
+/// a key is at most [`MAX_KEY_BYTES`] long, so comparing is cheaper than judging again.
+#[derive(Default)]
+struct LastKey<'a> {
+    key: Option<(&'a str, bool)>,
+}
+
+impl<'a> LastKey<'a> {
+    fn is_sensitive(&mut self, key: &'a str) -> bool {
+        match self.key {
+            Some((last, verdict)) if last == key => verdict,
+            _ => {
+                let verdict = is_sensitive_key(key);
+                self.key = Some((key, verdict));
+                verdict
+            }
+        }
     }
 }
 
@@ -244,7 +268,7 @@ impl<'a> Authorities<'a> {
     fn new(s: &'a str) -> Self {
         Authorities {
             s,
-            upcoming: s.find("://"),
+            upcoming: find_scheme_separator(s, 0),
             current: (0, 0),
         }
     }
@@ -254,7 +278,7 @@ impl<'a> Authorities<'a> {
         while let Some(colon) = self.upcoming.filter(|&colon| colon <= at) {
             let start = colon + 3;
             self.current = (start, start + authority_len(&self.s[start..]));
-            self.upcoming = self.s[start..].find("://").map(|i| start + i);
+            self.upcoming = find_scheme_separator(self.s, start);
         }
         self.current.0 <= at && at < self.current.1
     }
@@ -265,9 +289,23 @@ impl<'a> Authorities<'a> {
     fn restart_at(&mut self, at: usize) {
         self.current = (0, 0);
         if self.upcoming.is_some_and(|colon| colon < at) {
-            self.upcoming = self.s[at..].find("://").map(|i| at + i);
+            self.upcoming = find_scheme_separator(self.s, at);
         }
     }
+}
+
+/// The first `://` at or after `from` (a plain scan: no searcher to set up for short strings).
+fn find_scheme_separator(s: &str, from: usize) -> Option<usize> {
+    let b = s.as_bytes();
+    let mut at = from;
+    while let Some(i) = memchr::memchr(b':', b.get(at..)?) {
+        at += i;
+        if b[at + 1..].starts_with(b"//") {
+            return Some(at);
+        }
+        at += 1;
+    }
+    None
 }
 
 /// Length of the authority at the start of `rest` (the text after `://`). Brackets are allowed
@@ -325,8 +363,9 @@ struct ValueSpan {
     quoted: bool,
 }
 
-/// What replaces a sensitive value, or `None` when it is already redacted.
-fn value_replacement(inner: &str, keep_scheme: bool) -> Option<String> {
+/// How much of a sensitive value stays in front of the marker that replaces the rest (an auth
+/// scheme and its spaces, when `keep_scheme`), or `None` when it is already redacted.
+fn kept_before_marker(inner: &str, keep_scheme: bool) -> Option<usize> {
     if inner == REDACTED {
         return None;
     }
@@ -343,10 +382,9 @@ fn value_replacement(inner: &str, keep_scheme: bool) -> Option<String> {
         if after == REDACTED {
             return None;
         }
-        let prefix_len = inner.len() - after.len();
-        return Some(format!("{}{REDACTED}", &inner[..prefix_len]));
+        return Some(inner.len() - after.len());
     }
-    Some(REDACTED.to_string())
+    Some(0)
 }
 
 /// At least 8 characters with [`has_credential_traits`]: random credentials nearly always
@@ -380,6 +418,19 @@ enum Trigger {
     Url,
 }
 
+/// The first bytes of `cookie`, `set-cookie`, `bearer`, `basic` (any case) and of the
+/// [`TOKEN_PREFIXES`].
+const STARTS_A_WORD_TRIGGER: [bool; 256] = {
+    let mut table = [false; 256];
+    let firsts = b"sScCbBgxAe";
+    let mut i = 0;
+    while i < firsts.len() {
+        table[firsts[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
+
 /// Prefixes of the well-known token shapes; each needs a word boundary in front.
 const TOKEN_PREFIXES: [&str; 17] = [
     "sk-",
@@ -405,74 +456,122 @@ const TOKEN_PREFIXES: [&str; 17] = [
 const MAX_SCHEME_BYTES: usize = 32;
 
 /// Finds the triggers of the shape rules left to right: the leftmost one, and at one position
-/// the first of header, auth scheme, token, URL. Every check at a position reads a bounded
-/// number of bytes, except the spaces after `cookie`/`bearer`, which only the word in front of
-/// them reads; the scheme in front of `://` is found with a [`Seek`]. So one scan is linear.
+/// the first of header, auth scheme, token, URL (the order of the alternatives of the regex
+/// `\b(?i:set-cookie|cookie)[ \t]*:|\b(?i:bearer|basic)[ \t]+|\b(?:sk-|gh[pousr]_|…|eyJ)|
+/// [A-Za-z][A-Za-z0-9+.-]{0,31}://` it implements).
+///
+/// Linear: questions come with increasing `from`, and each kind of trigger keeps the answer
+/// it found, which stays the answer until `from` passes it. The check at one position reads a
+/// bounded number of bytes, except the blanks after `cookie`/`bearer`, which only the word in
+/// front of them reads; each `://` is found once and looks back at most 32 bytes for its
+/// scheme once per question that reaches it, and there is at most one question per trigger.
 struct Triggers<'a> {
     s: &'a str,
-    scheme_end: Seek<'a, StopFn>,
+    /// The next header, auth-scheme or token trigger at or after `word_from`.
+    word_from: usize,
+    word: Option<(usize, usize, Trigger)>,
+    /// The next URL trigger at or after `url_from`.
+    url_from: usize,
+    url: Option<(usize, usize, Trigger)>,
 }
 
 impl<'a> Triggers<'a> {
     fn new(s: &'a str) -> Self {
         Triggers {
             s,
-            scheme_end: Seek::new(s, |_, _, c| !is_scheme_char(c)),
+            word_from: usize::MAX,
+            word: None,
+            url_from: usize::MAX,
+            url: None,
         }
     }
 
     /// The first trigger starting at or after `from`: (start, end, kind).
     fn next(&mut self, from: usize) -> Option<(usize, usize, Trigger)> {
-        (from..self.s.len()).find_map(|p| self.at(p))
+        if !answers(self.word_from, self.word, from) {
+            self.word_from = from;
+            let b = self.s.as_bytes();
+            self.word = (from..b.len())
+                .filter(|&p| STARTS_A_WORD_TRIGGER[usize::from(b[p])])
+                .find_map(|p| self.word_trigger_at(p));
+        }
+        if !answers(self.url_from, self.url, from) {
+            self.url_from = from;
+            self.url = self.url_at_or_after(from);
+        }
+        let (word, url) = (self.word, self.url);
+        match (word, url) {
+            (Some(w), Some(u)) if u.0 < w.0 => Some(u),
+            (None, url) => url,
+            (word, _) => word,
+        }
     }
 
-    fn at(&mut self, p: usize) -> Option<(usize, usize, Trigger)> {
+    /// A header, auth-scheme or token trigger starting at `p` (whose byte is in
+    /// [`STARTS_A_WORD_TRIGGER`]); each needs a word boundary in
+    /// front.
+    fn word_trigger_at(&self, p: usize) -> Option<(usize, usize, Trigger)> {
         let s = self.s;
         let b = s.as_bytes();
         let first = b[p];
-        if !first.is_ascii_alphabetic() {
+        if p > 0 && is_word_byte(b[p - 1]) {
             return None;
         }
-        // The header, auth-scheme and token alternatives need a word boundary in front.
-        if p == 0 || !is_word_byte(b[p - 1]) {
-            let rest = &b[p..];
-            if matches!(first, b's' | b'S' | b'c' | b'C') {
-                let word = ["set-cookie", "cookie"]
-                    .into_iter()
-                    .find(|w| starts_with_ignore_case(rest, w));
-                if let Some(word) = word {
-                    let colon = p + word.len() + run_len(s, p + word.len(), is_blank);
-                    if b.get(colon) == Some(&b':') {
-                        return Some((p, colon + 1, Trigger::Header));
-                    }
-                }
-            }
-            if matches!(first, b'b' | b'B') {
-                let scheme = ["bearer", "basic"]
-                    .into_iter()
-                    .find(|w| starts_with_ignore_case(rest, w));
-                if let Some(scheme) = scheme {
-                    let blanks = run_len(s, p + scheme.len(), is_blank);
-                    if blanks > 0 {
-                        return Some((p, p + scheme.len() + blanks, Trigger::AuthScheme));
-                    }
-                }
-            }
-            if matches!(first, b's' | b'g' | b'x' | b'A' | b'e') {
-                let prefix = TOKEN_PREFIXES
-                    .into_iter()
-                    .find(|t| rest.starts_with(t.as_bytes()));
-                if let Some(prefix) = prefix {
-                    return Some((p, p + prefix.len(), Trigger::Token(prefix)));
+        let rest = &b[p..];
+        if matches!(first, b's' | b'S' | b'c' | b'C') {
+            let word = ["set-cookie", "cookie"]
+                .into_iter()
+                .find(|w| starts_with_ignore_case(rest, w));
+            if let Some(word) = word {
+                let colon = p + word.len() + run_len(s, p + word.len(), is_blank);
+                if b.get(colon) == Some(&b':') {
+                    return Some((p, colon + 1, Trigger::Header));
                 }
             }
         }
-        let scheme_end = self.scheme_end.from(p + 1);
-        if scheme_end - p <= MAX_SCHEME_BYTES && b[scheme_end..].starts_with(b"://") {
-            return Some((p, scheme_end + 3, Trigger::Url));
+        if matches!(first, b'b' | b'B') {
+            let scheme = ["bearer", "basic"]
+                .into_iter()
+                .find(|w| starts_with_ignore_case(rest, w));
+            if let Some(scheme) = scheme {
+                let blanks = run_len(s, p + scheme.len(), is_blank);
+                if blanks > 0 {
+                    return Some((p, p + scheme.len() + blanks, Trigger::AuthScheme));
+                }
+            }
         }
-        None
+        TOKEN_PREFIXES
+            .into_iter()
+            .find(|t| rest.starts_with(t.as_bytes()))
+            .map(|prefix| (p, p + prefix.len(), Trigger::Token(prefix)))
     }
+
+    /// The leftmost `scheme://` starting at or after `from`.
+    fn url_at_or_after(&self, from: usize) -> Option<(usize, usize, Trigger)> {
+        let b = self.s.as_bytes();
+        let mut search = from;
+        loop {
+            let colon = find_scheme_separator(self.s, search)?;
+            // The scheme is the run of scheme characters right before `://`, at most 32 bytes
+            // long, starting with a letter.
+            let mut lo = colon;
+            while lo > from.max(colon.saturating_sub(MAX_SCHEME_BYTES))
+                && is_scheme_char(char::from(b[lo - 1]))
+            {
+                lo -= 1;
+            }
+            if let Some(start) = (lo..colon).find(|&p| b[p].is_ascii_alphabetic()) {
+                return Some((start, colon + 3, Trigger::Url));
+            }
+            search = colon + 1;
+        }
+    }
+}
+
+/// Whether the trigger found at or after `found_from` is still the next one at or after
+/// `from`: nothing between the two positions was a trigger.
+fn answers(found_from: usize, found: Option<(usize, usize, Trigger)>, from: usize) -> bool {
+    found_from <= from && !matches!(found, Some((start, _, _)) if from > start)
 }
 
 fn is_scheme_char(c: char) -> bool {
@@ -787,5 +886,24 @@ mod tests {
             redact("sk-proj-abc123def456ghi789://u@h"),
             "[redacted]://u@h"
         );
+    }
+
+    #[test]
+    fn the_first_byte_table_covers_every_word_trigger() {
+        use super::{STARTS_A_WORD_TRIGGER, TOKEN_PREFIXES};
+        let words = ["cookie", "set-cookie", "bearer", "basic"];
+        let firsts = words
+            .iter()
+            .flat_map(|w| [w.as_bytes()[0], w.as_bytes()[0].to_ascii_uppercase()])
+            .chain(TOKEN_PREFIXES.iter().map(|t| t.as_bytes()[0]));
+        for first in firsts {
+            assert!(
+                STARTS_A_WORD_TRIGGER[usize::from(first)],
+                "{}",
+                char::from(first)
+            );
+        }
+        let listed = STARTS_A_WORD_TRIGGER.iter().filter(|&&on| on).count();
+        assert_eq!(listed, 10);
     }
 }
