@@ -12,8 +12,8 @@
 //! still open, and one string's worth of scratch; numbers and literals are copied byte for
 //! byte, never re-formatted; strings are written the way `serde_json` writes them (control
 //! characters escaped, everything else as UTF-8), so the output is one line that any JSON
-//! reader accepts, with unique keys in every object. Input that is not JSON is refused with
-//! an [`InvalidJson`] and nothing is written; it never panics.
+//! reader accepts, with unique keys in every object when the input had them. Input that is
+//! not JSON is refused with an [`InvalidJson`] and nothing is written; it never panics.
 //!
 //! It must not check what a document means (the strict reader and the validators do that).
 

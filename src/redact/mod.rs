@@ -2,19 +2,33 @@
 //! stdout.
 //!
 //! It owns three kinds of rewriting, each replacing text with a fixed marker:
-//! - exact secret values in all their encoded forms → `[redacted]`
-//!   ([`Redactor::scrub_secrets_str`], [`Redactor::scrub_secrets_value`]);
+//! - exact secret values in all their encoded forms → `[redacted]` (`secrets.rs`;
+//!   [`Redactor::scrub_secrets_str`], [`Redactor::scrub_secrets_value`]);
 //! - the string rules: credentials in `key=value` text, headers, URLs and well-known token
-//!   shapes → `[redacted]`, host-local paths → `[host-path]` ([`Redactor::redact_str`]);
-//! - the key rules on JSON trees: whole values under sensitive keys ([`Redactor::redact_value`],
-//!   [`is_sensitive_key`]).
+//!   shapes → `[redacted]` (`text.rs`), host-local paths → `[host-path]` (`paths.rs`)
+//!   ([`Redactor::redact_str`], and for a cut capture [`Redactor::redact_tail`] /
+//!   [`Redactor::redact_head`]);
+//! - the key rules on JSON: whole values under sensitive keys (`keys.rs`, [`is_sensitive_key`]),
+//!   on a parsed tree ([`Redactor::redact_value`]) or on raw JSON text without building one
+//!   (`json.rs`, [`Redactor::redact_json`]).
 //!
-//! Invariants, for any input: every pass is a single left-to-right scan that never rescans its
-//! own output, so it terminates and is linear in the input; the markers are never matched again,
-//! so redaction is idempotent; trees are walked with an explicit stack, so depth cannot overflow;
-//! keys stay unique, so a redacted tree always serializes to valid JSON. The one case no
-//! marker-based scheme can cover: a secret made of marker fragments (`redacted][`) that
-//! straddles a marker already present in the input is left in place.
+//! Invariants, for any input:
+//! - **Linear in the input; each byte is examined a bounded number of times.** Every rule is
+//!   one left-to-right pass that never rescans its own output: a look-ahead either consumes
+//!   what it read or is answered from a cursor that the next question reuses, and questions
+//!   come in increasing order. The bounds depend only on what was registered, never on the
+//!   input: the secret search is one Aho–Corasick automaton; a registered host path is
+//!   compared once per path start; and only a secret that contains `[`/`]` or is part of a
+//!   marker makes the secret rule repeat, at most `MAX_SETTLE_PASSES` (8) times.
+//! - The markers are never matched again, so redaction is idempotent.
+//! - Trees and JSON texts are walked with an explicit stack, so depth cannot overflow; object
+//!   keys get the same rules as strings and stay unique (`[redacted]`, `[redacted]~2`, …), so
+//!   a redacted document is always valid JSON.
+//! - A cut capture never keeps part of a secret: the whole capture is redacted first, then
+//!   cut, and nothing from before the window's edge survives.
+//!
+//! The one case no marker-based scheme can cover: a secret made of marker fragments
+//! (`redacted][`) that straddles a marker already present in the input is left in place.
 //!
 //! It must not decide *which* values are secret (callers register them) and does no I/O.
 
