@@ -12,6 +12,7 @@ use super::{EVENT_SCHEMA, RESULT_SCHEMA};
 use crate::envelope::raw::ObjectWriter;
 use crate::envelope::result::redact_raw;
 use crate::redact::Redactor;
+use crate::redact::Scope;
 use crate::transcript::timestamp;
 use serde::Serialize;
 use serde_json::Value;
@@ -82,7 +83,16 @@ impl Envelope<'_> {
     /// The envelope as one line of compact JSON, redacted.
     pub fn render(&self, redactor: &Redactor) -> String {
         let success = self.status.is_success();
-        let full = |raw: &str, out: &mut String| redact_raw(redactor, raw, true, out);
+        let full = |raw: &str, out: &mut String| {
+            redact_raw(
+                redactor,
+                raw,
+                Scope::Full {
+                    envelope_root: false,
+                },
+                out,
+            )
+        };
         let mut out = String::with_capacity(
             512 + self.request.map_or(0, str::len) + self.result.map_or(0, str::len),
         );
@@ -95,7 +105,18 @@ impl Envelope<'_> {
         .str("status", self.status.as_str())
         .str("request_id", &redactor.redact_str(self.request_id));
         match self.request {
-            Some(request) => w.with("request", |o| full(request, o)),
+            // The request is an envelope of its own: its top-level `authorization`, if any, is
+            // structural, as in the main job's transcripts.
+            Some(request) => w.with("request", |o| {
+                redact_raw(
+                    redactor,
+                    request,
+                    Scope::Full {
+                        envelope_root: true,
+                    },
+                    o,
+                )
+            }),
             None => w.raw("request", "null"),
         };
         if let Some(provider) = self.provider {
@@ -103,7 +124,9 @@ impl Envelope<'_> {
         }
         if success {
             if let Some(result) = self.result {
-                w.with("result", |o| redact_raw(redactor, result, false, o));
+                w.with("result", |o| {
+                    redact_raw(redactor, result, Scope::SecretsOnly, o)
+                });
             }
         } else {
             match &self.error {

@@ -238,16 +238,16 @@ impl<'a> Report<'a> {
     /// is never half-shown.
     fn stderr_tail(&self, stderr: &[u8]) -> (String, bool) {
         let kept = &stderr[stderr.len().saturating_sub(exec::STDERR_KEEP_BYTES)..];
-        let redacted = self.redactor.redact_str(&String::from_utf8_lossy(kept));
-        let tail = exec::tail_str(&redacted, exec::STDERR_TAIL_BYTES);
-        let cut = tail.len() < redacted.len() || kept.len() < stderr.len();
-        (tail.to_string(), cut)
+        let (tail, cut) = self.redactor.redact_tail(kept, exec::STDERR_TAIL_BYTES);
+        (tail, cut || kept.len() < stderr.len())
     }
 
     /// Keep the start of stdout, redacted, in `diagnostics.dispatch.stdout_head`.
     pub fn keep_stdout_head(&mut self, stdout: &[u8]) {
-        let head = &stdout[..stdout.len().min(STDOUT_HEAD_BYTES)];
-        self.dispatch.stdout_head = Some(self.redactor.redact_str(&String::from_utf8_lossy(head)));
+        // Twice what is shown, redacted whole, then cut: no half secret at the cut.
+        let kept = &stdout[..stdout.len().min(2 * STDOUT_HEAD_BYTES)];
+        let (head, _) = self.redactor.redact_head(kept, STDOUT_HEAD_BYTES);
+        self.dispatch.stdout_head = Some(head);
     }
 
     /// Attach diagnostics, write the transcript, redact, write `--result-file`: everything but
@@ -322,7 +322,14 @@ impl<'a> Report<'a> {
         };
         let mut request = String::new();
         match &self.request {
-            Some(doc) => result::redact_raw(&self.redactor, doc.text(), true, &mut request),
+            Some(doc) => result::redact_raw(
+                &self.redactor,
+                doc.text(),
+                crate::redact::Scope::Full {
+                    envelope_root: true,
+                },
+                &mut request,
+            ),
             None => request.push_str("null"),
         }
         let result = envelope.render(&self.redactor, Audience::Transcript);

@@ -16,7 +16,7 @@ use super::json::Kind;
 use super::raw::{self, Fields, ObjectWriter};
 use super::request::Echo;
 use crate::error::{ErrorCode, Status};
-use crate::redact::Redactor;
+use crate::redact::{Redactor, Scope};
 use crate::validate::{codes, join, Checker, Issue};
 use serde::Serialize;
 use serde_json::Value;
@@ -373,7 +373,10 @@ impl<'a> ResultEnvelope<'a> {
     /// the dispatcher did not write itself passes through `redactor`, names included
     /// (`request_id`, `tool`, `operation`).
     pub fn render(&self, redactor: &Redactor, audience: Audience) -> String {
-        let full = |raw: &str, out: &mut String| redact_within(redactor, raw, true, out);
+        let output_scope = match audience {
+            Audience::Caller => Scope::SecretsOnly,
+            Audience::Transcript => FULL,
+        };
         let mut out = String::with_capacity(
             256 + self.output.as_ref().map_or(0, |o| o.len()) + self.diagnostics_len(),
         );
@@ -384,42 +387,61 @@ impl<'a> ResultEnvelope<'a> {
             .str("tool", &redactor.redact_str(&self.echo.tool))
             .str("operation", &redactor.redact_str(&self.echo.operation))
             .str("status", self.status.as_str());
+        // `output`, `error`, `artifacts`, `diagnostics` and `metadata` are not sensitive keys, so
+        // redacting each value on its own is what a walk of the whole envelope would do; the
+        // members of those objects are redacted with their keys in view.
         if let Some(output) = &self.output {
-            w.with("output", |o| {
-                redact_within(redactor, output, audience == Audience::Transcript, o)
-            });
+            w.with("output", |o| redact_raw(redactor, output, output_scope, o));
         }
         match &self.error {
             None => {}
             Some(ErrorPart::Answer(raw)) => {
-                w.with("error", |o| full(raw, o));
+                w.with("error", |o| redact_raw(redactor, raw, FULL, o));
             }
             Some(ErrorPart::Dispatcher(body)) => {
                 let text = serde_json::to_string(body).unwrap_or_else(|_| "{}".into());
-                w.with("error", |o| full(&text, o));
+                w.with("error", |o| redact_raw(redactor, &text, FULL, o));
             }
         }
-        w.with("artifacts", |o| self.render_artifacts(o, redactor, &full));
+        let artifacts = self.artifacts_text();
+        w.with("artifacts", |o| redact_raw(redactor, &artifacts, FULL, o));
+        let diagnostics = self.diagnostics_text();
         w.with("diagnostics", |o| {
-            let mut d = ObjectWriter::new(o);
-            for (key, value) in &self.diagnostics {
-                d.with(&redactor.redact_str(key), |o| {
-                    redact_member(redactor, key, value, o)
-                });
-            }
-            if let Some(dispatch) = &self.dispatch {
-                let text = serde_json::to_string(dispatch).unwrap_or_else(|_| "{}".into());
-                d.with("dispatch", |o| full(&text, o));
-            }
-            d.finish();
+            redact_raw(redactor, &diagnostics, FULL, o)
         });
-        w.with("metadata", |o| full(self.metadata.unwrap_or("{}"), o));
-        for (key, value) in &self.extra {
-            w.with(&redactor.redact_str(key), |o| {
-                redact_member(redactor, key, value, o)
-            });
-        }
+        w.with("metadata", |o| {
+            redact_raw(redactor, self.metadata.unwrap_or("{}"), FULL, o)
+        });
         w.finish();
+        if !self.extra.is_empty() {
+            // Members the contract does not name, redacted as members of the envelope (its
+            // top-level `authorization` object is structural), spliced in before the brace.
+            let mut extra = String::new();
+            let mut x = ObjectWriter::new(&mut extra);
+            for (key, value) in &self.extra {
+                x.raw(key, value);
+            }
+            x.finish();
+            let mut redacted = String::new();
+            redact_raw(
+                redactor,
+                &extra,
+                Scope::Full {
+                    envelope_root: true,
+                },
+                &mut redacted,
+            );
+            if let Some(members) = redacted
+                .strip_prefix('{')
+                .and_then(|r| r.strip_suffix('}'))
+                .filter(|m| !m.is_empty())
+            {
+                out.pop();
+                out.push(',');
+                out.push_str(members);
+                out.push('}');
+            }
+        }
         out
     }
 
@@ -427,16 +449,28 @@ impl<'a> ResultEnvelope<'a> {
         self.diagnostics.iter().map(|(_, v)| v.len()).sum()
     }
 
-    fn render_artifacts(
-        &self,
-        o: &mut String,
-        redactor: &Redactor,
-        full: &dyn Fn(&str, &mut String),
-    ) {
-        let mut a = ObjectWriter::new(o);
+    /// `diagnostics` as JSON text, unredacted: the answer's members, then `dispatch`.
+    fn diagnostics_text(&self) -> String {
+        let mut out = String::with_capacity(self.diagnostics_len() + 1024);
+        let mut d = ObjectWriter::new(&mut out);
+        for (key, value) in &self.diagnostics {
+            d.raw(key, value);
+        }
+        if let Some(dispatch) = &self.dispatch {
+            d.value("dispatch", dispatch);
+        }
+        d.finish();
+        out
+    }
+
+    /// `artifacts` as JSON text, unredacted, with the dispatcher's refs after the answer's.
+    fn artifacts_text(&self) -> String {
+        let mut out = String::new();
+        let mut a = ObjectWriter::new(&mut out);
         a.with("transcripts", |o| {
+            let answer = raw::minify(self.transcripts.unwrap_or("[]"));
             let start = o.len();
-            full(self.transcripts.unwrap_or("[]"), o);
+            o.push_str(&answer);
             if !self.transcript_refs.is_empty() {
                 // Splice the dispatcher's refs in before the closing bracket.
                 o.pop();
@@ -449,66 +483,26 @@ impl<'a> ResultEnvelope<'a> {
                 o.push(']');
             }
         });
-        a.with("evidence", |o| full(self.evidence.unwrap_or("[]"), o));
+        a.raw("evidence", self.evidence.unwrap_or("[]"));
         for (key, value) in &self.artifacts_extra {
-            a.with(key, |o| redact_member(redactor, key, value, o));
+            a.raw(key, value);
         }
         a.finish();
+        out
     }
 }
 
-/// Append `raw`, a value inside the envelope, redacted as the envelope tree would redact it.
-/// It is wrapped one level down first: the redactor exempts an `authorization` object only at
-/// an envelope's root (the request's allowlist), never inside `metadata`, `error` or `output`.
-fn redact_within(redactor: &Redactor, raw: &str, full: bool, out: &mut String) {
-    let mut wrapped = String::with_capacity(raw.len() + 6);
-    wrapped.push_str("{\"_\":");
-    wrapped.push_str(raw);
-    wrapped.push('}');
-    let mut text = String::new();
-    redact_raw(redactor, &wrapped, full, &mut text);
-    match Fields::parse(&text).and_then(|f| f.get("_")) {
-        Some(value) => out.push_str(value),
-        None => out.push_str("\"[redacted]\""),
-    }
-}
+/// The full rules, on a value that is not an envelope's root.
+const FULL: Scope = Scope::Full {
+    envelope_root: false,
+};
 
-/// Append the value of the member `key` of an object inside the envelope, redacted with its
-/// key in view: a member is rendered on its own, and under a sensitive key (`password`,
-/// `api_key`, …) its whole value must go, as it would in the tree.
-fn redact_member(redactor: &Redactor, key: &str, raw: &str, out: &mut String) {
-    let mut wrapped = String::with_capacity(raw.len() + key.len() + 12);
-    wrapped.push_str("{\"_\":{");
-    raw::quote_into(key, &mut wrapped);
-    wrapped.push(':');
-    wrapped.push_str(raw);
-    wrapped.push_str("}}");
-    let mut text = String::new();
-    redact_raw(redactor, &wrapped, true, &mut text);
-    let value = Fields::parse(&text)
-        .and_then(|f| f.get("_").and_then(Fields::parse))
-        .and_then(|member| member.iter().next().map(|(_, v)| v.to_string()));
-    match value {
-        Some(value) => out.push_str(&value),
-        None => out.push_str("\"[redacted]\""),
+/// Append `raw` (valid JSON) redacted for `scope`, compact. Text the redactor cannot read is
+/// never passed on: it becomes `"[redacted]"` (fail closed).
+pub(crate) fn redact_raw(redactor: &Redactor, raw: &str, scope: Scope, out: &mut String) {
+    if redactor.redact_json_into(raw, scope, out).is_err() {
+        out.push_str("\"[redacted]\"");
     }
-}
-
-/// Append `raw` redacted: the full rules, or only the exact secrets.
-pub(crate) fn redact_raw(redactor: &Redactor, raw: &str, full: bool, out: &mut String) {
-    let mut value: Value = match serde_json::from_str(raw) {
-        Ok(value) => value,
-        Err(_) => {
-            raw::minify_into(raw, out);
-            return;
-        }
-    };
-    if full {
-        redactor.redact_value(&mut value);
-    } else {
-        redactor.scrub_secrets_value(&mut value);
-    }
-    out.push_str(&serde_json::to_string(&value).unwrap_or_default());
 }
 
 fn check_error(c: &mut Checker, error: &str) {

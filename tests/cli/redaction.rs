@@ -315,3 +315,55 @@ fn the_adapters_program_path_and_working_directory_never_appear() {
     );
     assert!(tail.contains("[host-path]/sub"), "{tail}");
 }
+
+#[test]
+fn values_of_the_names_spec_5_added_are_secrets() {
+    for (name, value) in [
+        ("GPG_PASSPHRASE", "passphrase-value-123"),
+        ("JWT_SIGNING_KEY", "signing-key-value-456"),
+        ("AWS_SESSION_TOKEN", "session-token-value-789"),
+        ("SSH_PRIVATE_KEY", "private-key-value-000"),
+        ("X_API_KEY", "x-api-key-value-111"),
+    ] {
+        let run = Dispatch::adapter(&["echo"])
+            .env(name, value)
+            .args(&["--pass-env", name])
+            .run();
+        run.expect("succeeded", None, 0);
+        assert_eq!(run.envelope["output"]["env"][name], "[redacted]", "{name}");
+        assert!(!run.stdout.contains(value), "{name}: {}", run.stdout);
+        assert!(!run.stderr.contains(value), "{name}: {}", run.stderr);
+    }
+}
+
+#[test]
+fn host_paths_and_credentials_used_as_keys_are_redacted() {
+    let diagnostics = json!({"files": {
+        "/home/alice/project/a.rs": "changed",
+        "token=keyed-credential-123": 1,
+        "/home/bob": 2,
+        "/home/carol": 3
+    }});
+    let run = Dispatch::adapter(&[
+        "read-stdin",
+        &answer("succeeded", json!({"diagnostics": diagnostics})),
+    ])
+    .run();
+    run.expect("succeeded", None, 0);
+    for leak in [
+        "/home/alice",
+        "/home/bob",
+        "/home/carol",
+        "keyed-credential-123",
+    ] {
+        assert!(!run.stdout.contains(leak), "{leak}: {}", run.stdout);
+        assert!(!run.stderr.contains(leak), "{leak}: {}", run.stderr);
+    }
+    let files = &run.envelope["diagnostics"]["files"];
+    assert_eq!(files["[host-path]/project/a.rs"], "changed", "{files}");
+    // Still an assignment to `token` once redacted, so its value goes too.
+    assert_eq!(files["token=[redacted]"], "[redacted]", "{files}");
+    // Keys that come out the same stay apart.
+    assert_eq!(files["[host-path]"], 2, "{files}");
+    assert_eq!(files["[host-path]~2"], 3, "{files}");
+}
