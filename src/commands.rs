@@ -36,7 +36,7 @@ pub fn validate(args: &ValidateArgs) -> u8 {
             });
             // The report names no path: it may be shown further than the host's terminal.
             let issue = Issue::new(
-                "unreadable",
+                crate::validate::codes::UNREADABLE,
                 "",
                 format!("the file could not be read: {err}"),
             );

@@ -103,7 +103,7 @@ pub fn judge<'a>(
             .map_err(|e| vec![Issue::from_json(&e)])
             .and_then(|text| ResultEnvelope::check(text, Some(expect))),
         Body::Missing => Err(vec![Issue::new(
-            "missing",
+            crate::validate::codes::MISSING,
             "",
             "the adapter wrote no result file",
         )]),

@@ -4,9 +4,31 @@
 //! one (in `request.tool` and `WP_CODEBOX_PARENT_TOOL_TOOL`), and the printed envelope always
 //! carries the canonical id again.
 
-use crate::envelope::json;
+use crate::envelope::json::{self, human_bytes, JsonIssue};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::PathBuf;
+
+/// Largest `--tool-map` accepted, inline or from a file.
+pub const MAX_BYTES: usize = 1 << 20;
+
+/// Why a `--tool-map` value cannot be used. For humans: it names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolMapError {
+    /// `@FILE` could not be read.
+    #[error("reading tool map file {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The text is not one JSON object (or is over [`MAX_BYTES`]).
+    #[error("the tool map is not a JSON object of at most {limit}: {0}", limit = human_bytes(MAX_BYTES))]
+    NotAnObject(JsonIssue),
+    /// An external id is not a non-empty string.
+    #[error("the tool map's id for {0:?} must be a non-empty string")]
+    BadId(String),
+}
 
 /// How canonical ids map outward.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -22,28 +44,32 @@ pub enum ToolMap {
 
 impl ToolMap {
     /// Parse the `--tool-map` value: `provider-safe`, a JSON object, or `@FILE` holding one.
-    pub fn parse(arg: &str) -> Result<ToolMap, String> {
+    pub fn parse(arg: &str) -> Result<ToolMap, ToolMapError> {
         if arg == "provider-safe" {
             return Ok(ToolMap::ProviderSafe);
         }
         let bytes = match arg.strip_prefix('@') {
-            Some(path) => std::fs::read(path)
-                .map_err(|e| format!("cannot read the --tool-map file: {}", e.kind()))?,
+            Some(path) => {
+                // Read one byte past the cap: enough to refuse, never the whole of a huge file.
+                let mut bytes = Vec::new();
+                std::fs::File::open(path)
+                    .and_then(|f| f.take(MAX_BYTES as u64 + 1).read_to_end(&mut bytes))
+                    .map_err(|source| ToolMapError::Read {
+                        path: PathBuf::from(path),
+                        source,
+                    })?;
+                bytes
+            }
             None => arg.as_bytes().to_vec(),
         };
-        let map = json::parse_object(&bytes, 1 << 20)
-            .map_err(|e| format!("--tool-map is not a JSON object: {e}"))?;
+        let map = json::parse_object(&bytes, MAX_BYTES).map_err(ToolMapError::NotAnObject)?;
         let mut table = BTreeMap::new();
         for (canonical, external) in map {
             match external {
                 Value::String(s) if !s.is_empty() => {
                     table.insert(canonical, s);
                 }
-                _ => {
-                    return Err(format!(
-                        "--tool-map: the id for {canonical:?} must be a non-empty string"
-                    ))
-                }
+                _ => return Err(ToolMapError::BadId(canonical)),
             }
         }
         Ok(ToolMap::Table(table))
@@ -98,5 +124,23 @@ mod tests {
         assert!(ToolMap::parse(r#"{"a": 1}"#).is_err());
         assert!(ToolMap::parse("[1]").is_err());
         assert!(ToolMap::parse(r#"{"a":"x","a":"y"}"#).is_err());
+    }
+
+    #[test]
+    fn a_tool_map_file_is_named_and_bounded() {
+        let err = ToolMap::parse("@/nonexistent/map.json").unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("reading tool map file /nonexistent/map.json: "),
+            "{err}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.json");
+        std::fs::write(&big, format!("{{\"a\":\"{}\"}}", "x".repeat(MAX_BYTES))).unwrap();
+        let err = ToolMap::parse(&format!("@{}", big.display())).unwrap_err();
+        assert!(
+            matches!(err, ToolMapError::NotAnObject(JsonIssue::TooLarge { .. })),
+            "{err}"
+        );
     }
 }

@@ -65,6 +65,8 @@ pub mod codes {
     pub const TOOL_MISMATCH: &str = "tool_mismatch";
     /// The adapter's result does not echo the request's `operation`.
     pub const OPERATION_MISMATCH: &str = "operation_mismatch";
+    /// A file could not be read (the message says why; never which host path).
+    pub const UNREADABLE: &str = "unreadable";
     /// More issues than a report lists; the message says how many were left out.
     pub const TOO_MANY_ISSUES: &str = "too_many_issues";
     /// A string that must travel in an environment variable holds a NUL character.

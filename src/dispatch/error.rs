@@ -9,7 +9,7 @@
 use crate::authorize::Denial;
 use crate::endpoint::{Unconfigured, Unreachable};
 use crate::envelope::bridge::Mode;
-use crate::envelope::json::human_bytes;
+use crate::envelope::json::{human_bytes, JsonIssue};
 use crate::envelope::request::Echo;
 use crate::envelope::result::{ErrorBody, ResultEnvelope};
 use crate::error::{exit_code_for, http_status_class, ErrorCode, Status};
@@ -300,7 +300,7 @@ impl DispatchError {
             | E::RequestInvalid { issues }
             | E::ResultInvalid { issues } => Some(json!({ "issues": issues })),
             E::RequestTooLarge { limit } => Some(json!({
-                "issues": [Issue::new("too_large", "", format!("document is over the {} limit", human_bytes(*limit)))],
+                "issues": [Issue::from_json(&JsonIssue::TooLarge { limit: *limit })],
                 "max_request_bytes": limit,
             })),
             E::Denied { denial, .. } => Some(denial.details()),

@@ -307,8 +307,13 @@ struct Ran {
 impl Ran {
     /// Judge the answer (SPEC §4.5), and tell the report what stdout held when it matters.
     fn judge(&self, report: &mut Report) -> Result<ResultEnvelope<'_>, DispatchError> {
+        // Over the cap is over the cap, whether the adapter exited before or after the
+        // dispatcher noticed (SPEC §4.3).
+        let overflowed =
+            self.files.is_none() && self.finished.stdout_bytes > self.limits.max_bytes as u64;
         let ending = match (self.finished.stopped, self.finished.termination) {
             (Some(stop), _) => Ending::Stopped(stop),
+            (None, _) if overflowed => Ending::Stopped(crate::exec::Stop::OutputCap),
             (None, Termination::Exited(code)) => Ending::Exited(code),
             (None, Termination::Signaled(signal)) => Ending::Signaled(signal),
             (None, Termination::Unreaped | Termination::NotStarted) => Ending::Unobserved,

@@ -27,6 +27,7 @@ use crate::terminal::error_line;
 use crate::toolmap::ToolMap;
 use crate::transcript::{self, safe_name, ArtifactDir, Call};
 use crate::validate::Issue;
+use anyhow::Context as _;
 use std::io::Write;
 use std::rc::Rc;
 use std::time::{Instant, SystemTime};
@@ -66,7 +67,10 @@ impl<'a> Report<'a> {
             )));
         }
         let tool_map = match &args.tool_map {
-            Some(arg) => ToolMap::parse(arg).map_err(UsageError)?,
+            // A human error at the edge: anyhow carries the context, the chain is printed.
+            Some(arg) => ToolMap::parse(arg)
+                .context("the --tool-map value cannot be used")
+                .map_err(|err| UsageError(format!("{err:#}")))?,
             None => ToolMap::Identity,
         };
         let mut redactor = Redactor::new();
@@ -250,6 +254,31 @@ impl<'a> Report<'a> {
         self.dispatch.stdout_head = Some(head);
     }
 
+    /// For an answer on stdout that is not a valid envelope: where the cause usually is, the
+    /// start of stdout (already redacted), for the stderr line.
+    fn stdout_found(&self, err: &DispatchError) -> Option<String> {
+        let answer_on_stdout = self.dispatch.transport == Some(result::Transport::Stdin);
+        let head = self.dispatch.stdout_head.as_deref()?;
+        let judged = matches!(
+            err,
+            DispatchError::ResultInvalid { .. } | DispatchError::AdapterExitNonzero { .. }
+        );
+        if !(answer_on_stdout && judged) {
+            return None;
+        }
+        if head.is_empty() {
+            return Some("; stdout was empty".to_string());
+        }
+        let first_line = head.lines().next().unwrap_or_default();
+        let shown: String = first_line.chars().take(80).collect();
+        let cut = if shown.len() < first_line.len() {
+            "\u{2026}"
+        } else {
+            ""
+        };
+        Some(format!("; stdout begins with {shown:?}{cut}"))
+    }
+
     /// Attach diagnostics, write the transcript, redact, write `--result-file`: everything but
     /// printing. [`Concluded::print`] prints.
     pub fn conclude(mut self, outcome: Result<ResultEnvelope<'_>, DispatchError>) -> Concluded {
@@ -258,7 +287,13 @@ impl<'a> Report<'a> {
                 let exit = envelope.status.exit_code();
                 (envelope, exit, None)
             }
-            Err(err) => (err.envelope(&self.echo), err.exit_code(), Some(err.human())),
+            Err(err) => {
+                let mut human = err.human();
+                if let Some(found) = self.stdout_found(&err) {
+                    human.push_str(&found);
+                }
+                (err.envelope(&self.echo), err.exit_code(), Some(human))
+            }
         };
         self.dispatch.duration_ms = self.started.elapsed().as_millis() as u64;
         envelope.dispatch = Some(self.dispatch.clone());

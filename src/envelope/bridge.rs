@@ -182,7 +182,7 @@ impl Bridge {
                     .and_then(|f| f.take(MAX_BYTES as u64 + 1).read_to_end(&mut bytes))
                     .map_err(|source| LoadError::Read {
                         issues: vec![Issue::new(
-                            "unreadable",
+                            codes::UNREADABLE,
                             "",
                             // io::Error's Display of an OS error names no path.
                             format!("the bridge file could not be read: {source}"),
