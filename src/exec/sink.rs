@@ -1,7 +1,11 @@
 //! Where the adapter's output goes: the start of stdout (up to a cap) and the end of stderr.
 //!
-//! Pure bookkeeping, no I/O: memory stays bounded by the cap (head) or by twice the kept
-//! length plus one read (tail), whatever the adapter writes.
+//! Bookkeeping, and the one read that fills the head in place: memory stays bounded by the
+//! cap plus one read (head) or by twice the kept length plus one read (tail), whatever the
+//! adapter writes.
+
+use rustix::buffer::spare_capacity;
+use rustix::fd::BorrowedFd;
 
 /// The first `cap` bytes of a stream, and how many were written in all.
 #[derive(Debug)]
@@ -20,13 +24,50 @@ impl HeadSink {
         }
     }
 
-    /// Take a chunk; returns `true` once more than `cap` bytes were written.
+    /// Take a chunk; returns `true` once more than `cap` bytes were written. (The supervisor
+    /// reads in place with [`HeadSink::read_from`]; this is the same bookkeeping for tests.)
+    #[cfg(test)]
     pub(crate) fn push(&mut self, bytes: &[u8]) -> bool {
         self.total += bytes.len() as u64;
         let room = self.cap.saturating_sub(self.data.len() as u64);
         let take = usize::try_from(room).map_or(bytes.len(), |room| room.min(bytes.len()));
         self.data.extend_from_slice(&bytes[..take]);
         self.overflowed()
+    }
+
+    /// Read once from `fd` straight into the kept bytes (no intermediate copy), or into
+    /// `scratch` only to count once the cap is reached. Returns what `read(2)` returned;
+    /// `Ok(0)` is end of file.
+    pub(crate) fn read_from(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        scratch: &mut [u8],
+    ) -> rustix::io::Result<usize> {
+        let room =
+            usize::try_from(self.cap.saturating_sub(self.data.len() as u64)).unwrap_or(usize::MAX);
+        if room == 0 {
+            let n = rustix::io::read(fd, scratch)?;
+            self.total += n as u64;
+            return Ok(n);
+        }
+        // The first read reserves one chunk; then the buffer doubles, but never past what the
+        // cap needs plus one chunk (`reserve_exact`: `reserve` could round a late doubling up
+        // to twice the cap), so reads fill it in place.
+        let want = room.min(scratch.len()).max(1);
+        if self.data.capacity() - self.data.len() < want {
+            let grow = self
+                .data
+                .capacity()
+                .max(want)
+                .min(room.saturating_add(scratch.len()));
+            self.data.reserve_exact(grow);
+        }
+        let before = self.data.len();
+        let n = rustix::io::read(fd, spare_capacity(&mut self.data))?;
+        self.total += n as u64;
+        // Past the cap: keep only the cap (the rest is counted, and ends the run).
+        self.data.truncate(before + n.min(room));
+        Ok(n)
     }
 
     pub(crate) fn overflowed(&self) -> bool {
@@ -103,6 +144,32 @@ mod tests {
         assert!(head.push(b"ghij"));
         assert_eq!(head.total(), 10);
         assert_eq!(head.into_data(), b"abcde");
+    }
+
+    #[test]
+    fn head_reads_in_place_up_to_the_cap_and_counts_the_rest() {
+        let (read, write) = rustix::pipe::pipe().unwrap();
+        let mut scratch = [0u8; 4];
+        let mut head = HeadSink::new(6);
+        rustix::io::write(&write, b"abcdefghij").unwrap();
+        drop(write);
+        let mut reads = 0;
+        while head
+            .read_from(rustix::fd::AsFd::as_fd(&read), &mut scratch)
+            .unwrap()
+            > 0
+        {
+            reads += 1;
+        }
+        assert!(reads >= 3, "{reads}");
+        assert!(
+            head.data.capacity() <= 6 + scratch.len(),
+            "{}",
+            head.data.capacity()
+        );
+        assert!(head.overflowed());
+        assert_eq!(head.total(), 10);
+        assert_eq!(head.into_data(), b"abcdef");
     }
 
     #[test]

@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 const CHUNK: usize = 64 * 1024;
 /// Reads per output pipe per round, so that a fast writer cannot starve the deadline.
 const READS_PER_ROUND: usize = 4;
+/// The size asked for the adapter's stdout pipe (Linux's default limit for an unprivileged
+/// process, `/proc/sys/fs/pipe-max-size`).
+const STDOUT_PIPE_BYTES: usize = 1 << 20;
 
 /// What a round of [`Io::poll_once`] saw besides the pipes.
 #[derive(Debug, Default, Clone, Copy)]
@@ -70,9 +73,13 @@ impl Io {
             // Nothing to write: dropping the pipe gives the adapter EOF at once.
             _ => None,
         };
+        let stdout: OwnedFd = pipes.stdout.into();
+        // A larger pipe lets a large answer through in fewer rounds (fewer wake-ups of either
+        // side); the default stays when the system's limit refuses it.
+        let _ = rustix::pipe::fcntl_setpipe_size(&stdout, STDOUT_PIPE_BYTES);
         Ok(Io {
             stdin: feed,
-            stdout: Some(nonblocking(pipes.stdout.into())?),
+            stdout: Some(nonblocking(stdout)?),
             stderr: Some(nonblocking(pipes.stderr.into())?),
             out: HeadSink::new(max_stdout_bytes),
             err: TailSink::new(stderr_keep_bytes),
@@ -154,13 +161,12 @@ impl Io {
             self.feed();
         }
         if any(revents[STDOUT]) {
-            let (pipe, out, buf) = (&mut self.stdout, &mut self.out, &mut self.buf);
-            match read_some(pipe, buf, |bytes| out.push(bytes)) {
+            match self.read_stdout() {
                 Drained::Open => {}
-                Drained::Eof => *pipe = None,
+                Drained::Eof => self.stdout = None,
                 Drained::Overflow => {
                     // Stop reading: the adapter gets EPIPE and is being killed anyway.
-                    *pipe = None;
+                    self.stdout = None;
                     ready.overflow = true;
                 }
             }
@@ -176,6 +182,23 @@ impl Io {
             }
         }
         ready
+    }
+
+    /// Read what stdout holds (a few reads at most) straight into the kept head.
+    fn read_stdout(&mut self) -> Drained {
+        let Some(fd) = &self.stdout else {
+            return Drained::Eof;
+        };
+        for _ in 0..READS_PER_ROUND {
+            match self.out.read_from(fd.as_fd(), &mut self.buf) {
+                Ok(0) => return Drained::Eof,
+                Ok(_) if self.out.overflowed() => return Drained::Overflow,
+                Ok(_) | Err(Errno::INTR) => {}
+                Err(Errno::AGAIN) => return Drained::Open,
+                Err(_) => return Drained::Eof,
+            }
+        }
+        Drained::Open
     }
 
     /// Write to stdin until the pipe is full, done, or broken. EPIPE (the adapter closed its
