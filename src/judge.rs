@@ -8,7 +8,6 @@
 //! status a failing one). It never starts processes, never touches the disk and never redacts.
 
 use crate::dispatch::DispatchError;
-use crate::envelope::json;
 use crate::envelope::result::{Expect, ResultEnvelope};
 use crate::error::Status;
 use crate::exec::Stop;
@@ -99,9 +98,7 @@ pub fn judge<'a>(
         Close::Http(status) => (200..300).contains(&status),
     };
     let checked = match answer.body {
-        Body::Bytes(bytes) => json::check_object(bytes, limits.max_bytes)
-            .map_err(|e| vec![Issue::from_json(&e)])
-            .and_then(|text| ResultEnvelope::check(text, Some(expect))),
+        Body::Bytes(bytes) => ResultEnvelope::read(bytes, limits.max_bytes, Some(expect)),
         Body::Missing => Err(vec![Issue::new(
             crate::validate::codes::MISSING,
             "",

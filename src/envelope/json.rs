@@ -156,7 +156,7 @@ impl Document {
         })?;
         let mut members = Vec::new();
         let kind = scan_document(&text, &mut |member| {
-            if let Member::Key(key, span) = member {
+            if let Member::Key(key, span, _) = member {
                 members.push((key.into_owned(), span));
             }
         })?;
@@ -246,11 +246,32 @@ pub fn check_object(bytes: &[u8], max_bytes: usize) -> Result<&str, JsonIssue> {
 }
 
 fn check_kind(bytes: &[u8], max_bytes: usize) -> Result<(&str, Kind), JsonIssue> {
+    check_kind_with(bytes, max_bytes, &mut |_| {})
+}
+
+/// [`check_object`], reporting the object's members to `on_member` as the one scan passes
+/// them (so that a caller who needs them does not scan the document again).
+pub(crate) fn check_object_with<'t>(
+    bytes: &'t [u8],
+    max_bytes: usize,
+    on_member: &mut dyn FnMut(Member<'t>),
+) -> Result<&'t str, JsonIssue> {
+    match check_kind_with(bytes, max_bytes, on_member)? {
+        (text, Kind::Object) => Ok(text),
+        (_, kind) => Err(JsonIssue::NotObject { found: kind.name() }),
+    }
+}
+
+fn check_kind_with<'t>(
+    bytes: &'t [u8],
+    max_bytes: usize,
+    on_member: &mut dyn FnMut(Member<'t>),
+) -> Result<(&'t str, Kind), JsonIssue> {
     prechecks(bytes, max_bytes)?;
     let text = std::str::from_utf8(bytes).map_err(|e| JsonIssue::InvalidUtf8 {
         offset: e.valid_up_to(),
     })?;
-    let kind = scan_document(text, &mut |_| {})?;
+    let kind = scan_document(text, on_member)?;
     Ok((text, kind))
 }
 
@@ -329,8 +350,12 @@ pub fn is_space(b: u8) -> bool {
 
 /// A direct member of the scanned root container, reported as the scan passes it.
 pub(crate) enum Member<'t> {
-    /// A member of the root object: its decoded key and the span of its value.
-    Key(Cow<'t, str>, Range<usize>),
+    /// A member of the root object: its decoded key, the span of its value, and whether the
+    /// value is canonical: written exactly as a compact canonical writer (serde_json's, and
+    /// the redactor's when it changes nothing) would write it — no whitespace between its
+    /// tokens, no `\/` or `\uXXXX` escape in its strings and keys — so that copying it
+    /// unchanged is the same as minifying it and writing its strings again.
+    Key(Cow<'t, str>, Range<usize>, bool),
     /// An item of the root array: the span of its value.
     Item(Range<usize>),
 }
@@ -397,6 +422,9 @@ struct Scanner<'t> {
     bytes: &'t [u8],
     pos: usize,
     stack: Vec<Frame<'t>>,
+    /// How many places so far a compact canonical writer would write differently: runs of
+    /// whitespace, and `\/` or `\u` escapes (see [`Member::Key`]).
+    rewrites: usize,
 }
 
 type Scan<T> = Result<T, JsonIssue>;
@@ -408,6 +436,7 @@ impl<'t> Scanner<'t> {
             bytes: text.as_bytes(),
             pos: 0,
             stack: Vec::new(),
+            rewrites: 0,
         }
     }
 
@@ -416,8 +445,12 @@ impl<'t> Scanner<'t> {
     }
 
     fn skip_space(&mut self) {
+        let start = self.pos;
         while self.peek().is_some_and(is_space) {
             self.pos += 1;
+        }
+        if self.pos != start {
+            self.rewrites += 1;
         }
     }
 
@@ -458,14 +491,16 @@ impl<'t> Scanner<'t> {
     fn value(&mut self, on_member: &mut dyn FnMut(Member<'t>)) -> Scan<Kind> {
         let root = self.stack.len();
         let mut root_kind = None;
-        // Where the current direct member of the root began.
+        // Where the current direct member of the root began, and the rewrites before it.
         let mut member_start = 0;
+        let mut rewrites_before = 0;
         loop {
             // A value starts here.
             self.skip_space();
             let start = self.pos;
             if self.stack.len() == root + 1 {
                 member_start = start;
+                rewrites_before = self.rewrites;
             }
             let kind = match self.peek() {
                 Some(b'{') => {
@@ -521,8 +556,11 @@ impl<'t> Scanner<'t> {
                 }
                 if self.stack.len() == root + 1 {
                     let span = member_start..self.pos;
+                    let canonical = self.rewrites == rewrites_before;
                     match &self.stack[root] {
-                        Frame::Object { key, .. } => on_member(Member::Key(key.clone(), span)),
+                        Frame::Object { key, .. } => {
+                            on_member(Member::Key(key.clone(), span, canonical))
+                        }
                         Frame::Array { .. } => on_member(Member::Item(span)),
                     }
                 }
@@ -685,11 +723,17 @@ impl<'t> Scanner<'t> {
     /// One escape sequence at `pos` (which holds the backslash).
     fn escape(&mut self) -> Scan<()> {
         match self.bytes.get(self.pos + 1) {
-            Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => {
+            Some(b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't') => {
+                self.pos += 2;
+                Ok(())
+            }
+            Some(b'/') => {
+                self.rewrites += 1;
                 self.pos += 2;
                 Ok(())
             }
             Some(b'u') => {
+                self.rewrites += 1;
                 let unit = self.hex4(self.pos + 2)?;
                 self.pos += 6;
                 match unit {

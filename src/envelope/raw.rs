@@ -13,6 +13,8 @@ use std::borrow::Cow;
 #[derive(Debug, Clone, Default)]
 pub struct Fields<'t> {
     members: Vec<(Cow<'t, str>, &'t str)>,
+    /// Per member, whether its value is canonical (see [`Fields::is_canonical`]).
+    canonical: Vec<bool>,
 }
 
 impl<'t> Fields<'t> {
@@ -21,14 +23,49 @@ impl<'t> Fields<'t> {
         if Kind::of(raw) != Kind::Object {
             return None;
         }
-        let mut members = Vec::new();
-        json::scan_document(raw, &mut |member| {
-            if let Member::Key(key, span) = member {
-                members.push((key, &raw[span]));
+        let mut fields = Fields::default();
+        json::scan_document(raw, &mut |member| fields.take(raw, member)).ok()?;
+        Some(fields)
+    }
+
+    /// Read `bytes` as exactly one JSON object with the strict reader (as
+    /// [`json::check_object`] does, with the same issues) and return its text and its
+    /// members, from the one scan.
+    pub fn read_object(
+        bytes: &'t [u8],
+        max_bytes: usize,
+    ) -> Result<(&'t str, Fields<'t>), json::JsonIssue> {
+        let mut fields = Fields::default();
+        // The text is only known once the scan is done; spans are resolved after it.
+        let mut spans = Vec::new();
+        let text = json::check_object_with(bytes, max_bytes, &mut |member| {
+            if let Member::Key(key, span, canonical) = member {
+                spans.push((key, span, canonical));
             }
-        })
-        .ok()?;
-        Some(Fields { members })
+        })?;
+        for (key, span, canonical) in spans {
+            fields.members.push((key, &text[span]));
+            fields.canonical.push(canonical);
+        }
+        Ok((text, fields))
+    }
+
+    fn take(&mut self, raw: &'t str, member: Member<'t>) {
+        if let Member::Key(key, span, canonical) = member {
+            self.members.push((key, &raw[span]));
+            self.canonical.push(canonical);
+        }
+    }
+
+    /// Whether the value of `key` is written exactly as the crate's compact canonical form
+    /// would write it (no whitespace between tokens, no `\/` or `\u` escape), so that copying
+    /// it unchanged is the same as minifying it and writing its strings again. False for a
+    /// missing key.
+    pub fn is_canonical(&self, key: &str) -> bool {
+        self.members
+            .iter()
+            .position(|(k, _)| k == key)
+            .is_some_and(|i| self.canonical[i])
     }
 
     /// The raw value of `key`.
@@ -189,63 +226,153 @@ fn string_end(bytes: &[u8], start: usize) -> usize {
 }
 
 /// Pretty-print compact JSON (as this crate writes it): two-space indent, `"key": value`,
-/// empty containers as `{}` / `[]`. Linear; strings copied as written.
+/// empty containers as `{}` / `[]`. Linear; strings copied as written. (What [`Pretty`]
+/// writes, gathered into a string.)
 pub fn pretty(compact: &str) -> String {
-    let bytes = compact.as_bytes();
-    let mut out = String::with_capacity(compact.len() + compact.len() / 4);
-    let mut depth = 0usize;
-    let mut pos = 0;
-    let newline = |out: &mut String, depth: usize| {
-        out.push('\n');
-        for _ in 0..depth {
-            out.push_str("  ");
+    let mut out = Vec::with_capacity(compact.len() + compact.len() / 4);
+    let mut writer = Pretty::new(&mut out);
+    // Writing into a Vec cannot fail.
+    let _ =
+        std::io::Write::write_all(&mut writer, compact.as_bytes()).and_then(|()| writer.finish());
+    // Only ASCII punctuation and whitespace is added, whole characters are copied, and a
+    // multi-byte character split between two writes is put back together in order.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// A writer that pretty-prints the compact JSON written to it as [`pretty`] does, onto
+/// `inner`, holding nothing but one pending bracket and a small buffer: an envelope can be
+/// streamed through it in pieces of any size, cut anywhere (inside a string or an escape
+/// included). Call [`finish`](Pretty::finish) at the end.
+pub struct Pretty<W: std::io::Write> {
+    inner: W,
+    buf: Vec<u8>,
+    depth: usize,
+    in_string: bool,
+    /// The last byte in a string was a backslash: the next one is escaped.
+    escaped: bool,
+    /// An opening bracket not written yet: it becomes `{}` / `[]` if its close follows.
+    pending: Option<u8>,
+}
+
+/// How much [`Pretty`] gathers before it writes to its inner writer.
+const PRETTY_BUFFER: usize = 64 * 1024;
+
+impl<W: std::io::Write> Pretty<W> {
+    /// Pretty-print onto `inner`.
+    pub fn new(inner: W) -> Pretty<W> {
+        Pretty {
+            inner,
+            buf: Vec::with_capacity(PRETTY_BUFFER),
+            depth: 0,
+            in_string: false,
+            escaped: false,
+            pending: None,
         }
-    };
-    while pos < bytes.len() {
-        let b = bytes[pos];
+    }
+
+    /// Write what is still held (an opening bracket nothing followed) and flush.
+    pub fn finish(&mut self) -> std::io::Result<()> {
+        if let Some(open) = self.pending.take() {
+            self.buf.push(open);
+        }
+        self.drain()?;
+        self.inner.flush()
+    }
+
+    fn drain(&mut self) -> std::io::Result<()> {
+        if !self.buf.is_empty() {
+            self.inner.write_all(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    fn newline(&mut self) {
+        self.buf.push(b'\n');
+        for _ in 0..self.depth {
+            self.buf.extend_from_slice(b"  ");
+        }
+    }
+
+    /// One byte outside a string.
+    fn structural(&mut self, b: u8) {
+        if let Some(open) = self.pending.take() {
+            let close = if open == b'{' { b'}' } else { b']' };
+            if b == close {
+                self.buf.extend_from_slice(&[open, close]);
+                return;
+            }
+            if is_space(b) {
+                self.pending = Some(open);
+                return;
+            }
+            self.buf.push(open);
+            self.depth += 1;
+            self.newline();
+        }
         match b {
             b'"' => {
-                let end = string_end(bytes, pos);
-                out.push_str(&compact[pos..end]);
-                pos = end;
-                continue;
+                self.in_string = true;
+                self.buf.push(b);
             }
-            b'{' | b'[' => {
-                let close = if b == b'{' { b'}' } else { b']' };
-                if bytes.get(pos + 1) == Some(&close) {
-                    out.push(b as char);
-                    out.push(close as char);
-                    pos += 2;
-                    continue;
-                }
-                out.push(b as char);
-                depth += 1;
-                newline(&mut out, depth);
-            }
+            b'{' | b'[' => self.pending = Some(b),
             b'}' | b']' => {
-                depth = depth.saturating_sub(1);
-                newline(&mut out, depth);
-                out.push(b as char);
+                self.depth = self.depth.saturating_sub(1);
+                self.newline();
+                self.buf.push(b);
             }
             b',' => {
-                out.push(',');
-                newline(&mut out, depth);
+                self.buf.push(b',');
+                self.newline();
             }
-            b':' => out.push_str(": "),
+            b':' => self.buf.extend_from_slice(b": "),
             b if is_space(b) => {}
-            _ => {
-                // A run of literal or number bytes.
-                let start = pos;
-                while pos < bytes.len() && !b"\"{}[],: \t\n\r".contains(&bytes[pos]) {
+            b => self.buf.push(b),
+        }
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for Pretty<W> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let mut pos = 0;
+        while pos < bytes.len() {
+            if self.buf.len() >= PRETTY_BUFFER {
+                self.drain()?;
+            }
+            if self.in_string {
+                if self.escaped {
+                    self.escaped = false;
+                    self.buf.push(bytes[pos]);
+                    pos += 1;
+                    continue;
+                }
+                // Copy up to the next quote or backslash as it is.
+                let stop =
+                    memchr::memchr2(b'"', b'\\', &bytes[pos..]).map_or(bytes.len(), |i| pos + i);
+                let end = stop.min(pos + PRETTY_BUFFER);
+                self.buf.extend_from_slice(&bytes[pos..end]);
+                pos = end;
+                if end == stop && stop < bytes.len() {
+                    self.buf.push(bytes[stop]);
+                    if bytes[stop] == b'"' {
+                        self.in_string = false;
+                    } else {
+                        self.escaped = true;
+                    }
                     pos += 1;
                 }
-                out.push_str(&compact[start..pos]);
                 continue;
             }
+            self.structural(bytes[pos]);
+            pos += 1;
         }
-        pos += 1;
+        Ok(bytes.len())
     }
-    out
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.drain()?;
+        self.inner.flush()
+    }
 }
 
 /// Writes one JSON object, member by member, into a string: typed values through serde, raw
@@ -368,6 +495,23 @@ mod tests {
         .unwrap();
         let compact = serde_json::to_string(&v).unwrap();
         assert_eq!(pretty(&compact), serde_json::to_string_pretty(&v).unwrap());
+    }
+
+    #[test]
+    fn pretty_in_pieces_is_pretty_whole() {
+        let compact = r#"{"a":[1,{"b":null,"c":[]},{}],"d":"x,y:{z}\"[]\\","e":{"f":true,"g":-1.5},"h":"é😀"}"#;
+        let whole = pretty(compact);
+        let v: Value = serde_json::from_str(compact).unwrap();
+        assert_eq!(whole, serde_json::to_string_pretty(&v).unwrap());
+        for size in 1..=compact.len() {
+            let mut out = Vec::new();
+            let mut writer = Pretty::new(&mut out);
+            for piece in compact.as_bytes().chunks(size) {
+                std::io::Write::write_all(&mut writer, piece).unwrap();
+            }
+            writer.finish().unwrap();
+            assert_eq!(String::from_utf8(out).unwrap(), whole, "pieces of {size}");
+        }
     }
 
     #[test]

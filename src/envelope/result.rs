@@ -172,6 +172,8 @@ pub struct ResultEnvelope<'a> {
     pub status: Status,
     /// `output`, raw JSON text; absent on every dispatcher-made failure.
     pub output: Option<Cow<'a, str>>,
+    /// `output` as [`check`](Self::check) found it (see `output_is_checked`).
+    checked_output: Option<CheckedOutput<'a>>,
     pub error: Option<ErrorPart<'a>>,
     /// `artifacts.transcripts` as the answer wrote it (a raw array), if it did.
     transcripts: Option<&'a str>,
@@ -213,6 +215,7 @@ impl<'a> ResultEnvelope<'a> {
             echo,
             status,
             output,
+            checked_output: None,
             error: error.map(ErrorPart::Dispatcher),
             transcripts: None,
             evidence: None,
@@ -238,6 +241,27 @@ impl<'a> ResultEnvelope<'a> {
         let Some(top) = c.raw_object(text, "") else {
             return Err(c.into_issues());
         };
+        Self::check_members(c, top, expect)
+    }
+
+    /// Read an answer's bytes with the strict reader (at most `max_bytes`; the reader's
+    /// refusal is the one issue) and [`check`](Self::check) the object: what
+    /// `json::check_object` and `check` do in turn, in one scan of the text.
+    pub fn read(
+        bytes: &'a [u8],
+        max_bytes: usize,
+        expect: Option<Expect>,
+    ) -> Result<ResultEnvelope<'a>, Vec<Issue>> {
+        let (_, top) =
+            Fields::read_object(bytes, max_bytes).map_err(|e| vec![Issue::from_json(&e)])?;
+        Self::check_members(Checker::new(), top, expect)
+    }
+
+    fn check_members(
+        mut c: Checker,
+        top: Fields<'a>,
+        expect: Option<Expect>,
+    ) -> Result<ResultEnvelope<'a>, Vec<Issue>> {
         c.field_constant(&top, "", "schema", SCHEMA);
         c.field_version_one(&top, "");
         let request_id = c.field_string(&top, "", "request_id");
@@ -329,6 +353,10 @@ impl<'a> ResultEnvelope<'a> {
             },
             status,
             output: top.get("output").map(Cow::Borrowed),
+            checked_output: top.get("output").map(|raw| CheckedOutput {
+                raw,
+                canonical: top.is_canonical("output"),
+            }),
             error: top.get("error").map(ErrorPart::Answer),
             transcripts,
             evidence,
@@ -373,13 +401,93 @@ impl<'a> ResultEnvelope<'a> {
     /// the dispatcher did not write itself passes through `redactor`, names included
     /// (`request_id`, `tool`, `operation`).
     pub fn render(&self, redactor: &Redactor, audience: Audience) -> String {
-        let output_scope = match audience {
-            Audience::Caller => Scope::SecretsOnly,
-            Audience::Transcript => FULL,
-        };
-        let mut out = String::with_capacity(
-            256 + self.output.as_ref().map_or(0, |o| o.len()) + self.diagnostics_len(),
-        );
+        let output = self.output.as_deref().map_or(0, str::len);
+        self.render_around_output(
+            redactor,
+            256 + output + self.diagnostics_len(),
+            |out| match (self.output_unchanged_for(redactor, audience), &self.output) {
+                (Some(unchanged), _) => out.push_str(unchanged),
+                (None, Some(output)) => redact_raw(redactor, output, output_scope(audience), out),
+                (None, None) => {}
+            },
+        )
+        .0
+    }
+
+    /// Write what [`render`](Self::render) returns to `out`, without holding it: everything
+    /// but `output` is rendered first (it is small), and `output` is redacted straight into
+    /// `out` in pieces when it is text the strict reader accepted and nothing in it can change
+    /// (the caller's audience with no secret registered, [`Redactor::redact_json_pieces`]).
+    /// Otherwise `output` is redacted whole first, as `render` does, so text the redactor
+    /// cannot read is never passed on.
+    pub fn write_to(
+        &self,
+        redactor: &Redactor,
+        audience: Audience,
+        out: &mut dyn std::io::Write,
+    ) -> std::io::Result<()> {
+        let (text, at) = self.render_around_output(redactor, 256 + self.diagnostics_len(), |_| {});
+        out.write_all(text[..at].as_bytes())?;
+        if let Some(unchanged) = self.output_unchanged_for(redactor, audience) {
+            out.write_all(unchanged.as_bytes())?;
+        } else if let Some(output) = &self.output {
+            let scope = output_scope(audience);
+            if self.output_checked().is_some() {
+                let mut written = Ok(());
+                let read = redactor.redact_json_pieces(output, scope, &mut |piece| {
+                    if written.is_ok() {
+                        written = out.write_all(piece.as_bytes());
+                    }
+                });
+                written?;
+                if read.is_err() {
+                    // The strict reader and the redactor read the same grammar: this is a
+                    // bug, and what was written so far is not a whole envelope.
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        "the redactor could not read an output the strict reader accepted",
+                    ));
+                }
+            } else {
+                let mut redacted = String::with_capacity(output.len());
+                redact_raw(redactor, output, scope, &mut redacted);
+                out.write_all(redacted.as_bytes())?;
+            }
+        }
+        out.write_all(text[at..].as_bytes())
+    }
+
+    /// What [`check`](Self::check) found about `output`, when `output` is still that span
+    /// of text the strict reader accepted (not replaced since): it is one valid JSON value.
+    fn output_checked(&self) -> Option<CheckedOutput<'a>> {
+        match (&self.output, self.checked_output) {
+            (Some(Cow::Borrowed(output)), Some(checked)) if std::ptr::eq(*output, checked.raw) => {
+                Some(checked)
+            }
+            _ => None,
+        }
+    }
+
+    /// The redacted `output` would be its text unchanged: the rules on it change nothing (the
+    /// caller's audience, no secret registered) and it is already written in the canonical
+    /// compact form the redactor writes.
+    fn output_unchanged_for(&self, redactor: &Redactor, audience: Audience) -> Option<&'a str> {
+        let checked = self.output_checked()?;
+        let unchanged =
+            audience == Audience::Caller && !redactor.has_secrets() && checked.canonical;
+        unchanged.then_some(checked.raw)
+    }
+
+    /// The envelope as compact JSON text with `write_output` writing the value of `output`
+    /// (when there is one), and where in the text that value begins.
+    fn render_around_output(
+        &self,
+        redactor: &Redactor,
+        capacity: usize,
+        write_output: impl FnOnce(&mut String),
+    ) -> (String, usize) {
+        let mut out = String::with_capacity(capacity);
+        let mut at = 0;
         let mut w = ObjectWriter::new(&mut out);
         w.str("schema", SCHEMA)
             .with("version", |o| o.push('1'))
@@ -390,8 +498,11 @@ impl<'a> ResultEnvelope<'a> {
         // `output`, `error`, `artifacts`, `diagnostics` and `metadata` are not sensitive keys, so
         // redacting each value on its own is what a walk of the whole envelope would do; the
         // members of those objects are redacted with their keys in view.
-        if let Some(output) = &self.output {
-            w.with("output", |o| redact_raw(redactor, output, output_scope, o));
+        if self.output.is_some() {
+            w.with("output", |o| {
+                at = o.len();
+                write_output(o);
+            });
         }
         match &self.error {
             None => {}
@@ -442,7 +553,10 @@ impl<'a> ResultEnvelope<'a> {
                 out.push('}');
             }
         }
-        out
+        if self.output.is_none() {
+            at = out.len();
+        }
+        (out, at)
     }
 
     fn diagnostics_len(&self) -> usize {
@@ -492,10 +606,26 @@ impl<'a> ResultEnvelope<'a> {
     }
 }
 
+/// `output` as [`ResultEnvelope::check`] found it in text the strict reader accepted.
+#[derive(Debug, Clone, Copy)]
+struct CheckedOutput<'a> {
+    raw: &'a str,
+    /// Written in the canonical compact form (see `Fields::is_canonical`).
+    canonical: bool,
+}
+
 /// The full rules, on a value that is not an envelope's root.
 const FULL: Scope = Scope::Full {
     envelope_root: false,
 };
+
+/// The rules on `output` for `audience`.
+fn output_scope(audience: Audience) -> Scope {
+    match audience {
+        Audience::Caller => Scope::SecretsOnly,
+        Audience::Transcript => FULL,
+    }
+}
 
 /// Append `raw` (valid JSON) redacted for `scope`, compact. Text the redactor cannot read is
 /// never passed on: it becomes `"[redacted]"` (fail closed).

@@ -18,6 +18,7 @@
 //! It must not check what a document means (the strict reader and the validators do that).
 
 use super::{is_sensitive_key, KeyNames, Redactor, REDACTED};
+use crate::envelope::json::find_special;
 use std::borrow::Cow;
 
 /// Which rules apply to a JSON document.
@@ -72,6 +73,7 @@ impl Redactor {
             text: json,
             pos: 0,
             out,
+            sink: None,
             scratch: String::new(),
             keys: Vec::new(),
         };
@@ -88,7 +90,50 @@ impl Redactor {
         self.redact_json_into(json, scope, &mut out)?;
         Ok(out)
     }
+
+    /// What [`Redactor::redact_json_into`] writes, handed to `emit` in pieces, so that a large
+    /// document never has to be held twice: on the fast path (see there) the pieces are at
+    /// most [`PIECE_BYTES`] of output each, or one run of a string's characters borrowed from
+    /// `json` itself however long it is, and they are emitted as the pass reads. Every other
+    /// scope collects the whole output first and emits it only once the pass succeeded.
+    ///
+    /// On the fast path an error can therefore come after pieces were emitted: give it text a
+    /// strict reader already accepted (the grammar is the same, so the error cannot happen).
+    /// Elsewhere nothing is emitted on an error.
+    pub fn redact_json_pieces(
+        &self,
+        json: &str,
+        scope: Scope,
+        emit: &mut dyn FnMut(&str),
+    ) -> Result<(), InvalidJson> {
+        let fast = matches!(scope, Scope::SecretsOnly) && self.secrets.is_empty();
+        if !fast {
+            let out = self.redact_json(json, scope)?;
+            emit(&out);
+            return Ok(());
+        }
+        let mut buffer = String::with_capacity(PIECE_BYTES.min(json.len()) + 64);
+        let mut pass = JsonPass {
+            redactor: self,
+            rules: None,
+            src: json.as_bytes(),
+            text: json,
+            pos: 0,
+            out: &mut buffer,
+            sink: Some(emit),
+            scratch: String::new(),
+            keys: Vec::new(),
+        };
+        let result = pass.run();
+        if result.is_ok() {
+            pass.flush();
+        }
+        result
+    }
 }
+
+/// The most output [`Redactor::redact_json_pieces`] gathers before it emits a piece.
+pub const PIECE_BYTES: usize = 64 * 1024;
 
 /// How the value being read is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +168,9 @@ struct JsonPass<'a, 'o> {
     text: &'a str,
     pos: usize,
     out: &'o mut String,
+    /// Piece mode (fast path only, where no key is tracked in `out`): `out` is a buffer
+    /// handed to the sink whenever it fills up.
+    sink: Option<&'o mut dyn FnMut(&str)>,
     /// Decoded strings that held escapes.
     scratch: String,
     /// Where the keys of the open objects are in `out` (their JSON-encoded text between the
@@ -131,10 +179,41 @@ struct JsonPass<'a, 'o> {
 }
 
 impl JsonPass<'_, '_> {
+    /// Append `s`, a run of copied input; in piece mode a full buffer is emitted first, and a
+    /// long run is emitted as it is instead of being copied.
+    fn put(&mut self, s: &str) {
+        if let Some(sink) = self.sink.as_mut() {
+            if self.out.len() + s.len() > PIECE_BYTES {
+                if !self.out.is_empty() {
+                    sink(self.out);
+                    self.out.clear();
+                }
+                if s.len() >= PIECE_BYTES {
+                    sink(s);
+                    return;
+                }
+            }
+        }
+        self.out.push_str(s);
+    }
+
+    /// Piece mode: emit what the buffer holds.
+    fn flush(&mut self) {
+        if let Some(sink) = self.sink.as_mut() {
+            if !self.out.is_empty() {
+                sink(self.out);
+                self.out.clear();
+            }
+        }
+    }
+
     fn run(&mut self) -> Result<(), InvalidJson> {
         let mut stack: Vec<Frame> = Vec::new();
         let mut mode = Mode::Keep;
         'value: loop {
+            if self.out.len() >= PIECE_BYTES {
+                self.flush();
+            }
             self.skip_whitespace();
             match self.peek() {
                 Some(open @ (b'{' | b'[')) => {
@@ -187,6 +266,9 @@ impl JsonPass<'_, '_> {
             }
             // A value is complete: close what it completes, then find the next value.
             loop {
+                if self.out.len() >= PIECE_BYTES {
+                    self.flush();
+                }
                 self.skip_whitespace();
                 let depth = stack.len();
                 let Some(frame) = stack.last_mut() else {
@@ -238,6 +320,11 @@ impl JsonPass<'_, '_> {
         let mode = if frame.mute {
             self.read_string()?;
             Mode::Mute
+        } else if self.rules.is_none() {
+            // Nothing can change and nothing is tracked: the key goes out as it is read.
+            self.copy_string()?;
+            self.out.push(':');
+            Mode::Keep
         } else {
             let range = self.read_string()?;
             let key = decoded(self.text, &self.scratch, range);
@@ -279,6 +366,9 @@ impl JsonPass<'_, '_> {
     }
 
     fn string_value(&mut self, mode: Mode) -> Result<(), InvalidJson> {
+        if mode == Mode::Keep && self.rules.is_none() {
+            return self.copy_string();
+        }
         let range = self.read_string()?;
         match mode {
             Mode::Keep => {
@@ -337,7 +427,10 @@ impl JsonPass<'_, '_> {
             self.skip_digits();
         }
         match mode {
-            Mode::Keep => self.out.push_str(&self.text[start..self.pos]),
+            Mode::Keep => {
+                let text = self.text;
+                self.put(&text[start..self.pos]);
+            }
             Mode::Hide => self.write_marker(),
             Mode::Mute => {}
         }
@@ -356,10 +449,7 @@ impl JsonPass<'_, '_> {
         self.pos += 1;
         let start = self.pos;
         // The common case: no escape at all, so the body is the text itself.
-        self.pos += self.src[start..]
-            .iter()
-            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-            .unwrap_or(self.src.len() - start);
+        self.pos = find_special(self.src, start).unwrap_or(self.src.len());
         match self.peek() {
             Some(b'"') => {
                 self.pos += 1;
@@ -373,12 +463,7 @@ impl JsonPass<'_, '_> {
         self.scratch.push_str(&self.text[start..self.pos]);
         loop {
             let run = self.pos;
-            while self
-                .peek()
-                .is_some_and(|b| b != b'"' && b != b'\\' && b >= 0x20)
-            {
-                self.pos += 1;
-            }
+            self.pos = find_special(self.src, run).unwrap_or(self.src.len());
             self.scratch.push_str(&self.text[run..self.pos]);
             match self.peek() {
                 Some(b'"') => {
@@ -392,6 +477,50 @@ impl JsonPass<'_, '_> {
                 }
                 Some(_) => return Err(self.error("control character in a string")),
                 None => return Err(self.error("unterminated string")),
+            }
+        }
+    }
+
+    /// The fast path's string: read a string literal (at its opening quote), check it, and
+    /// write what [`write_string`] writes for its decoded text, without decoding it: runs
+    /// between escapes are copied as they are, escapes that are already canonical (`\"`,
+    /// `\\`, `\b`, `\f`, `\n`, `\r`, `\t`) too, and only the others (`\/`, `\uXXXX`) are
+    /// decoded and written again. No scratch copy of the string is made, however long it is.
+    fn copy_string(&mut self) -> Result<(), InvalidJson> {
+        self.pos += 1;
+        self.out.push('"');
+        loop {
+            let run = self.pos;
+            let Some(at) = find_special(self.src, run) else {
+                self.pos = self.src.len();
+                return Err(self.error("unterminated string"));
+            };
+            let text = self.text;
+            self.put(&text[run..at]);
+            self.pos = at;
+            match self.src[at] {
+                b'"' => {
+                    self.pos += 1;
+                    self.out.push('"');
+                    return Ok(());
+                }
+                b'\\' => match self.src.get(at + 1) {
+                    Some(b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't') => {
+                        let text = self.text;
+                        self.put(&text[at..at + 2]);
+                        self.pos = at + 2;
+                    }
+                    _ => {
+                        self.pos = at + 1;
+                        let decoded = self.escape()?;
+                        let mut utf8 = [0u8; 4];
+                        write_string_body(self.out, decoded.encode_utf8(&mut utf8));
+                        if self.out.len() >= PIECE_BYTES {
+                            self.flush();
+                        }
+                    }
+                },
+                _ => return Err(self.error("control character in a string")),
             }
         }
     }
@@ -549,12 +678,10 @@ fn write_string(out: &mut String, s: &str) {
 
 /// The body of [`write_string`], without the quotes.
 fn write_string_body(out: &mut String, s: &str) {
-    if !s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
-        out.push_str(s);
-        return;
-    }
+    let bytes = s.as_bytes();
     let mut run = 0;
-    for (i, b) in s.bytes().enumerate() {
+    while let Some(i) = find_special(bytes, run) {
+        let b = bytes[i];
         let escape = match b {
             b'"' => "\\\"",
             b'\\' => "\\\\",
@@ -563,8 +690,8 @@ fn write_string_body(out: &mut String, s: &str) {
             b'\t' => "\\t",
             0x08 => "\\b",
             0x0c => "\\f",
-            0..=0x1f => "",
-            _ => continue,
+            // The other control characters (find_special stops at nothing else).
+            _ => "",
         };
         out.push_str(&s[run..i]);
         if escape.is_empty() {
@@ -797,6 +924,76 @@ mod tests {
             err.to_string(),
             "not valid JSON at byte 3: expected a value"
         );
+    }
+
+    fn pieces(r: &Redactor, json: &str, scope: Scope) -> (Result<(), InvalidJson>, Vec<String>) {
+        let mut got = Vec::new();
+        let result = r.redact_json_pieces(json, scope, &mut |piece| got.push(piece.to_string()));
+        (result, got)
+    }
+
+    #[test]
+    fn pieces_add_up_to_the_whole_output_and_stay_small() {
+        let long = "y".repeat(3 * PIECE_BYTES);
+        let many: Vec<String> = (0..20_000).map(|i| format!("[{i},\"\\u00e9\"]")).collect();
+        let doc = format!(
+            "{{ \"long\" : \"{long}\\n{long}\", \"many\": [{}], \"n\": 1e400, \"e\": [[], {{}}] }}",
+            many.join(" , ")
+        );
+        let mut secret = Redactor::new();
+        secret.add_secret("never-in-the-document");
+        for (r, scope) in [
+            (Redactor::new(), Scope::SecretsOnly),
+            (secret, Scope::SecretsOnly),
+            (Redactor::new(), FULL),
+        ] {
+            let (result, got) = pieces(&r, &doc, scope);
+            result.unwrap();
+            assert_eq!(
+                got.concat(),
+                r.redact_json(&doc, scope).unwrap(),
+                "{scope:?}"
+            );
+        }
+        // The fast path: every piece is a bounded buffer, or a run of the input as it is.
+        let (_, got) = pieces(&Redactor::new(), &doc, Scope::SecretsOnly);
+        assert!(got.len() > 3, "{}", got.len());
+        for piece in &got {
+            assert!(
+                piece.len() <= PIECE_BYTES + 16 || piece == &long,
+                "{}",
+                piece.len()
+            );
+        }
+    }
+
+    #[test]
+    fn pieces_of_a_long_run_are_borrowed_from_the_input() {
+        let doc = format!("[\"{}\"]", "z".repeat(2 * PIECE_BYTES));
+        let inside = doc.as_bytes().as_ptr_range();
+        let mut borrowed = 0;
+        Redactor::new()
+            .redact_json_pieces(&doc, Scope::SecretsOnly, &mut |piece| {
+                if inside.contains(&piece.as_ptr()) {
+                    borrowed += piece.len();
+                }
+            })
+            .unwrap();
+        assert_eq!(borrowed, 2 * PIECE_BYTES);
+    }
+
+    #[test]
+    fn pieces_of_a_bad_document_are_never_emitted_outside_the_fast_path() {
+        let mut secret = Redactor::new();
+        secret.add_secret("never-in-the-document");
+        for (r, scope) in [(secret, Scope::SecretsOnly), (Redactor::new(), FULL)] {
+            let (result, got) = pieces(&r, "[\"ok\", \"cut", scope);
+            assert!(result.is_err());
+            assert!(got.is_empty(), "{got:?}");
+        }
+        // On the fast path the pieces read so far may have gone out; the error still comes.
+        let (result, _) = pieces(&Redactor::new(), "[\"ok\", \"cut", Scope::SecretsOnly);
+        assert!(result.is_err());
     }
 
     #[test]

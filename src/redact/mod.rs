@@ -10,7 +10,8 @@
 //!   [`Redactor::redact_head`]);
 //! - the key rules on JSON: whole values under sensitive keys (`keys.rs`, [`is_sensitive_key`]),
 //!   on a parsed tree ([`Redactor::redact_value`]) or on raw JSON text without building one
-//!   (`json.rs`, [`Redactor::redact_json`]).
+//!   (`json.rs`, [`Redactor::redact_json`], or in pieces for a caller that streams them on:
+//!   [`Redactor::redact_json_pieces`]).
 //!
 //! Invariants, for any input:
 //! - **Linear in the input; each byte is examined a bounded number of times.** Every rule is
@@ -38,7 +39,7 @@ mod paths;
 mod secrets;
 mod text;
 
-pub use json::{InvalidJson, Scope};
+pub use json::{InvalidJson, Scope, PIECE_BYTES};
 pub use keys::is_sensitive_key;
 
 use secrets::{qualifies_as_secret, SecretMatcher};
@@ -117,6 +118,12 @@ impl Redactor {
         if !self.secrets.is_empty() {
             self.walk(v, Rules::SecretsOnly);
         }
+    }
+
+    /// Whether any secret is registered (without one, [`Scope::SecretsOnly`] changes nothing
+    /// but the layout).
+    pub fn has_secrets(&self) -> bool {
+        !self.secrets.is_empty()
     }
 
     /// The full string rules: secrets, host paths, `key=value` assignments, credential patterns.

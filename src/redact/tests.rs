@@ -484,6 +484,51 @@ mod properties {
             }
         }
 
+        /// The fast path (no rule can change anything) copies strings without decoding them;
+        /// whatever escapes the input spells a string with, it writes what the decoding path
+        /// writes for the decoded text: `serde_json`'s canonical form.
+        #[test]
+        fn the_fast_path_writes_every_spelling_of_a_string_canonically(
+            chars in prop::collection::vec((any::<char>(), 0u8..4), 0..40),
+            key_chars in prop::collection::vec((any::<char>(), 0u8..4), 0..8),
+        ) {
+            let spell = |chars: &[(char, u8)]| -> String {
+                let mut out = String::from("\"");
+                for &(c, how) in chars {
+                    let mut units = [0u16; 2];
+                    match (c, how) {
+                        ('"', _) => out.push_str("\\\""),
+                        ('\\', _) => out.push_str("\\\\"),
+                        ('/', 1) => out.push_str("\\/"),
+                        ('\n', 1) => out.push_str("\\n"),
+                        (c, _) if (c as u32) < 0x20 || how == 2 => {
+                            for unit in c.encode_utf16(&mut units) {
+                                out.push_str(&format!("\\u{unit:04x}"));
+                            }
+                        }
+                        (c, 3) => {
+                            for unit in c.encode_utf16(&mut units) {
+                                out.push_str(&format!("\\u{unit:04X}"));
+                            }
+                        }
+                        (c, _) => out.push(c),
+                    }
+                }
+                out.push('"');
+                out
+            };
+            let (value, key) = (spell(&chars), spell(&key_chars));
+            let text = format!("{{ {key} : [ {value} , {value} ] }}");
+            let tree: Value = serde_json::from_str(&text).unwrap();
+            let fast = Redactor::new().redact_json(&text, Scope::SecretsOnly).unwrap();
+            prop_assert_eq!(&fast, &serde_json::to_string(&tree).unwrap());
+            // A secret that occurs nowhere sends every string through the decoding path.
+            let decoding = with_secret("\u{2603}-never-present-\u{2603}")
+                .redact_json(&text, Scope::SecretsOnly)
+                .unwrap();
+            prop_assert_eq!(fast, decoding);
+        }
+
         #[test]
         fn json_text_redaction_never_panics(text in any::<String>(), tree in json_tree()) {
             let r = Redactor::new();
