@@ -54,12 +54,12 @@ pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
     match ran {
         Ok(ran) => {
             let outcome = ran.judge(&mut report);
-            let exit = report.conclude(outcome).print();
+            let exit = report.finish(outcome);
             // Only now: the cleanup is bounded, but nothing may delay the envelope.
             ran.clean_up();
             exit
         }
-        Err(err) => report.conclude(Err(err)).print(),
+        Err(err) => report.finish(Err(err)),
     }
 }
 

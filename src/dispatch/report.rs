@@ -280,8 +280,59 @@ impl<'a> Report<'a> {
     }
 
     /// Attach diagnostics, write the transcript, redact, write `--result-file`: everything but
-    /// printing. [`Concluded::print`] prints.
+    /// printing. [`Concluded::print`] prints. (The main job uses [`Report::finish`], which
+    /// never holds the envelope as one text unless `--result-file` needs it.)
     pub fn conclude(mut self, outcome: Result<ResultEnvelope<'_>, DispatchError>) -> Concluded {
+        let settled = self.settle(outcome);
+        let envelope = match settled.text {
+            Some(text) => text,
+            None => self.render(&settled.envelope),
+        };
+        Concluded {
+            envelope,
+            status: settled.envelope.status,
+            exit: settled.exit,
+            stderr: settled.stderr,
+        }
+    }
+
+    /// Conclude as [`conclude`](Self::conclude) does, then print: the stderr lines, then the
+    /// envelope and a newline on stdout. Returns the exit status.
+    ///
+    /// The envelope is written to stdout as it is rendered (see
+    /// [`ResultEnvelope::write_to`]), so a large `output` is held once — in the answer it
+    /// came in — instead of twice; with `--result-file` it is rendered once into the text
+    /// both get.
+    pub fn finish(mut self, outcome: Result<ResultEnvelope<'_>, DispatchError>) -> u8 {
+        let settled = self.settle(outcome);
+        for line in &settled.stderr {
+            eprintln!("{line}");
+        }
+        let stdout = std::io::stdout().lock();
+        let mut out = std::io::BufWriter::with_capacity(STDOUT_BUFFER_BYTES, stdout);
+        // A closed or full stdout cannot be reported anywhere: the exit status still is.
+        let _ = match &settled.text {
+            Some(text) => out.write_all(text.as_bytes()),
+            None if self.args.pretty => {
+                let mut pretty = raw::Pretty::new(&mut out);
+                settled
+                    .envelope
+                    .write_to(&self.redactor, Audience::Caller, &mut pretty)
+                    .and_then(|()| pretty.finish())
+            }
+            None => settled
+                .envelope
+                .write_to(&self.redactor, Audience::Caller, &mut out),
+        }
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+        settled.exit
+    }
+
+    /// Everything [`conclude`](Self::conclude) and [`finish`](Self::finish) share: the
+    /// envelope with its diagnostics and transcript ref, the exit status, the stderr lines,
+    /// and the rendered text when `--result-file` needed it.
+    fn settle<'e>(&mut self, outcome: Result<ResultEnvelope<'e>, DispatchError>) -> Settled<'e> {
         let (mut envelope, exit, human) = match outcome {
             Ok(envelope) => {
                 let exit = envelope.status.exit_code();
@@ -300,9 +351,13 @@ impl<'a> Report<'a> {
         self.write_transcript(&mut envelope);
 
         let mut stderr = std::mem::take(&mut self.warnings);
-        let mut text = self.render(&envelope);
+        let mut text = None;
         if let Some(path) = &self.args.result_file {
-            let written = crate::fs::write_atomic(path, format!("{text}\n").as_bytes());
+            let mut rendered = self.render(&envelope);
+            rendered.push('\n');
+            let written = crate::fs::write_atomic(path, rendered.as_bytes());
+            rendered.pop();
+            text = Some(rendered);
             if let Err(err) = written {
                 let message = self.redactor.redact_str(&err.to_string());
                 stderr.push(format!(
@@ -312,7 +367,7 @@ impl<'a> Report<'a> {
                 if let Some(dispatch) = envelope.dispatch.as_mut() {
                     dispatch.result_file_error = Some(message);
                 }
-                text = self.render(&envelope);
+                text = Some(self.render(&envelope));
             }
         }
         if let Some(code) = envelope.error_code() {
@@ -326,11 +381,11 @@ impl<'a> Report<'a> {
             };
             stderr.push(error_line(&self.redactor.redact_str(&code), &message));
         }
-        Concluded {
-            envelope: text,
-            status: envelope.status,
+        Settled {
+            envelope,
             exit,
             stderr,
+            text,
         }
     }
 
@@ -405,6 +460,18 @@ impl<'a> Report<'a> {
         }
     }
 }
+
+/// What [`Report::settle`] leaves to print.
+struct Settled<'e> {
+    envelope: ResultEnvelope<'e>,
+    exit: u8,
+    stderr: Vec<String>,
+    /// The rendered envelope, when `--result-file` needed it (without the final newline).
+    text: Option<String>,
+}
+
+/// How much of the envelope is gathered before a write to stdout.
+const STDOUT_BUFFER_BYTES: usize = 64 * 1024;
 
 /// A finished main job: the envelope as text, what stderr says, the exit status.
 #[derive(Debug, Clone)]
