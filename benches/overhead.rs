@@ -1,132 +1,624 @@
-//! Benchmark: what the dispatcher costs on top of running its adapter directly, and how much
-//! memory it holds for a large answer. The SPEC's target is "about what `timeout(1)` costs":
-//! a few milliseconds of wall time per call, memory bounded by the output cap.
+//! Benchmark: what the dispatcher costs on top of `timeout(1)`, measured on whole processes
+//! side by side in one run. The SPEC's target is "about what `timeout` costs".
 //!
-//! Run with `cargo bench --bench overhead` (release build). Prints a table; it asserts nothing,
-//! since timings belong to the machine it runs on. `PTD_BENCH_RUNS` sets the iteration count.
+//! Run with `cargo bench --bench overhead` (release build). It prints the machine, then:
+//!
+//! - **(a) per call** — a 1 KiB request, a 1 KiB answer: the adapter alone, `timeout 30
+//!   ADAPTER`, and the dispatcher running the same adapter, interleaved round by round;
+//! - **(b) a 64 MiB answer** — an `output` string of 64 MiB: `timeout 30 ADAPTER` read to the
+//!   end by this process (the pipe floor, `timeout 30 ADAPTER | cat >/dev/null`), and the
+//!   dispatcher read the same way; wall time and peak RSS of each;
+//! - **(c) 1,000 sequential calls** — blocks of (a)'s calls back to back, dispatcher and
+//!   `timeout` blocks alternating;
+//!
+//! and the ratio of each against its target. The in-process micro-benchmarks (parse,
+//! validate, redact in MB/s) are `cargo bench --bench pipeline`.
+//!
+//! **The adapter** is this benchmark binary itself, started as `overhead __bench-adapter
+//! BYTES`: it reads its stdin to the end, then writes a succeeded envelope whose `output` is a
+//! string of BYTES bytes, streamed in 64 KiB pieces (so its own memory stays small and the
+//! peak RSS measured is the dispatcher's). The same program, arguments and request serve all
+//! three variants, so the differences are the dispatcher's and `timeout`'s own.
+//!
+//! **Every run is checked before it counts**: exit status 0, and stdout holding a succeeded
+//! envelope echoing the request (for the big answer: of at least the payload's size). A run
+//! that fails the check stops the benchmark with the run's stderr — a refusal is never timed.
+//!
+//! Wall time is from before `posix_spawn` to after `wait4`; CPU time (user + system) and
+//! peak RSS come from `wait4`'s resource usage of that child and everything it reaped, so
+//! they are per run and not disturbed by other load on the machine as much as wall time is.
+//! Nothing is asserted: timings belong to the machine. Environment: `PTD_BENCH_RUNS` (rounds
+//! for (a), default 300), `PTD_BENCH_BIG_RUNS` (rounds for (b), default 10),
+//! `PTD_BENCH_SEQUENTIAL` (calls per variant for (c), default 1000), `PTD_BENCH_BIG_MIB`
+//! (default 64), `PTD_BENCH_PAYLOAD` (`text`, the default: lines of prose with an escaped
+//! newline every 64 bytes; or `x`: one repeated byte, the easiest case for every scanner),
+//! `PTD_BENCH_TIMEOUT` (the `timeout` program, default `timeout` on `PATH`).
 
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_parent-tool-dispatch"))
-}
-
-fn request(input_bytes: usize) -> String {
-    format!(
-        r#"{{"schema":"wp-codebox/parent-tool-request/v1","version":1,"request_id":"bench","tool":"t","operation":"call","input":"{}","sandbox_session":{{"sandbox_session_id":"s"}},"authorization":{{"allowed_tools":["t"]}},"metadata":{{}}}}"#,
-        "x".repeat(input_bytes)
-    )
-}
-
-fn bridge(steps: &[&str]) -> String {
-    let mut argv = vec![
-        format!("{:?}", bin().display().to_string()),
-        "\"__test-adapter\"".into(),
-    ];
-    argv.extend(steps.iter().map(|s| format!("{s:?}")));
-    format!(
-        r#"{{"schema":"wp-codebox/parent-tool-bridge/v1","version":1,"allowed_tools":["t"],"dispatcher":{{"owner":"wp-codebox","mode":"host_command","command":{{"argv":[{}]}},"request_schema":"wp-codebox/parent-tool-request/v1","result_schema":"wp-codebox/parent-tool-result/v1","timeout_ms":30000}},"sandbox_env":{{}},"authorization":{{}},"redaction":{{}},"metadata":{{}}}}"#,
-        argv.join(",")
-    )
-}
-
-fn time(mut cmd: Command, stdin: &str) -> Duration {
-    let start = Instant::now();
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut pipe = child.stdin.take().unwrap();
-    let bytes = stdin.as_bytes().to_vec();
-    let writer = std::thread::spawn(move || {
-        let _ = pipe.write_all(&bytes);
-    });
-    child.wait().unwrap();
-    let _ = writer.join();
-    start.elapsed()
-}
-
-fn summary(mut samples: Vec<Duration>) -> (f64, f64, f64) {
-    samples.sort();
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    let mean = samples.iter().map(|d| ms(*d)).sum::<f64>() / samples.len() as f64;
-    (
-        mean,
-        ms(samples[samples.len() / 2]),
-        ms(samples[samples.len() * 95 / 100]),
-    )
-}
-
-fn children_max_rss_kib() -> i64 {
-    // SAFETY: getrusage fills the struct we own.
-    unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
-        usage.ru_maxrss
-    }
-}
+/// argv[1] that turns this binary into the benchmark's adapter.
+const ADAPTER_ROLE: &str = "__bench-adapter";
+const REQUEST_ID: &str = "bench-call";
+const TOOL: &str = "bench.tool";
+const MIB: usize = 1 << 20;
 
 fn main() {
-    let runs: usize = std::env::var("PTD_BENCH_RUNS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(200);
-    println!(
-        "{:<44} {:>9} {:>9} {:>9}",
-        "case", "mean ms", "p50 ms", "p95 ms"
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(ADAPTER_ROLE) {
+        let bytes = args.get(2).and_then(|n| n.parse().ok()).unwrap_or(0);
+        let payload = Payload::from_env();
+        std::process::exit(adapter(bytes, payload));
+    }
+    let bench = Bench::new();
+    bench.machine();
+    bench.per_call();
+    bench.big_answer();
+    bench.sequential();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The adapter.
+
+/// What the `output` string is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Payload {
+    /// Prose with an escaped newline (`\n`) every 64 bytes: what a file's contents look like.
+    Text,
+    /// One byte repeated: no escape anywhere, the fastest case for every scanner.
+    X,
+}
+
+impl Payload {
+    fn from_env() -> Payload {
+        match std::env::var("PTD_BENCH_PAYLOAD").as_deref() {
+            Ok("x") => Payload::X,
+            _ => Payload::Text,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Payload::Text => "text",
+            Payload::X => "x",
+        }
+    }
+
+    /// 64 KiB of the string's JSON text (a multiple of the 64-byte line).
+    fn chunk(self) -> Vec<u8> {
+        const LINE: &[u8; 64] =
+            b"The quick brown fox jumps over the lazy dog, line after line..\\n";
+        match self {
+            Payload::Text => LINE.repeat(1024),
+            Payload::X => vec![b'x'; 64 * 1024],
+        }
+    }
+}
+
+/// Read stdin to the end, then print a succeeded envelope with an `output` string of `bytes`
+/// bytes of JSON text. Returns the exit status.
+fn adapter(bytes: usize, payload: Payload) -> i32 {
+    let mut request = Vec::new();
+    if std::io::stdin().read_to_end(&mut request).is_err() {
+        return 3;
+    }
+    let head = format!(
+        r#"{{"schema":"wp-codebox/parent-tool-result/v1","version":1,"request_id":"{REQUEST_ID}","tool":"{TOOL}","operation":"call","status":"succeeded","output":""#
     );
-    for (name, input) in [("1 KiB request", 1024), ("1 MiB request", 1 << 20)] {
-        let req = request(input);
-        let direct: Vec<_> = (0..runs)
-            .map(|_| {
-                let mut cmd = Command::new(bin());
-                cmd.args(["__test-adapter", "echo"]);
-                time(cmd, &req)
-            })
-            .collect();
-        let b = bridge(&["echo"]);
-        let dispatched: Vec<_> = (0..runs)
-            .map(|_| {
-                let mut cmd = Command::new(bin());
-                cmd.args(["--parent-tool-bridge", &b]);
-                time(cmd, &req)
-            })
-            .collect();
-        let (dm, dp50, dp95) = summary(direct);
-        let (m, p50, p95) = summary(dispatched);
-        println!(
-            "{:<44} {dm:>9.2} {dp50:>9.2} {dp95:>9.2}",
-            format!("adapter alone, {name}")
-        );
-        println!(
-            "{:<44} {m:>9.2} {p50:>9.2} {p95:>9.2}",
-            format!("through the dispatcher, {name}")
-        );
-        println!(
-            "{:<44} {:>9.2} {:>9.2} {:>9.2}",
-            "  overhead",
-            m - dm,
-            p50 - dp50,
-            p95 - dp95
+    let chunk = payload.chunk();
+    let mut out = std::io::stdout().lock();
+    let mut left = bytes;
+    let mut written = out.write_all(head.as_bytes());
+    while left > 0 && written.is_ok() {
+        let n = left.min(chunk.len());
+        written = out.write_all(&chunk[..n]);
+        left -= n;
+    }
+    match written
+        .and_then(|()| out.write_all(b"\"}\n"))
+        .and_then(|()| out.flush())
+    {
+        Ok(()) => 0,
+        Err(_) => 4,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running and checking one process.
+
+/// What one whole-process run cost.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    wall: Duration,
+    /// User + system time of the process and everything it reaped.
+    cpu: Duration,
+    /// Peak resident set of the largest of them, bytes.
+    max_rss: u64,
+}
+
+/// What a run must have printed to count.
+#[derive(Debug, Clone, Copy)]
+struct Expect {
+    /// At least this many bytes on stdout (the big answer must have come through).
+    min_stdout: usize,
+}
+
+/// Spawn `cmd` with `stdin` from a file, read its stdout to the end (keeping the first and
+/// last bytes, counting the rest), wait for it with `wait4`, and check it before returning
+/// what it cost.
+fn run_checked(cmd: &mut Command, stdin: &Path, expect: Expect) -> Sample {
+    let start = Instant::now();
+    let mut child = cmd
+        .stdin(File::open(stdin).expect("the request file opens"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|err| panic!("{cmd:?} cannot start: {err}"));
+    let mut stdout = child.stdout.take().expect("stdout is piped");
+    let mut stderr = child.stderr.take().expect("stderr is piped");
+    // stderr is small (empty on success); read it on a thread so that neither pipe can fill.
+    let err_reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = stderr.read_to_end(&mut text);
+        text
+    });
+    let mut head = Vec::with_capacity(512);
+    let mut tail = Vec::with_capacity(4096);
+    let mut total = 0usize;
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = match stdout.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => panic!("reading stdout of {cmd:?}: {err}"),
+        };
+        total += n;
+        let room = 512usize.saturating_sub(head.len());
+        head.extend_from_slice(&buf[..n.min(room)]);
+        tail.extend_from_slice(&buf[..n]);
+        if tail.len() > 64 * 1024 {
+            tail.drain(..tail.len() - 4096);
+        }
+    }
+    let (status, usage) = wait4(child.id());
+    let wall = start.elapsed();
+    let err_text = err_reader.join().unwrap_or_default();
+    let why = check(status, &head, &tail, total, expect);
+    if let Some(why) = why {
+        panic!(
+            "a run did not do what it claims, so nothing is reported: {why}\n  command: {cmd:?}\n  stdout begins: {}\n  stderr: {}",
+            String::from_utf8_lossy(&head),
+            String::from_utf8_lossy(&err_text)
         );
     }
-    // Memory: one dispatch with a 16 MiB answer; the dispatcher's peak RSS is reported by the
-    // kernel for waited-for children (the adapter's own peak is included in the max, so run it
-    // last and alone).
-    let before = children_max_rss_kib();
-    let b = bridge(&["big-echo:16000000", "read-stdin"]);
-    let mut cmd = Command::new(bin());
-    cmd.args(["--parent-tool-bridge", &b, "--max-output-bytes", "20000000"]);
-    let elapsed = time(cmd, &request(16 << 20));
-    println!(
-        "16 MiB in, 16 MiB out: {:.1} ms, peak RSS of the largest child {} MiB (before: {} MiB)",
-        elapsed.as_secs_f64() * 1000.0,
-        children_max_rss_kib() / 1024,
-        before / 1024
-    );
+    Sample {
+        wall,
+        cpu: usage.0,
+        max_rss: usage.1,
+    }
+}
+
+/// Why a run does not count, if it does not.
+fn check(
+    status: ExitStatus,
+    head: &[u8],
+    tail: &[u8],
+    total: usize,
+    expect: Expect,
+) -> Option<String> {
+    if !status.success() {
+        return Some(match (status.code(), status.signal()) {
+            (Some(code), _) => format!("exit status {code}"),
+            (_, Some(sig)) => format!("killed by signal {sig}"),
+            _ => "no exit status".into(),
+        });
+    }
+    let head = String::from_utf8_lossy(head);
+    let wanted = [
+        r#""schema":"wp-codebox/parent-tool-result/v1""#.to_string(),
+        format!(r#""request_id":"{REQUEST_ID}""#),
+        format!(r#""tool":"{TOOL}""#),
+        r#""status":"succeeded""#.to_string(),
+    ];
+    if let Some(missing) = wanted.iter().find(|w| !head.contains(w.as_str())) {
+        return Some(format!("stdout does not hold {missing}"));
+    }
+    if head.contains(r#""error":"#) {
+        return Some("the envelope carries an error".into());
+    }
+    if !tail.ends_with(b"}\n") {
+        return Some("stdout does not end with one complete envelope".into());
+    }
+    if total < expect.min_stdout {
+        return Some(format!(
+            "stdout holds {total} bytes, fewer than the {} expected",
+            expect.min_stdout
+        ));
+    }
+    None
+}
+
+/// `wait4(pid)`: its exit status, and (CPU time, peak RSS in bytes) of it and everything it
+/// reaped.
+fn wait4(pid: u32) -> (ExitStatus, (Duration, u64)) {
+    let mut status = 0;
+    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: wait4 writes to the two locals we own and pass by valid pointers; `pid` is
+        // our own unreaped child (std's `Child` never waits on drop), so it names that child.
+        let got = unsafe { libc::wait4(pid as libc::pid_t, &mut status, 0, &mut usage) };
+        if got == pid as libc::pid_t {
+            break;
+        }
+        let err = std::io::Error::last_os_error();
+        assert_eq!(
+            err.kind(),
+            std::io::ErrorKind::Interrupted,
+            "wait4({pid}): {err}"
+        );
+    }
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    let cpu = time(usage.ru_utime) + time(usage.ru_stime);
+    // ru_maxrss is in KiB on Linux.
+    let rss = usage.ru_maxrss as u64 * 1024;
+    (ExitStatus::from_raw(status), (cpu, rss))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics.
+
+/// Samples of one variant.
+#[derive(Debug, Default)]
+struct Series {
+    wall: Vec<Duration>,
+    cpu: Vec<Duration>,
+    max_rss: u64,
+}
+
+impl Series {
+    fn push(&mut self, s: Sample) {
+        self.wall.push(s.wall);
+        self.cpu.push(s.cpu);
+        self.max_rss = self.max_rss.max(s.max_rss);
+    }
+
+    fn wall(&self) -> Stats {
+        Stats::of(&self.wall)
+    }
+
+    fn cpu(&self) -> Stats {
+        Stats::of(&self.cpu)
+    }
+}
+
+/// Median, mean, 95th percentile and minimum, in milliseconds.
+#[derive(Debug, Clone, Copy)]
+struct Stats {
+    median: f64,
+    mean: f64,
+    p95: f64,
+    min: f64,
+}
+
+impl Stats {
+    fn of(samples: &[Duration]) -> Stats {
+        let mut ms: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+        ms.sort_by(f64::total_cmp);
+        let at = |q: f64| ms[((ms.len() - 1) as f64 * q).round() as usize];
+        Stats {
+            median: at(0.5),
+            mean: ms.iter().sum::<f64>() / ms.len() as f64,
+            p95: at(0.95),
+            min: ms[0],
+        }
+    }
+}
+
+fn verdict(ratio: f64, target: f64) -> &'static str {
+    if ratio <= target {
+        "met"
+    } else {
+        "NOT met"
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The benchmark.
+
+struct Bench {
+    dispatcher: PathBuf,
+    adapter: PathBuf,
+    timeout: String,
+    dir: tempfile::TempDir,
+    runs: usize,
+    big_runs: usize,
+    sequential: usize,
+    big_bytes: usize,
+    payload: Payload,
+}
+
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+impl Bench {
+    fn new() -> Bench {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let small = request(1024);
+        std::fs::write(dir.path().join("request-1k.json"), &small).expect("write the request");
+        Bench {
+            dispatcher: PathBuf::from(env!("CARGO_BIN_EXE_parent-tool-dispatch")),
+            adapter: std::env::current_exe().expect("this benchmark's own path"),
+            timeout: std::env::var("PTD_BENCH_TIMEOUT").unwrap_or_else(|_| "timeout".into()),
+            dir,
+            runs: env_number("PTD_BENCH_RUNS", 300).max(1),
+            big_runs: env_number("PTD_BENCH_BIG_RUNS", 10).max(1),
+            sequential: env_number("PTD_BENCH_SEQUENTIAL", 1000).max(10),
+            big_bytes: env_number("PTD_BENCH_BIG_MIB", 64) * MIB,
+            payload: Payload::from_env(),
+        }
+    }
+
+    fn small_request(&self) -> PathBuf {
+        self.dir.path().join("request-1k.json")
+    }
+
+    fn machine(&self) {
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|info| {
+                info.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split_once(':'))
+                    .map(|(_, v)| v.trim().to_string())
+            })
+            .unwrap_or_else(|| "unknown".into());
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into());
+        let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+        println!(
+            "machine: {nproc} CPUs, {cpu}, Linux {kernel}, load average {}",
+            load()
+        );
+        println!(
+            "dispatcher: {}\nadapter: {} {ADAPTER_ROLE} BYTES (this benchmark)\n",
+            self.dispatcher.display(),
+            self.adapter.display()
+        );
+    }
+
+    /// The adapter's command line for an answer of `bytes`.
+    fn adapter_argv(&self, bytes: usize) -> Vec<String> {
+        vec![
+            self.adapter.display().to_string(),
+            ADAPTER_ROLE.into(),
+            bytes.to_string(),
+        ]
+    }
+
+    fn alone(&self, bytes: usize) -> Command {
+        let argv = self.adapter_argv(bytes);
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..])
+            .env("PTD_BENCH_PAYLOAD", self.payload.name());
+        cmd
+    }
+
+    fn under_timeout(&self, bytes: usize) -> Command {
+        let mut cmd = Command::new(&self.timeout);
+        cmd.arg("30")
+            .args(self.adapter_argv(bytes))
+            .env("PTD_BENCH_PAYLOAD", self.payload.name());
+        cmd
+    }
+
+    fn dispatched(&self, bytes: usize, extra: &[&str]) -> Command {
+        let mut cmd = Command::new(&self.dispatcher);
+        cmd.arg("--parent-tool-bridge")
+            .arg(bridge(&self.adapter_argv(bytes), self.payload))
+            .args(extra);
+        cmd
+    }
+
+    /// (a): one call, three ways, interleaved round by round (the order rotates).
+    fn per_call(&self) {
+        const ANSWER: usize = 1024;
+        let req = self.small_request();
+        let small = Expect { min_stdout: ANSWER };
+        let mut series: [Series; 3] = Default::default();
+        // Warm the page cache and the dynamic loader's files first.
+        for _ in 0..5 {
+            run_checked(&mut self.dispatched(ANSWER, &[]), &req, small);
+            run_checked(&mut self.under_timeout(ANSWER), &req, small);
+        }
+        for round in 0..self.runs {
+            for k in 0..3 {
+                let which = (round + k) % 3;
+                let mut cmd = match which {
+                    0 => self.alone(ANSWER),
+                    1 => self.under_timeout(ANSWER),
+                    _ => self.dispatched(ANSWER, &[]),
+                };
+                series[which].push(run_checked(&mut cmd, &req, small));
+            }
+        }
+        println!(
+            "(a) one call, 1 KiB request, 1 KiB answer, {} rounds (ms)",
+            self.runs
+        );
+        println!(
+            "    {:<30} {:>8} {:>8} {:>8} {:>8} {:>9}",
+            "", "median", "mean", "p95", "min", "cpu med"
+        );
+        let names = ["adapter alone", "timeout 30 ADAPTER", "dispatcher"];
+        for (name, s) in names.iter().zip(&series) {
+            let (w, c) = (s.wall(), s.cpu());
+            println!(
+                "    {name:<30} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2}",
+                w.median, w.mean, w.p95, w.min, c.median
+            );
+        }
+        let (t, d) = (series[1].wall(), series[2].wall());
+        let ratio = d.median / t.median;
+        println!(
+            "    dispatcher / timeout: {ratio:.2}x median wall ({:.2}x mean, {:.2}x cpu), +{:.2} ms; target <= 1.10x: {}\n",
+            d.mean / t.mean,
+            series[2].cpu().median / series[1].cpu().median,
+            d.median - t.median,
+            verdict(ratio, 1.10)
+        );
+    }
+
+    /// (b): a big answer, the pipe floor and the dispatcher, alternating.
+    fn big_answer(&self) {
+        let req = self.small_request();
+        let big = Expect {
+            min_stdout: self.big_bytes,
+        };
+        // Room for the envelope around the payload.
+        let cap = (self.big_bytes + MIB).to_string();
+        let mut floor = Series::default();
+        let mut dispatched = Series::default();
+        run_checked(
+            &mut self.dispatched(self.big_bytes, &["--max-output-bytes", &cap]),
+            &req,
+            big,
+        );
+        for round in 0..self.big_runs {
+            let mut runs = [
+                (&mut floor, self.under_timeout(self.big_bytes)),
+                (
+                    &mut dispatched,
+                    self.dispatched(self.big_bytes, &["--max-output-bytes", &cap]),
+                ),
+            ];
+            if round % 2 == 1 {
+                runs.reverse();
+            }
+            for (series, mut cmd) in runs {
+                series.push(run_checked(&mut cmd, &req, big));
+            }
+        }
+        let mib = self.big_bytes as f64 / MIB as f64;
+        println!(
+            "(b) a {mib:.0} MiB output string ({} payload), {} rounds (ms; RSS in MiB)",
+            self.payload.name(),
+            self.big_runs
+        );
+        println!(
+            "    {:<30} {:>8} {:>8} {:>8} {:>9} {:>9}",
+            "", "median", "mean", "min", "cpu med", "peak RSS"
+        );
+        for (name, s) in [
+            ("timeout 30 ADAPTER | reader", &floor),
+            ("dispatcher | reader", &dispatched),
+        ] {
+            let (w, c) = (s.wall(), s.cpu());
+            println!(
+                "    {name:<30} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>9.1}",
+                w.median,
+                w.mean,
+                w.min,
+                c.median,
+                s.max_rss as f64 / MIB as f64
+            );
+        }
+        let ratio = dispatched.wall().median / floor.wall().median;
+        let rss = dispatched.max_rss as f64 / MIB as f64;
+        let rss_target = 2.0 * mib + 16.0;
+        println!(
+            "    dispatcher / floor: {ratio:.2}x median wall ({:.2}x cpu); target <= 2.0x: {}",
+            dispatched.cpu().median / floor.cpu().median,
+            verdict(ratio, 2.0)
+        );
+        println!(
+            "    dispatcher peak RSS: {rss:.1} MiB = {:.2}x payload; target <= {rss_target:.0} MiB (2 x payload + 16 MiB): {}\n",
+            rss / mib,
+            verdict(rss, rss_target)
+        );
+    }
+
+    /// (c): many calls back to back, in blocks that alternate between the variants.
+    fn sequential(&self) {
+        const ANSWER: usize = 1024;
+        const BLOCKS: usize = 10;
+        let req = self.small_request();
+        let small = Expect { min_stdout: ANSWER };
+        let per_block = self.sequential / BLOCKS;
+        let mut totals = [Duration::ZERO; 3];
+        for block in 0..BLOCKS {
+            for k in 0..3 {
+                let which = (block + k) % 3;
+                let start = Instant::now();
+                for _ in 0..per_block {
+                    let mut cmd = match which {
+                        0 => self.alone(ANSWER),
+                        1 => self.under_timeout(ANSWER),
+                        _ => self.dispatched(ANSWER, &[]),
+                    };
+                    run_checked(&mut cmd, &req, small);
+                }
+                totals[which] += start.elapsed();
+            }
+        }
+        let calls = per_block * BLOCKS;
+        println!("(c) {calls} sequential calls each, in {BLOCKS} alternating blocks (s)");
+        for (name, total) in ["adapter alone", "timeout 30 ADAPTER", "dispatcher"]
+            .iter()
+            .zip(totals)
+        {
+            println!(
+                "    {name:<30} {:>8.2} s  ({:.2} ms a call)",
+                total.as_secs_f64(),
+                total.as_secs_f64() * 1e3 / calls as f64
+            );
+        }
+        let ratio = totals[2].as_secs_f64() / totals[1].as_secs_f64();
+        println!(
+            "    dispatcher / timeout: {ratio:.2}x; target <= 1.10x: {}\n",
+            verdict(ratio, 1.10)
+        );
+        println!("load average at the end: {}", load());
+    }
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// A request of exactly `size` bytes (its `input` string padded to fit).
+fn request(size: usize) -> String {
+    let make = |pad: usize| {
+        format!(
+            r#"{{"schema":"wp-codebox/parent-tool-request/v1","version":1,"request_id":"{REQUEST_ID}","tool":"{TOOL}","operation":"call","input":"{}","sandbox_session":{{"sandbox_session_id":"s"}},"authorization":{{"allowed_tools":["{TOOL}"]}},"metadata":{{}}}}"#,
+            "x".repeat(pad)
+        )
+    };
+    let bare = make(0).len();
+    make(size.saturating_sub(bare))
+}
+
+/// A bridge that runs `argv` (with the payload variable set, the rest of the environment
+/// cleared as always).
+fn bridge(argv: &[String], payload: Payload) -> String {
+    let argv: Vec<String> = argv.iter().map(|a| format!("{a:?}")).collect();
+    format!(
+        r#"{{"schema":"wp-codebox/parent-tool-bridge/v1","version":1,"allowed_tools":["{TOOL}"],"dispatcher":{{"owner":"wp-codebox","mode":"host_command","command":{{"argv":[{}],"env":{{"PTD_BENCH_PAYLOAD":"{}"}}}},"request_schema":"wp-codebox/parent-tool-request/v1","result_schema":"wp-codebox/parent-tool-result/v1","timeout_ms":30000}},"sandbox_env":{{}},"authorization":{{}},"redaction":{{}},"metadata":{{}}}}"#,
+        argv.join(","),
+        payload.name()
+    )
 }
