@@ -189,6 +189,12 @@ pub mod commands;
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        // clap's own checks: conflicting names, bad defaults, missing value names, …
+        Cli::command().debug_assert();
+    }
+
     fn args(line: &[&str]) -> Vec<OsString> {
         std::iter::once("parent-tool-dispatch")
             .chain(line.iter().copied())

@@ -265,7 +265,39 @@ impl Run {
             "exit; envelope: {:#}\nstderr: {}",
             self.envelope, self.stderr
         );
+        self.expect_stderr_matches_status();
         self
+    }
+
+    /// stderr follows the envelope: a failure has exactly one `error[<code>]: …` line naming
+    /// the envelope's code; a success has none (`error[result_file]` aside). Other lines (warnings, hints, the adapter's
+    /// forwarded notes) are allowed; every line is free of terminal control characters.
+    fn expect_stderr_matches_status(&self) {
+        // `--result-file` failing is reported on its own line whatever the status.
+        let errors: Vec<&str> = self
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("error[") && !l.starts_with("error[result_file]"))
+            .collect();
+        if self.status() == "succeeded" {
+            assert!(
+                errors.is_empty(),
+                "a success with an error line: {}",
+                self.stderr
+            );
+        } else if !self.code().is_empty() {
+            let want = format!("error[{}]: ", self.code());
+            assert!(
+                errors.len() == 1 && errors[0].starts_with(&want),
+                "want one line starting {want:?} on stderr, got: {}",
+                self.stderr
+            );
+        }
+        assert!(
+            !self.stderr.chars().any(|c| c.is_control() && c != '\n'),
+            "control characters on stderr: {:?}",
+            self.stderr
+        );
     }
 
     /// The issue codes in `error.details.issues`.
