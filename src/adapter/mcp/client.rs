@@ -54,14 +54,6 @@ impl Revision {
             .find(|l| offered.iter().any(|v| v == l))
             .map(Revision::Legacy)
     }
-
-    /// The version string.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Revision::Modern => MODERN,
-            Revision::Legacy(v) => v,
-        }
-    }
 }
 
 /// Every revision the adapter speaks, for messages.

@@ -62,6 +62,8 @@ pub mod limits {
     pub use super::server::{MAX_STDERR_FORWARD_BYTES, STDERR_TAIL_BYTES};
     /// The budget when `WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS` is unset (the bridge's default).
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(30_000);
+    /// Larger timeouts are taken as this (a deadline must stay representable).
+    pub const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
     /// How long the `server/discover` probe waits before taking the server for a legacy one
     /// (at most a third of the budget).
     pub const PROBE_WAIT: Duration = Duration::from_millis(2_000);
@@ -251,12 +253,14 @@ impl Budget {
     const FIXED: Duration = Duration::from_millis(250);
 
     /// The budget for the dispatcher's timeout, as given in `WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS`
-    /// (`None`, or not a positive integer: [`limits::DEFAULT_TIMEOUT`]).
+    /// (`None`, or not a positive integer: [`limits::DEFAULT_TIMEOUT`]; at most
+    /// [`limits::MAX_TIMEOUT`]).
     pub fn from_timeout_ms(value: Option<&str>) -> Budget {
         let total = value
             .and_then(|v| v.trim().parse::<u64>().ok())
             .filter(|&ms| ms > 0)
-            .map_or(limits::DEFAULT_TIMEOUT, Duration::from_millis);
+            .map_or(limits::DEFAULT_TIMEOUT, Duration::from_millis)
+            .min(limits::MAX_TIMEOUT);
         let reserve = (total / 5)
             .clamp(Duration::from_millis(400), Duration::from_secs(3))
             .min(total / 2);
@@ -535,6 +539,9 @@ mod tests {
         ] {
             assert_eq!(Budget::from_timeout_ms(bad).exchange, ms(27_000), "{bad:?}");
         }
+        let huge = Budget::from_timeout_ms(Some("18446744073709551615"));
+        assert_eq!(huge.exchange, limits::MAX_TIMEOUT - Duration::from_secs(3));
+        assert!(Instant::now().checked_add(huge.exchange).is_some());
         for total in [1u64, 10, 500, 1_000, 5_000, 60_000, 3_600_000] {
             let b = Budget::from_timeout_ms(Some(&total.to_string()));
             assert!(b.exchange < Duration::from_millis(total), "{total}");
