@@ -396,6 +396,12 @@ fn serve(bytes: Vec<u8>, cx: &Context<'_>, echo: &mut Echo) -> Result<String, Fa
         ));
     }
     let arguments = raw::minify(input);
+    if let Some(sig) = cx.interrupts.received() {
+        return Err(Failure::new(
+            Code::Interrupted,
+            format!("the adapter received signal {sig} before it started the MCP server"),
+        ));
+    }
 
     let mut server = Server::spawn(&cx.options.server, &cx.env, limits::MAX_MESSAGE_BYTES)
         .map_err(spawn_failure)?;
