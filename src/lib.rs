@@ -176,7 +176,11 @@ pub fn run(cli: Cli) -> u8 {
         Some(Command::Adapter(cli::AdapterCommand::Workspace { root })) => {
             adapter::workspace::run(root)
         }
+        Some(Command::Adapter(cli::AdapterCommand::Mcp { tool_map, server })) => {
+            adapter::mcp::run(adapter::mcp::Options { tool_map, server })
+        }
         Some(Command::TestAdapter(args)) => test_adapter::run(&args.steps),
+        Some(Command::TestMcpServer(args)) => adapter::mcp::test_server::run(&args.script),
         Some(Command::Delegation(command)) => delegation::main(&command),
         Some(Command::Replay(args)) => replay::run(&args),
         Some(Command::Schema(args)) => schema::print(args.kind),

@@ -12,6 +12,7 @@ mod happy;
 mod hostile;
 mod human;
 mod man_pages;
+mod mcp;
 mod readme;
 mod redaction;
 mod replay;
