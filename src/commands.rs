@@ -4,11 +4,12 @@
 
 use crate::cli::{EnvFormat, EnvelopeKind, SandboxEnvArgs, ValidateArgs};
 use crate::envelope::bridge::{self, Bridge, LoadError, SandboxVar};
-use crate::envelope::json::Document;
 use crate::envelope::request::Request;
 use crate::envelope::result::ResultEnvelope;
-use crate::envelope::{json, request, result};
+use crate::envelope::{request, result};
 use crate::error::exit;
+use crate::json;
+use crate::json::Document;
 use crate::terminal::{error_line, print_warnings};
 use crate::validate::{summary, Issue, Report};
 use serde_json::{Map, Value};

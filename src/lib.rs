@@ -20,6 +20,7 @@ pub mod exec;
 pub mod fs;
 pub mod hostenv;
 pub mod interrupt;
+pub mod json;
 pub mod judge;
 pub mod plan;
 pub mod redact;

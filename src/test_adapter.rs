@@ -278,13 +278,13 @@ fn fork_chain(arg: &str) {
 fn respond(stdin: &[u8], arg: &str) -> Value {
     // Read the ids with the product's own reader: a request may hold numbers a tree cannot
     // (1e400), and the echo must still work.
-    let request = crate::envelope::json::Document::parse(stdin.to_vec(), usize::MAX).ok();
+    let request = crate::json::Document::parse(stdin.to_vec(), usize::MAX).ok();
     let field = |k: &str| {
         Value::String(
             request
                 .as_ref()
                 .and_then(|d| d.get(k))
-                .and_then(crate::envelope::raw::string)
+                .and_then(crate::json::raw::string)
                 .map(|s| s.into_owned())
                 .unwrap_or_default(),
         )

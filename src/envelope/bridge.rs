@@ -246,7 +246,7 @@ impl Bridge {
             }
             None => arg.as_bytes().to_vec(),
         };
-        let map = super::json::parse_object(&bytes, MAX_BYTES).map_err(|e| LoadError::Parse {
+        let map = crate::json::parse_object(&bytes, MAX_BYTES).map_err(|e| LoadError::Parse {
             hint: file.is_none().then(|| file_hint(arg)).flatten(),
             file: file.clone(),
             issues: vec![Issue::from_json(&e)],

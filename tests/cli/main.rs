@@ -215,11 +215,8 @@ impl Dispatch {
             // A number a tree cannot hold (1e400) is valid JSON the dispatcher passes through:
             // check such a line with the product's own strict reader, and leave the tree empty.
             serde_json::from_str(&stdout).unwrap_or_else(|_| {
-                parent_tool_dispatch::envelope::json::check_object(
-                    stdout.trim_end().as_bytes(),
-                    usize::MAX,
-                )
-                .expect("stdout is one JSON envelope");
+                parent_tool_dispatch::json::check_object(stdout.trim_end().as_bytes(), usize::MAX)
+                    .expect("stdout is one JSON envelope");
                 Value::Null
             })
         };

@@ -23,10 +23,10 @@ use super::server::{Ending, Event, Server};
 use super::wire::{self, Incoming, Outcome, ResponseId, RpcError};
 use super::{limits, Code, Failure};
 use crate::adapter::workspace::cut_at_char_boundary;
-use crate::envelope::json::{self, Kind};
-use crate::envelope::raw::{self, Fields, ObjectWriter};
 use crate::exec::Termination;
 use crate::interrupt::Interrupts;
+use crate::json::raw::{self, Fields, ObjectWriter};
+use crate::json::{self, Kind};
 use serde_json::{json, Map, Value};
 use std::time::{Duration, Instant};
 

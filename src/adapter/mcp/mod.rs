@@ -32,13 +32,13 @@ mod wire;
 
 pub use client::{Revision, LEGACY, MODERN};
 
-use crate::envelope::json::{Document, JsonIssue, Kind};
-use crate::envelope::raw;
 use crate::envelope::request::{Echo, Request};
 use crate::envelope::result::{Audience, ErrorBody, ResultEnvelope};
 use crate::error::Status;
 use crate::exec::SpawnError;
 use crate::interrupt::Interrupts;
+use crate::json::raw;
+use crate::json::{Document, JsonIssue, Kind};
 use crate::redact::Redactor;
 use crate::toolmap::ToolMap;
 use crate::validate::Issue;

@@ -3,13 +3,13 @@
 //! messages the client writes, built as compact single-line text.
 //!
 //! Owns the message grammar and nothing about sessions or envelopes. Invariants: a line is
-//! read once by [`crate::envelope::json::Document`] (size cap, UTF-8, one object, no duplicate
+//! read once by [`crate::json::Document`] (size cap, UTF-8, one object, no duplicate
 //! key, depth) and its values stay raw text, so a tool's numbers reach the envelope exactly as
 //! the server wrote them; every message written is one line (raw pieces are minified, strings
 //! escaped), so it can never break the framing.
 
-use crate::envelope::json::{Document, JsonIssue, Kind};
-use crate::envelope::raw::{self, Fields, ObjectWriter};
+use crate::json::raw::{self, Fields, ObjectWriter};
+use crate::json::{Document, JsonIssue, Kind};
 
 /// JSON-RPC's "method not found", the answer to every request the server sends but `ping`.
 pub const METHOD_NOT_FOUND: i64 = -32601;
