@@ -10,7 +10,7 @@
 //! - `schema` — the JSON Schemas of the three envelopes.
 //!
 //! This file holds the two `check-*` subcommands, which read, check and print: they never
-//! start a process. Inputs are read bounded and strictly (`envelope::json`); a file that cannot
+//! start a process. Inputs are read bounded and strictly (`json`); a file that cannot
 //! be read or parsed is an issue in the report, never a panic.
 
 pub mod checks;
