@@ -45,7 +45,7 @@ impl Pids {
 }
 
 /// One hostile adapter and what the dispatcher must make of it.
-pub struct Case {
+pub(crate) struct Case {
     pub name: &'static str,
     /// Steps; `{pid}` becomes a pidfile step, `{spawn}` / `{setsid}` a copy of the adapter
     /// (same group / new session) that records its pid and then ignores TERM and sleeps.
@@ -65,7 +65,7 @@ const GRACE_MS: u64 = 200;
 const ANSWER: &str = r#"print:{"schema":"wp-codebox/parent-tool-result/v1","version":1,"request_id":"ptr_123","tool":"workspace.read","operation":"call","status":"succeeded"}"#;
 
 /// The hostile-adapter matrix of issue 3; also run a thousand times by `stress_matrix`.
-pub fn matrix() -> Vec<Case> {
+pub(crate) fn matrix() -> Vec<Case> {
     let case = |name, steps, timeout_ms, status, code, exit, pids| Case {
         name,
         steps,
@@ -240,7 +240,7 @@ pub fn matrix() -> Vec<Case> {
 }
 
 /// What went wrong in one run of a case (empty: nothing).
-pub fn check_case(case: &Case) -> Vec<String> {
+pub(crate) fn check_case(case: &Case) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("pids");
     let pid_step = format!("pidfile:{}", pidfile.display());

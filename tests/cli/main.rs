@@ -3,6 +3,9 @@
 //! and on top of it [`Dispatch`], the builder for the main job, so that every test reads like
 //! a sentence and compares parsed JSON.
 
+// All of this crate is test code: a failed unwrap is a failed test, with its location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod codes;
 mod core;
 mod delegation;
