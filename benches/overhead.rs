@@ -33,6 +33,7 @@
 //! (default 64), `PTD_BENCH_PAYLOAD` (`text`, the default: lines of prose with an escaped
 //! newline every 64 bytes; or `x`: one repeated byte, the easiest case for every scanner),
 //! `PTD_BENCH_TIMEOUT` (the `timeout` program, default `timeout` on `PATH`).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a bench that cannot set up fails loudly
 
 use std::fs::File;
 use std::io::{Read, Write};

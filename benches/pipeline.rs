@@ -14,12 +14,13 @@
 //! - `render_transcript`: the envelope as a transcript holds it (the full rules on `output`).
 //!
 //! Nothing is asserted: timings belong to the machine (correctness is the test suite's).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a bench that cannot set up fails loudly
 
 use divan::counter::BytesCount;
 use divan::{black_box, Bencher};
-use parent_tool_dispatch::envelope::json;
 use parent_tool_dispatch::envelope::request::Echo;
 use parent_tool_dispatch::envelope::result::{Audience, Expect, ResultEnvelope};
+use parent_tool_dispatch::json;
 use parent_tool_dispatch::redact::Redactor;
 use std::sync::OnceLock;
 

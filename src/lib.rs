@@ -1,6 +1,6 @@
 //! parent-tool-dispatch: the host side of the wp-codebox parent-tool bridge.
 //!
-//! Data flows one way, a module per step: the strict reader (`envelope::json`) reads the
+//! Data flows one way, a module per step: the strict reader (`json`) reads the
 //! bridge and the request; `envelope::{bridge, request}` validate them, collecting every issue
 //! (`validate`); `authorize` checks the allowlists and the bridge ref; `exec` runs the adapter
 //! in its own process group under a deadline and kills whatever it leaves behind; `outcome`
@@ -20,6 +20,7 @@ pub mod exec;
 pub mod fs;
 pub mod hostenv;
 pub mod interrupt;
+pub mod json;
 pub mod judge;
 pub mod plan;
 pub mod redact;
@@ -176,7 +177,11 @@ pub fn run(cli: Cli) -> u8 {
         Some(Command::Adapter(cli::AdapterCommand::Workspace { root })) => {
             adapter::workspace::run(root)
         }
+        Some(Command::Adapter(cli::AdapterCommand::Mcp { tool_map, server })) => {
+            adapter::mcp::run(adapter::mcp::Options { tool_map, server })
+        }
         Some(Command::TestAdapter(args)) => test_adapter::run(&args.steps),
+        Some(Command::TestMcpServer(args)) => adapter::mcp::test_server::run(&args.script),
         Some(Command::Delegation(command)) => delegation::main(&command),
         Some(Command::Replay(args)) => replay::run(&args),
         Some(Command::Schema(args)) => schema::print(args.kind),
@@ -188,6 +193,12 @@ pub mod commands;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        // clap's own checks: conflicting names, bad defaults, missing value names, …
+        Cli::command().debug_assert();
+    }
 
     fn args(line: &[&str]) -> Vec<OsString> {
         std::iter::once("parent-tool-dispatch")

@@ -2,7 +2,7 @@
 //! (`wp-codebox/tool-call-transcript/v1`), into [`Case`]s.
 //!
 //! Invariants:
-//! - Every file is read through the strict reader (`envelope::json`): bounded in size
+//! - Every file is read through the strict reader (`json`): bounded in size
 //!   ([`MAX_FILE_BYTES`]), valid UTF-8, one JSON object, no duplicate key at any depth, at
 //!   most 128 levels deep. It is opened without blocking (a FIFO named like a case is refused,
 //!   not waited on) and must be a regular file.
@@ -16,10 +16,10 @@
 //! It must not run anything or judge anything.
 
 use super::walk::{self, show};
-use crate::envelope::json::{self, Document, Kind};
-use crate::envelope::raw::{self, Fields};
 use crate::error::Status;
 use crate::fs::{self, FileType, Mode, OFlags};
+use crate::json::raw::{self, Fields};
+use crate::json::{self, Document, Kind};
 use crate::schema::FIXTURE_SCHEMA;
 use crate::transcript;
 use crate::validate::{codes, join, Checker, Issue};

@@ -302,3 +302,14 @@ fn limits_are_named_with_the_flag_that_raises_them() {
         run.stderr
     );
 }
+
+#[test]
+fn the_test_adapter_refuses_a_step_it_cannot_read() {
+    for step in ["sleep:abc", "exit:", "flood:-1", "no-such-step"] {
+        Cmd::new(["__test-adapter", step])
+            .run()
+            .exit(2)
+            .stdout_empty()
+            .stderr_starts_with("__test-adapter: ");
+    }
+}

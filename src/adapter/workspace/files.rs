@@ -16,7 +16,7 @@
 //! directory. Readers see the old file or the new one, never a mix; a failure
 //! before the rename removes the temp file and leaves the old content untouched.
 
-use super::path::{Located, PathError, RelPath, Root};
+use super::path::{parse_path, path_error, Located, PathError, RelPath, Root};
 use super::{cut_at_char_boundary, limits, quote, Code, Input, ToolError};
 use crate::fs::{self, FileType, Mode, OFlags, TempFile};
 use serde_json::{json, Value};
@@ -39,7 +39,7 @@ const TEMP_FILE_MODE: Mode = Mode::from_raw_mode(0o600);
 /// What a replacement keeps of the file it replaces: permission bits (not setuid/setgid/sticky)
 /// and, where the process may set it, the owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Keep {
+pub(super) struct Keep {
     pub mode: u32,
     pub uid: u32,
     pub gid: u32,
@@ -63,46 +63,6 @@ impl Keep {
             gid: meta.gid(),
         }
     }
-}
-
-/// Map a resolution failure to a tool error about `shown` (the request's own path).
-pub fn path_error(err: PathError, shown: &str) -> ToolError {
-    match err {
-        PathError::Invalid(why) => ToolError::new(Code::InvalidInput, format!("input.path: {why}")),
-        PathError::OutsideRoot => ToolError::new(
-            Code::PathOutsideRoot,
-            format!(
-                "{} resolves outside the workspace root; paths must be relative and stay inside it",
-                quote(shown)
-            ),
-        ),
-        PathError::NotFound => {
-            ToolError::new(Code::NotFound, format!("{} does not exist", quote(shown)))
-        }
-        PathError::NotADirectory => ToolError::new(
-            Code::NotADirectory,
-            format!("a component of {} is not a directory", quote(shown)),
-        ),
-        PathError::SymlinkLoop => ToolError::new(
-            Code::SymlinkLoop,
-            format!(
-                "{} has too many levels of symbolic links, or one changed during the call",
-                quote(shown)
-            ),
-        ),
-        PathError::Io(err) => ToolError::io("resolve", shown, &err),
-    }
-}
-
-/// Parse `input.path`; `shown` for messages is the raw request text (relative or refused).
-pub fn parse_path(raw: &str) -> Result<RelPath, ToolError> {
-    RelPath::parse(raw).map_err(|err| match err {
-        PathError::OutsideRoot if raw.starts_with('/') => ToolError::new(
-            Code::PathOutsideRoot,
-            "absolute paths are refused; paths are relative to the workspace root",
-        ),
-        other => path_error(other, raw),
-    })
 }
 
 /// Refuse anything but a regular file behind `file`.
@@ -132,7 +92,7 @@ fn require_regular(file: &File, shown: &str) -> Result<std::fs::Metadata, ToolEr
 }
 
 /// `workspace.read {path, offset?, limit?}` → `{path, content, bytes, truncated}`.
-pub fn read(root: &Root, input: &Value) -> Result<Value, ToolError> {
+pub(super) fn read(root: &Root, input: &Value) -> Result<Value, ToolError> {
     let input = Input::new(input, &["path", "offset", "limit"])?;
     let rel = parse_path(input.string("path")?)?;
     let shown = rel.display();
@@ -257,7 +217,7 @@ fn read_lines(
 }
 
 /// `workspace.write {path, content, create_dirs?}` → `{path, bytes}`.
-pub fn write(root: &Root, input: &Value) -> Result<Value, ToolError> {
+pub(super) fn write(root: &Root, input: &Value) -> Result<Value, ToolError> {
     let input = Input::new(input, &["path", "content", "create_dirs"])?;
     let rel = parse_path(input.string("path")?)?;
     let shown = rel.display();
@@ -337,7 +297,7 @@ fn locate_file(
 }
 
 /// `workspace.edit {path, old, new}` → `{path, bytes}`: replace the one occurrence of `old`.
-pub fn edit(root: &Root, input: &Value) -> Result<Value, ToolError> {
+pub(super) fn edit(root: &Root, input: &Value) -> Result<Value, ToolError> {
     let input = Input::new(input, &["path", "old", "new"])?;
     let rel = parse_path(input.string("path")?)?;
     let shown = rel.display();
@@ -455,7 +415,7 @@ fn find_exactly_one(haystack: &str, needle: &str) -> Result<usize, usize> {
 /// the data is durable and before the rename; an error from it (or from any step) removes the
 /// temp file, leaves `name` untouched, and is returned. Production passes a no-op; tests
 /// inject failures.
-pub fn write_atomic(
+pub(super) fn write_atomic(
     dir: BorrowedFd<'_>,
     name: &CStr,
     data: &[u8],
@@ -567,7 +527,7 @@ mod tests {
         let root = Root::open(tmp.path()).unwrap();
         let out = read(&root, &json!({"path": "wide.txt"})).unwrap();
         let content = out["content"].as_str().unwrap();
-        assert!(content.len() <= limits::MAX_READ_BYTES && content.len() % 3 == 0);
+        assert!(content.len() <= limits::MAX_READ_BYTES && content.len().is_multiple_of(3));
         assert_eq!(out["truncated"], true);
         assert_eq!(out["bytes"], content.len());
     }

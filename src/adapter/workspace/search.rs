@@ -22,7 +22,7 @@
 //! - `truncated` is true when more than `max_results` matches exist, or when a walk bound
 //!   (files, entries, depth) stopped the search early.
 
-use super::files::{parse_path, path_error};
+use super::path::{parse_path, path_error};
 use super::path::{RelPath, Root};
 use super::{cut_at_char_boundary, limits, Code, Input, ToolError};
 use crate::fs::{self, EntryKind, Mode, OFlags};
@@ -39,7 +39,7 @@ const OPEN_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::NOFOLLOW);
 
 /// `workspace.search`.
-pub fn search(root: &Root, input: &Value) -> Result<Value, ToolError> {
+pub(super) fn search(root: &Root, input: &Value) -> Result<Value, ToolError> {
     let input = Input::new(input, &["pattern", "path", "glob", "max_results"])?;
     let regex = compile(input.string("pattern")?)?;
     let rel = match input.opt_string("path")? {
