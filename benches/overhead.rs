@@ -32,7 +32,8 @@
 //! `PTD_BENCH_SEQUENTIAL` (calls per variant for (c), default 1000), `PTD_BENCH_BIG_MIB`
 //! (default 64), `PTD_BENCH_PAYLOAD` (`text`, the default: lines of prose with an escaped
 //! newline every 64 bytes; or `x`: one repeated byte, the easiest case for every scanner),
-//! `PTD_BENCH_TIMEOUT` (the `timeout` program, default `timeout` on `PATH`).
+//! `PTD_BENCH_TIMEOUT` (the `timeout` program, default `timeout` on `PATH`), `PTD_BENCH_ONLY`
+//! (which parts to run, `a,b,c` by default).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a bench that cannot set up fails loudly
 
 use std::fs::File;
@@ -57,9 +58,18 @@ fn main() {
     }
     let bench = Bench::new();
     bench.machine();
-    bench.per_call();
-    bench.big_answer();
-    bench.sequential();
+    // `PTD_BENCH_ONLY=b` (or `a,c`, …) runs only those parts.
+    let only = std::env::var("PTD_BENCH_ONLY").unwrap_or_else(|_| "a,b,c".into());
+    let wanted = |part: &str| only.split(',').any(|p| p.trim() == part);
+    if wanted("a") {
+        bench.per_call();
+    }
+    if wanted("b") {
+        bench.big_answer();
+    }
+    if wanted("c") {
+        bench.sequential();
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@
 //!
 //! - `parse`: the strict reader (`json::check_object`: UTF-8, grammar, duplicate keys, depth);
 //! - `validate`: the envelope checks on the accepted text (`ResultEnvelope::check`);
-//! - `parse_and_validate`: both, which is what judging an answer costs (target: 500 MB/s);
+//! - `parse_and_validate`: both in the one scan judging an answer uses (`ResultEnvelope::read`,
+//!   as `judge` calls it; target: 500 MB/s);
 //! - `render_caller`: the envelope as printed on stdout (exact secrets scrubbed from
 //!   `output`, the full rules elsewhere), with and without a registered secret;
 //! - `render_transcript`: the envelope as a transcript holds it (the full rules on `output`).
@@ -107,8 +108,9 @@ fn validate(bencher: Bencher, name: &str) {
 fn parse_and_validate(bencher: Bencher, name: &str) {
     let text = payload(name);
     bencher.counter(BytesCount::of_str(text)).bench(|| {
-        let accepted = json::check_object(black_box(text.as_bytes()), usize::MAX).unwrap();
-        checked(accepted).status
+        ResultEnvelope::read(black_box(text.as_bytes()), usize::MAX, Some(expect()))
+            .expect("the benchmark's answer is valid")
+            .status
     });
 }
 

@@ -309,7 +309,7 @@ impl<'a> Report<'a> {
             eprintln!("{line}");
         }
         let stdout = std::io::stdout().lock();
-        let mut out = std::io::BufWriter::with_capacity(STDOUT_BUFFER_BYTES, stdout);
+        let mut out = std::io::BufWriter::with_capacity(STDOUT_BUFFER_BYTES, FdWriter(&stdout));
         // A closed or full stdout cannot be reported anywhere: the exit status still is.
         let _ = match &settled.text {
             Some(text) => out.write_all(text.as_bytes()),
@@ -472,6 +472,27 @@ struct Settled<'e> {
 
 /// How much of the envelope is gathered before a write to stdout.
 const STDOUT_BUFFER_BYTES: usize = 64 * 1024;
+
+/// `write(2)` on a descriptor, nothing else. std's stdout is line-buffered: every write larger
+/// than its buffer is searched from the end for a newline (`memrchr`), which on a 64 MiB
+/// `output` without one is a second full pass over it. The envelope is one line that ends
+/// with the only newline, and [`Report::finish`] buffers and flushes it itself.
+struct FdWriter<'f, F: rustix::fd::AsFd>(&'f F);
+
+impl<F: rustix::fd::AsFd> Write for FdWriter<'_, F> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        loop {
+            match rustix::io::write(self.0, bytes) {
+                Err(rustix::io::Errno::INTR) => {}
+                written => return written.map_err(std::io::Error::from),
+            }
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 /// A finished main job: the envelope as text, what stderr says, the exit status.
 #[derive(Debug, Clone)]

@@ -777,6 +777,9 @@ impl<'t> Scanner<'t> {
     }
 }
 
+/// Bytes [`find_special`] checks at a step before it looks for the exact one.
+const SPECIAL_BLOCK: usize = 32;
+
 /// The first byte at or after `from` that is `"`, `\` or a control character: the bytes a
 /// string scan must stop at. Eight bytes at a step: the classic "has a zero byte" bit trick,
 /// whose lowest flagged byte is always exact, so the first match is found without false hits.
@@ -784,6 +787,18 @@ pub(crate) fn find_special(bytes: &[u8], from: usize) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
     let mut i = from;
+    // Long runs first, a block at a time: a fixed-size fold the compiler turns into vector
+    // compares, several times faster than the word loop below, which then finds the exact
+    // byte in the block that has one.
+    while let Some(block) = bytes.get(i..i + SPECIAL_BLOCK) {
+        let hit = block.iter().fold(false, |hit, &b| {
+            hit | (b == b'"') | (b == b'\\') | (b < 0x20)
+        });
+        if hit {
+            break;
+        }
+        i += SPECIAL_BLOCK;
+    }
     while i + 8 <= bytes.len() {
         let mut chunk = [0u8; 8];
         chunk.copy_from_slice(&bytes[i..i + 8]);
@@ -974,7 +989,8 @@ mod tests {
 
     #[test]
     fn find_special_finds_the_first_stop_byte_at_every_offset() {
-        for len in 0..40 {
+        // Past three blocks, so that the block step, the word step and the tail all find it.
+        for len in 0..(3 * SPECIAL_BLOCK + 9) {
             for at in 0..len {
                 for stop in [b'"', b'\\', 0x00, 0x1f] {
                     let mut bytes = vec![b'a'; len];
@@ -984,9 +1000,18 @@ mod tests {
                         bytes[at + 1] = 0x20;
                     }
                     assert_eq!(find_special(&bytes, 0), Some(at), "len {len} at {at}");
+                    for from in [1, 7, SPECIAL_BLOCK - 1, SPECIAL_BLOCK + 3] {
+                        let want = (from <= at).then_some(at);
+                        assert_eq!(
+                            find_special(&bytes, from),
+                            want,
+                            "len {len} at {at} from {from}"
+                        );
+                    }
                 }
             }
             assert_eq!(find_special(&vec![0xC3; len], 0), None);
+            assert_eq!(find_special(&vec![b'!'; len], 3), None);
         }
     }
 
