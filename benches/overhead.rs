@@ -161,6 +161,8 @@ struct Expect {
 /// Spawn `cmd` with `stdin` from a file, read its stdout to the end (keeping the first and
 /// last bytes, counting the rest), wait for it with `wait4`, and check it before returning
 /// what it cost.
+// The child is reaped by `wait4` (not `Child::wait`), which also reports its resource usage.
+#[allow(clippy::zombie_processes)]
 fn run_checked(cmd: &mut Command, stdin: &Path, expect: Expect) -> Sample {
     let start = Instant::now();
     let mut child = cmd

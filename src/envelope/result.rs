@@ -427,7 +427,7 @@ impl<'a> ResultEnvelope<'a> {
         out: &mut dyn std::io::Write,
     ) -> std::io::Result<()> {
         let (text, at) = self.render_around_output(redactor, 256 + self.diagnostics_len(), |_| {});
-        out.write_all(text[..at].as_bytes())?;
+        out.write_all(&text.as_bytes()[..at])?;
         if let Some(unchanged) = self.output_unchanged_for(redactor, audience) {
             out.write_all(unchanged.as_bytes())?;
         } else if let Some(output) = &self.output {
@@ -454,7 +454,7 @@ impl<'a> ResultEnvelope<'a> {
                 out.write_all(redacted.as_bytes())?;
             }
         }
-        out.write_all(text[at..].as_bytes())
+        out.write_all(&text.as_bytes()[at..])
     }
 
     /// What [`check`](Self::check) found about `output`, when `output` is still that span
