@@ -120,6 +120,16 @@ impl<'a> Report<'a> {
             .extend(warnings.iter().map(crate::terminal::warning_line));
     }
 
+    /// What a failure envelope echoes, as learned so far.
+    pub fn echo(&self) -> &Echo {
+        &self.echo
+    }
+
+    /// The redactor, with every secret and host path learned so far.
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
     /// The `--tool-map` in force.
     pub fn tool_map(&self) -> &ToolMap {
         &self.tool_map
