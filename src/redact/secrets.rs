@@ -78,7 +78,9 @@ impl SecretMatcher {
     }
 }
 
-pub(super) fn qualifies_as_secret(value: &str) -> bool {
+/// Whether `value` counts as a secret when registered: at least [`MIN_SECRET_CHARS`]
+/// characters, not a boolean, not a plain number.
+pub fn qualifies_as_secret(value: &str) -> bool {
     value.chars().count() >= MIN_SECRET_CHARS
         && !value.eq_ignore_ascii_case("true")
         && !value.eq_ignore_ascii_case("false")

@@ -17,7 +17,9 @@
 //! caught and still answered with an `internal_error` envelope.
 
 mod files;
-mod path;
+/// Containment of request paths beneath the root (public for the fuzz target that drives
+/// [`path::RelPath::parse`] and both resolvers with hostile paths; not a stable interface).
+pub mod path;
 mod search;
 
 use crate::envelope::json::{self, JsonIssue};
