@@ -101,7 +101,7 @@ mod tests {
             "sandbox_session": {"sandbox_session_id": "s"},
             "authorization": {"allowed_tools": allowed}, "metadata": metadata
         });
-        let doc = crate::envelope::json::Document::parse(v.to_string().into_bytes(), 1 << 20);
+        let doc = crate::json::Document::parse(v.to_string().into_bytes(), 1 << 20);
         Request::from_document(std::rc::Rc::new(doc.unwrap())).unwrap()
     }
 

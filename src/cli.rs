@@ -176,6 +176,9 @@ pub enum Command {
     /// A scriptable misbehaving adapter for the test suite and the README's examples.
     #[command(name = "__test-adapter", hide = true)]
     TestAdapter(TestAdapterArgs),
+    /// A scriptable MCP server on the stdio transport for the test suite.
+    #[command(name = "__test-mcp-server", hide = true)]
+    TestMcpServer(TestMcpServerArgs),
     /// Host delegation: check wp-codebox/host-delegation-request/v1 and -result/v1 envelopes,
     /// or run a product host adapter between the two checks.
     #[command(subcommand)]
@@ -301,6 +304,32 @@ pub enum AdapterCommand {
         #[arg(long, value_name = "DIR")]
         root: Option<PathBuf>,
     },
+    /// Call one tool on an MCP server started as SERVER_ARGV (MCP stdio transport).
+    ///
+    /// Reads one request on stdin, calls the request's tool with its input as the arguments,
+    /// prints one result on stdout. The server speaks the stateless
+    /// 2026-07-28 revision (found with a server/discover probe) or one of the initialize
+    /// handshake revisions 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05; the adapter
+    /// declares no client capability. The tool id is mapped by --tool-map (the main job's
+    /// rules); operation must be `call`; input must be a JSON object. Success gives output
+    /// {content, structured_content?}; isError gives tool_error, a JSON-RPC error mcp_error,
+    /// a tool the server does not list unknown_tool. The server runs in its own process group
+    /// with the adapter's environment less the WP_CODEBOX_PARENT_TOOL_* variables; its stderr
+    /// goes to the adapter's stderr (at most 1 MiB); a line of its stdout over 8 MiB, or one
+    /// that is not JSON-RPC, is mcp_protocol_error. The adapter answers before
+    /// WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS (default 30000) minus a fifth of it (0.4 to 3 s),
+    /// then shuts the server down: stdin closed, a wait, SIGTERM, a wait, SIGKILL; nothing is
+    /// left running.
+    #[command(after_help = crate::adapter::mcp::after_help())]
+    Mcp {
+        /// Map the canonical tool id to the server's tool name: a JSON object
+        /// {canonical: name}, @FILE holding one, or the word `provider-safe`.
+        #[arg(long, value_name = "JSON|@FILE|provider-safe")]
+        tool_map: Option<String>,
+        /// The MCP server's argv, after `--`, run exactly as given (argv[0] through PATH).
+        #[arg(last = true, required = true, num_args = 1.., value_name = "SERVER_ARGV")]
+        server: Vec<String>,
+    },
 }
 
 /// Arguments of the hidden test adapter: a list of steps run in order.
@@ -310,6 +339,15 @@ pub struct TestAdapterArgs {
     /// `src/test_adapter.rs` for the list.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub steps: Vec<String>,
+}
+
+/// Arguments of the hidden test MCP server: settings and rules, see
+/// `src/adapter/mcp/test_server.rs`.
+#[derive(Debug, Args)]
+pub struct TestMcpServerArgs {
+    /// Settings (`era:modern`, `log:PATH`, ...) and rules (`on:tools/call sleep:500 reply`).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub script: Vec<String>,
 }
 
 /// The `delegation` subcommands (SPEC §8).

@@ -3,12 +3,13 @@
 //! stderr through [`crate::terminal`], escaped.
 
 use crate::cli::{EnvFormat, EnvelopeKind, SandboxEnvArgs, ValidateArgs};
-use crate::envelope::bridge::{self, Bridge, LoadError};
-use crate::envelope::json::Document;
+use crate::envelope::bridge::{self, Bridge, LoadError, SandboxVar};
 use crate::envelope::request::Request;
 use crate::envelope::result::ResultEnvelope;
-use crate::envelope::{json, request, result};
+use crate::envelope::{request, result};
 use crate::error::exit;
+use crate::json;
+use crate::json::Document;
 use crate::terminal::{error_line, print_warnings};
 use crate::validate::{summary, Issue, Report};
 use serde_json::{Map, Value};
@@ -84,15 +85,6 @@ pub fn validate(args: &ValidateArgs) -> u8 {
     }
 }
 
-/// The upstream default variable names (SPEC §4.6).
-pub const DEFAULT_VARIABLES: [(&str, &str); 5] = [
-    ("bridge_ref", "WP_CODEBOX_PARENT_TOOL_BRIDGE_REF"),
-    ("bridge_schema", "WP_CODEBOX_PARENT_TOOL_BRIDGE_SCHEMA"),
-    ("dispatch_mode", "WP_CODEBOX_PARENT_TOOL_DISPATCH_MODE"),
-    ("request_schema", "WP_CODEBOX_PARENT_TOOL_REQUEST_SCHEMA"),
-    ("result_schema", "WP_CODEBOX_PARENT_TOOL_RESULT_SCHEMA"),
-];
-
 /// Why `sandbox-env` refused.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxEnvError {
@@ -116,33 +108,27 @@ impl SandboxEnvError {
 
 /// The metadata-only variables for the sandbox, in a stable order.
 pub fn sandbox_variables(bridge: &Bridge) -> Result<Vec<(String, String)>, SandboxEnvError> {
-    let names: Vec<(&str, Option<String>)> = match &bridge.sandbox_variables {
-        None => DEFAULT_VARIABLES
-            .iter()
-            .map(|(k, v)| (*k, Some(v.to_string())))
-            .collect(),
-        Some(v) => vec![
-            ("bridge_ref", v.bridge_ref.clone()),
-            ("bridge_schema", v.bridge_schema.clone()),
-            ("dispatch_mode", v.dispatch_mode.clone()),
-            ("request_schema", v.request_schema.clone()),
-            ("result_schema", v.result_schema.clone()),
-        ],
-    };
     let mut out = Vec::new();
-    for (key, name) in names {
-        let Some(name) = name else { continue };
-        if bridge.secret_env.contains(&name) || bridge.token_env.as_ref() == Some(&name) {
-            return Err(SandboxEnvError::Collision(name));
-        }
-        let value = match key {
-            "bridge_ref" => bridge.bridge_ref(),
-            "bridge_schema" => bridge::SCHEMA.to_string(),
-            "dispatch_mode" => bridge.mode.as_str().to_string(),
-            "request_schema" => request::SCHEMA.to_string(),
-            _ => result::SCHEMA.to_string(),
+    for var in SandboxVar::ALL {
+        let name = match &bridge.sandbox_variables {
+            None => var.default_name(),
+            Some(named) => match named.name(var) {
+                Some(name) => name,
+                None => continue,
+            },
         };
-        out.push((name, value));
+        if bridge.secret_env.iter().any(|s| s == name) || bridge.token_env.as_deref() == Some(name)
+        {
+            return Err(SandboxEnvError::Collision(name.to_string()));
+        }
+        let value = match var {
+            SandboxVar::BridgeRef => bridge.bridge_ref(),
+            SandboxVar::BridgeSchema => bridge::SCHEMA.to_string(),
+            SandboxVar::DispatchMode => bridge.mode.as_str().to_string(),
+            SandboxVar::RequestSchema => request::SCHEMA.to_string(),
+            SandboxVar::ResultSchema => result::SCHEMA.to_string(),
+        };
+        out.push((name.to_string(), value));
     }
     Ok(out)
 }

@@ -8,10 +8,10 @@
 //! status a failing one). It never starts processes, never touches the disk and never redacts.
 
 use crate::dispatch::DispatchError;
-use crate::envelope::json;
 use crate::envelope::result::{Expect, ResultEnvelope};
 use crate::error::Status;
 use crate::exec::Stop;
+use crate::json;
 use crate::validate::Issue;
 
 /// How the answering party ended.

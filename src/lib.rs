@@ -22,6 +22,7 @@ pub mod fs;
 pub mod fuzzing;
 pub mod hostenv;
 pub mod interrupt;
+pub mod json;
 pub mod judge;
 pub mod plan;
 pub mod redact;
@@ -178,7 +179,11 @@ pub fn run(cli: Cli) -> u8 {
         Some(Command::Adapter(cli::AdapterCommand::Workspace { root })) => {
             adapter::workspace::run(root)
         }
+        Some(Command::Adapter(cli::AdapterCommand::Mcp { tool_map, server })) => {
+            adapter::mcp::run(adapter::mcp::Options { tool_map, server })
+        }
         Some(Command::TestAdapter(args)) => test_adapter::run(&args.steps),
+        Some(Command::TestMcpServer(args)) => adapter::mcp::test_server::run(&args.script),
         Some(Command::Delegation(command)) => delegation::main(&command),
         Some(Command::Replay(args)) => replay::run(&args),
         Some(Command::Schema(args)) => schema::print(args.kind),
@@ -190,6 +195,12 @@ pub mod commands;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        // clap's own checks: conflicting names, bad defaults, missing value names, …
+        Cli::command().debug_assert();
+    }
 
     fn args(line: &[&str]) -> Vec<OsString> {
         std::iter::once("parent-tool-dispatch")

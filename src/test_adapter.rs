@@ -30,6 +30,16 @@ use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
+/// The number a step needs; a step with a missing or malformed number is a mistake in the
+/// test, reported (exit 2) instead of silently doing nothing.
+fn number<T: std::str::FromStr>(step: &str, arg: &str) -> Option<T> {
+    let n = arg.parse().ok();
+    if n.is_none() {
+        eprintln!("__test-adapter: step {step:?} needs a number, not {arg:?}");
+    }
+    n
+}
+
 /// Run the steps; returns the exit status.
 pub fn run(steps: &[String]) -> u8 {
     let mut stdin: Option<Vec<u8>> = None;
@@ -38,6 +48,9 @@ pub fn run(steps: &[String]) -> u8 {
         match name {
             "--" => return 0,
             "big-echo" => {
+                let Some(size) = number::<usize>(step, arg) else {
+                    return 2;
+                };
                 // Answer before reading the request: the ids come from the metadata variables.
                 let var = |k: &str| std::env::var(k).unwrap_or_default();
                 let envelope = json!({
@@ -46,7 +59,7 @@ pub fn run(steps: &[String]) -> u8 {
                     "tool": var("WP_CODEBOX_PARENT_TOOL_TOOL"),
                     "operation": var("WP_CODEBOX_PARENT_TOOL_OPERATION"),
                     "status": "succeeded",
-                    "output": "x".repeat(arg.parse().unwrap_or(0)),
+                    "output": "x".repeat(size),
                 });
                 write_out(format!("{envelope}\n").as_bytes());
             }
@@ -86,7 +99,10 @@ pub fn run(steps: &[String]) -> u8 {
                 }
             }
             "litter" => {
-                if litter(arg.parse().unwrap_or(0)).is_err() {
+                let Some(count) = number(step, arg) else {
+                    return 2;
+                };
+                if litter(count).is_err() {
                     return 3;
                 }
             }
@@ -103,11 +119,27 @@ pub fn run(steps: &[String]) -> u8 {
             "eprint" => {
                 let _ = std::io::stderr().write_all(arg.as_bytes());
             }
-            "flood" => flood(&mut std::io::stdout().lock(), arg.parse().unwrap_or(0)),
-            "flood-stderr" => flood(&mut std::io::stderr().lock(), arg.parse().unwrap_or(0)),
-            "sleep" => std::thread::sleep(Duration::from_millis(arg.parse().unwrap_or(0))),
+            "flood" | "flood-stderr" => {
+                let Some(n) = number(step, arg) else {
+                    return 2;
+                };
+                if name == "flood" {
+                    flood(&mut std::io::stdout().lock(), n);
+                } else {
+                    flood(&mut std::io::stderr().lock(), n);
+                }
+            }
+            "sleep" => {
+                let Some(ms) = number(step, arg) else {
+                    return 2;
+                };
+                std::thread::sleep(Duration::from_millis(ms));
+            }
             "busy" => {
-                let until = Instant::now() + Duration::from_millis(arg.parse().unwrap_or(0));
+                let Some(ms) = number(step, arg) else {
+                    return 2;
+                };
+                let until = Instant::now() + Duration::from_millis(ms);
                 while Instant::now() < until {
                     std::hint::spin_loop();
                 }
@@ -120,11 +152,14 @@ pub fn run(steps: &[String]) -> u8 {
                     }
                 }
             }
-            "exit" => return arg.parse().unwrap_or(1),
+            "exit" => return number(step, arg).unwrap_or(2),
             "raise" => {
+                let Some(signal) = number(step, arg) else {
+                    return 2;
+                };
                 // SAFETY: signalling ourselves.
                 unsafe {
-                    libc::kill(libc::getpid(), arg.parse().unwrap_or(libc::SIGKILL));
+                    libc::kill(libc::getpid(), signal);
                 }
                 std::thread::sleep(Duration::from_secs(5));
             }
@@ -206,7 +241,10 @@ fn spawn_copy(steps: &str, setsid: bool) {
 /// It never returns in the chain's processes; the adapter returns at once.
 fn fork_chain(arg: &str) {
     let (ms, path) = arg.split_once(':').unwrap_or((arg, ""));
-    let until = Instant::now() + Duration::from_millis(ms.parse().unwrap_or(10_000));
+    let Some(ms) = number(arg, ms) else {
+        return;
+    };
+    let until = Instant::now() + Duration::from_millis(ms);
     // SAFETY: the test adapter is single-threaded, so the child may go on running Rust code;
     // the parent only looks at the return value.
     if unsafe { libc::fork() } != 0 {
@@ -240,13 +278,13 @@ fn fork_chain(arg: &str) {
 fn respond(stdin: &[u8], arg: &str) -> Value {
     // Read the ids with the product's own reader: a request may hold numbers a tree cannot
     // (1e400), and the echo must still work.
-    let request = crate::envelope::json::Document::parse(stdin.to_vec(), usize::MAX).ok();
+    let request = crate::json::Document::parse(stdin.to_vec(), usize::MAX).ok();
     let field = |k: &str| {
         Value::String(
             request
                 .as_ref()
                 .and_then(|d| d.get(k))
-                .and_then(crate::envelope::raw::string)
+                .and_then(crate::json::raw::string)
                 .map(|s| s.into_owned())
                 .unwrap_or_default(),
         )

@@ -4,7 +4,7 @@
 //! one (in `request.tool` and `WP_CODEBOX_PARENT_TOOL_TOOL`), and the printed envelope always
 //! carries the canonical id again.
 
-use crate::envelope::json::{self, human_bytes, JsonIssue};
+use crate::json::{self, human_bytes, JsonIssue};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::Read;

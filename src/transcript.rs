@@ -19,8 +19,8 @@
 //! messages must never name a host path: they travel into `diagnostics` and onto stderr.
 
 use crate::envelope::canonical;
-use crate::envelope::raw::ObjectWriter;
 use crate::fs::{self, FileType, Mode, TempFile};
+use crate::json::raw::ObjectWriter;
 use serde_json::{json, Value};
 use std::ffi::{CStr, CString};
 use std::fmt::{self, Write as _};

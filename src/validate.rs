@@ -6,8 +6,8 @@
 //! issue shape, the stable issue codes and the typed accessors that record an issue whenever a
 //! value is missing or of the wrong type.
 
-use crate::envelope::json::{kind_name, pointer_token, JsonIssue, Kind};
-use crate::envelope::raw::{self, Fields};
+use crate::json::raw::{self, Fields};
+use crate::json::{kind_name, pointer_token, JsonIssue, Kind};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::borrow::Cow;

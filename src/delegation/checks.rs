@@ -13,8 +13,8 @@
 
 use super::codes::{IssueKind, Status};
 use super::{REQUEST_SCHEMA, RESULT_SCHEMA};
-use crate::envelope::json::Kind;
-use crate::envelope::raw::{self, Fields};
+use crate::json::raw::{self, Fields};
+use crate::json::Kind;
 use crate::validate::{join, Checker, Issue};
 use std::borrow::Cow;
 

@@ -9,8 +9,8 @@
 
 use super::codes::{Code, Event, Status};
 use super::{EVENT_SCHEMA, RESULT_SCHEMA};
-use crate::envelope::raw::ObjectWriter;
 use crate::envelope::result::redact_raw;
+use crate::json::raw::ObjectWriter;
 use crate::redact::Redactor;
 use crate::redact::Scope;
 use crate::transcript::timestamp;

@@ -22,8 +22,8 @@ pub mod schema;
 pub use schema::{schema, Kind as SchemaKind};
 
 use crate::cli::{DelegationCheckRequestArgs, DelegationCheckResultArgs, DelegationCommand};
-use crate::envelope::json;
 use crate::error::exit;
+use crate::json;
 use crate::redact::Redactor;
 use crate::validate::{Issue, Report};
 use checks::{check_answer, check_request, Findings, Scope};

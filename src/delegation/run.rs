@@ -18,11 +18,11 @@ use super::envelopes::{Envelope, ErrorBody, ErrorPart, EventRecord};
 use super::{REQUEST_SCHEMA, RESULT_SCHEMA};
 use crate::cli::DelegationRunArgs;
 use crate::dispatch::{read_interruptibly, ReadStop};
-use crate::envelope::json::{self, human_bytes, JsonIssue, Kind};
-use crate::envelope::raw::{Fields, ObjectWriter};
 use crate::exec::{self, Finished, SpawnError, Spec, Stop, Termination};
 use crate::hostenv::HostEnv;
 use crate::interrupt::Interrupts;
+use crate::json::raw::{Fields, ObjectWriter};
+use crate::json::{self, human_bytes, JsonIssue, Kind};
 use crate::plan;
 use crate::redact::{is_sensitive_key, Redactor};
 use crate::signal::signal_name;
@@ -468,7 +468,7 @@ impl Report {
                 let stderr = error.and_then(Fields::parse).map(|e| {
                     let field = |k| {
                         e.get(k)
-                            .and_then(crate::envelope::raw::string)
+                            .and_then(crate::json::raw::string)
                             .unwrap_or_default()
                             .into_owned()
                     };

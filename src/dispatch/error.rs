@@ -9,11 +9,11 @@
 use crate::authorize::Denial;
 use crate::endpoint::{Unconfigured, Unreachable};
 use crate::envelope::bridge::Mode;
-use crate::envelope::json::{human_bytes, JsonIssue};
 use crate::envelope::request::Echo;
 use crate::envelope::result::{ErrorBody, ResultEnvelope};
 use crate::error::{exit_code_for, http_status_class, ErrorCode, Status};
 use crate::exec::SpawnError;
+use crate::json::{human_bytes, JsonIssue};
 use crate::signal::signal_name;
 use crate::transcript::TranscriptError;
 use crate::validate::{summary, Issue};

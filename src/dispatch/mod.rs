@@ -17,12 +17,12 @@ use crate::authorize::authorize;
 use crate::cli::DispatchArgs;
 use crate::endpoint::{self, Exchanged, Failure};
 use crate::envelope::bridge::{Bridge, CommandSpec, Mode};
-use crate::envelope::json::{Document, JsonIssue};
 use crate::envelope::request::{Echo, Request};
 use crate::envelope::result::{Expect, ResultEnvelope, Transport};
 use crate::exec::{self, Finished, Termination};
 use crate::hostenv::HostEnv;
 use crate::interrupt::Interrupts;
+use crate::json::{Document, JsonIssue};
 use crate::judge::{self, Answer, Body, Ending, Limits};
 use crate::plan::{self, FileTransport, ResultFile};
 use crate::validate::Issue;
@@ -115,7 +115,7 @@ pub fn last_resort(
     .unwrap_or_else(|_| "the dispatcher hit an internal error; please report it".into());
     Concluded {
         envelope: if pretty {
-            crate::envelope::raw::pretty(&compact)
+            crate::json::raw::pretty(&compact)
         } else {
             compact
         },

@@ -9,8 +9,6 @@
 use super::{DispatchError, UsageError};
 use crate::cli::DispatchArgs;
 use crate::envelope::bridge::Bridge;
-use crate::envelope::json::Document;
-use crate::envelope::raw::{self, Fields};
 use crate::envelope::request::Echo;
 use crate::envelope::result::{
     self, ArtifactRef, Audience, DispatchDiagnostics, ResultEnvelope, RunDiagnostics, StdinError,
@@ -20,6 +18,8 @@ use crate::envelope::{bridge, canonical};
 use crate::error::Status;
 use crate::exec::{self, Finished, Termination};
 use crate::hostenv::HostEnv;
+use crate::json::raw::{self, Fields};
+use crate::json::Document;
 use crate::plan::{self, Plan};
 use crate::redact::{is_sensitive_key, Redactor};
 use crate::signal::signal_name;

@@ -82,14 +82,66 @@ pub struct EndpointSpec {
     pub method: String,
 }
 
-/// The metadata-only sandbox env names (SPEC §4.6), each `None` when not named.
+/// One of the metadata-only variables the sandbox may be given (SPEC §4.6): the key under
+/// `sandbox_env.variables` and the upstream default name are defined here, once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SandboxVar {
+    BridgeRef,
+    BridgeSchema,
+    DispatchMode,
+    RequestSchema,
+    ResultSchema,
+}
+
+impl SandboxVar {
+    /// Every variable, in the order they are printed.
+    pub const ALL: [SandboxVar; 5] = [
+        SandboxVar::BridgeRef,
+        SandboxVar::BridgeSchema,
+        SandboxVar::DispatchMode,
+        SandboxVar::RequestSchema,
+        SandboxVar::ResultSchema,
+    ];
+
+    /// The key under `sandbox_env.variables`.
+    pub fn key(self) -> &'static str {
+        self.row().0
+    }
+
+    /// The upstream default variable name.
+    pub fn default_name(self) -> &'static str {
+        self.row().1
+    }
+
+    fn row(self) -> (&'static str, &'static str) {
+        match self {
+            SandboxVar::BridgeRef => ("bridge_ref", "WP_CODEBOX_PARENT_TOOL_BRIDGE_REF"),
+            SandboxVar::BridgeSchema => ("bridge_schema", "WP_CODEBOX_PARENT_TOOL_BRIDGE_SCHEMA"),
+            SandboxVar::DispatchMode => ("dispatch_mode", "WP_CODEBOX_PARENT_TOOL_DISPATCH_MODE"),
+            SandboxVar::RequestSchema => {
+                ("request_schema", "WP_CODEBOX_PARENT_TOOL_REQUEST_SCHEMA")
+            }
+            SandboxVar::ResultSchema => ("result_schema", "WP_CODEBOX_PARENT_TOOL_RESULT_SCHEMA"),
+        }
+    }
+
+    /// The variable a `sandbox_env.variables` key names, if it is one of the five.
+    pub fn parse(key: &str) -> Option<SandboxVar> {
+        SandboxVar::ALL.into_iter().find(|v| v.key() == key)
+    }
+}
+
+/// `sandbox_env.variables`: the name given to each variable, when it is named.
 #[derive(Debug, Clone, Default)]
 pub struct SandboxVariables {
-    pub bridge_ref: Option<String>,
-    pub bridge_schema: Option<String>,
-    pub dispatch_mode: Option<String>,
-    pub request_schema: Option<String>,
-    pub result_schema: Option<String>,
+    names: std::collections::BTreeMap<SandboxVar, String>,
+}
+
+impl SandboxVariables {
+    /// The name the bridge gives `var`, if any.
+    pub fn name(&self, var: SandboxVar) -> Option<&str> {
+        self.names.get(&var).map(String::as_str)
+    }
 }
 
 /// A validated bridge.
@@ -194,7 +246,7 @@ impl Bridge {
             }
             None => arg.as_bytes().to_vec(),
         };
-        let map = super::json::parse_object(&bytes, MAX_BYTES).map_err(|e| LoadError::Parse {
+        let map = crate::json::parse_object(&bytes, MAX_BYTES).map_err(|e| LoadError::Parse {
             hint: file.is_none().then(|| file_hint(arg)).flatten(),
             file: file.clone(),
             issues: vec![Issue::from_json(&e)],
@@ -620,13 +672,8 @@ fn check_sandbox_env(c: &mut Checker, s: &Map<String, Value>) -> SandboxParts {
         let mut out = SandboxVariables::default();
         for (key, value) in vars {
             let name = c.env_name(value, &join("/sandbox_env/variables", key));
-            match key.as_str() {
-                "bridge_ref" => out.bridge_ref = name,
-                "bridge_schema" => out.bridge_schema = name,
-                "dispatch_mode" => out.dispatch_mode = name,
-                "request_schema" => out.request_schema = name,
-                "result_schema" => out.result_schema = name,
-                _ => {}
+            if let (Some(var), Some(name)) = (SandboxVar::parse(key), name) {
+                out.names.insert(var, name);
             }
         }
         out
@@ -704,7 +751,7 @@ mod tests {
         let v: Value = serde_json::from_str(text).unwrap();
         let b = bridge(v).unwrap();
         assert_eq!(
-            b.sandbox_variables.unwrap().bridge_ref.as_deref(),
+            b.sandbox_variables.unwrap().name(SandboxVar::BridgeRef),
             Some("WP_CODEBOX_PARENT_TOOL_BRIDGE_REF")
         );
     }

@@ -22,7 +22,5 @@ pub fn read_input(path: Option<&Path>, max_bytes: u64) -> std::io::Result<Vec<u8
 
 pub mod bridge;
 pub mod canonical;
-pub mod json;
-pub mod raw;
 pub mod request;
 pub mod result;

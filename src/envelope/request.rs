@@ -7,8 +7,8 @@
 //! one level into `sandbox_session`, `authorization` and `metadata` and reads only what the
 //! contract names there.
 
-use super::json::Document;
-use super::raw::{self, Fields, ObjectWriter};
+use crate::json::raw::{self, Fields, ObjectWriter};
+use crate::json::Document;
 use crate::validate::{codes, Checker, Issue};
 use std::rc::Rc;
 

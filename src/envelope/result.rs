@@ -12,10 +12,10 @@
 //! Rendering is the only way an envelope becomes text, and it always redacts (SPEC §5): see
 //! [`ResultEnvelope::render`].
 
-use super::json::Kind;
-use super::raw::{self, Fields, ObjectWriter};
 use super::request::Echo;
 use crate::error::{ErrorCode, Status};
+use crate::json::raw::{self, Fields, ObjectWriter};
+use crate::json::Kind;
 use crate::redact::{Redactor, Scope};
 use crate::validate::{codes, join, Checker, Issue};
 use serde::Serialize;
@@ -692,7 +692,7 @@ mod tests {
             out.contains(r#""output":{"n":12345678901234567890123,"f":1e400}"#),
             "{out}"
         );
-        crate::envelope::json::check(out.as_bytes(), usize::MAX).unwrap();
+        crate::json::check(out.as_bytes(), usize::MAX).unwrap();
         // The rest, read as a tree once the unrepresentable number is out of the way.
         let v: Value = serde_json::from_str(&out.replace("1e400", "1")).unwrap();
         assert_eq!(v["artifacts"]["transcripts"].as_array().unwrap().len(), 2);

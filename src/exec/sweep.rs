@@ -42,9 +42,9 @@ impl Sweeper {
     pub(super) fn new(until: Instant) -> Sweeper {
         Sweeper {
             until,
-            own_session: rustix::process::getsid(None)
-                .ok()
-                .map(|s| s.as_raw_nonzero().get()),
+            // From /proc, not getsid(2): in a PID namespace whose session leader lives
+            // outside, the session id is 0, which rustix's `Pid` cannot hold.
+            own_session: Stat::read(std::process::id() as i32).map(|s| s.session),
             found: BTreeSet::new(),
             killed_groups: BTreeSet::new(),
         }
@@ -321,13 +321,27 @@ mod tests {
 
     #[test]
     fn stat_matches_the_kernel_s_own_answers() {
+        use std::os::unix::process::CommandExt;
         let me = std::process::id() as i32;
-        let stat = Stat::read(me).unwrap();
-        let raw = |p: Option<Pid>| p.map(|p| p.as_raw_nonzero().get());
+        let own = Stat::read(me).unwrap();
+        assert!(own.live);
+        assert_eq!(own.ppid as u32, std::os::unix::process::parent_id());
+        // A child in a group of its own: its parent is us, its group is its own pid, and it
+        // shares our session (whatever number that has in this PID namespace, 0 included).
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let stat = Stat::read(pid);
+        let _ = child.kill();
+        let _ = child.wait();
+        let stat = stat.unwrap();
         assert!(stat.live);
-        assert_eq!(Some(stat.ppid), raw(rustix::process::getppid()));
-        assert_eq!(Some(stat.pgrp), raw(Some(rustix::process::getpgrp())));
-        assert_eq!(Some(stat.session), raw(rustix::process::getsid(None).ok()));
+        assert_eq!(stat.ppid, me);
+        assert_eq!(stat.pgrp, pid);
+        assert_eq!(stat.session, own.session);
         assert_eq!(Stat::read(i32::MAX), None, "no such process");
     }
 }

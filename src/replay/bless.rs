@@ -15,8 +15,8 @@
 
 use super::diff;
 use super::runner::Actual;
-use crate::envelope::json::{Document, Kind};
 use crate::fs::{self, FileType, Mode, TempFile};
+use crate::json::{Document, Kind};
 use serde_json::{Map, Value};
 use std::io::Write;
 use std::os::fd::AsFd;

@@ -16,10 +16,10 @@
 //! It must not run anything or judge anything.
 
 use super::walk::{self, show};
-use crate::envelope::json::{self, Document, Kind};
-use crate::envelope::raw::{self, Fields};
 use crate::error::Status;
 use crate::fs::{self, FileType, Mode, OFlags};
+use crate::json::raw::{self, Fields};
+use crate::json::{self, Document, Kind};
 use crate::schema::FIXTURE_SCHEMA;
 use crate::transcript;
 use crate::validate::{codes, join, Checker, Issue};

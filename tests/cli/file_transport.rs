@@ -13,7 +13,7 @@ const WATCHDOG: Duration = Duration::from_secs(30);
 /// Slack for a loaded 2-core machine on top of a bound.
 const MARGIN: Duration = Duration::from_secs(5);
 /// The bridge timeout used below.
-const TIMEOUT_MS: u64 = 3000;
+const TIMEOUT_MS: u64 = 20_000;
 
 /// A dispatch through the file transport, in a TMPDIR of its own.
 struct FileRun {

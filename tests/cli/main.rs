@@ -13,6 +13,7 @@ mod happy;
 mod hostile;
 mod human;
 mod man_pages;
+mod mcp;
 mod properties;
 mod readme;
 mod redaction;
@@ -217,11 +218,8 @@ impl Dispatch {
             // A number a tree cannot hold (1e400) is valid JSON the dispatcher passes through:
             // check such a line with the product's own strict reader, and leave the tree empty.
             serde_json::from_str(&stdout).unwrap_or_else(|_| {
-                parent_tool_dispatch::envelope::json::check_object(
-                    stdout.trim_end().as_bytes(),
-                    usize::MAX,
-                )
-                .expect("stdout is one JSON envelope");
+                parent_tool_dispatch::json::check_object(stdout.trim_end().as_bytes(), usize::MAX)
+                    .expect("stdout is one JSON envelope");
                 Value::Null
             })
         };
@@ -268,7 +266,39 @@ impl Run {
             "exit; envelope: {:#}\nstderr: {}",
             self.envelope, self.stderr
         );
+        self.expect_stderr_matches_status();
         self
+    }
+
+    /// stderr follows the envelope: a failure has exactly one `error[<code>]: …` line naming
+    /// the envelope's code; a success has none (`error[result_file]` aside). Other lines (warnings, hints, the adapter's
+    /// forwarded notes) are allowed; every line is free of terminal control characters.
+    fn expect_stderr_matches_status(&self) {
+        // `--result-file` failing is reported on its own line whatever the status.
+        let errors: Vec<&str> = self
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("error[") && !l.starts_with("error[result_file]"))
+            .collect();
+        if self.status() == "succeeded" {
+            assert!(
+                errors.is_empty(),
+                "a success with an error line: {}",
+                self.stderr
+            );
+        } else if !self.code().is_empty() {
+            let want = format!("error[{}]: ", self.code());
+            assert!(
+                errors.len() == 1 && errors[0].starts_with(&want),
+                "want one line starting {want:?} on stderr, got: {}",
+                self.stderr
+            );
+        }
+        assert!(
+            !self.stderr.chars().any(|c| c.is_control() && c != '\n'),
+            "control characters on stderr: {:?}",
+            self.stderr
+        );
     }
 
     /// The issue codes in `error.details.issues`.

@@ -7,8 +7,8 @@
 
 use parent_tool_dispatch::delegation::checks;
 use parent_tool_dispatch::envelope::bridge::Bridge;
-use parent_tool_dispatch::envelope::json::{self, Document};
-use parent_tool_dispatch::envelope::raw::{self, Fields};
+use parent_tool_dispatch::json::{self, Document};
+use parent_tool_dispatch::json::raw::{self, Fields};
 use parent_tool_dispatch::envelope::request::Request;
 use parent_tool_dispatch::envelope::result::{Audience, ResultEnvelope};
 use parent_tool_dispatch::error::Status;

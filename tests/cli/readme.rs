@@ -115,3 +115,17 @@ fn readme_cites_nothing_outside_the_repository() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
     assert!(!readme.contains("SPEC"), "README cites the SPEC");
 }
+
+#[test]
+fn no_document_holds_a_merge_conflict_marker() {
+    for doc in ["README.md", "ARCHITECTURE.md"] {
+        let text =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(doc)).unwrap();
+        for marker in ["<<<<<<< ", "=======\n", ">>>>>>> "] {
+            assert!(
+                !text.lines().any(|l| format!("{l}\n").starts_with(marker)),
+                "{doc} holds a conflict marker {marker:?}"
+            );
+        }
+    }
+}

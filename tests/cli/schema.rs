@@ -7,9 +7,9 @@
 use super::*;
 use parent_tool_dispatch::cli::SchemaKind;
 use parent_tool_dispatch::envelope::bridge::Bridge;
-use parent_tool_dispatch::envelope::json::Document;
 use parent_tool_dispatch::envelope::request::Request;
 use parent_tool_dispatch::envelope::result::ResultEnvelope;
+use parent_tool_dispatch::json::Document;
 use parent_tool_dispatch::replay::cases::{Adapter, Loaded};
 use parent_tool_dispatch::schema;
 use std::process::Command;

@@ -16,7 +16,7 @@
 //! directory. Readers see the old file or the new one, never a mix; a failure
 //! before the rename removes the temp file and leaves the old content untouched.
 
-use super::path::{Located, PathError, RelPath, Root};
+use super::path::{parse_path, path_error, Located, PathError, RelPath, Root};
 use super::{cut_at_char_boundary, limits, quote, Code, Input, ToolError};
 use crate::fs::{self, FileType, Mode, OFlags, TempFile};
 use serde_json::{json, Value};
@@ -63,46 +63,6 @@ impl Keep {
             gid: meta.gid(),
         }
     }
-}
-
-/// Map a resolution failure to a tool error about `shown` (the request's own path).
-pub fn path_error(err: PathError, shown: &str) -> ToolError {
-    match err {
-        PathError::Invalid(why) => ToolError::new(Code::InvalidInput, format!("input.path: {why}")),
-        PathError::OutsideRoot => ToolError::new(
-            Code::PathOutsideRoot,
-            format!(
-                "{} resolves outside the workspace root; paths must be relative and stay inside it",
-                quote(shown)
-            ),
-        ),
-        PathError::NotFound => {
-            ToolError::new(Code::NotFound, format!("{} does not exist", quote(shown)))
-        }
-        PathError::NotADirectory => ToolError::new(
-            Code::NotADirectory,
-            format!("a component of {} is not a directory", quote(shown)),
-        ),
-        PathError::SymlinkLoop => ToolError::new(
-            Code::SymlinkLoop,
-            format!(
-                "{} has too many levels of symbolic links, or one changed during the call",
-                quote(shown)
-            ),
-        ),
-        PathError::Io(err) => ToolError::io("resolve", shown, &err),
-    }
-}
-
-/// Parse `input.path`; `shown` for messages is the raw request text (relative or refused).
-pub fn parse_path(raw: &str) -> Result<RelPath, ToolError> {
-    RelPath::parse(raw).map_err(|err| match err {
-        PathError::OutsideRoot if raw.starts_with('/') => ToolError::new(
-            Code::PathOutsideRoot,
-            "absolute paths are refused; paths are relative to the workspace root",
-        ),
-        other => path_error(other, raw),
-    })
 }
 
 /// Refuse anything but a regular file behind `file`.

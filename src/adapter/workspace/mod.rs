@@ -22,10 +22,10 @@ mod files;
 pub mod path;
 mod search;
 
-use crate::envelope::json::{self, JsonIssue};
 use crate::envelope::request::Echo;
 use crate::envelope::result::{Audience, ErrorBody, ResultEnvelope};
 use crate::error::Status;
+use crate::json::{self, JsonIssue};
 use crate::redact::Redactor;
 use crate::validate::{codes, Checker, Issue};
 use serde_json::{json, Map, Value};

@@ -25,6 +25,7 @@
 //! This module must not read or write file contents, and must never put a host path into an
 //! error: [`PathError`] carries no path at all; callers phrase messages with the request's path.
 
+use super::{quote, Code, ToolError};
 use crate::fs::{self, FileType, Mode, OFlags};
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -343,6 +344,48 @@ fn splice_link(
         queue.push_front(part.to_vec());
     }
     Ok(true)
+}
+
+// ---- request paths as the tools see them ------------------------------------------------------
+
+/// Map a resolution failure to a tool error about `shown` (the request's own path).
+pub fn path_error(err: PathError, shown: &str) -> ToolError {
+    match err {
+        PathError::Invalid(why) => ToolError::new(Code::InvalidInput, format!("input.path: {why}")),
+        PathError::OutsideRoot => ToolError::new(
+            Code::PathOutsideRoot,
+            format!(
+                "{} resolves outside the workspace root; paths must be relative and stay inside it",
+                quote(shown)
+            ),
+        ),
+        PathError::NotFound => {
+            ToolError::new(Code::NotFound, format!("{} does not exist", quote(shown)))
+        }
+        PathError::NotADirectory => ToolError::new(
+            Code::NotADirectory,
+            format!("a component of {} is not a directory", quote(shown)),
+        ),
+        PathError::SymlinkLoop => ToolError::new(
+            Code::SymlinkLoop,
+            format!(
+                "{} has too many levels of symbolic links, or one changed during the call",
+                quote(shown)
+            ),
+        ),
+        PathError::Io(err) => ToolError::io("resolve", shown, &err),
+    }
+}
+
+/// Parse `input.path`; `shown` for messages is the raw request text (relative or refused).
+pub fn parse_path(raw: &str) -> Result<RelPath, ToolError> {
+    RelPath::parse(raw).map_err(|err| match err {
+        PathError::OutsideRoot if raw.starts_with('/') => ToolError::new(
+            Code::PathOutsideRoot,
+            "absolute paths are refused; paths are relative to the workspace root",
+        ),
+        other => path_error(other, raw),
+    })
 }
 
 #[cfg(test)]

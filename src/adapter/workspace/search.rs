@@ -22,7 +22,7 @@
 //! - `truncated` is true when more than `max_results` matches exist, or when a walk bound
 //!   (files, entries, depth) stopped the search early.
 
-use super::files::{parse_path, path_error};
+use super::path::{parse_path, path_error};
 use super::path::{RelPath, Root};
 use super::{cut_at_char_boundary, limits, Code, Input, ToolError};
 use crate::fs::{self, EntryKind, Mode, OFlags};

@@ -1,5 +1,7 @@
-//! The strict JSON reader used for every envelope that crosses a trust boundary: the bridge,
-//! the request, and the adapter's result (SPEC §2.2, §4.5).
+//! JSON as text: the strict reader used for every document that crosses a trust boundary (the
+//! bridge, the request, the adapter's result: SPEC §2.2, §4.5), and in [`raw`] the tools to look
+//! into such text and to write JSON around it. It sits below `validate` and `envelope`, which
+//! both use it, and depends on neither.
 //!
 //! It owns the byte-level checks and nothing else: size cap, UTF-8, byte-order mark, exactly
 //! one document, an object at the top, no duplicate key at any depth, nesting depth, and the
@@ -21,6 +23,8 @@
 //!
 //! It must not know what an envelope contains; shape checks live in `validate.rs` and next to
 //! each envelope type.
+
+pub mod raw;
 
 use serde_json::{Map, Value};
 use std::borrow::Cow;

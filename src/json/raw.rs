@@ -6,7 +6,7 @@
 //! builds a tree or converts a number: opaque payload is copied byte for byte (only
 //! insignificant whitespace is dropped), so `1e400` stays `1e400`.
 
-use super::json::{self, find_special, is_space, Kind, Member};
+use super::{self as json, find_special, is_space, Kind, Member};
 use std::borrow::Cow;
 
 /// One level of a JSON object: its members in order, values as raw text.

@@ -1,0 +1,570 @@
+//! The MCP adapter: `parent-tool-dispatch adapter mcp [--tool-map …] -- SERVER_ARGV…`.
+//!
+//! A host adapter like the workspace adapter — one `wp-codebox/parent-tool-request/v1` on
+//! stdin, exactly one `wp-codebox/parent-tool-result/v1` (compact JSON and `\n`) on stdout,
+//! exit 0 whenever it printed one — that reaches a tool on an MCP server: it starts the server
+//! over the MCP stdio transport, speaks whichever protocol revision the server does
+//! (`client.rs`), calls the one tool (its id mapped by the `--tool-map` rules, `input` as its
+//! `arguments`), turns the answer into the envelope and shuts the server down.
+//!
+//! Owns: the request side (reading, checking, mapping), the time budget, the server's
+//! environment, the table of error codes ([`Code`]) and the envelope. The process and its
+//! pipes live in `server.rs`, the JSON-RPC grammar in `wire.rs`, the session in `client.rs`,
+//! and the scripted server of the test suite in `test_server.rs`.
+//!
+//! Invariants:
+//! - the server is shut down on every path (the MCP stdio order: stdin closed, a wait,
+//!   SIGTERM, a wait, SIGKILL, then every leftover killed and reaped) before the envelope is
+//!   printed; an unwinding panic kills and sweeps it too, and is answered `internal_error`;
+//! - the adapter answers before the dispatcher's deadline (`WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS`
+//!   minus a margin that covers the shutdown, see [`Budget`]);
+//! - the server's environment is rebuilt from the adapter's own, less the parent-tool
+//!   metadata variables (see [`server_env`]); its working directory is the adapter's;
+//! - everything the server says is bounded ([`limits`]) and read strictly; `output` and the
+//!   tool's content are copied as the server wrote them (numbers exact);
+//! - no message carries a host path of the adapter's own making; server text in messages is
+//!   escaped for terminals and cut (the dispatcher redacts the rest).
+
+mod client;
+mod server;
+pub mod test_server;
+mod wire;
+
+pub use client::{Revision, LEGACY, MODERN};
+
+use crate::envelope::request::{Echo, Request};
+use crate::envelope::result::{Audience, ErrorBody, ResultEnvelope};
+use crate::error::Status;
+use crate::exec::SpawnError;
+use crate::interrupt::Interrupts;
+use crate::json::raw;
+use crate::json::{Document, JsonIssue, Kind};
+use crate::redact::Redactor;
+use crate::toolmap::ToolMap;
+use crate::validate::Issue;
+use serde_json::{json, Value};
+use server::{Server, Step};
+use std::io::{self, Read, Write};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// Every bound the adapter keeps. Each is part of the documented behaviour.
+pub mod limits {
+    use std::time::Duration;
+
+    /// Bytes read from stdin; a larger request is `request_too_large`.
+    pub const MAX_REQUEST_BYTES: usize = 64 << 20;
+    /// The longest line (one JSON-RPC message) read from the server; a longer one is
+    /// `mcp_protocol_error`, noticed as soon as the cap is passed.
+    pub const MAX_MESSAGE_BYTES: usize = 8 << 20;
+    /// The server's stderr passed on to the adapter's stderr, and the end of it kept for
+    /// `mcp_server_exited`.
+    pub use super::server::{MAX_STDERR_FORWARD_BYTES, STDERR_TAIL_BYTES};
+    /// The budget when `WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS` is unset (the bridge's default).
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(30_000);
+    /// Larger timeouts are taken as this (a deadline must stay representable).
+    pub const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
+    /// How long the `server/discover` probe waits before taking the server for a legacy one
+    /// (at most a third of the budget).
+    pub const PROBE_WAIT: Duration = Duration::from_millis(2_000);
+    /// Requests from the server answered during one call; more is `mcp_protocol_error`.
+    pub const MAX_SERVER_REQUESTS: usize = 256;
+    /// Retries of an `input_required` answer that asks only for its `requestState` back.
+    pub const MAX_INPUT_ROUNDS: usize = 3;
+    /// Pages of `tools/list` read to confirm that a tool does not exist.
+    pub const MAX_LIST_PAGES: usize = 16;
+    /// Server text in `error.message` (the tool's error text, a JSON-RPC message), in bytes.
+    pub const MAX_ERROR_TEXT_BYTES: usize = 1024;
+    /// The start of an offending line shown in `error.details.excerpt`.
+    pub const EXCERPT_BYTES: usize = 200;
+}
+
+/// The adapter's error codes, each with its status and retryability — one table, one `match`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Code {
+    /// The request is not a well-formed request envelope.
+    RequestInvalid,
+    /// The request is larger than [`limits::MAX_REQUEST_BYTES`].
+    RequestTooLarge,
+    /// `operation` is not `call`.
+    UnknownOperation,
+    /// `input` is not a JSON object (MCP `arguments` must be one).
+    InputInvalid,
+    /// `--tool-map` cannot be read or parsed.
+    ToolMapInvalid,
+    /// The server's program does not exist (or is not on `PATH`).
+    McpServerNotFound,
+    /// It exists but cannot be executed.
+    McpServerNotExecutable,
+    /// The kernel refused to start it for another reason (resources).
+    McpServerStartFailed,
+    /// The server speaks none of the supported protocol revisions.
+    McpProtocolUnsupported,
+    /// The server wrote something that is not JSON-RPC, too long a line, an unknown id, or a
+    /// malformed result.
+    McpProtocolError,
+    /// The server exited, or closed its stdout, before it answered.
+    McpServerExited,
+    /// The server did not answer within the adapter's budget.
+    McpTimeout,
+    /// The server answered `tools/call` with a JSON-RPC error.
+    McpError,
+    /// The server does not have the tool.
+    UnknownTool,
+    /// The tool ran and reported an error (`isError: true`).
+    ToolError,
+    /// The tool asked for client input (sampling, elicitation, roots) the adapter never gives.
+    McpInputRequired,
+    /// The adapter received SIGINT, SIGTERM or SIGHUP.
+    Interrupted,
+    /// A bug: the adapter panicked.
+    InternalError,
+}
+
+impl Code {
+    /// Every code, in table order.
+    pub const ALL: [Code; 18] = [
+        Code::RequestInvalid,
+        Code::RequestTooLarge,
+        Code::UnknownOperation,
+        Code::InputInvalid,
+        Code::ToolMapInvalid,
+        Code::McpServerNotFound,
+        Code::McpServerNotExecutable,
+        Code::McpServerStartFailed,
+        Code::McpProtocolUnsupported,
+        Code::McpProtocolError,
+        Code::McpServerExited,
+        Code::McpTimeout,
+        Code::McpError,
+        Code::UnknownTool,
+        Code::ToolError,
+        Code::McpInputRequired,
+        Code::Interrupted,
+        Code::InternalError,
+    ];
+
+    /// The stable snake_case spelling.
+    pub fn as_str(self) -> &'static str {
+        self.row().0
+    }
+
+    /// The status of an envelope carrying this code.
+    pub fn status(self) -> Status {
+        self.row().1
+    }
+
+    /// Whether the same call may succeed when retried unchanged.
+    pub fn retryable(self) -> bool {
+        self.row().2
+    }
+
+    fn row(self) -> (&'static str, Status, bool) {
+        use Code::*;
+        use Status::{Failed, Timeout, Unavailable};
+        match self {
+            RequestInvalid => ("request_invalid", Failed, false),
+            RequestTooLarge => ("request_too_large", Failed, false),
+            UnknownOperation => ("unknown_operation", Failed, false),
+            InputInvalid => ("input_invalid", Failed, false),
+            ToolMapInvalid => ("tool_map_invalid", Unavailable, false),
+            McpServerNotFound => ("mcp_server_not_found", Unavailable, false),
+            McpServerNotExecutable => ("mcp_server_not_executable", Unavailable, false),
+            McpServerStartFailed => ("mcp_server_start_failed", Unavailable, true),
+            McpProtocolUnsupported => ("mcp_protocol_unsupported", Unavailable, false),
+            McpProtocolError => ("mcp_protocol_error", Failed, false),
+            McpServerExited => ("mcp_server_exited", Unavailable, true),
+            McpTimeout => ("mcp_timeout", Timeout, true),
+            McpError => ("mcp_error", Failed, false),
+            UnknownTool => ("unknown_tool", Failed, false),
+            ToolError => ("tool_error", Failed, false),
+            McpInputRequired => ("mcp_input_required", Failed, false),
+            Interrupted => ("interrupted", Failed, true),
+            InternalError => ("internal_error", Failed, false),
+        }
+    }
+}
+
+/// The `after_help` of `adapter mcp`: its codes, from [`Code::ALL`].
+pub fn after_help() -> String {
+    let mut s = String::from(
+        "Protocol revisions: 2026-07-28 (stateless, probed with server/discover), then the \
+         initialize handshake of 2025-11-25, 2025-06-18, 2025-03-26 and 2024-11-05.\n\n\
+         Exit status: 0 whenever an envelope was printed (whatever its status), 1 when stdin \
+         could not be read or stdout written, 2 usage error.\n\nError codes (status, \
+         retryable):\n",
+    );
+    for code in Code::ALL {
+        s.push_str(&format!(
+            "  {}\n      {}, {}\n",
+            code.as_str(),
+            code.status().as_str(),
+            code.retryable()
+        ));
+    }
+    s.pop();
+    s
+}
+
+/// A failed call: a code, one human sentence, optional details.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    pub code: Code,
+    pub message: String,
+    pub details: Option<Value>,
+}
+
+impl Failure {
+    /// A failure without details.
+    pub fn new(code: Code, message: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// Attach `error.details`.
+    pub fn with_details(mut self, details: Value) -> Failure {
+        self.details = Some(details);
+        self
+    }
+}
+
+/// The adapter's time: when it must stop waiting for the server, and the shutdown ladder's
+/// waits, all inside the dispatcher's deadline.
+///
+/// The reserve kept back from the timeout `T` is `T/5`, at least 400 ms and at most 3 s (but
+/// never more than `T/2`). Of it, 250 ms cover the SIGKILL wait, the sweep and printing; the
+/// rest is split evenly between the wait after closing the server's stdin and the SIGTERM
+/// grace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// How long after the start the adapter waits for the server at most.
+    pub exchange: Duration,
+    /// The wait for the server to exit once its stdin is closed.
+    pub close_wait: Duration,
+    /// The wait after SIGTERM, before SIGKILL.
+    pub term_grace: Duration,
+}
+
+impl Budget {
+    /// What is kept for the shutdown's fixed steps (SIGKILL wait, sweep) and printing.
+    const FIXED: Duration = Duration::from_millis(250);
+
+    /// The budget for the dispatcher's timeout, as given in `WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS`
+    /// (`None`, or not a positive integer: [`limits::DEFAULT_TIMEOUT`]; at most
+    /// [`limits::MAX_TIMEOUT`]).
+    pub fn from_timeout_ms(value: Option<&str>) -> Budget {
+        let total = value
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .filter(|&ms| ms > 0)
+            .map_or(limits::DEFAULT_TIMEOUT, Duration::from_millis)
+            .min(limits::MAX_TIMEOUT);
+        let reserve = (total / 5)
+            .clamp(Duration::from_millis(400), Duration::from_secs(3))
+            .min(total / 2);
+        let ladder = reserve.saturating_sub(Budget::FIXED);
+        Budget {
+            exchange: total - reserve,
+            close_wait: ladder / 2,
+            term_grace: ladder / 2,
+        }
+    }
+}
+
+/// The server's environment: every variable of the adapter's own (under the dispatcher, that
+/// is the base variables, the bridge's `command.env` and the `--pass-env` / `--secret-env`
+/// ones) except the `WP_CODEBOX_PARENT_TOOL_*` metadata of the bridge protocol, which is not
+/// the server's business. Variables that are not valid Unicode are left out.
+pub fn server_env(vars: impl IntoIterator<Item = (String, String)>) -> Vec<(String, String)> {
+    vars.into_iter()
+        .filter(|(name, _)| !name.starts_with("WP_CODEBOX_PARENT_TOOL_"))
+        .collect()
+}
+
+/// What `adapter mcp` was given on its command line.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `--tool-map`, unparsed.
+    pub tool_map: Option<String>,
+    /// The server's argv (never empty).
+    pub server: Vec<String>,
+}
+
+/// Everything one run needs besides the request.
+pub struct Context<'a> {
+    pub options: &'a Options,
+    pub budget: Budget,
+    /// When the adapter started: the budget counts from here.
+    pub start: Instant,
+    pub env: Vec<(String, String)>,
+    pub interrupts: &'a Interrupts,
+}
+
+/// The whole answer to one request (`bytes` as read from stdin) as a result envelope.
+pub fn respond(bytes: Vec<u8>, cx: &Context<'_>) -> String {
+    let mut echo = Echo::default();
+    let outcome =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| serve(bytes, cx, &mut echo)))
+            .unwrap_or_else(|_| {
+                Err(Failure::new(
+                    Code::InternalError,
+                    "the MCP adapter hit an internal error (a bug); the server was stopped",
+                ))
+            });
+    let envelope = match outcome {
+        Ok(output) => ResultEnvelope::new(echo, Status::Succeeded, Some(output.into()), None),
+        Err(failure) => ResultEnvelope::failure(
+            echo,
+            failure.code.status(),
+            ErrorBody {
+                code: failure.code.as_str().to_string(),
+                message: failure.message,
+                retryable: failure.code.retryable(),
+                details: failure.details,
+            },
+        ),
+    };
+    // The dispatcher redacts what it passes on; an empty redactor here only normalises.
+    envelope.render(&Redactor::new(), Audience::Caller)
+}
+
+fn serve(bytes: Vec<u8>, cx: &Context<'_>, echo: &mut Echo) -> Result<String, Failure> {
+    let doc = Document::parse(bytes, limits::MAX_REQUEST_BYTES).map_err(|e| match e {
+        JsonIssue::TooLarge { .. } => Failure::new(Code::RequestTooLarge, e.to_string()),
+        _ => Failure::new(
+            Code::RequestInvalid,
+            format!(
+                "the request is not valid: {}",
+                crate::terminal::escape(&e.to_string())
+            ),
+        )
+        .with_details(json!({"issues": [Issue::from_json(&e)]})),
+    })?;
+    *echo = Echo::best_effort(Some(&doc));
+    let request = Request::from_document(Rc::new(doc)).map_err(|issues| {
+        let first = issues
+            .first()
+            .map(|i| crate::terminal::escape(&i.message).into_owned())
+            .unwrap_or_default();
+        Failure::new(
+            Code::RequestInvalid,
+            format!("the request envelope is invalid: {first}"),
+        )
+        .with_details(json!({ "issues": issues }))
+    })?;
+    let tool_map = match &cx.options.tool_map {
+        None => ToolMap::Identity,
+        Some(arg) => ToolMap::parse(arg).map_err(|e| {
+            Failure::new(
+                Code::ToolMapInvalid,
+                format!(
+                    "the adapter's --tool-map is not usable: {}",
+                    crate::terminal::escape(&e.to_string())
+                ),
+            )
+        })?,
+    };
+    if request.echo.operation != "call" {
+        return Err(Failure::new(
+            Code::UnknownOperation,
+            format!(
+                "unknown operation {}; an MCP tool is only ever called: use \"call\"",
+                quoted(&request.echo.operation)
+            ),
+        ));
+    }
+    let input = request.document().get("input").unwrap_or("null");
+    if Kind::of(input) != Kind::Object {
+        return Err(Failure::new(
+            Code::InputInvalid,
+            format!(
+                "input must be a JSON object (it becomes the MCP call's arguments), not {}",
+                Kind::of(input).name()
+            ),
+        ));
+    }
+    let name = tool_map.external(&request.echo.tool);
+    if name.is_empty() {
+        return Err(Failure::new(
+            Code::UnknownTool,
+            format!(
+                "the tool id {} maps to an empty MCP tool name",
+                quoted(&request.echo.tool)
+            ),
+        ));
+    }
+    let arguments = raw::minify(input);
+    if let Some(sig) = cx.interrupts.received() {
+        return Err(Failure::new(
+            Code::Interrupted,
+            format!("the adapter received signal {sig} before it started the MCP server"),
+        ));
+    }
+
+    let mut server = Server::spawn(&cx.options.server, &cx.env, limits::MAX_MESSAGE_BYTES)
+        .map_err(spawn_failure)?;
+    let deadline = cx.start + cx.budget.exchange;
+    let outcome = {
+        let mut client =
+            client::Client::new(&mut server, cx.interrupts, deadline, cx.budget.exchange);
+        client
+            .connect()
+            .and_then(|_| client.call_tool(&name, &arguments))
+    };
+    // A signal cuts the ladder short: the dispatcher's own grace is running.
+    let (close_wait, term_grace) = match cx.interrupts.received() {
+        Some(_) => (
+            cx.budget.close_wait.min(Duration::from_millis(100)),
+            cx.budget.term_grace.min(Duration::from_millis(200)),
+        ),
+        None => (cx.budget.close_wait, cx.budget.term_grace),
+    };
+    let shutdown = server.shutdown(close_wait, term_grace);
+    let note = match shutdown.step {
+        Step::StdinClosed => None,
+        Step::Terminated => Some("did not exit when its stdin closed; it was sent SIGTERM"),
+        Step::Killed => Some("did not exit when its stdin closed nor on SIGTERM; it was killed"),
+    };
+    if let Some(note) = note {
+        eprintln!("adapter mcp: the MCP server {note}");
+    }
+    if shutdown.leaked_processes > 0 {
+        eprintln!(
+            "adapter mcp: killed {} process(es) the MCP server left running",
+            shutdown.leaked_processes
+        );
+    }
+    outcome
+}
+
+fn spawn_failure(err: SpawnError) -> Failure {
+    match err {
+        SpawnError::NotFound => Failure::new(
+            Code::McpServerNotFound,
+            "the MCP server program was not found",
+        ),
+        SpawnError::NotExecutable => Failure::new(
+            Code::McpServerNotExecutable,
+            "the MCP server program is not executable",
+        ),
+        SpawnError::Other(kind) => Failure::new(
+            Code::McpServerStartFailed,
+            format!("the MCP server could not be started: {kind}"),
+        ),
+    }
+}
+
+/// A name from the request for a message: quoted, escaped, cut.
+fn quoted(s: &str) -> String {
+    let shown = crate::adapter::workspace::cut_at_char_boundary(s, 128);
+    crate::terminal::escape(&format!("{shown:?}")).into_owned()
+}
+
+/// Serve one request from stdin with the server `options.server`, print one result envelope
+/// on stdout; returns the exit status: 0 when the envelope was printed (any status), 1 when
+/// stdin could not be read or stdout could not be written.
+pub fn run(options: Options) -> u8 {
+    let start = Instant::now();
+    let interrupts = Interrupts::install();
+    let budget =
+        Budget::from_timeout_ms(std::env::var(crate::plan::vars::TIMEOUT_MS).ok().as_deref());
+    let mut bytes = Vec::new();
+    // One byte over the cap is enough to know the request is too large; the rest is not read.
+    let cap = limits::MAX_REQUEST_BYTES as u64 + 1;
+    if let Err(err) = io::stdin().lock().take(cap).read_to_end(&mut bytes) {
+        eprintln!("error[stdin]: could not read the request: {err}");
+        return 1;
+    }
+    let env = server_env(
+        std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+    );
+    let cx = Context {
+        options: &options,
+        budget,
+        start,
+        env,
+        interrupts: &interrupts,
+    };
+    let mut line = respond(bytes, &cx).into_bytes();
+    line.push(b'\n');
+    let mut out = io::stdout().lock();
+    match out.write_all(&line).and_then(|()| out.flush()) {
+        Ok(()) => 0,
+        Err(err) => {
+            eprintln!("error[stdout]: could not write the result: {err}");
+            1
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_table_is_consistent() {
+        let mut seen = std::collections::HashSet::new();
+        for code in Code::ALL {
+            assert!(seen.insert(code.as_str()), "duplicate {}", code.as_str());
+            let retryable = matches!(
+                code,
+                Code::McpServerStartFailed
+                    | Code::McpServerExited
+                    | Code::McpTimeout
+                    | Code::Interrupted
+            );
+            assert_eq!(code.retryable(), retryable, "{}", code.as_str());
+        }
+        assert_eq!(Code::McpTimeout.status(), Status::Timeout);
+        assert_eq!(Code::McpProtocolUnsupported.status(), Status::Unavailable);
+    }
+
+    #[test]
+    fn the_budget_leaves_room_for_the_shutdown() {
+        let ms = Duration::from_millis;
+        let b = Budget::from_timeout_ms(Some("30000"));
+        assert_eq!(b.exchange, ms(27_000));
+        assert_eq!(b.close_wait + b.term_grace, ms(2_750));
+        let b = Budget::from_timeout_ms(Some("2000"));
+        assert_eq!(b.exchange, ms(1_600));
+        assert_eq!((b.close_wait, b.term_grace), (ms(75), ms(75)));
+        // A tiny timeout still leaves half of it; the ladder's waits shrink to nothing.
+        let b = Budget::from_timeout_ms(Some("300"));
+        assert_eq!(b.exchange, ms(150));
+        assert_eq!(b.close_wait, Duration::ZERO);
+        for bad in [
+            None,
+            Some(""),
+            Some("0"),
+            Some("-5"),
+            Some("1.5"),
+            Some("x"),
+        ] {
+            assert_eq!(Budget::from_timeout_ms(bad).exchange, ms(27_000), "{bad:?}");
+        }
+        let huge = Budget::from_timeout_ms(Some("18446744073709551615"));
+        assert_eq!(huge.exchange, limits::MAX_TIMEOUT - Duration::from_secs(3));
+        assert!(Instant::now().checked_add(huge.exchange).is_some());
+        for total in [1u64, 10, 500, 1_000, 5_000, 60_000, 3_600_000] {
+            let b = Budget::from_timeout_ms(Some(&total.to_string()));
+            assert!(b.exchange < Duration::from_millis(total), "{total}");
+        }
+    }
+
+    #[test]
+    fn the_server_does_not_see_the_bridge_metadata() {
+        let env = server_env([
+            ("PATH".to_string(), "/bin".to_string()),
+            (
+                "WP_CODEBOX_PARENT_TOOL_REQUEST_ID".to_string(),
+                "r".to_string(),
+            ),
+            ("GITHUB_TOKEN".to_string(), "t".to_string()),
+        ]);
+        let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["PATH", "GITHUB_TOKEN"]);
+    }
+}
