@@ -9,11 +9,15 @@ seconds=${1:-600}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(json bridge request result redact workspace_path delegation endpoint)
+  targets=(json bridge request result redact workspace_path delegation endpoint mcp)
 fi
-cargo +nightly fuzz build -O >/dev/null 2>&1
-bin=target/x86_64-unknown-linux-gnu/release
 mkdir -p logs
+# A failed build must not fall back to stale binaries from an earlier one.
+if ! cargo +nightly fuzz build -O >logs/build.log 2>&1; then
+  tail -n 30 logs/build.log >&2
+  exit 1
+fi
+bin=target/x86_64-unknown-linux-gnu/release
 run_one() {
   local t=$1
   mkdir -p "corpus/$t" "artifacts/$t"

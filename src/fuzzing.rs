@@ -18,12 +18,12 @@ use crate::delegation::checks;
 use crate::dispatch::{Concluded, DispatchError};
 use crate::endpoint;
 use crate::envelope::bridge::{Bridge, Mode};
-use crate::json::{self, Document, JsonIssue, Kind};
-use crate::json::raw::{self, Fields};
 use crate::envelope::request::{Echo, Request, MAX_REQUEST_ID_BYTES};
 use crate::envelope::result::{Audience, Expect, ResultEnvelope};
 use crate::error::Status;
 use crate::hostenv::HostEnv;
+use crate::json::raw::{self, Fields};
+use crate::json::{self, Document, JsonIssue, Kind};
 use crate::judge::{self, Answer, Body, Ending, Limits};
 use crate::redact::{Redactor, Scope, HOST_PATH, REDACTED};
 use crate::validate::{Issue, MAX_ISSUES};
@@ -39,7 +39,7 @@ use std::sync::OnceLock;
 const MAX: usize = 1 << 22;
 
 /// Every target, by the name of its folder under `fuzz/regressions/` and its `fuzz/` binary.
-pub const TARGETS: [(&str, fn(&[u8])); 8] = [
+pub const TARGETS: [(&str, fn(&[u8])); 9] = [
     ("json", json),
     ("bridge", bridge),
     ("request", request),
@@ -48,6 +48,7 @@ pub const TARGETS: [(&str, fn(&[u8])); 8] = [
     ("workspace_path", workspace_path),
     ("delegation", delegation),
     ("endpoint", endpoint),
+    ("mcp", mcp),
 ];
 
 /// The strict reader: [`Document::parse`], [`json::check_object`], [`json::check`] and
@@ -859,6 +860,122 @@ pub fn endpoint(data: &[u8]) {
     };
     let text = envelope.render(&Redactor::new(), Audience::Caller);
     ResultEnvelope::check(&text, Some(expect)).expect("one valid envelope");
+}
+
+/// The MCP adapter's answer side: `data` is what a server wrote on stdout, one JSON-RPC
+/// message a line. [`wire::parse`] sorts every line or says why not; a server's request is
+/// answered on one line that reads back as a response echoing its id; a `tools/call` result
+/// ([`mcp::call_result`]) becomes exactly one valid envelope echoing the request
+/// ([`mcp::envelope`]), `succeeded` only with a `content` array as its output, and a tool's
+/// error text reaches the envelope escaped for terminals and bounded.
+pub fn mcp(data: &[u8]) {
+    use crate::adapter::mcp::wire::{self, Incoming, Malformed, Outcome, ResponseId};
+    use crate::adapter::mcp::{self, limits, CallResult, Code, Failure, Revision};
+    let sent = Echo {
+        request_id: "fuzz-1".into(),
+        tool: "workspace.read".into(),
+        operation: "call".into(),
+    };
+    let expect = Expect {
+        sent: &sent,
+        canonical_tool: "workspace.read",
+    };
+    let judged = |outcome: Result<String, Failure>| {
+        let wanted = match &outcome {
+            Err(failure) => failure.code.status(),
+            Ok(_) => Status::Succeeded,
+        };
+        let text = mcp::envelope(sent.clone(), outcome);
+        assert!(!text.contains('\n'), "one line");
+        let envelope = ResultEnvelope::check(&text, Some(expect))
+            .unwrap_or_else(|issues| panic!("an invalid envelope {text}: {issues:?}"));
+        assert_eq!(envelope.status, wanted, "{text}");
+    };
+    for line in data.split(|&b| b == b'\n').take(64) {
+        match wire::parse(line.to_vec(), MAX) {
+            Err(Malformed::Json(issue)) => {
+                assert!(Document::parse(line.to_vec(), MAX).is_err(), "{issue:?}");
+            }
+            Err(Malformed::Shape(why)) => {
+                assert!(Document::parse(line.to_vec(), MAX).is_ok(), "{why}");
+            }
+            Ok(Incoming::Notification { .. }) => {}
+            Ok(Incoming::Request { id, method }) => {
+                assert!(matches!(Kind::of(&id), Kind::String | Kind::Number), "{id}");
+                let answers = [
+                    wire::result_response(&id, "{}"),
+                    wire::error_response(&id, wire::METHOD_NOT_FOUND, &method),
+                ];
+                for answer in answers {
+                    assert!(!answer.contains('\n'), "{answer}");
+                    match wire::parse(answer.clone().into_bytes(), MAX) {
+                        Ok(Incoming::Response { id: back, outcome }) => {
+                            let numeric = raw::integer(&id);
+                            match numeric {
+                                Some(n) => assert_eq!(back, ResponseId::Number(n)),
+                                None => assert_eq!(back, ResponseId::Foreign),
+                            }
+                            if let Outcome::Error(err) = outcome {
+                                assert_eq!(err.code, Some(wire::METHOD_NOT_FOUND));
+                                assert_eq!(err.message, method);
+                            }
+                        }
+                        other => panic!("{answer} reads back as {other:?}"),
+                    }
+                }
+            }
+            Ok(Incoming::Response { id, outcome }) => match outcome {
+                Outcome::Result(result) => {
+                    assert_ne!(id, ResponseId::Null);
+                    assert_eq!(Kind::of(&result), Kind::Object);
+                    assert!(!result.contains('\n'));
+                    if let Some(versions) = Fields::parse(&result)
+                        .and_then(|f| f.get("supportedVersions").and_then(wire::string_items))
+                    {
+                        let _ = Revision::choose(&versions);
+                    }
+                    let outcome = match mcp::call_result(&result) {
+                        Ok(CallResult::Output(output)) => {
+                            let fields = Fields::parse(&output).expect("an output is an object");
+                            let content = fields.get("content").expect("output has content");
+                            assert_eq!(Kind::of(content), Kind::Array);
+                            Ok(output)
+                        }
+                        Ok(CallResult::Again(state)) => {
+                            assert_eq!(Kind::of(&state), Kind::String);
+                            continue;
+                        }
+                        Ok(CallResult::ToolError { message, details }) => {
+                            assert!(!message.is_empty());
+                            assert!(
+                                message.len() <= limits::MAX_ERROR_TEXT_BYTES + '…'.len_utf8(),
+                                "{} bytes",
+                                message.len()
+                            );
+                            assert!(!message.chars().any(char::is_control), "{message:?}");
+                            assert!(details.get("content").is_some_and(Value::is_array));
+                            Err(Failure::new(Code::ToolError, message).with_details(details))
+                        }
+                        Err(failure) => {
+                            assert!(!failure.message.is_empty());
+                            Err(failure)
+                        }
+                    };
+                    judged(outcome);
+                }
+                Outcome::Error(err) => {
+                    let digits = err.code_raw.strip_prefix('-').unwrap_or(&err.code_raw);
+                    assert!(!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()));
+                    assert_eq!(err.code, err.code_raw.parse::<i64>().ok());
+                    if let Some(versions) = err.supported_versions() {
+                        let _ = Revision::choose(&versions);
+                    }
+                    let message = format!("JSON-RPC error {}: {}", err.code_raw, err.message);
+                    judged(Err(Failure::new(Code::McpError, message)));
+                }
+            },
+        }
+    }
 }
 
 /// `%XX` decoded (the inverse of [`endpoint::idempotency_key`] when the id needed encoding).

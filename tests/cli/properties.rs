@@ -7,12 +7,12 @@
 
 use parent_tool_dispatch::delegation::checks;
 use parent_tool_dispatch::envelope::bridge::Bridge;
-use parent_tool_dispatch::json::{self, Document};
-use parent_tool_dispatch::json::raw::{self, Fields};
 use parent_tool_dispatch::envelope::request::Request;
 use parent_tool_dispatch::envelope::result::{Audience, ResultEnvelope};
 use parent_tool_dispatch::error::Status;
 use parent_tool_dispatch::fuzzing::{dispatch_recorded, REQUEST};
+use parent_tool_dispatch::json::raw::{self, Fields};
+use parent_tool_dispatch::json::{self, Document};
 use parent_tool_dispatch::redact::Redactor;
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
