@@ -39,6 +39,10 @@ fn assert_internal_error_with_ids(run: &Run) {
 }
 
 #[test]
+#[cfg_attr(
+    not(debug_assertions),
+    ignore = "the panic hook exists in debug builds only"
+)]
 fn a_panic_while_the_adapter_runs_kills_its_group_and_still_prints_one_envelope() {
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("pids");
@@ -62,6 +66,10 @@ fn a_panic_while_the_adapter_runs_kills_its_group_and_still_prints_one_envelope(
 }
 
 #[test]
+#[cfg_attr(
+    not(debug_assertions),
+    ignore = "the panic hook exists in debug builds only"
+)]
 fn a_panic_while_judging_still_writes_the_transcript_and_one_envelope() {
     let dir = tempfile::tempdir().unwrap();
     let artifacts = dir.path().join("out");
@@ -83,6 +91,10 @@ fn a_panic_while_judging_still_writes_the_transcript_and_one_envelope() {
 }
 
 #[test]
+#[cfg_attr(
+    not(debug_assertions),
+    ignore = "the panic hook exists in debug builds only"
+)]
 fn a_panic_while_concluding_still_prints_one_envelope_with_the_ids() {
     let run = Dispatch::adapter(&["echo"])
         .env(PANIC_ENV, "concluding")
@@ -248,22 +260,46 @@ fn load_200_concurrent_dispatches_into_one_artifact_dir_lose_nothing() {
         RUNS,
         "one file per run, no temp file left: {on_disk:?}"
     );
+    // Every adapter wrote its pid before it spawned; a child may be swept before it wrote
+    // its own (the adapter answers without waiting for it), so count those, and find every
+    // process of the run by its command line, which names this test's folder.
     let recorded = pids(&pidfile);
-    assert_eq!(
-        recorded.len(),
-        2 * RUNS,
-        "every adapter and its child wrote a pid"
-    );
+    assert!(recorded.len() >= RUNS, "{} pids recorded", recorded.len());
     assert_all_gone(&pidfile);
+    let left = processes_naming(&p);
+    assert!(left.is_empty(), "processes left running: {left:?}");
     eprintln!(
         "load: {RUNS} dispatches in {:.2} s wall ({:.1} ms each on average); {} transcripts, \
-         {} distinct; {} processes recorded, 0 left running",
+         {} distinct; {} pids recorded (adapters and the children that got to write theirs), \
+         0 processes left running",
         wall.as_secs_f64(),
         wall.as_secs_f64() * 1000.0 / RUNS as f64,
         on_disk.len(),
         paths.len(),
         recorded.len()
     );
+}
+
+/// The pids of live processes whose command line contains `needle` (but this test's own).
+fn processes_naming(needle: &str) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let until = Instant::now() + Duration::from_secs(2);
+    loop {
+        let found: Vec<i32> = std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|&pid| pid != me)
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+            })
+            .filter(|&pid| alive(pid))
+            .collect();
+        if found.is_empty() || Instant::now() >= until {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 fn repo(path: &str) -> PathBuf {
