@@ -38,8 +38,11 @@ use std::sync::OnceLock;
 /// decides.
 const MAX: usize = 1 << 22;
 
+/// A target's body.
+pub type Target = fn(&[u8]);
+
 /// Every target, by the name of its folder under `fuzz/regressions/` and its `fuzz/` binary.
-pub const TARGETS: [(&str, fn(&[u8])); 9] = [
+pub const TARGETS: [(&str, Target); 9] = [
     ("json", json),
     ("bridge", bridge),
     ("request", request),
@@ -472,7 +475,7 @@ pub fn redact(data: &[u8]) {
         .collect();
 
     // Strings.
-    let form = forms.get(usize::from(data.len() % 7)).cloned();
+    let form = forms.get(data.len() % 7).cloned();
     let mixed = match &form {
         Some(form) => format!("{text}{form}{text}"),
         None => text.to_string(),
