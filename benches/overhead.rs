@@ -4,6 +4,7 @@
 //!
 //! Run with `cargo bench --bench overhead` (release build). Prints a table; it asserts nothing,
 //! since timings belong to the machine it runs on. `PTD_BENCH_RUNS` sets the iteration count.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a bench that cannot set up fails loudly
 
 use std::io::Write;
 use std::path::PathBuf;

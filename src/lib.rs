@@ -1,6 +1,6 @@
 //! parent-tool-dispatch: the host side of the wp-codebox parent-tool bridge.
 //!
-//! Data flows one way, a module per step: the strict reader (`envelope::json`) reads the
+//! Data flows one way, a module per step: the strict reader (`json`) reads the
 //! bridge and the request; `envelope::{bridge, request}` validate them, collecting every issue
 //! (`validate`); `authorize` checks the allowlists and the bridge ref; `exec` runs the adapter
 //! in its own process group under a deadline and kills whatever it leaves behind; `outcome`

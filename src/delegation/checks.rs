@@ -1,9 +1,9 @@
 //! The rules of SPEC §8 on a host delegation request and on an adapter's answer to it.
 //!
-//! Both checks take JSON text the strict reader (`envelope::json`) already accepted and
+//! Both checks take JSON text the strict reader (`json`) already accepted and
 //! collect *every* issue as `{code, path, message}` with the upstream issue codes, tagged with
 //! an [`IssueKind`] that decides the failure code of `delegation run`. Values are read with
-//! `envelope::raw` one level deep (two inside `result`): nothing is converted, no tree of the
+//! `json::raw` one level deep (two inside `result`): nothing is converted, no tree of the
 //! product payload is built.
 //!
 //! Invariants: a check never panics on accepted JSON; messages quote at most

@@ -10,7 +10,7 @@
 //! - `schema` — the JSON Schemas of the three envelopes.
 //!
 //! This file holds the two `check-*` subcommands, which read, check and print: they never
-//! start a process. Inputs are read bounded and strictly (`envelope::json`); a file that cannot
+//! start a process. Inputs are read bounded and strictly (`json`); a file that cannot
 //! be read or parsed is an issue in the report, never a panic.
 
 pub mod checks;
@@ -69,7 +69,7 @@ pub fn check_request_command(args: &DelegationCheckRequestArgs) -> u8 {
 
 /// `delegation check-result --request FILE [RESULT]`.
 pub fn check_result_command(args: &DelegationCheckResultArgs) -> u8 {
-    let stdin = |p: Option<&Path>| p.map_or(true, |p| p.as_os_str() == "-");
+    let stdin = |p: Option<&Path>| p.is_none_or(|p| p.as_os_str() == "-");
     if stdin(Some(&args.request)) && stdin(args.result.as_deref()) {
         eprintln!("error[usage]: --request and RESULT cannot both read stdin; give one a file");
         return exit::USAGE;

@@ -134,10 +134,16 @@ impl ProcessGroup {
         // to fork + execvp, and glibc's execvp runs a file with an unknown format through
         // /bin/sh — a shell the SPEC forbids — where posix_spawn reports ENOEXEC.
         let mut child = command.spawn().map_err(classify_spawn_error)?;
-        let raw = i32::try_from(child.id()).ok();
-        let pid = raw
-            .and_then(Pid::from_raw)
-            .expect("a child's pid is positive");
+        // A spawned child always has a positive pid and the pipes asked for above; should
+        // std ever answer otherwise, end the child rather than run it unsupervised.
+        let pid = i32::try_from(child.id()).ok().and_then(Pid::from_raw);
+        let (Some(pid), Some(stdout), Some(stderr)) =
+            (pid, child.stdout.take(), child.stderr.take())
+        else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(SpawnError::Other(io::ErrorKind::Other));
+        };
         let pidfd = match pidfd_open(pid, PidfdFlags::empty()) {
             Ok(fd) => fd,
             Err(err) => {
@@ -150,8 +156,8 @@ impl ProcessGroup {
         };
         let pipes = Pipes {
             stdin: child.stdin.take(),
-            stdout: child.stdout.take().expect("stdout is piped"),
-            stderr: child.stderr.take().expect("stderr is piped"),
+            stdout,
+            stderr,
         };
         // `Child` neither waits nor kills on drop: from here on the pidfd is the handle.
         drop(child);

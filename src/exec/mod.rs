@@ -27,7 +27,7 @@
 //! [`ProcessGroup::finish`] (sweep and reap), and sweep-on-drop.
 //!
 //! Linux only (pidfds: kernel 5.4 or later). This module knows nothing about JSON or
-//! envelopes; `outcome.rs` interprets what it returns.
+//! envelopes; `judge.rs` interprets what it returns.
 
 #[cfg(not(target_os = "linux"))]
 compile_error!("exec needs Linux: pidfds, PR_SET_CHILD_SUBREAPER and /proc");

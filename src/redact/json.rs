@@ -159,21 +159,21 @@ impl JsonPass<'_, '_> {
                             self.out.push(char::from(close));
                         }
                     } else {
-                        stack.push(Frame {
+                        let mut frame = Frame {
                             object,
                             mute,
                             keys_from: self.keys.len(),
                             names: None,
-                        });
+                        };
                         mode = if object {
-                            let depth = stack.len();
-                            let frame = stack.last_mut().expect("just pushed");
-                            self.key(frame, depth)?
+                            // The depth the frame has once pushed.
+                            self.key(&mut frame, stack.len() + 1)?
                         } else if mute {
                             Mode::Mute
                         } else {
                             Mode::Keep
                         };
+                        stack.push(frame);
                         continue 'value;
                     }
                 }
@@ -445,9 +445,12 @@ impl JsonPass<'_, '_> {
             .get(self.pos..self.pos + 4)
             .filter(|d| d.iter().all(u8::is_ascii_hexdigit))
             .ok_or_else(|| self.error("expected four hex digits in a \\u escape"))?;
-        let digits = std::str::from_utf8(digits).expect("hex digits are ASCII");
+        // Checked above: each is an ASCII hex digit, so `to_digit` answers for every one.
+        let value = digits.iter().fold(0u16, |acc, &d| {
+            (acc << 4) | char::from(d).to_digit(16).unwrap_or(0) as u16
+        });
         self.pos += 4;
-        Ok(u16::from_str_radix(digits, 16).expect("checked hex digits"))
+        Ok(value)
     }
 
     fn write_marker(&mut self) {

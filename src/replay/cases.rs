@@ -2,7 +2,7 @@
 //! (`wp-codebox/tool-call-transcript/v1`), into [`Case`]s.
 //!
 //! Invariants:
-//! - Every file is read through the strict reader (`envelope::json`): bounded in size
+//! - Every file is read through the strict reader (`json`): bounded in size
 //!   ([`MAX_FILE_BYTES`]), valid UTF-8, one JSON object, no duplicate key at any depth, at
 //!   most 128 levels deep. It is opened without blocking (a FIFO named like a case is refused,
 //!   not waited on) and must be a regular file.

@@ -306,14 +306,10 @@ fn limits_are_named_with_the_flag_that_raises_them() {
 #[test]
 fn the_test_adapter_refuses_a_step_it_cannot_read() {
     for step in ["sleep:abc", "exit:", "flood:-1", "no-such-step"] {
-        let out = Command::new(bin())
-            .args(["__test-adapter", step])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{step}");
-        assert!(out.stdout.is_empty(), "{step}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.starts_with("__test-adapter: "), "{step}: {stderr}");
+        Cmd::new(["__test-adapter", step])
+            .run()
+            .exit(2)
+            .stdout_empty()
+            .stderr_starts_with("__test-adapter: ");
     }
 }

@@ -8,7 +8,6 @@
 use super::*;
 use parent_tool_dispatch::delegation::codes::{Code, Event, Status, ISSUE_CODES};
 use parent_tool_dispatch::delegation::{schema, SchemaKind};
-use std::io::Write;
 
 /// Slack on top of a time bound, for a loaded 2-core machine.
 const MARGIN: Duration = Duration::from_millis(1500);
@@ -17,66 +16,29 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// What one `delegation …` invocation produced.
-#[derive(Debug)]
-struct Out {
-    exit: i32,
-    stdout: String,
-    stderr: String,
-    elapsed: Duration,
-}
-
-impl Out {
-    /// stdout as one JSON document on one line.
-    fn json(&self) -> Value {
-        assert_eq!(
-            self.stdout.matches('\n').count(),
-            1,
-            "exactly one line on stdout: {}\nstderr: {}",
-            self.stdout,
-            self.stderr
-        );
-        serde_json::from_str(&self.stdout).expect("stdout is JSON")
-    }
-}
-
-fn delegation(args: &[&str], stdin: &[u8]) -> Out {
+fn delegation(args: &[&str], stdin: &[u8]) -> Output {
     delegation_env(args, stdin, &[])
 }
 
-fn delegation_env(args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Out {
-    let mut child = Command::new(bin())
-        .arg("delegation")
-        .args(args)
-        .envs(env.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn the dispatcher");
-    let start = Instant::now();
-    let mut pipe = child.stdin.take().unwrap();
-    let bytes = stdin.to_vec();
-    let writer = std::thread::spawn(move || {
-        let _ = pipe.write_all(&bytes);
-    });
-    let out = child.wait_with_output().unwrap();
-    let elapsed = start.elapsed();
-    let _ = writer.join();
-    Out {
-        exit: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(out.stdout).expect("stdout is UTF-8"),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        elapsed,
+fn delegation_env(args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Cmd::new(["delegation"]).args(args).stdin(stdin);
+    for (name, value) in env {
+        cmd = cmd.env(name, value);
     }
+    cmd.run()
 }
 
 /// `run [OPTIONS] -- <the test adapter with steps>`, the request on stdin.
-fn run_adapter(options: &[&str], request: &Value, steps: &[&str]) -> Out {
+fn run_adapter(options: &[&str], request: &Value, steps: &[&str]) -> Output {
     run_adapter_env(options, request, steps, &[])
 }
 
-fn run_adapter_env(options: &[&str], request: &Value, steps: &[&str], env: &[(&str, &str)]) -> Out {
+fn run_adapter_env(
+    options: &[&str],
+    request: &Value,
+    steps: &[&str],
+    env: &[(&str, &str)],
+) -> Output {
     let bin = bin().display().to_string();
     let mut args = vec!["run"];
     args.extend_from_slice(options);
@@ -248,9 +210,13 @@ fn replay(path: &Path) -> Vec<String> {
         other => panic!("unknown command {other}"),
     };
     let mut diffs = Vec::new();
-    if Some(i64::from(out.exit)) != expect["exit"].as_i64() {
-        diffs.push(format!("exit: want {}, got {}", expect["exit"], out.exit));
-    }
+    let mut exit = 0;
+    out.exit_with(|code| {
+        exit = code;
+        if Some(i64::from(code)) != expect["exit"].as_i64() {
+            diffs.push(format!("exit: want {}, got {code}", expect["exit"]));
+        }
+    });
     let got = out.json();
     let issues = if case["command"] == "run" {
         check_envelope_shape(&got, &mut diffs);
@@ -276,22 +242,21 @@ fn replay(path: &Path) -> Vec<String> {
             Some(code) => format!("error[{code}]: "),
             None => String::new(),
         };
-        if !out.stderr.starts_with(&stderr_want)
-            || (stderr_want.is_empty() && !out.stderr.is_empty())
-        {
-            diffs.push(format!(
-                "stderr: want {stderr_want:?}…, got {:?}",
-                out.stderr
-            ));
-        }
+        out.stderr_with(|stderr| {
+            if !stderr.starts_with(&stderr_want) || (stderr_want.is_empty() && !stderr.is_empty()) {
+                diffs.push(format!("stderr: want {stderr_want:?}…, got {stderr:?}"));
+            }
+        });
         got["error"]["data"]["issues"].clone()
     } else {
-        if got["valid"] != json!(out.exit == 0) {
+        if got["valid"] != json!(exit == 0) {
             diffs.push(format!("valid disagrees with the exit status: {got}"));
         }
-        if !out.stderr.is_empty() {
-            diffs.push(format!("stderr: {:?}", out.stderr));
-        }
+        out.stderr_with(|stderr| {
+            if !stderr.is_empty() {
+                diffs.push(format!("stderr: {stderr:?}"));
+            }
+        });
         got["issues"].clone()
     };
     if let Some(want) = expect.get("issues") {
@@ -350,9 +315,7 @@ fn the_adapter_gets_the_request_on_stdin_and_a_rebuilt_environment() {
             ("DELEGATION_HOST_ONLY", "never-seen"),
         ],
     );
-    let e = out.json();
-    assert_eq!(out.exit, 0, "{e}\n{}", out.stderr);
-    assert_eq!(out.stderr, "");
+    let e = out.exit(0).stderr_empty().json();
     let mut diffs = Vec::new();
     check_envelope_shape(&e, &mut diffs);
     assert!(diffs.is_empty(), "{diffs:?}");
@@ -426,20 +389,20 @@ fn the_request_comes_from_a_file_or_stdin() {
         }
         args.extend(["--", &bin, "__test-adapter", "delegation-echo"]);
         let out = delegation(&args, stdin);
-        let e = out.json();
-        assert_eq!(
-            (out.exit, e["status"].as_str()),
-            (0, Some("completed")),
-            "{e}"
-        );
+        let e = out.exit(0).stderr_empty().json();
+        assert_eq!(e["status"], "completed", "{e}");
         assert_eq!(e["request_id"], "hd-demo-1");
     }
     let out = delegation(
         &["run", "--request", "/nonexistent/request.json", "--", &bin],
         b"",
     );
-    let e = out.json();
-    assert_eq!(out.exit, 65, "{e}");
+    // stderr names the file for the operator.
+    let e = out
+        .exit(65)
+        .stderr_starts_with("error[wp_codebox_host_delegation_request_invalid]: ")
+        .stderr_contains("/nonexistent/request.json")
+        .json();
     assert_eq!(
         e["error"]["code"],
         "wp_codebox_host_delegation_request_invalid"
@@ -451,11 +414,6 @@ fn the_request_comes_from_a_file_or_stdin() {
             .unwrap()
             .contains("/nonexistent"),
         "no host path in the envelope: {e}"
-    );
-    assert!(
-        out.stderr.contains("/nonexistent/request.json"),
-        "stderr names the file for the operator: {}",
-        out.stderr
     );
 }
 
@@ -470,8 +428,10 @@ fn a_request_over_the_cap_is_invalid_and_nothing_runs() {
         &request,
         &[&format!("pidfile:{}", marker.display()), "delegation-echo"],
     );
-    let e = out.json();
-    assert_eq!(out.exit, 65, "{e}");
+    let e = out
+        .exit(65)
+        .stderr_starts_with("error[wp_codebox_host_delegation_request_invalid]: ")
+        .json();
     assert_eq!(
         e["error"]["code"],
         "wp_codebox_host_delegation_request_invalid"
@@ -481,9 +441,6 @@ fn a_request_over_the_cap_is_invalid_and_nothing_runs() {
         "{e}"
     );
     assert!(!marker.exists(), "the adapter ran");
-    assert!(out
-        .stderr
-        .starts_with("error[wp_codebox_host_delegation_request_invalid]: "));
 }
 
 #[test]
@@ -500,8 +457,12 @@ fn an_adapter_that_times_out_is_failed_retryable_with_exit_124() {
             "sleep:60000",
         ],
     );
-    let e = out.json();
-    assert_eq!(out.exit, 124, "{e}");
+    let e = out
+        .exit(124)
+        .stderr_starts_with(
+            "error[wp_codebox_host_delegation_timeout]: the host adapter did not answer within 300 ms",
+        )
+        .json();
     assert_eq!(e["status"], "failed");
     assert_eq!(e["success"], false);
     assert_eq!(e["error"]["code"], "wp_codebox_host_delegation_timeout");
@@ -512,15 +473,9 @@ fn an_adapter_that_times_out_is_failed_retryable_with_exit_124() {
         ["host-delegation.requested", "host-delegation.failed"]
     );
     assert!(
-        out.elapsed < Duration::from_millis(300 + 300 + 250) + MARGIN,
+        out.elapsed() < Duration::from_millis(300 + 300 + 250) + MARGIN,
         "{:?}",
-        out.elapsed
-    );
-    assert!(
-        out.stderr
-            .starts_with("error[wp_codebox_host_delegation_timeout]: the host adapter did not answer within 300 ms"),
-        "{}",
-        out.stderr
+        out.elapsed()
     );
     assert_all_gone(&pids);
 }
@@ -534,8 +489,13 @@ fn an_answer_over_the_cap_stops_the_adapter_at_the_cap() {
         &example_request(),
         &["flood:1073741824", "sleep:60000"],
     );
-    let e = out.json();
-    assert_eq!(out.exit, 1, "{e}");
+    let e = out
+        .exit(1)
+        .stderr_starts_with(
+            "error[wp_codebox_host_delegation_provider_result_invalid]: the host adapter's answer is over the 64 KiB limit",
+        )
+        .stdout_with(|stdout| assert!(stdout.len() < 16 * 1024, "{} bytes", stdout.len()))
+        .json();
     assert_eq!(
         e["error"]["code"],
         "wp_codebox_host_delegation_provider_result_invalid"
@@ -544,11 +504,11 @@ fn an_answer_over_the_cap_stops_the_adapter_at_the_cap() {
     let read = e["error"]["data"]["stdout_bytes"].as_u64().unwrap();
     assert!(read > 65536, "{e}");
     assert!(e.get("result").is_none());
-    assert!(out.stdout.len() < 16 * 1024, "{} bytes", out.stdout.len());
-    assert!(out.elapsed < Duration::from_secs(10), "{:?}", out.elapsed);
-    assert!(out
-        .stderr
-        .starts_with("error[wp_codebox_host_delegation_provider_result_invalid]: the host adapter's answer is over the 64 KiB limit"));
+    assert!(
+        out.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        out.elapsed()
+    );
 }
 
 #[test]
@@ -565,20 +525,18 @@ fn a_missing_or_unexecutable_adapter_is_unavailable_with_exit_69() {
             &["run", "--", argv0],
             example_request().to_string().as_bytes(),
         );
-        let e = out.json();
-        assert_eq!(out.exit, 69, "{e}");
+        let e = out
+            .exit(69)
+            .stderr_eq(format!(
+                "error[wp_codebox_host_delegation_unavailable]: the host adapter {argv0:?} {what}\n"
+            ))
+            .json();
         assert_eq!(e["status"], "unavailable");
         assert_eq!(e["error"]["code"], "wp_codebox_host_delegation_unavailable");
         assert_eq!(e["error"]["message"], format!("the host adapter {what}"));
         assert_eq!(
             events(&e),
             ["host-delegation.requested", "host-delegation.unavailable"]
-        );
-        assert_eq!(
-            out.stderr.trim_end(),
-            format!(
-                "error[wp_codebox_host_delegation_unavailable]: the host adapter {argv0:?} {what}"
-            )
         );
     }
 }
@@ -590,8 +548,10 @@ fn an_adapter_killed_by_a_signal_gives_no_answer() {
         &example_request(),
         &["read-stdin", "eprint:about to crash\n", "raise:9"],
     );
-    let e = out.json();
-    assert_eq!(out.exit, 1, "{e}");
+    let e = out
+        .exit(1)
+        .stderr_starts_with("error[wp_codebox_host_delegation_provider_result_invalid]: ")
+        .json();
     assert_eq!(
         e["error"]["code"],
         "wp_codebox_host_delegation_provider_result_invalid"
@@ -607,8 +567,7 @@ fn sigterm_to_the_dispatcher_stops_the_adapter_and_reports_interrupted() {
     let bin_path = bin().display().to_string();
     let pid_step = format!("pidfile:{}", pids.display());
     let grandchild = format!("spawn-setsid:{pid_step}+sleep:60000");
-    let mut child = Command::new(bin())
-        .args(["delegation", "run", "--kill-grace-ms", "300", "--"])
+    let running = Cmd::new(["delegation", "run", "--kill-grace-ms", "300", "--"])
         .args([
             &bin_path,
             "__test-adapter",
@@ -617,30 +576,22 @@ fn sigterm_to_the_dispatcher_stops_the_adapter_and_reports_interrupted() {
             "read-stdin",
             "sleep:60000",
         ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(example_request().to_string().as_bytes())
-        .unwrap();
+        .stdin(example_request().to_string())
+        .spawn();
     let until = Instant::now() + Duration::from_secs(10);
     while super::pids(&pids).len() < 2 && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(10));
     }
     let sent = Instant::now();
-    // SAFETY: signalling our own child.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
-    }
-    let out = child.wait_with_output().unwrap();
+    running.signal(rustix::process::Signal::TERM);
+    let out = running.wait();
     assert!(sent.elapsed() < Duration::from_millis(300 + 250) + MARGIN);
-    let e: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(out.status.code(), Some(1), "{e}");
+    let e = out
+        .exit(1)
+        .stderr_starts_with(
+            "error[wp_codebox_host_delegation_interrupted]: the dispatcher received SIGTERM",
+        )
+        .json();
     assert_eq!(e["error"]["code"], "wp_codebox_host_delegation_interrupted");
     assert_eq!(e["error"]["retryable"], true);
     assert_eq!(e["error"]["data"]["signal"], "SIGTERM");
@@ -648,34 +599,24 @@ fn sigterm_to_the_dispatcher_stops_the_adapter_and_reports_interrupted() {
         events(&e),
         ["host-delegation.requested", "host-delegation.failed"]
     );
-    assert!(String::from_utf8_lossy(&out.stderr).starts_with(
-        "error[wp_codebox_host_delegation_interrupted]: the dispatcher received SIGTERM"
-    ));
     assert_all_gone(&pids);
 }
 
 #[test]
 fn a_signal_while_the_request_is_read_still_prints_an_envelope() {
-    let mut child = Command::new(bin())
-        .args(["delegation", "run", "--", "true"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let running = Cmd::new(["delegation", "run", "--", "true"])
+        .stdin_held()
+        .spawn();
     std::thread::sleep(Duration::from_millis(300));
-    // SAFETY: signalling our own child.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
-    }
-    let stdin = child.stdin.take();
-    let out = child.wait_with_output().unwrap();
-    drop(stdin);
-    let e: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(out.status.code(), Some(1), "{e}");
+    running.signal(rustix::process::Signal::INT);
+    let e = running
+        .wait()
+        .exit(1)
+        .stderr_starts_with("error[wp_codebox_host_delegation_interrupted]: ")
+        .stderr_contains("before the host adapter started")
+        .json();
     assert_eq!(e["error"]["code"], "wp_codebox_host_delegation_interrupted");
     assert_eq!(e["request"], Value::Null);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("before the host adapter started"));
 }
 
 #[test]
@@ -692,9 +633,13 @@ fn processes_the_adapter_leaves_behind_are_killed() {
             "delegation-echo",
         ],
     );
-    let e = out.json();
-    assert_eq!(out.exit, 0, "{e}");
-    assert!(out.elapsed < Duration::from_secs(10), "{:?}", out.elapsed);
+    let e = out.exit(0).stderr_empty().json();
+    assert_eq!(e["status"], "completed", "{e}");
+    assert!(
+        out.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        out.elapsed()
+    );
     assert_all_gone(&pids);
 }
 
@@ -720,9 +665,11 @@ fn secrets_and_host_paths_never_leave() {
         ],
         &[("DELEGATION_SECRET", secret)],
     );
-    let e = out.json();
-    assert_eq!(out.exit, 1, "{e}");
-    for text in [&out.stdout, &out.stderr] {
+    let e = out
+        .exit(1)
+        .stderr_eq("error[provider_down]: token=[redacted] at [host-path]/x\n")
+        .json();
+    for text in [out.stdout(), out.stderr()] {
         assert!(!text.contains(secret), "{text}");
         assert!(!text.contains("plain-request-secret"), "{text}");
         assert!(!text.contains(&format!("{home}/")), "{text}");
@@ -730,10 +677,6 @@ fn secrets_and_host_paths_never_leave() {
     assert_eq!(e["request"]["context"]["api_key"], "[redacted]");
     assert_eq!(e["error"]["code"], "provider_down");
     assert_eq!(e["error"]["message"], "token=[redacted] at [host-path]/x");
-    assert_eq!(
-        out.stderr.trim_end(),
-        "error[provider_down]: token=[redacted] at [host-path]/x"
-    );
 
     // The adapter's stderr tail, on a failure the dispatcher decided.
     let out = run_adapter_env(
@@ -746,7 +689,12 @@ fn secrets_and_host_paths_never_leave() {
         ],
         &[("DELEGATION_SECRET", secret)],
     );
-    let e = out.json();
+    let e = out
+        .exit(1)
+        .stderr_starts_with("error[wp_codebox_host_delegation_provider_result_invalid]: ")
+        .stderr_lacks(secret)
+        .stderr_lacks(format!("{home}/"))
+        .json();
     assert_eq!(
         e["error"]["data"]["stderr_tail"],
         "using [redacted] from [host-path]/.config\n"
@@ -762,8 +710,7 @@ fn secrets_and_host_paths_never_leave() {
         &["read-stdin", &format!("print:{answer}")],
         &[("DELEGATION_SECRET", secret)],
     );
-    let e = out.json();
-    assert_eq!(out.exit, 0, "{e}");
+    let e = out.exit(0).stderr_empty().json();
     assert_eq!(
         e["result"],
         json!({"echo": "[redacted]", "api_key": "kept-as-payload"})
@@ -778,13 +725,10 @@ fn control_characters_in_an_answer_cannot_reach_the_terminal() {
         &example_request(),
         &["read-stdin", &format!("print:{answer}")],
     );
-    assert_eq!(out.exit, 1, "{}", out.stdout);
-    assert!(
-        !out.stderr.contains('\u{1b}') && !out.stderr.contains('\r'),
-        "{:?}",
-        out.stderr
-    );
-    assert_eq!(out.stderr, "error[x\\x1b[2J]: a\\x1b[31mred\\rfake line\n");
+    out.exit(1)
+        .stderr_lacks("\u{1b}")
+        .stderr_lacks("\r")
+        .stderr_eq("error[x\\x1b[2J]: a\\x1b[31mred\\rfake line\n");
     assert_eq!(out.json()["error"]["message"], "a\u{1b}[31mred\rfake line");
 }
 
@@ -818,57 +762,66 @@ fn check_commands_read_files_or_stdin_and_report_unreadable_ones() {
             &*example_request().to_string().leak(),
         ),
     ] {
-        let out = delegation(&args, stdin.as_bytes());
-        assert_eq!(
-            (out.exit, out.json()),
-            (0, json!({"valid": true, "issues": []})),
-            "{args:?}"
-        );
-        assert_eq!(out.stderr, "");
+        delegation(&args, stdin.as_bytes())
+            .exit(0)
+            .stdout_json(|v| assert_eq!(*v, json!({"valid": true, "issues": []}), "{args:?}"))
+            .stderr_empty();
     }
 
-    let out = delegation(&["check-request", "/nonexistent/r.json"], b"");
-    assert_eq!(out.exit, 65);
-    assert_eq!(
-        out.json(),
-        json!({"valid": false, "issues": [{"code": "request-invalid", "path": "", "message": "the file could not be read: entity not found"}]})
-    );
-    let out = delegation(
+    delegation(&["check-request", "/nonexistent/r.json"], b"")
+        .exit(65)
+        .stdout_json(|v| {
+            assert_eq!(
+                *v,
+                json!({"valid": false, "issues": [{"code": "request-invalid", "path": "", "message": "the file could not be read: entity not found"}]})
+            )
+        })
+        .stderr_empty();
+    delegation(
         &["check-result", "--request", "/nonexistent/r.json", a],
         b"",
-    );
-    assert_eq!(out.exit, 65);
-    assert_eq!(
-        code_paths(&out.json()["issues"]),
-        [("request-invalid".into(), "/request".into())]
-    );
-    let out = delegation(
+    )
+    .exit(65)
+    .stdout_json(|v| {
+        assert_eq!(
+            code_paths(&v["issues"]),
+            [("request-invalid".into(), "/request".into())]
+        )
+    })
+    .stderr_empty();
+    delegation(
         &["check-result", "--request", r, "/nonexistent/a.json"],
         b"",
-    );
-    assert_eq!(
-        code_paths(&out.json()["issues"]),
-        [("result-invalid".into(), "".into())]
-    );
+    )
+    .exit(65)
+    .stdout_json(|v| {
+        assert_eq!(
+            code_paths(&v["issues"]),
+            [("result-invalid".into(), "".into())]
+        )
+    })
+    .stderr_empty();
 
-    let out = delegation(
+    delegation(
         &["check-request", "--max-bytes", "10"],
         example_request().to_string().as_bytes(),
-    );
-    assert_eq!(out.exit, 65);
-    assert!(
-        out.stdout.contains("over the 10 bytes limit"),
-        "{}",
-        out.stdout
-    );
-    let out = delegation(&["check-request"], br#"{"goal":"a","goal":"b"}"#);
-    assert_eq!(out.exit, 65);
-    assert!(out.stdout.contains("duplicate key"), "{}", out.stdout);
-    let out = delegation(&["check-request"], b"\xff\xfe{}");
-    assert_eq!(
-        code_paths(&out.json()["issues"]),
-        [("request-invalid".into(), "".into())]
-    );
+    )
+    .exit(65)
+    .stdout_contains("over the 10 bytes limit")
+    .stderr_empty();
+    delegation(&["check-request"], br#"{"goal":"a","goal":"b"}"#)
+        .exit(65)
+        .stdout_contains("duplicate key")
+        .stderr_empty();
+    delegation(&["check-request"], b"\xff\xfe{}")
+        .exit(65)
+        .stdout_json(|v| {
+            assert_eq!(
+                code_paths(&v["issues"]),
+                [("request-invalid".into(), "".into())]
+            )
+        })
+        .stderr_empty();
 }
 
 #[test]
@@ -877,12 +830,14 @@ fn check_result_accepts_the_envelope_run_prints() {
     let request = dir.path().join("request.json");
     std::fs::write(&request, example_request().to_string()).unwrap();
     let out = run_adapter(&[], &example_request(), &["delegation-echo"]);
-    assert_eq!(out.exit, 0);
-    let check = delegation(
+    out.exit(0).stderr_empty().json();
+    delegation(
         &["check-result", "--request", request.to_str().unwrap()],
-        out.stdout.as_bytes(),
-    );
-    assert_eq!(check.json(), json!({"valid": true, "issues": []}));
+        out.stdout().as_bytes(),
+    )
+    .exit(0)
+    .stdout_json(|v| assert_eq!(*v, json!({"valid": true, "issues": []})))
+    .stderr_empty();
 }
 
 #[test]
@@ -895,10 +850,16 @@ fn usage_errors_print_no_envelope() {
         vec!["check-result", "--request", "-"],
         vec!["check-result", "--request", "-", "-"],
     ] {
-        let out = delegation(&args, request.as_bytes());
-        assert_eq!(out.exit, 2, "{args:?}: {}", out.stderr);
-        assert_eq!(out.stdout, "", "{args:?}");
-        assert!(!out.stderr.is_empty(), "{args:?}");
+        // clap's own `error: …`, or the dispatcher's `error[usage]: …`.
+        delegation(&args, request.as_bytes())
+            .exit(2)
+            .stdout_empty()
+            .stderr_with(|stderr| {
+                assert!(
+                    stderr.starts_with("error: ") || stderr.starts_with("error[usage]: "),
+                    "{args:?}: {stderr}"
+                )
+            });
     }
 }
 
@@ -1054,7 +1015,7 @@ fn schemas_name_the_same_ids_statuses_and_events_as_the_code() {
 #[test]
 fn a_printed_envelope_has_every_member_the_result_schema_requires() {
     let out = run_adapter(&[], &example_request(), &["delegation-echo"]);
-    let e = out.json();
+    let e = out.exit(0).stderr_empty().json();
     let result = schema(SchemaKind::Result);
     for key in result["required"].as_array().unwrap() {
         assert!(e.get(key.as_str().unwrap()).is_some(), "{key} missing: {e}");
@@ -1083,16 +1044,13 @@ fn the_readme_examples_run_from_the_fixtures() {
     assert_eq!(examples.len(), 3, "{examples:?}");
     for example in examples {
         let args: Vec<&str> = example.split_whitespace().collect();
-        let out = Command::new(bin())
-            .arg("delegation")
+        let v = Cmd::new(["delegation"])
             .args(&args)
-            .current_dir(root())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{example}: {out:?}");
-        assert!(out.stderr.is_empty(), "{example}: {out:?}");
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            .cwd(root())
+            .run()
+            .exit(0)
+            .stderr_empty()
+            .json();
         assert!(v["valid"] == true || v["success"] == true, "{example}: {v}");
         if args[0] == "run" {
             assert_eq!(v["provider"], "shell-example");

@@ -766,43 +766,30 @@ fn an_endless_answer_is_cut_at_the_cap_not_read_to_its_end() {
 #[test]
 fn a_signal_while_waiting_for_the_endpoint_is_interrupted() {
     let server = Server::start(|_| Reply::Silence);
-    let mut child = Command::new(bin())
-        .arg("--parent-tool-bridge")
-        .arg(endpoint_bridge(20_000).to_string())
+    let running = Cmd::new(["--parent-tool-bridge", &endpoint_bridge(20_000).to_string()])
         .env(URL_ENV, server.url())
         .env(TOKEN_ENV, TOKEN)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(request().to_string().as_bytes())
-        .unwrap();
+        .stdin(request().to_string())
+        .spawn();
     let until = Instant::now() + Duration::from_secs(10);
     while server.received().is_empty() && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(server.received().len(), 1, "the request arrived");
     let sent = Instant::now();
-    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-    let out = child.wait_with_output().unwrap();
+    running.signal(rustix::process::Signal::TERM);
+    let out = running.wait();
     assert!(sent.elapsed() < MARGIN, "{:?}", sent.elapsed());
-    let envelope: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let envelope = out
+        .exit(1)
+        .stderr_eq(
+            "error[interrupted]: the dispatcher received SIGTERM while waiting for the endpoint\n",
+        )
+        .json();
     assert_eq!(envelope["status"], "failed", "{envelope}");
     assert_eq!(envelope["error"]["code"], "interrupted");
     assert_eq!(envelope["error"]["retryable"], true);
     assert_eq!(envelope["error"]["details"]["signal"], "SIGTERM");
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        stderr.trim_end(),
-        "error[interrupted]: the dispatcher received SIGTERM while waiting for the endpoint"
-    );
 }
 
 /// A CA, and a server certificate for 127.0.0.1 and localhost signed by it.
@@ -973,22 +960,18 @@ fn the_token_and_the_url_never_leave_even_when_the_endpoint_echoes_them() {
 
 #[test]
 fn sandbox_env_never_shows_the_endpoint() {
-    let out = Command::new(bin())
-        .args(["sandbox-env", "--parent-tool-bridge"])
+    Cmd::new(["sandbox-env", "--parent-tool-bridge"])
         .arg(endpoint_bridge(10_000).to_string())
         .env(URL_ENV, format!("https://example.invalid{SECRET_PATH}"))
         .env(TOKEN_ENV, TOKEN)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        stdout.contains("WP_CODEBOX_PARENT_TOOL_DISPATCH_MODE=host_endpoint\n"),
-        "{stdout}"
-    );
-    assert_eq!(stdout.lines().count(), 5, "{stdout}");
-    assert!(!stdout.contains(TOKEN) && !stdout.contains(SECRET_PATH) && !stdout.contains(URL_ENV));
-    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+        .run()
+        .exit(0)
+        .stdout_contains("WP_CODEBOX_PARENT_TOOL_DISPATCH_MODE=host_endpoint\n")
+        .stdout_with(|stdout| assert_eq!(stdout.lines().count(), 5, "{stdout}"))
+        .stdout_lacks(TOKEN)
+        .stdout_lacks(SECRET_PATH)
+        .stdout_lacks(URL_ENV)
+        .stderr_empty();
 }
 
 #[test]

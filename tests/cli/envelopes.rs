@@ -12,20 +12,19 @@ fn marker() -> (tempfile::TempDir, PathBuf) {
 #[test]
 fn no_bridge_at_all_is_a_usage_error_without_envelope() {
     let run = Dispatch::adapter(&["echo"]).raw_bridge(None).run();
-    assert_eq!(run.exit, 2);
-    assert!(run.stdout.is_empty());
-    assert!(
-        run.stderr.contains("--parent-tool-bridge"),
-        "{}",
-        run.stderr
-    );
+    run.output()
+        .exit(2)
+        .stdout_empty()
+        .stderr_contains("--parent-tool-bridge");
 }
 
 #[test]
 fn unknown_flag_is_a_usage_error() {
     let run = Dispatch::adapter(&["echo"]).args(&["--no-such-flag"]).run();
-    assert_eq!(run.exit, 2);
-    assert!(run.stdout.is_empty());
+    run.output()
+        .exit(2)
+        .stdout_empty()
+        .stderr_starts_with("error: unexpected argument '--no-such-flag' found");
 }
 
 #[test]
@@ -228,34 +227,11 @@ fn bridge_ref_must_match_when_the_request_pins_one() {
     run.expect("denied", Some("bridge_ref_mismatch"), 77);
 
     // The right ref, computed independently: sha256 over sorted-key compact JSON.
-    let b = bridge(&["echo"]);
-    let canonical = serde_json::to_string(&sorted(&b)).unwrap();
-    use sha2::Digest;
-    let hex: String = sha2::Sha256::digest(canonical.as_bytes())
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect();
+    let right = bridge_ref(&bridge(&["echo"]));
     let run = Dispatch::adapter(&["echo"])
-        .request(|r| r["metadata"]["bridge_ref"] = json!(format!("sha256:{hex}")))
+        .request(|r| r["metadata"]["bridge_ref"] = json!(right))
         .run();
     run.expect("succeeded", None, 0);
-}
-
-/// Rebuild a value with every object's keys in sorted order.
-pub fn sorted(v: &Value) -> Value {
-    match v {
-        Value::Object(map) => {
-            let mut keys: Vec<_> = map.keys().collect();
-            keys.sort();
-            Value::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), sorted(&map[k])))
-                    .collect(),
-            )
-        }
-        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
-        other => other.clone(),
-    }
 }
 
 #[test]

@@ -5,8 +5,6 @@
 //! The runner has a watchdog: a dispatcher that hangs fails the test instead of hanging it.
 
 use super::*;
-use std::io::{BufRead, BufReader, Read};
-use std::os::unix::process::CommandExt;
 
 /// Far beyond anything a working dispatcher needs here; only a hang gets near it.
 const WATCHDOG: Duration = Duration::from_secs(30);
@@ -26,12 +24,7 @@ struct FileRun {
 #[derive(Debug)]
 struct Seen {
     envelope: Value,
-    stderr: String,
-    exit: i32,
-    /// From spawn to the envelope's newline on stdout.
-    envelope_after: Duration,
-    /// From spawn to exit.
-    elapsed: Duration,
+    output: Output,
 }
 
 impl FileRun {
@@ -61,97 +54,52 @@ impl FileRun {
         let mut bridge = bridge(&steps);
         bridge["dispatcher"]["command"]["transport"] = json!("file");
         bridge["dispatcher"]["timeout_ms"] = json!(TIMEOUT_MS);
-        let mut cmd = Command::new(bin());
-        cmd.arg("--parent-tool-bridge")
-            .arg(bridge.to_string())
-            .env_remove("PARENT_TOOL_DISPATCH_BRIDGE")
+        let mut cmd = Cmd::new(["--parent-tool-bridge", &bridge.to_string()])
             .env("TMPDIR", self.tmpdir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stdin(request().to_string())
+            .watchdog(WATCHDOG);
         if let Some(mask) = self.umask {
-            // SAFETY: umask(2) is async-signal-safe and touches no memory; it is all that runs
-            // between fork and exec.
-            unsafe {
-                cmd.pre_exec(move || {
-                    rustix::process::umask(rustix::fs::Mode::from_raw_mode(mask));
-                    Ok(())
-                });
-            }
+            cmd = cmd.umask(mask);
         }
-        let start = Instant::now();
-        let mut child = cmd.spawn().expect("spawn the dispatcher");
-        let mut stdin = child.stdin.take().unwrap();
-        let request = request().to_string();
-        let writer = std::thread::spawn(move || {
-            use std::io::Write;
-            let _ = stdin.write_all(request.as_bytes());
-        });
-        let stdout = child.stdout.take().unwrap();
-        let out = std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut line = String::new();
-            let _ = reader.read_line(&mut line);
-            let at = start.elapsed();
-            let mut rest = String::new();
-            let _ = reader.read_to_string(&mut rest);
-            (line, at, rest)
-        });
-        let mut stderr = child.stderr.take().unwrap();
-        let err = std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = stderr.read_to_string(&mut text);
-            text
-        });
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if start.elapsed() > WATCHDOG {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("the dispatcher hung for {WATCHDOG:?} and was killed");
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        let elapsed = start.elapsed();
-        let _ = writer.join();
-        let (line, envelope_after, rest) = out.join().unwrap();
-        assert_eq!(rest, "", "exactly one line on stdout");
+        let output = cmd.run();
         Seen {
-            envelope: serde_json::from_str(&line).expect("stdout is one JSON envelope"),
-            stderr: err.join().unwrap(),
-            exit: status.code().unwrap_or(-1),
-            envelope_after,
-            elapsed,
+            envelope: output.json(),
+            output,
         }
     }
 }
 
 impl Seen {
+    /// Status, code and exit together; stderr is stated by [`Seen::assert_stderr_has`], or
+    /// else must be empty.
     fn expect(&self, status: &str, code: Option<&str>, exit: i32) -> &Seen {
-        let context = format!("envelope: {:#}\nstderr: {}", self.envelope, self.stderr);
+        let context = format!("envelope: {:#}\n{:?}", self.envelope, self.output);
         assert_eq!(self.envelope["status"], status, "{context}");
         if let Some(code) = code {
             assert_eq!(self.envelope["error"]["code"], code, "{context}");
         }
-        assert_eq!(self.exit, exit, "{context}");
+        self.output.exit(exit);
         self
     }
 
     fn assert_stderr_has(&self, text: &str) -> &Seen {
-        assert!(
-            self.stderr.contains(text),
-            "{text:?} not in stderr: {}",
-            self.stderr
-        );
+        self.output.stderr_contains(text);
         self
+    }
+
+    /// From spawn to the envelope's newline on stdout.
+    fn envelope_after(&self) -> Duration {
+        self.output.first_line_after().expect("an envelope line")
     }
 
     /// Returned well within the bridge timeout: nothing waited on the adapter's leftovers.
     fn assert_prompt(&self) -> &Seen {
         let bound = Duration::from_millis(TIMEOUT_MS) + MARGIN;
-        assert!(self.elapsed < bound, "took {:?}", self.elapsed);
+        assert!(
+            self.output.elapsed() < bound,
+            "took {:?}",
+            self.output.elapsed()
+        );
         self
     }
 }
@@ -231,7 +179,7 @@ fn what_the_adapter_leaves_is_removed_without_following_links() {
     let run = FileRun::new(&[&tree, "litter:2000", "file-echo"]);
     let seen = run.run();
     seen.expect("succeeded", None, 0).assert_prompt();
-    assert!(!seen.stderr.contains("warning"), "{}", seen.stderr);
+    seen.output.stderr_lacks("warning");
     assert!(run.leftovers().is_empty(), "{:?}", run.leftovers());
     let kept: Vec<_> = std::fs::read_dir(outside.path())
         .unwrap()
@@ -248,15 +196,15 @@ fn a_flood_of_leftovers_is_cleaned_within_the_budget_and_the_rest_reported() {
     seen.expect("succeeded", None, 0);
     let bound = Duration::from_millis(TIMEOUT_MS) + MARGIN;
     assert!(
-        seen.envelope_after < bound,
+        seen.envelope_after() < bound,
         "envelope after {:?}",
-        seen.envelope_after
+        seen.envelope_after()
     );
     // The cleanup's own budget is 2 s, on top of the envelope.
     assert!(
-        seen.elapsed < bound + Duration::from_secs(2),
+        seen.output.elapsed() < bound + Duration::from_secs(2),
         "exit after {:?}",
-        seen.elapsed
+        seen.output.elapsed()
     );
     let left = run.leftovers();
     assert_eq!(left.len(), 1, "{left:?}");

@@ -222,23 +222,23 @@ fn file_transport_without_a_result_file_is_result_invalid() {
 
 #[test]
 fn pretty_prints_one_indented_envelope() {
-    let out = std::process::Command::new(bin())
-        .args(["--pretty", "--parent-tool-bridge"])
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), request().to_string()).unwrap();
+    Cmd::new(["--pretty", "--parent-tool-bridge"])
         .arg(bridge(&["echo"]).to_string())
         .arg("-")
-        .stdin(std::fs::File::open(write_temp(&request().to_string())).unwrap())
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.lines().count() > 5 && text.starts_with("{\n"));
-    let v: Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(v["status"], "succeeded");
-}
-
-fn write_temp(text: &str) -> PathBuf {
-    let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), text).unwrap();
-    file.into_temp_path().keep().unwrap()
+        .stdin_file(std::fs::File::open(file.path()).unwrap())
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_with(|text| {
+            assert!(
+                text.lines().count() > 5 && text.starts_with("{\n"),
+                "{text}"
+            );
+            let v: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(v["status"], "succeeded");
+        });
 }
 
 #[test]
@@ -285,7 +285,8 @@ fn a_bad_tool_map_is_a_usage_error() {
     let run = Dispatch::adapter(&["echo"])
         .args(&["--tool-map", "{not json"])
         .run();
-    assert_eq!(run.exit, 2);
-    assert!(run.stdout.is_empty());
-    assert!(run.stderr.contains("--tool-map"), "{}", run.stderr);
+    run.output()
+        .exit(2)
+        .stdout_empty()
+        .stderr_contains("--tool-map");
 }

@@ -2,7 +2,6 @@
 //! read, hints for common mistakes, warnings for bridge typos, and nothing that can drive the
 //! terminal. stdout keeps its machine-readable shape throughout.
 
-use super::subcommands::run_with_stdin;
 use super::*;
 
 /// The hostile adapter message of the review: erase the line, go home, print a forged line.
@@ -28,36 +27,47 @@ fn validate_says_the_first_issue_and_how_many_more_on_stderr() {
     let mut doc = request();
     doc.as_object_mut().unwrap().remove("request_id");
     doc["tool"] = json!("");
-    let (exit, stdout, stderr) = run_with_stdin(&["validate", "request"], &doc.to_string());
-    assert_eq!(exit, 65);
-    let report: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(report["valid"], false);
-    assert_eq!(report["issues"].as_array().unwrap().len(), 2);
-    assert_eq!(
-        stderr,
-        "error[request_invalid]: /request_id: required key \"request_id\" is missing (and 1 more issue)\n"
-    );
+    Cmd::new(["validate", "request"])
+        .stdin(doc.to_string())
+        .run()
+        .exit(65)
+        .stdout_json(|report| {
+            assert_eq!(report["valid"], false);
+            assert_eq!(report["issues"].as_array().unwrap().len(), 2);
+        })
+        .stderr_eq(
+            "error[request_invalid]: /request_id: required key \"request_id\" is missing (and 1 more issue)\n",
+        );
 
-    let (exit, stdout, stderr) = run_with_stdin(&["validate", "bridge"], "{}");
-    assert_eq!(exit, 65);
-    assert!(stdout.starts_with("{\"valid\":false,"));
-    assert!(
-        stderr.starts_with(
-            "error[bridge_invalid]: /schema: required key \"schema\" is missing (and "
-        ) && stderr.ends_with(" more issues)\n"),
-        "{stderr}"
-    );
+    Cmd::new(["validate", "bridge"])
+        .stdin("{}")
+        .run()
+        .exit(65)
+        .stdout_json(|report| assert_eq!(report["valid"], false))
+        .stdout_with(|stdout| assert!(stdout.starts_with("{\"valid\":false,"), "{stdout}"))
+        .stderr_with(|stderr| {
+            assert!(
+                stderr.starts_with(
+                    "error[bridge_invalid]: /schema: required key \"schema\" is missing (and "
+                ) && stderr.ends_with(" more issues)\n"),
+                "{stderr}"
+            )
+        });
 
-    let (exit, _, stderr) = run_with_stdin(&["validate", "result"], "[]");
-    assert_eq!(exit, 65);
-    assert_eq!(
-        stderr,
-        "error[result_invalid]: top level is an array, not an object\n"
-    );
+    Cmd::new(["validate", "result"])
+        .stdin("[]")
+        .run()
+        .exit(65)
+        .stdout_json(|report| assert_eq!(report["valid"], false))
+        .stderr_eq("error[result_invalid]: top level is an array, not an object\n");
 
     // Valid: nothing on stderr.
-    let (exit, _, stderr) = run_with_stdin(&["validate", "request"], &request().to_string());
-    assert_eq!((exit, stderr.as_str()), (0, ""));
+    Cmd::new(["validate", "request"])
+        .stdin(request().to_string())
+        .run()
+        .exit(0)
+        .stdout_json(|report| assert_eq!(*report, json!({"valid": true, "issues": []})))
+        .stderr_empty();
 }
 
 #[test]
@@ -65,15 +75,14 @@ fn validate_names_a_missing_file_on_stderr_but_not_in_the_report() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("brigde.json");
     let missing = missing.to_str().unwrap();
-    let (exit, stdout, stderr) = run_with_stdin(&["validate", "bridge", missing], "");
-    assert_eq!(exit, 65);
-    assert_eq!(
-        stderr,
-        format!("error[bridge_invalid]: reading bridge file {missing}: No such file or directory (os error 2)\n")
-    );
-    let report: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(report["issues"][0]["code"], "unreadable");
-    assert!(!stdout.contains(dir.path().to_str().unwrap()), "{stdout}");
+    Cmd::new(["validate", "bridge", missing])
+        .run()
+        .exit(65)
+        .stderr_eq(format!(
+            "error[bridge_invalid]: reading bridge file {missing}: No such file or directory (os error 2)\n"
+        ))
+        .stdout_json(|report| assert_eq!(report["issues"][0]["code"], "unreadable"))
+        .stdout_lacks(dir.path().to_str().unwrap());
 }
 
 fn typo_bridge() -> Value {
@@ -86,10 +95,11 @@ fn typo_bridge() -> Value {
 
 #[test]
 fn validate_bridge_warns_about_typos_and_strict_refuses_them() {
-    let (exit, stdout, stderr) =
-        run_with_stdin(&["validate", "bridge"], &typo_bridge().to_string());
-    assert_eq!(exit, 0, "{stderr}");
-    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let out = Cmd::new(["validate", "bridge"])
+        .stdin(typo_bridge().to_string())
+        .run();
+    out.exit(0);
+    let report = out.json();
     assert_eq!(report["valid"], true);
     assert_eq!(report["issues"], json!([]));
     assert_eq!(
@@ -103,26 +113,24 @@ fn validate_bridge_warns_about_typos_and_strict_refuses_them() {
              "message": "unknown key \"transprot\" (did you mean \"transport\"?)"}
         ])
     );
-    assert_eq!(
-        stderr,
+    out.stderr_eq(
         "warning[unknown_key]: /dispatcher/timeout_sm: unknown key \"timeout_sm\" (did you mean \"timeout_ms\"?)\n\
          warning[unknown_key]: /dispatcher/transport: key \"transport\" belongs in dispatcher.command, not dispatcher; here it is ignored\n\
-         warning[unknown_key]: /dispatcher/command/transprot: unknown key \"transprot\" (did you mean \"transport\"?)\n"
+         warning[unknown_key]: /dispatcher/command/transprot: unknown key \"transprot\" (did you mean \"transport\"?)\n",
     );
 
-    let (exit, stdout, stderr) = run_with_stdin(
-        &["validate", "bridge", "--strict"],
-        &typo_bridge().to_string(),
-    );
-    assert_eq!(exit, 65);
-    let report: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(report["valid"], false);
-    assert_eq!(report["issues"].as_array().unwrap().len(), 3);
-    assert!(report.get("warnings").is_none(), "{report}");
-    assert_eq!(
-        stderr,
-        "error[bridge_invalid]: /dispatcher/timeout_sm: unknown key \"timeout_sm\" (did you mean \"timeout_ms\"?) (and 2 more issues)\n"
-    );
+    Cmd::new(["validate", "bridge", "--strict"])
+        .stdin(typo_bridge().to_string())
+        .run()
+        .exit(65)
+        .stdout_json(|report| {
+            assert_eq!(report["valid"], false);
+            assert_eq!(report["issues"].as_array().unwrap().len(), 3);
+            assert!(report.get("warnings").is_none(), "{report}");
+        })
+        .stderr_eq(
+            "error[bridge_invalid]: /dispatcher/timeout_sm: unknown key \"timeout_sm\" (did you mean \"timeout_ms\"?) (and 2 more issues)\n",
+        );
 }
 
 #[test]
@@ -131,13 +139,11 @@ fn upstream_bridges_validate_clean_even_in_strict_mode() {
         "fixtures/upstream/example-bridge.host_command.json",
         "fixtures/bridge.json",
     ] {
-        let (exit, stdout, stderr) =
-            run_with_stdin(&["validate", "bridge", "--strict", &fixture(file)], "");
-        assert_eq!((exit, stderr.as_str()), (0, ""), "{file}");
-        assert_eq!(
-            serde_json::from_str::<Value>(&stdout).unwrap(),
-            json!({"valid": true, "issues": []})
-        );
+        Cmd::new(["validate", "bridge", "--strict", &fixture(file)])
+            .run()
+            .exit(0)
+            .stderr_empty()
+            .stdout_json(|v| assert_eq!(*v, json!({"valid": true, "issues": []})));
     }
 }
 
@@ -171,34 +177,34 @@ fn the_main_job_still_runs_a_bridge_with_typos_and_reports_bridge_files_as_befor
 
 #[test]
 fn sandbox_env_says_why_in_the_same_format_and_names_files() {
-    let (exit, stdout, stderr) = run_with_stdin(&["sandbox-env", "--parent-tool-bridge", "{}"], "");
-    assert_eq!((exit, stdout.as_str()), (69, ""));
-    assert!(
-        stderr.starts_with(
-            "error[bridge_invalid]: /schema: required key \"schema\" is missing (and "
-        ) && stderr.ends_with(" more issues)\n")
-            && stderr.lines().count() == 1,
-        "{stderr}"
-    );
+    Cmd::new(["sandbox-env", "--parent-tool-bridge", "{}"])
+        .run()
+        .exit(69)
+        .stdout_empty()
+        .stderr_with(|stderr| {
+            assert!(
+                stderr.starts_with(
+                    "error[bridge_invalid]: /schema: required key \"schema\" is missing (and "
+                ) && stderr.ends_with(" more issues)\n")
+                    && stderr.lines().count() == 1,
+                "{stderr}"
+            )
+        });
 
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("brigde.json");
-    let (exit, stdout, stderr) = run_with_stdin(
-        &[
-            "sandbox-env",
-            "--parent-tool-bridge",
-            &format!("@{}", missing.display()),
-        ],
-        "",
-    );
-    assert_eq!((exit, stdout.as_str()), (69, ""));
-    assert_eq!(
-        stderr,
-        format!(
-            "error[bridge_invalid]: reading bridge file {}: No such file or directory (os error 2)\n",
-            missing.display()
-        )
-    );
+    Cmd::new([
+        "sandbox-env",
+        "--parent-tool-bridge",
+        &format!("@{}", missing.display()),
+    ])
+    .run()
+    .exit(69)
+    .stdout_empty()
+    .stderr_eq(format!(
+        "error[bridge_invalid]: reading bridge file {}: No such file or directory (os error 2)\n",
+        missing.display()
+    ));
 }
 
 #[test]
@@ -207,32 +213,40 @@ fn a_bridge_path_without_the_at_gets_a_hint() {
     let path = dir.path().join("bridge.json");
     std::fs::write(&path, bridge(&["echo"]).to_string()).unwrap();
     let arg = path.to_str().unwrap();
-    let (exit, stdout, stderr) = run_with_stdin(&["sandbox-env", "--parent-tool-bridge", arg], "");
-    assert_eq!((exit, stdout.as_str()), (69, ""));
-    assert!(
-        stderr
-            .starts_with("error[bridge_invalid]: parsing the bridge JSON: invalid JSON at line 1")
-            && stderr.ends_with(&format!(" (did you mean @{arg}?)\n")),
-        "{stderr}"
-    );
+    Cmd::new(["sandbox-env", "--parent-tool-bridge", arg])
+        .run()
+        .exit(69)
+        .stdout_empty()
+        .stderr_starts_with(
+            "error[bridge_invalid]: parsing the bridge JSON: invalid JSON at line 1",
+        )
+        .stderr_with(|stderr| {
+            assert!(
+                stderr.ends_with(&format!(" (did you mean @{arg}?)\n")),
+                "{stderr}"
+            )
+        });
 }
 
 #[test]
 fn sandbox_env_prints_bridge_warnings_and_still_answers() {
-    let (exit, stdout, stderr) = run_with_stdin(
-        &[
-            "sandbox-env",
-            "--parent-tool-bridge",
-            &typo_bridge().to_string(),
-        ],
-        "",
-    );
-    assert_eq!(exit, 0);
-    assert_eq!(stdout.lines().count(), 5);
-    assert_eq!(stderr.lines().count(), 3);
-    assert!(stderr
-        .lines()
-        .all(|l| l.starts_with("warning[unknown_key]: /dispatcher/")));
+    Cmd::new([
+        "sandbox-env",
+        "--parent-tool-bridge",
+        &typo_bridge().to_string(),
+    ])
+    .run()
+    .exit(0)
+    .stdout_with(|stdout| assert_eq!(stdout.lines().count(), 5, "{stdout}"))
+    .stderr_with(|stderr| {
+        assert_eq!(stderr.lines().count(), 3, "{stderr}");
+        assert!(
+            stderr
+                .lines()
+                .all(|l| l.starts_with("warning[unknown_key]: /dispatcher/")),
+            "{stderr}"
+        );
+    });
 }
 
 #[test]
@@ -251,59 +265,56 @@ fn mistyped_subcommands_are_named_not_taken_for_the_request() {
             "completions",
         ),
     ] {
-        let (exit, stdout, stderr) = run_with_stdin(line, "");
-        assert_eq!(exit, 2, "{line:?}: {stderr}");
-        assert_eq!(stdout, "", "no envelope");
-        assert_eq!(
-            stderr,
-            format!(
+        // No envelope: nothing on stdout.
+        Cmd::new(line)
+            .run()
+            .exit(2)
+            .stdout_empty()
+            .stderr_eq(format!(
                 "error: unrecognized subcommand '{typed}'\n\n  did you mean '{meant}'?\n\n\
-                 For more information, try '--help'.\n"
-            )
-        );
+             For more information, try '--help'.\n"
+            ));
     }
     // Hostile input in the typo is escaped.
-    let (exit, _, stderr) = run_with_stdin(&["valdat\u{1b}"], "");
-    assert_eq!(exit, 2);
-    assert!(
-        stderr.starts_with("error: unrecognized subcommand 'valdat\\x1b'"),
-        "{stderr}"
-    );
-    no_terminal_controls(&stderr);
+    Cmd::new(["valdat\u{1b}"])
+        .run()
+        .exit(2)
+        .stdout_empty()
+        .stderr_starts_with("error: unrecognized subcommand 'valdat\\x1b'")
+        .stderr_with(no_terminal_controls);
 }
 
 #[test]
 fn clap_errors_cannot_drive_the_terminal() {
     let flag = format!("--{HOSTILE}");
-    let (exit, stdout, stderr) = run_with_stdin(&[&flag], "");
-    assert_eq!((exit, stdout.as_str()), (2, ""));
-    // clap drops the colour sequences itself; what is left is escaped.
-    assert!(
-        stderr.contains("'--\\rerror[forged]: fake line'"),
-        "{stderr}"
-    );
-    no_terminal_controls(&stderr);
+    Cmd::new([&flag])
+        .run()
+        .exit(2)
+        .stdout_empty()
+        // clap drops the colour sequences itself; what is left is escaped.
+        .stderr_contains("'--\\rerror[forged]: fake line'")
+        .stderr_with(no_terminal_controls);
 }
 
 #[test]
 fn hostile_keys_in_a_bridge_are_escaped_in_warnings() {
     let mut b = bridge(&["echo"]);
     b["dispatcher"][HOSTILE] = json!(1);
-    let (exit, stdout, stderr) = run_with_stdin(&["validate", "bridge"], &b.to_string());
-    assert_eq!(exit, 0);
-    // The JSON report keeps the key exactly (JSON escapes it); stderr shows it escaped.
-    let report: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(
-        report["warnings"][0]["path"],
-        format!("/dispatcher/{HOSTILE}")
-    );
-    assert!(
-        stderr.starts_with(
-            "warning[unknown_key]: /dispatcher/\\x1b[2K\\rerror[forged]: \\x1b[31mfake line: "
-        ),
-        "{stderr}"
-    );
-    no_terminal_controls(&stderr);
+    Cmd::new(["validate", "bridge"])
+        .stdin(b.to_string())
+        .run()
+        .exit(0)
+        // The JSON report keeps the key exactly (JSON escapes it); stderr shows it escaped.
+        .stdout_json(|report| {
+            assert_eq!(
+                report["warnings"][0]["path"],
+                format!("/dispatcher/{HOSTILE}")
+            )
+        })
+        .stderr_starts_with(
+            "warning[unknown_key]: /dispatcher/\\x1b[2K\\rerror[forged]: \\x1b[31mfake line: ",
+        )
+        .stderr_with(no_terminal_controls);
 }
 
 #[test]
@@ -311,28 +322,11 @@ fn workspace_adapter_messages_escape_hostile_request_paths() {
     let dir = tempfile::tempdir().unwrap();
     let mut req = request();
     req["input"] = json!({"path": HOSTILE});
-    let (exit, stdout, _) = {
-        use std::io::Write;
-        let mut child = Command::new(bin())
-            .args(["adapter", "workspace", "--root"])
-            .arg(dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(req.to_string().as_bytes()).unwrap();
-        drop(stdin);
-        let out = child.wait_with_output().unwrap();
-        (
-            out.status.code(),
-            String::from_utf8(out.stdout).unwrap(),
-            String::from_utf8(out.stderr).unwrap(),
-        )
-    };
-    assert_eq!(exit, Some(0));
-    let envelope: Value = serde_json::from_str(&stdout).unwrap();
+    let out = Cmd::new(["adapter", "workspace", "--root"])
+        .arg(dir.path())
+        .stdin(req.to_string())
+        .run();
+    let envelope = out.exit(0).stderr_empty().json();
     assert_eq!(envelope["error"]["code"], "not_found");
     let message = envelope["error"]["message"].as_str().unwrap();
     assert_eq!(
@@ -345,12 +339,13 @@ fn workspace_adapter_messages_escape_hostile_request_paths() {
 #[test]
 fn completions_leave_hidden_subcommands_out() {
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
-        let (exit, stdout, stderr) = run_with_stdin(&["completions", shell], "");
-        assert_eq!((exit, stderr.as_str()), (0, ""), "{shell}");
-        assert!(
-            !stdout.contains("test-adapter"),
-            "{shell} offers __test-adapter"
-        );
+        let out = Cmd::new(["completions", shell]).run();
+        // No __test-adapter on offer.
+        let stdout = out
+            .exit(0)
+            .stderr_empty()
+            .stdout_lacks("test-adapter")
+            .stdout();
         for visible in [
             "validate",
             "sandbox-env",
@@ -365,8 +360,12 @@ fn completions_leave_hidden_subcommands_out() {
 
 #[test]
 fn help_prints_the_exit_status_table_from_error_rs() {
-    let (exit, stdout, stderr) = run_with_stdin(&["--help"], "");
-    assert_eq!((exit, stderr.as_str()), (0, ""));
+    let out = Cmd::new(["--help"]).run();
+    let stdout = out
+        .exit(0)
+        .stderr_empty()
+        .stdout_contains("Exit status")
+        .stdout();
     let section = stdout.split("Exit status").nth(1).unwrap();
     for row in parent_tool_dispatch::error::EXIT_STATUSES {
         let line = format!("{:>3} {}", row.code, row.label);
@@ -376,11 +375,13 @@ fn help_prints_the_exit_status_table_from_error_rs() {
 
 #[test]
 fn sandbox_env_help_promises_no_envelope() {
-    let (exit, stdout, _) = run_with_stdin(&["sandbox-env", "--help"], "");
-    assert_eq!(exit, 0);
-    assert!(!stdout.contains("envelope;"), "{stdout}");
-    assert!(stdout.contains("no envelope"), "{stdout}");
-    assert!(stdout.contains("exit 69"), "{stdout}");
+    Cmd::new(["sandbox-env", "--help"])
+        .run()
+        .exit(0)
+        .stdout_lacks("envelope;")
+        .stdout_contains("no envelope")
+        .stdout_contains("exit 69")
+        .stderr_empty();
 }
 
 /// stdin is a terminal: the hint tells the human what the silent wait is, before anything is
@@ -398,36 +399,19 @@ fn validate_hints_when_reading_from_a_terminal() {
         .write(true)
         .open(name.to_str().unwrap())
         .unwrap();
-    let mut child = Command::new(bin())
-        .args(["validate", "request"])
-        .stdin(Stdio::from(slave))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    // Bounded: a hint-less build would still end, but a broken Ctrl-D must not hang the suite.
+    let running = Cmd::new(["validate", "request"])
+        .stdin_file(slave)
+        .watchdog(Duration::from_secs(20))
+        .spawn();
     let mut master = std::fs::File::from(master);
     // One line, then Ctrl-D at the start of the next: end of input in canonical mode.
     master
         .write_all(format!("{}\n\u{4}", request()).as_bytes())
         .unwrap();
-    // Bounded: a hint-less build would still end, but a broken Ctrl-D must not hang the suite.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("validate did not finish reading from the terminal");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = running.wait();
     drop(master);
-    assert_eq!(out.status.code(), Some(0));
-    assert_eq!(
-        String::from_utf8(out.stderr).unwrap(),
-        "reading the request from stdin (end with Ctrl-D)\u{2026}\n"
-    );
-    assert_eq!(
-        serde_json::from_slice::<Value>(&out.stdout).unwrap(),
-        json!({"valid": true, "issues": []})
-    );
+    out.exit(0)
+        .stderr_eq("reading the request from stdin (end with Ctrl-D)\u{2026}\n")
+        .stdout_json(|v| assert_eq!(*v, json!({"valid": true, "issues": []})));
 }

@@ -1,5 +1,10 @@
-//! One integration binary for the whole CLI: a module per area, and a small builder
-//! ([`Dispatch`]) so that every test reads like a sentence and compares parsed JSON.
+//! One integration binary for the whole CLI: a module per area; [`Cmd`] (in `support/`), the
+//! one way to run the binary, which makes every test state its exit status, stdout and stderr;
+//! and on top of it [`Dispatch`], the builder for the main job, so that every test reads like
+//! a sentence and compares parsed JSON.
+
+// All of this crate is test code: a failed unwrap is a failed test, with its location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod codes;
 mod core;
@@ -21,13 +26,15 @@ mod replay;
 mod robustness;
 mod schema;
 mod subcommands;
+mod support;
 mod transcripts;
 mod whole_loop;
 mod workspace;
 
+pub use support::*;
+
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The binary under test.
@@ -88,7 +95,9 @@ pub struct Dispatch {
     data_limit: Option<u64>,
 }
 
-/// What a run produced.
+/// What a run produced. Its stdout was checked when it ran (nothing, or one JSON envelope
+/// line); its exit status and stderr are stated by [`Run::expect`] or through [`Run::output`],
+/// or else held to the strict defaults of [`Output`] (exit 0, nothing on stderr).
 #[derive(Debug)]
 pub struct Run {
     pub envelope: Value,
@@ -96,6 +105,7 @@ pub struct Run {
     pub stderr: String,
     pub exit: i32,
     pub elapsed: Duration,
+    output: Output,
 }
 
 impl Dispatch {
@@ -171,64 +181,37 @@ impl Dispatch {
 
     /// Run the dispatcher and parse its envelope.
     pub fn run(self) -> Run {
-        let mut cmd = Command::new(bin());
-        if let Some(bridge) = &self.bridge {
-            cmd.arg("--parent-tool-bridge").arg(bridge);
+        let mut args = Vec::new();
+        if let Some(bridge) = self.bridge {
+            args.extend(["--parent-tool-bridge".to_string(), bridge]);
         }
-        cmd.args(&self.args)
-            .env_remove("PARENT_TOOL_DISPATCH_BRIDGE")
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        args.extend(self.args);
+        let mut cmd = Cmd::new(args).stdin(self.stdin);
+        for (name, value) in &self.env {
+            cmd = cmd.env(name, value);
+        }
         if let Some(dir) = &self.cwd {
-            cmd.current_dir(dir);
+            cmd = cmd.cwd(dir);
         }
-        let start = Instant::now();
-        let mut child = cmd.spawn().expect("spawn the dispatcher");
         if let Some(limit) = self.data_limit {
-            // Set before the request is written: the dispatcher allocates nothing big until
-            // it has read it.
-            let pid = rustix::process::Pid::from_child(&child);
-            let rlimit = rustix::process::Rlimit {
-                current: Some(limit),
-                maximum: Some(limit),
-            };
-            rustix::process::prlimit(Some(pid), rustix::process::Resource::Data, rlimit)
-                .expect("set RLIMIT_DATA");
+            cmd = cmd.data_limit(limit);
         }
-        let mut stdin = child.stdin.take().unwrap();
-        let bytes = self.stdin.clone();
-        let writer = std::thread::spawn(move || {
-            use std::io::Write;
-            let _ = stdin.write_all(&bytes);
-        });
-        let out = child.wait_with_output().expect("wait for the dispatcher");
-        let elapsed = start.elapsed();
-        let _ = writer.join();
-        let stdout = String::from_utf8(out.stdout).expect("stdout is UTF-8");
+        let output = cmd.run();
+        let (exit, stdout, stderr) = output.unchecked();
+        // The main job prints one envelope line, or nothing at all (a usage error).
         let envelope = if stdout.is_empty() {
             Value::Null
         } else {
-            assert_eq!(
-                stdout.matches('\n').count(),
-                1,
-                "exactly one line on stdout: {stdout}"
-            );
-            // A number a tree cannot hold (1e400) is valid JSON the dispatcher passes through:
-            // check such a line with the product's own strict reader, and leave the tree empty.
-            serde_json::from_str(&stdout).unwrap_or_else(|_| {
-                parent_tool_dispatch::json::check_object(stdout.trim_end().as_bytes(), usize::MAX)
-                    .expect("stdout is one JSON envelope");
-                Value::Null
-            })
+            json_line(stdout)
         };
+        output.stated_elsewhere(false, true, false);
         Run {
             envelope,
-            stdout,
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-            exit: out.status.code().unwrap_or(-1),
-            elapsed,
+            stdout: stdout.to_string(),
+            stderr: stderr.to_string(),
+            exit,
+            elapsed: output.elapsed(),
+            output,
         }
     }
 }
@@ -249,8 +232,11 @@ impl Run {
         &self.envelope["diagnostics"]["dispatch"]
     }
 
-    /// Assert status, code and exit together, with the whole envelope on failure.
+    /// Assert status, code and exit together, with the whole envelope on failure; stderr must
+    /// follow the envelope (see [`Run::stderr_problem`]). This states exit and stderr.
+    #[track_caller]
     pub fn expect(&self, status: &str, code: Option<&str>, exit: i32) -> &Run {
+        self.output.stated_elsewhere(true, false, true);
         assert_eq!(
             self.status(),
             status,
@@ -266,14 +252,23 @@ impl Run {
             "exit; envelope: {:#}\nstderr: {}",
             self.envelope, self.stderr
         );
-        self.expect_stderr_matches_status();
+        if let Some(problem) = self.stderr_problem() {
+            panic!("{problem}");
+        }
         self
     }
 
-    /// stderr follows the envelope: a failure has exactly one `error[<code>]: …` line naming
-    /// the envelope's code; a success has none (`error[result_file]` aside). Other lines (warnings, hints, the adapter's
-    /// forwarded notes) are allowed; every line is free of terminal control characters.
-    fn expect_stderr_matches_status(&self) {
+    /// The run's [`Output`], to state what [`Run::expect`] does not cover: a run that prints
+    /// no envelope (`.exit(2)`), or a stderr that must say more than the envelope's code.
+    pub fn output(&self) -> &Output {
+        &self.output
+    }
+
+    /// Whether stderr follows the envelope: a failure has exactly one `error[<code>]: …` line
+    /// naming the envelope's code; a success has none (`error[result_file]` aside). Other lines
+    /// (warnings, hints, the adapter's forwarded notes) are allowed; every line is free of
+    /// terminal control characters. `None` when it does, else what is wrong.
+    pub fn stderr_problem(&self) -> Option<String> {
         // `--result-file` failing is reported on its own line whatever the status.
         let errors: Vec<&str> = self
             .stderr
@@ -281,24 +276,22 @@ impl Run {
             .filter(|l| l.starts_with("error[") && !l.starts_with("error[result_file]"))
             .collect();
         if self.status() == "succeeded" {
-            assert!(
-                errors.is_empty(),
-                "a success with an error line: {}",
-                self.stderr
-            );
+            if !errors.is_empty() {
+                return Some(format!("a success with an error line: {}", self.stderr));
+            }
         } else if !self.code().is_empty() {
             let want = format!("error[{}]: ", self.code());
-            assert!(
-                errors.len() == 1 && errors[0].starts_with(&want),
-                "want one line starting {want:?} on stderr, got: {}",
-                self.stderr
-            );
+            if !(errors.len() == 1 && errors[0].starts_with(&want)) {
+                return Some(format!(
+                    "want one line starting {want:?} on stderr, got: {}",
+                    self.stderr
+                ));
+            }
         }
-        assert!(
-            !self.stderr.chars().any(|c| c.is_control() && c != '\n'),
-            "control characters on stderr: {:?}",
-            self.stderr
-        );
+        if self.stderr.chars().any(|c| c.is_control() && c != '\n') {
+            return Some(format!("control characters on stderr: {:?}", self.stderr));
+        }
+        None
     }
 
     /// The issue codes in `error.details.issues`.

@@ -15,7 +15,7 @@ const BIN: &str = "parent-tool-dispatch";
 
 /// Every page as (file name, roff bytes): the main page and one per visible subcommand, nested
 /// ones included.
-pub fn pages() -> Vec<(String, Vec<u8>)> {
+pub(crate) fn pages() -> Vec<(String, Vec<u8>)> {
     let mut root = Cli::command();
     root.build();
     let mut pages = Vec::new();

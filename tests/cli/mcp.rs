@@ -6,7 +6,6 @@
 //! server from npm (`scripts/install-mcp-test-server`).
 
 use super::*;
-use std::io::Write;
 
 /// A scripted MCP server's folder: its log and its pidfile.
 struct Server {
@@ -231,6 +230,7 @@ fn a_server_speaking_no_supported_revision_is_unavailable() {
     let run = server
         .dispatch(&["era:modern", "versions:2027-01-01"])
         .run();
+    run.expect("unavailable", Some("mcp_protocol_unsupported"), 69);
     assert_eq!(
         run.envelope["error"]["details"]["server_versions"],
         json!(["2027-01-01"])
@@ -498,6 +498,7 @@ fn stdout_that_is_not_json_rpc_is_a_protocol_error() {
     let run = server
         .dispatch(&["on:start", "print:Starting server..."])
         .run();
+    run.expect("failed", Some("mcp_protocol_error"), 1);
     assert_eq!(
         run.envelope["error"]["details"]["excerpt"],
         "Starting server..."
@@ -552,29 +553,14 @@ fn server_requests_get_method_not_found_ping_an_answer_and_notifications_nothing
     server.assert_gone(1);
 }
 
-/// Run the adapter alone (no dispatcher) with `argv` and the default request on stdin.
-fn run_adapter(argv: &Value) -> (i32, String, String) {
+/// The adapter alone (no dispatcher) with `argv` (whose program is the binary under test) and
+/// the default request on stdin.
+fn adapter_alone(argv: &Value) -> Cmd {
     let argv: Vec<String> = serde_json::from_value(argv.clone()).unwrap();
-    let mut child = Command::new(&argv[0])
-        .args(&argv[1..])
+    assert_eq!(Path::new(&argv[0]), bin());
+    Cmd::new(&argv[1..])
         .env_remove(parent_tool_dispatch::plan::vars::TIMEOUT_MS)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(request().to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+        .stdin(request().to_string())
 }
 
 #[test]
@@ -588,13 +574,19 @@ fn output_numbers_are_kept_as_the_server_wrote_them() {
             r#"raw:{"jsonrpc":"2.0","id":{id},"result":{"content":[{"type":"text","text":"n"}],"structuredContent":{"big":12345678901234567890123,"f":1e400}}}"#,
         ],
     );
-    let (exit, stdout, stderr) = run_adapter(&argv);
-    assert_eq!((exit, stderr.as_str()), (0, ""));
-    assert!(stdout.ends_with("}\n") && stdout.matches('\n').count() == 1);
-    assert!(
-        stdout.contains(r#""structured_content":{"big":12345678901234567890123,"f":1e400}"#),
-        "{stdout}"
-    );
+    adapter_alone(&argv)
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_with(|stdout| {
+            assert!(
+                stdout.ends_with("}\n") && stdout.matches('\n').count() == 1,
+                "{stdout}"
+            );
+            // Valid JSON, though no tree holds 1e400.
+            json_line(stdout);
+        })
+        .stdout_contains(r#""structured_content":{"big":12345678901234567890123,"f":1e400}"#);
     server.assert_gone(1);
 }
 
@@ -784,45 +776,25 @@ fn a_missing_server_program_is_unavailable() {
 #[test]
 fn a_signal_to_the_adapter_stops_the_server_and_is_answered() {
     let server = Server::new();
-    let argv: Vec<String> =
-        serde_json::from_value(server.argv(&[], &["era:modern", "on:tools/call", "silent"]))
-            .unwrap();
-    let mut child = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(request().to_string().as_bytes())
-        .unwrap();
+    let running =
+        adapter_alone(&server.argv(&[], &["era:modern", "on:tools/call", "silent"])).spawn();
     // Wait until the call reached the server, then interrupt the adapter.
     let until = Instant::now() + Duration::from_secs(10);
     while !server.methods().contains(&"tools/call".to_string()) && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(20));
     }
     let start = Instant::now();
-    rustix::process::kill_process(
-        rustix::process::Pid::from_child(&child),
-        rustix::process::Signal::TERM,
-    )
-    .unwrap();
-    let out = child.wait_with_output().unwrap();
+    running.signal(rustix::process::Signal::TERM);
+    let out = running.wait();
     assert!(
         start.elapsed() < Duration::from_secs(3),
         "{:?}",
         start.elapsed()
     );
-    assert_eq!(out.status.code(), Some(0));
-    let envelope: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let envelope = out.exit(0).stderr_empty().json();
     assert_eq!(envelope["status"], "failed");
     assert_eq!(envelope["error"]["code"], "interrupted");
     assert_eq!(envelope["error"]["retryable"], true);
-    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
     server.assert_gone(1);
 }
 
@@ -869,17 +841,12 @@ fn the_readme_bridge_example_is_valid_and_shown_as_it_is() {
             "some-mcp-server"
         ])
     );
-    let out = Command::new(bin())
-        .args(["validate", "bridge", "--strict"])
+    Cmd::new(["validate", "bridge", "--strict"])
         .arg(root.join("fixtures/examples/mcp.bridge.json"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "{\"valid\":true,\"issues\":[]}\n"
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+        .run()
+        .exit(0)
+        .stdout_eq("{\"valid\":true,\"issues\":[]}\n")
+        .stderr_empty();
 }
 
 #[test]
@@ -943,7 +910,11 @@ fn real_filesystem_server_through_the_dispatcher() {
         );
         return;
     }
-    if Command::new("node").arg("--version").output().is_err() {
+    if std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         eprintln!("skipped real_filesystem_server_through_the_dispatcher: node is not on PATH");
         return;
     }

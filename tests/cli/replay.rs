@@ -3,64 +3,43 @@
 
 use super::*;
 use std::os::unix::fs::symlink;
-use std::process::Command;
 
 /// The repository root: cases name `fixtures/workspace` relative to it.
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// What `replay` did.
-#[derive(Debug)]
-struct Replayed {
-    exit: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Replayed {
-    fn lines(&self) -> Vec<&str> {
-        self.stdout.lines().collect()
-    }
-
-    /// The closing line, checked to be the last one and well-formed.
-    fn closing(&self) -> (usize, usize) {
-        let last = self.stdout.lines().last().unwrap_or_default();
-        let (p, f) = last
-            .strip_suffix(" failed")
-            .and_then(|s| s.split_once(" passed, "))
-            .unwrap_or_else(|| panic!("no closing line: {last:?}\n{}", self.stdout));
-        (p.parse().unwrap(), f.parse().unwrap())
-    }
+/// The closing line of a report, checked to be its last line and well-formed: (passed, failed).
+fn closing(stdout: &str) -> (usize, usize) {
+    let last = stdout.lines().last().unwrap_or_default();
+    let (p, f) = last
+        .strip_suffix(" failed")
+        .and_then(|s| s.split_once(" passed, "))
+        .unwrap_or_else(|| panic!("no closing line: {last:?}\n{stdout}"));
+    (p.parse().unwrap(), f.parse().unwrap())
 }
 
 /// Run `replay ARGS` from the repository root with the binary on PATH (as `.ci/run` does), so
 /// that argv cases can name `parent-tool-dispatch`.
-fn replay(args: &[&str]) -> Replayed {
+fn replay(args: &[&str]) -> Output {
     replay_with(args, &[])
 }
 
-fn replay_with(args: &[&str], env: &[(&str, &str)]) -> Replayed {
+fn replay_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     let dir = bin().parent().unwrap().to_path_buf();
     let path = format!(
         "{}:{}",
         dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let out = Command::new(bin())
-        .arg("replay")
+    let mut cmd = Cmd::new(["replay"])
         .args(args)
-        .current_dir(root())
-        .env("PATH", path)
-        .env_remove("PARENT_TOOL_DISPATCH_BRIDGE")
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
-    Replayed {
-        exit: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(out.stdout).expect("stdout is UTF-8"),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        .cwd(root())
+        .env("PATH", path);
+    for (name, value) in env {
+        cmd = cmd.env(name, value);
     }
+    cmd.run()
 }
 
 /// A recorded case as a JSON value: a request for `workspace.read` answered with `output`.
@@ -96,17 +75,19 @@ fn the_fixture_suite_passes() {
         "fixtures/transcripts/ptr_123.json",
         "fixtures/transcripts/ptr_denied_write.json",
     ]);
-    assert_eq!(run.exit, 0, "{}\n{}", run.stdout, run.stderr);
-    assert!(run.stderr.is_empty(), "{}", run.stderr);
-    let (passed, failed) = run.closing();
+    let stdout = run
+        .exit(0)
+        .stderr_empty()
+        .stdout_contains(" passed, 0 failed\n")
+        .stdout();
+    let (passed, failed) = closing(stdout);
     assert_eq!(failed, 0);
     assert!(passed >= 35, "{passed}");
-    let lines = run.lines();
+    let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), passed + 1);
     assert!(
         lines[..passed].iter().all(|l| l.starts_with("ok ")),
-        "{}",
-        run.stdout
+        "{stdout}"
     );
     // Every row of SPEC §6 a local run can produce has its case (see the README).
     for code in [
@@ -159,9 +140,9 @@ fn a_failing_case_shows_its_diff_with_json_pointers() {
         ),
     );
     let run = replay(&[dir]);
-    assert_eq!(run.exit, 1);
-    assert!(run.stderr.is_empty(), "{}", run.stderr);
-    assert_eq!(run.closing(), (1, 1));
+    run.exit(1)
+        .stderr_empty()
+        .stdout_with(|stdout| assert_eq!(closing(stdout), (1, 1)));
     let expected = format!(
         "ok passes
 FAIL expects the wrong things
@@ -187,7 +168,7 @@ FAIL expects the wrong things
 1 passed, 1 failed
 "
     );
-    assert_eq!(run.stdout, expected);
+    run.stdout_eq(expected);
 }
 
 #[test]
@@ -212,11 +193,12 @@ fn junit_reports_every_case_with_matching_counts_and_is_well_formed() {
         "--junit",
         report.to_str().unwrap(),
     ]);
-    assert_eq!(run.exit, 1, "{}", run.stdout);
-    assert!(run.stderr.is_empty(), "{}", run.stderr);
-    assert_eq!(run.closing(), (1, 2));
-    // The terminal never sees the raw escape sequence.
-    assert!(!run.stdout.contains('\u{1b}') && run.stdout.contains("\\u{1b}[31m"));
+    run.exit(1)
+        .stderr_empty()
+        .stdout_with(|stdout| assert_eq!(closing(stdout), (1, 2)))
+        // The terminal never sees the raw escape sequence.
+        .stdout_lacks("\u{1b}")
+        .stdout_contains("\\u{1b}[31m");
 
     let xml = std::fs::read_to_string(&report).unwrap();
     let doc = roxmltree::Document::parse(&xml).expect("well-formed XML");
@@ -285,20 +267,19 @@ fn bless_rewrites_only_expect_and_then_the_case_passes() {
     std::fs::write(&path, &text).unwrap();
     let arg = path.to_str().unwrap();
 
-    let first = replay(&[arg]);
-    assert_eq!(first.exit, 1);
-    assert!(first.stdout.starts_with("FAIL blessable\n"));
+    replay(&[arg])
+        .exit(1)
+        .stderr_empty()
+        .stdout_with(|stdout| assert!(stdout.starts_with("FAIL blessable\n"), "{stdout}"));
 
-    let blessed = replay(&["--bless", arg]);
-    assert_eq!(blessed.exit, 0, "{}", blessed.stdout);
-    assert!(blessed.stderr.is_empty(), "{}", blessed.stderr);
-    assert!(
-        blessed.stdout.starts_with("blessed blessable\n"),
-        "{}",
-        blessed.stdout
-    );
-    assert!(blessed.stdout.contains("(expect rewritten)"));
-    assert_eq!(blessed.closing(), (1, 0));
+    replay(&["--bless", arg])
+        .exit(0)
+        .stderr_empty()
+        .stdout_with(|stdout| {
+            assert!(stdout.starts_with("blessed blessable\n"), "{stdout}");
+            assert_eq!(closing(stdout), (1, 0));
+        })
+        .stdout_contains("(expect rewritten)");
 
     let after = std::fs::read_to_string(&path).unwrap();
     let expect_at = text.find("\"expect\"").unwrap();
@@ -312,9 +293,10 @@ fn bless_rewrites_only_expect_and_then_the_case_passes() {
         "\"expect\": {\n        \"status\": \"succeeded\",\n        \"result\": {\n            \"output\": {\n                \"a\": 1\n            },\n            \"metadata\": {}\n        },\n        \"exit_code\": 0\n    }"
     );
 
-    let second = replay(&[arg]);
-    assert_eq!(second.exit, 0, "{}", second.stdout);
-    assert_eq!(second.stdout, "ok blessable\n1 passed, 0 failed\n");
+    replay(&[arg])
+        .exit(0)
+        .stderr_empty()
+        .stdout_eq("ok blessable\n1 passed, 0 failed\n");
 }
 
 #[test]
@@ -371,15 +353,14 @@ fn a_transcript_recorded_with_artifact_dir_replays_secrets_and_all() {
 
     let mut args = vec!["--parent-tool-bridge", bridge_arg.as_str()];
     args.extend(files.iter().map(String::as_str));
-    let run = replay(&args);
-    assert_eq!(run.exit, 0, "{}\n{}", run.stdout, run.stderr);
-    assert!(run.stderr.is_empty(), "{}", run.stderr);
-    assert_eq!(run.closing(), (3, 0));
     let shown: Vec<String> = files.iter().map(|f| format!("ok {f}")).collect();
-    assert_eq!(
-        run.lines()[..3],
-        shown.iter().map(String::as_str).collect::<Vec<_>>()[..]
-    );
+    replay(&args).exit(0).stderr_empty().stdout_with(|stdout| {
+        assert_eq!(closing(stdout), (3, 0));
+        assert_eq!(
+            stdout.lines().collect::<Vec<_>>()[..3],
+            shown.iter().map(String::as_str).collect::<Vec<_>>()[..]
+        );
+    });
 
     // Against a bridge that no longer allows the tool, the recorded success is a regression.
     let mut narrower = bridge(&["echo"]);
@@ -397,25 +378,17 @@ fn a_transcript_recorded_with_artifact_dir_replays_secrets_and_all() {
         succeeded.ends_with("rt-_redacted_.json"),
         "the file name is redacted too: {succeeded}"
     );
-    let run = replay(&["--parent-tool-bridge", &narrower, succeeded]);
-    assert_eq!(run.exit, 1);
-    assert!(
-        run.stdout
-            .contains("/status\n      expected: \"succeeded\"\n      actual:   \"denied\""),
-        "{}",
-        run.stdout
-    );
+    replay(&["--parent-tool-bridge", &narrower, succeeded])
+        .exit(1)
+        .stderr_empty()
+        .stdout_contains("/status\n      expected: \"succeeded\"\n      actual:   \"denied\"");
 
     // Without any bridge a transcript cannot be replayed: a failed case says so.
-    let run = replay(&[&files[0]]);
-    assert_eq!(run.exit, 1);
-    assert!(
-        run.stdout
-            .contains("needs the bridge it was recorded against"),
-        "{}",
-        run.stdout
-    );
-    assert_eq!(run.closing(), (0, 1));
+    replay(&[&files[0]])
+        .exit(1)
+        .stderr_empty()
+        .stdout_contains("needs the bridge it was recorded against")
+        .stdout_with(|stdout| assert_eq!(closing(stdout), (0, 1)));
 }
 
 #[test]
@@ -434,13 +407,13 @@ fn each_case_gets_its_own_env_for_secret_env_even_in_parallel() {
         write_case(tmp.path(), &format!("{i}.case.json"), &case);
     }
     // The variable in replay's own environment must not leak into any case.
-    let run = replay_with(
+    replay_with(
         &["--jobs", "4", tmp.path().to_str().unwrap()],
         &[("PTD_CASE_SECRET", "the-process-value-1")],
-    );
-    assert_eq!(run.exit, 0, "{}", run.stdout);
-    assert!(run.stderr.is_empty(), "{}", run.stderr);
-    assert_eq!(run.closing(), (6, 0));
+    )
+    .exit(0)
+    .stderr_empty()
+    .stdout_with(|stdout| assert_eq!(closing(stdout), (6, 0)));
 
     // Without the option the value passes through: the expectation above means something.
     let mut case = recorded_case(
@@ -450,13 +423,10 @@ fn each_case_gets_its_own_env_for_secret_env_even_in_parallel() {
     );
     case["env"] = json!({"PTD_CASE_SECRET": "secret-value-plain-xyz"});
     let path = write_case(tmp.path(), "plain/x.case.json", &case);
-    let run = replay(&[path.to_str().unwrap()]);
-    assert_eq!(run.exit, 1);
-    assert!(
-        run.stdout.contains("actual:   \"secret-value-plain-xyz\""),
-        "{}",
-        run.stdout
-    );
+    replay(&[path.to_str().unwrap()])
+        .exit(1)
+        .stderr_empty()
+        .stdout_contains("actual:   \"secret-value-plain-xyz\"");
 }
 
 #[test]
@@ -505,19 +475,21 @@ fn unreadable_and_invalid_case_files_fail_with_a_reason_and_the_rest_still_runs(
         started.elapsed() < Duration::from_secs(20),
         "never waits on a FIFO or a loop"
     );
-    assert_eq!(run.exit, 1);
-    assert_eq!(run.closing(), (1, 8), "{}", run.stdout);
+    let stdout = run
+        .exit(1)
+        .stderr_contains("not following the symbolic link")
+        .stdout_with(|stdout| assert_eq!(closing(stdout), (1, 8), "{stdout}"))
+        .stdout();
     let p = |name: &str| dir.join(name).display().to_string();
     let expect_block = |head: &str, needle: &str| {
-        let at = run
-            .stdout
+        let at = stdout
             .find(head)
-            .unwrap_or_else(|| panic!("no {head:?} in\n{}", run.stdout));
-        let block = &run.stdout[at..];
+            .unwrap_or_else(|| panic!("no {head:?} in\n{stdout}"));
+        let block = &stdout[at..];
         let block = &block[..block[1..].find("\nFAIL ").map_or(block.len(), |i| i + 1)];
         assert!(block.contains(needle), "{needle:?} not in\n{block}");
     };
-    assert!(run.stdout.starts_with("ok good\n"));
+    assert!(stdout.starts_with("ok good\n"), "{stdout}");
     expect_block(
         &format!("FAIL {}", p("b-bad-utf8.case.json")),
         "not valid UTF-8",
@@ -552,17 +524,16 @@ fn unreadable_and_invalid_case_files_fail_with_a_reason_and_the_rest_still_runs(
         "has no \"expect\" yet (run with --bless to record one)",
     );
     expect_block(&format!("FAIL {}", p("missing.case.json")), "No such file");
-    assert!(
-        run.stderr.contains("not following the symbolic link"),
-        "{}",
-        run.stderr
-    );
 
     // --bless can record the missing expectation, and only that file changes.
-    let run = replay(&["--bless", &p("h-no-expect.case.json")]);
-    assert_eq!(run.exit, 0, "{}", run.stdout);
-    let run = replay(&[&p("h-no-expect.case.json")]);
-    assert_eq!(run.stdout, "ok no expect yet\n1 passed, 0 failed\n");
+    replay(&["--bless", &p("h-no-expect.case.json")])
+        .exit(0)
+        .stderr_empty()
+        .stdout_with(|stdout| assert_eq!(closing(stdout), (1, 0), "{stdout}"));
+    replay(&[&p("h-no-expect.case.json")])
+        .exit(0)
+        .stderr_empty()
+        .stdout_eq("ok no expect yet\n1 passed, 0 failed\n");
 }
 
 #[test]
@@ -585,15 +556,16 @@ fn output_is_the_same_whatever_the_number_of_jobs() {
     let one = replay(&["--jobs", "1", "fixtures/cases", dir]);
     let four = replay(&["--jobs", "4", "fixtures/cases", dir]);
     let again = replay(&["--jobs", "4", "fixtures/cases", dir]);
-    assert_eq!(one.exit, 1);
-    assert!(one.closing().1 == 5, "{}", one.stdout);
-    assert_eq!(one.stdout, four.stdout);
-    assert_eq!(four.stdout, again.stdout);
-    assert_eq!((one.exit, four.exit), (1, 1));
+    let stdout = one
+        .exit(1)
+        .stderr_empty()
+        .stdout_with(|stdout| assert!(closing(stdout).1 == 5, "{stdout}"))
+        .stdout();
+    four.exit(1).stderr_empty().stdout_eq(stdout);
+    again.exit(1).stderr_empty().stdout_eq(stdout);
     // Sorted by path: d0/c00, d0/c04, d0/c08, d1/broken, d1/c01, …
-    let ours: Vec<&str> = one
+    let ours: Vec<&str> = stdout
         .lines()
-        .into_iter()
         .filter(|l| {
             l.starts_with("ok case") || l.starts_with("FAIL case") || l.contains("broken.case.json")
         })
@@ -620,32 +592,32 @@ fn filter_runs_matching_cases_but_never_hides_a_broken_file() {
     );
     std::fs::write(tmp.path().join("c.case.json"), "nonsense").unwrap();
     let dir = tmp.path().to_str().unwrap();
-    let run = replay(&["--filter", "alp", dir]);
-    assert_eq!(run.closing(), (1, 1));
-    assert!(run.stdout.starts_with("ok alpha\nFAIL "), "{}", run.stdout);
-    assert_eq!(run.exit, 1);
+    replay(&["--filter", "alp", dir])
+        .exit(1)
+        .stderr_empty()
+        .stdout_with(|stdout| {
+            assert_eq!(closing(stdout), (1, 1));
+            assert!(stdout.starts_with("ok alpha\nFAIL "), "{stdout}");
+        });
 
-    let run = replay(&[
+    // No case ran: a failure.
+    replay(&[
         "--filter",
         "zzz",
         &tmp.path().join("a.case.json").display().to_string(),
-    ]);
-    assert_eq!(run.exit, 1, "no case ran is a failure");
-    assert_eq!(run.stdout, "0 passed, 0 failed\n");
-    assert!(
-        run.stderr.contains("error[replay]: no case ran"),
-        "{}",
-        run.stderr
-    );
+    ])
+    .exit(1)
+    .stdout_eq("0 passed, 0 failed\n")
+    .stderr_contains("error[replay]: no case ran");
 }
 
 #[test]
 fn usage_errors_exit_2_without_a_report() {
     for args in [&[][..], &["--jobs", "0", "x"], &["--jobs", "many", "x"]] {
-        let run = replay(args);
-        assert_eq!(run.exit, 2, "{args:?}");
-        assert!(run.stdout.is_empty(), "{args:?}: {}", run.stdout);
-        assert!(run.stderr.contains("error:"), "{args:?}: {}", run.stderr);
+        replay(args)
+            .exit(2)
+            .stdout_empty()
+            .stderr_contains("error:");
     }
 }
 
@@ -671,11 +643,8 @@ fn argv_cases_run_through_the_main_job_with_options_and_env() {
             "diagnostics": {"dispatch": {"adapter_started": true, "transport": "stdin"}}}}
     });
     let path = write_case(tmp.path(), "argv.case.json", &case);
-    let run = replay(&[path.to_str().unwrap()]);
-    assert_eq!(run.exit, 0, "{}", run.stdout);
-    assert_eq!(
-        run.stdout,
-        "ok argv with cwd_env and tool map\n1 passed, 0 failed\n"
-    );
-    assert!(run.stderr.is_empty(), "{}", run.stderr);
+    replay(&[path.to_str().unwrap()])
+        .exit(0)
+        .stdout_eq("ok argv with cwd_env and tool map\n1 passed, 0 failed\n")
+        .stderr_empty();
 }

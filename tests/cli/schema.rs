@@ -12,7 +12,6 @@ use parent_tool_dispatch::envelope::result::ResultEnvelope;
 use parent_tool_dispatch::json::Document;
 use parent_tool_dispatch::replay::cases::{Adapter, Loaded};
 use parent_tool_dispatch::schema;
-use std::process::Command;
 use std::rc::Rc;
 
 fn root() -> PathBuf {
@@ -93,34 +92,31 @@ fn the_schema_subcommand_prints_the_committed_schema() {
             SchemaKind::DelegationResult => "delegation-result",
             SchemaKind::DelegationEvent => "delegation-event",
         };
-        let out = Command::new(bin()).args(["schema", arg]).output().unwrap();
-        assert_eq!(out.status.code(), Some(0), "{arg}");
-        assert!(
-            out.stderr.is_empty(),
-            "{arg}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(
-            printed,
-            read_json(
-                &root()
-                    .join("fixtures/schemas")
-                    .join(schema::file_name(kind))
-            )
-        );
-        assert_eq!(
-            printed["$schema"],
-            "https://json-schema.org/draft/2020-12/schema"
-        );
+        Cmd::new(["schema", arg])
+            .run()
+            .exit(0)
+            .stderr_empty()
+            .stdout_with(|stdout| {
+                let printed: Value = serde_json::from_str(stdout).unwrap();
+                assert_eq!(
+                    printed,
+                    read_json(
+                        &root()
+                            .join("fixtures/schemas")
+                            .join(schema::file_name(kind))
+                    )
+                );
+                assert_eq!(
+                    printed["$schema"],
+                    "https://json-schema.org/draft/2020-12/schema"
+                );
+            });
     }
-    let out = Command::new(bin())
-        .args(["schema", "nonsense"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(out.stdout.is_empty());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid value"));
+    Cmd::new(["schema", "nonsense"])
+        .run()
+        .exit(2)
+        .stdout_empty()
+        .stderr_contains("invalid value");
 }
 
 #[test]
@@ -405,23 +401,55 @@ fn printed_envelopes() -> Vec<(String, Value)> {
         }
     }
     let live = [
-        Dispatch::adapter(&["echo"]).run(),
-        Dispatch::adapter(&["echo:denied:nope"]).run(),
-        Dispatch::adapter(&["print:noise"]).run(),
-        Dispatch::adapter(&["exit:3"]).run(),
-        Dispatch::adapter(&["sleep:5000"])
-            .bridge(|b| b["dispatcher"]["timeout_ms"] = json!(100))
-            .args(&["--kill-grace-ms", "100"])
-            .run(),
-        Dispatch::adapter(&["echo"])
-            .request(|r| r["tool"] = json!("shell.exec"))
-            .run(),
-        Dispatch::adapter(&["echo"]).stdin("not json").run(),
-        Dispatch::adapter(&["echo"])
-            .raw_bridge(Some("@/nonexistent/bridge.json"))
-            .run(),
+        (Dispatch::adapter(&["echo"]), "succeeded", None, 0),
+        (
+            Dispatch::adapter(&["echo:denied:nope"]),
+            "denied",
+            Some("nope"),
+            77,
+        ),
+        (
+            Dispatch::adapter(&["print:noise"]),
+            "failed",
+            Some("result_invalid"),
+            1,
+        ),
+        (
+            Dispatch::adapter(&["exit:3"]),
+            "failed",
+            Some("adapter_exit_nonzero"),
+            1,
+        ),
+        (
+            Dispatch::adapter(&["sleep:5000"])
+                .bridge(|b| b["dispatcher"]["timeout_ms"] = json!(100))
+                .args(&["--kill-grace-ms", "100"]),
+            "timeout",
+            Some("dispatch_timeout"),
+            124,
+        ),
+        (
+            Dispatch::adapter(&["echo"]).request(|r| r["tool"] = json!("shell.exec")),
+            "denied",
+            Some("tool_not_allowed"),
+            77,
+        ),
+        (
+            Dispatch::adapter(&["echo"]).stdin("not json"),
+            "failed",
+            Some("request_invalid"),
+            65,
+        ),
+        (
+            Dispatch::adapter(&["echo"]).raw_bridge(Some("@/nonexistent/bridge.json")),
+            "unavailable",
+            Some("bridge_invalid"),
+            69,
+        ),
     ];
-    for run in live {
+    for (dispatch, status, code, exit) in live {
+        let run = dispatch.run();
+        run.expect(status, code, exit);
         out.push((
             format!("live {}: {}", run.status(), run.code()),
             run.envelope,
@@ -546,7 +574,8 @@ fn transcripts_written_by_artifact_dir_and_the_committed_ones_are_valid() {
     Dispatch::adapter(&["echo"])
         .stdin("{")
         .args(&["--artifact-dir", &arg])
-        .run();
+        .run()
+        .expect("failed", Some("request_invalid"), 65);
     let v = validator(SchemaKind::Transcript);
     let folder = dir.path().join("files/parent-tools");
     let mut count = 0;

@@ -1,31 +1,6 @@
 //! `validate`, `sandbox-env` and `completions`.
 
 use super::*;
-use std::process::Command;
-
-pub(crate) fn run_with_stdin(args: &[&str], stdin: &str) -> (i32, String, String) {
-    use std::io::Write;
-    let mut child = Command::new(bin())
-        .args(args)
-        .env_remove("PARENT_TOOL_DISPATCH_BRIDGE")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
 
 #[test]
 fn validate_reports_valid_envelopes_with_exit_0() {
@@ -37,17 +12,21 @@ fn validate_reports_valid_envelopes_with_exit_0() {
         ("request", request()),
         ("result", result),
     ] {
-        let (exit, stdout, _) = run_with_stdin(&["validate", kind], &doc.to_string());
-        assert_eq!(exit, 0, "{kind}: {stdout}");
-        assert_eq!(
-            serde_json::from_str::<Value>(&stdout).unwrap(),
-            json!({"valid": true, "issues": []})
-        );
+        Cmd::new(["validate", kind])
+            .stdin(doc.to_string())
+            .run()
+            .exit(0)
+            .stdout_json(|v| assert_eq!(*v, json!({"valid": true, "issues": []})))
+            .stderr_empty();
     }
     let upstream = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures/upstream/example-bridge.host_command.json");
-    let (exit, _, _) = run_with_stdin(&["validate", "bridge", upstream.to_str().unwrap()], "");
-    assert_eq!(exit, 0);
+    Cmd::new(["validate", "bridge"])
+        .arg(upstream)
+        .run()
+        .exit(0)
+        .stdout_eq("{\"valid\":true,\"issues\":[]}\n")
+        .stderr_empty();
 }
 
 #[test]
@@ -55,40 +34,54 @@ fn validate_lists_every_issue_with_exit_65() {
     let mut doc = request();
     doc["version"] = json!(2);
     doc["tool"] = json!("");
-    let (exit, stdout, _) = run_with_stdin(&["validate", "request", "-"], &doc.to_string());
-    assert_eq!(exit, 65);
-    let report: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(report["valid"], false);
-    assert_eq!(
-        report["issues"],
-        json!([
-            {"code": "wrong_value", "path": "/version", "message": "\"version\" must be 1, found 2"},
-            {"code": "empty", "path": "/tool", "message": "\"tool\" must not be empty"}
-        ])
-    );
-    let (exit, stdout, _) = run_with_stdin(&["validate", "result"], "{} {}");
-    assert_eq!(exit, 65);
-    assert!(stdout.contains("multiple_documents"));
-    let (exit, stdout, _) = run_with_stdin(&["validate", "bridge", "/nonexistent/file"], "");
-    assert_eq!(exit, 65);
-    assert!(stdout.contains("unreadable"));
+    Cmd::new(["validate", "request", "-"])
+        .stdin(doc.to_string())
+        .run()
+        .exit(65)
+        .stdout_json(|report| {
+            assert_eq!(report["valid"], false);
+            assert_eq!(
+                report["issues"],
+                json!([
+                    {"code": "wrong_value", "path": "/version", "message": "\"version\" must be 1, found 2"},
+                    {"code": "empty", "path": "/tool", "message": "\"tool\" must not be empty"}
+                ])
+            );
+        })
+        .stderr_starts_with("error[request_invalid]: /version: ");
+    Cmd::new(["validate", "result"])
+        .stdin("{} {}")
+        .run()
+        .exit(65)
+        .stdout_contains("multiple_documents")
+        .stderr_starts_with("error[result_invalid]: ");
+    Cmd::new(["validate", "bridge", "/nonexistent/file"])
+        .run()
+        .exit(65)
+        .stdout_contains("unreadable")
+        .stderr_starts_with("error[bridge_invalid]: reading bridge file /nonexistent/file: ");
 }
 
 #[test]
 fn completions_are_printed_for_each_shell() {
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
-        let (exit, stdout, _) = run_with_stdin(&["completions", shell], "");
-        assert_eq!(exit, 0);
-        assert!(stdout.contains("parent-tool-dispatch"), "{shell}");
-        assert!(stdout.contains("max-output-bytes"), "{shell}");
+        Cmd::new(["completions", shell])
+            .run()
+            .exit(0)
+            .stdout_contains("parent-tool-dispatch")
+            .stdout_contains("max-output-bytes")
+            .stderr_empty();
     }
 }
 
 #[test]
 fn help_has_examples_and_exit_statuses() {
-    let (exit, stdout, _) = run_with_stdin(&["--help"], "");
-    assert_eq!(exit, 0);
-    assert!(stdout.contains("Examples:") && stdout.contains("124 timeout"));
+    Cmd::new(["--help"])
+        .run()
+        .exit(0)
+        .stdout_contains("Examples:")
+        .stdout_contains("124 timeout")
+        .stderr_empty();
 }
 
 fn env_lines(stdout: &str) -> Vec<(String, String)> {
@@ -104,22 +97,20 @@ fn env_lines(stdout: &str) -> Vec<(String, String)> {
 #[test]
 fn sandbox_env_prints_the_metadata_variables_with_the_bridge_ref() {
     let b = bridge(&["echo", "--secret-arg"]);
-    let (exit, stdout, _) =
-        run_with_stdin(&["sandbox-env", "--parent-tool-bridge", &b.to_string()], "");
-    assert_eq!(exit, 0);
-    let lines = env_lines(&stdout);
-    let canonical = serde_json::to_string(&super::envelopes::sorted(&b)).unwrap();
-    use sha2::Digest;
-    let hex: String = sha2::Sha256::digest(canonical.as_bytes())
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect();
+    let out = Cmd::new(["sandbox-env", "--parent-tool-bridge", &b.to_string()]).run();
+    let stdout = out
+        .exit(0)
+        .stderr_empty()
+        .stdout_lacks("--secret-arg")
+        .stdout();
+    let lines = env_lines(stdout);
+    let bridge_ref = bridge_ref(&b);
     assert_eq!(
         lines,
         [
             (
                 "WP_CODEBOX_PARENT_TOOL_BRIDGE_REF".to_string(),
-                format!("sha256:{hex}")
+                bridge_ref.clone()
             ),
             (
                 "WP_CODEBOX_PARENT_TOOL_BRIDGE_SCHEMA".into(),
@@ -139,27 +130,21 @@ fn sandbox_env_prints_the_metadata_variables_with_the_bridge_ref() {
             ),
         ]
     );
-    assert!(
-        !stdout.contains("--secret-arg") && !stdout.contains("__test-adapter"),
-        "no argv"
-    );
-    let (exit, json_out, _) = run_with_stdin(
-        &[
-            "sandbox-env",
-            "--format",
-            "json",
-            "--parent-tool-bridge",
-            &b.to_string(),
-        ],
-        "",
-    );
-    assert_eq!(exit, 0);
-    let v: Value = serde_json::from_str(&json_out).unwrap();
-    assert_eq!(
-        v["WP_CODEBOX_PARENT_TOOL_BRIDGE_REF"],
-        format!("sha256:{hex}")
-    );
-    assert_eq!(v.as_object().unwrap().len(), 5);
+    assert!(!stdout.contains("__test-adapter"), "no argv: {stdout}");
+    Cmd::new([
+        "sandbox-env",
+        "--format",
+        "json",
+        "--parent-tool-bridge",
+        &b.to_string(),
+    ])
+    .run()
+    .exit(0)
+    .stdout_json(|v| {
+        assert_eq!(v["WP_CODEBOX_PARENT_TOOL_BRIDGE_REF"], bridge_ref);
+        assert_eq!(v.as_object().unwrap().len(), 5);
+    })
+    .stderr_empty();
 }
 
 #[test]
@@ -167,56 +152,62 @@ fn sandbox_env_prints_only_the_named_variables() {
     let mut b = bridge(&["echo"]);
     b["sandbox_env"]["variables"] =
         json!({"dispatch_mode": "MY_MODE", "result_schema": "MY_RESULT"});
-    let (exit, stdout, _) =
-        run_with_stdin(&["sandbox-env", "--parent-tool-bridge", &b.to_string()], "");
-    assert_eq!(exit, 0);
-    assert_eq!(
-        stdout,
-        "MY_MODE=host_command\nMY_RESULT=wp-codebox/parent-tool-result/v1\n"
-    );
+    Cmd::new(["sandbox-env", "--parent-tool-bridge", &b.to_string()])
+        .run()
+        .exit(0)
+        .stdout_eq("MY_MODE=host_command\nMY_RESULT=wp-codebox/parent-tool-result/v1\n")
+        .stderr_empty();
 }
 
 #[test]
 fn sandbox_env_refuses_collisions_with_secret_or_token_names() {
     let mut b = bridge(&["echo"]);
     b["sandbox_env"]["secret_env"] = json!(["WP_CODEBOX_PARENT_TOOL_BRIDGE_REF"]);
-    let (exit, stdout, stderr) =
-        run_with_stdin(&["sandbox-env", "--parent-tool-bridge", &b.to_string()], "");
-    assert_ne!(exit, 0);
-    assert!(stdout.is_empty());
-    assert!(stderr.contains("sandbox_env_collision"), "{stderr}");
+    Cmd::new(["sandbox-env", "--parent-tool-bridge", &b.to_string()])
+        .run()
+        .exit(69)
+        .stdout_empty()
+        .stderr_starts_with("error[sandbox_env_collision]: ");
 
     let mut b = bridge(&["echo"]);
     b["dispatcher"]["mode"] = json!("host_endpoint");
     b["dispatcher"]["endpoint"] =
         json!({"url_env": "EP", "method": "POST", "token_env": "MY_MODE"});
     b["sandbox_env"]["variables"] = json!({"dispatch_mode": "MY_MODE"});
-    let (exit, stdout, _) =
-        run_with_stdin(&["sandbox-env", "--parent-tool-bridge", &b.to_string()], "");
-    assert_ne!(exit, 0);
-    assert!(stdout.is_empty());
+    Cmd::new(["sandbox-env", "--parent-tool-bridge", &b.to_string()])
+        .run()
+        .exit(69)
+        .stdout_empty()
+        .stderr_starts_with("error[sandbox_env_collision]: ");
 }
 
 #[test]
 fn sandbox_env_refuses_an_invalid_bridge_and_needs_one() {
-    let (exit, stdout, stderr) = run_with_stdin(&["sandbox-env", "--parent-tool-bridge", "{}"], "");
-    assert_eq!(exit, 69);
-    assert!(stdout.is_empty() && stderr.contains("bridge_invalid"));
-    let (exit, _, _) = run_with_stdin(&["sandbox-env"], "");
-    assert_eq!(exit, 2);
+    Cmd::new(["sandbox-env", "--parent-tool-bridge", "{}"])
+        .run()
+        .exit(69)
+        .stdout_empty()
+        .stderr_starts_with("error[bridge_invalid]: ");
+    Cmd::new(["sandbox-env"])
+        .run()
+        .exit(2)
+        .stdout_empty()
+        .stderr_eq(
+            "error[usage]: no bridge: pass --parent-tool-bridge '<json>|@FILE' or set \
+             PARENT_TOOL_DISPATCH_BRIDGE\n",
+        );
 }
 
 #[test]
 fn help_never_shows_the_bridge_from_the_environment() {
-    let out = Command::new(bin())
-        .arg("--help")
+    Cmd::new(["--help"])
         .env(
             "PARENT_TOOL_DISPATCH_BRIDGE",
             "{\"secret\":\"do-not-show\"}",
         )
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("PARENT_TOOL_DISPATCH_BRIDGE"));
-    assert!(!text.contains("do-not-show"));
+        .run()
+        .exit(0)
+        .stdout_contains("PARENT_TOOL_DISPATCH_BRIDGE")
+        .stdout_lacks("do-not-show")
+        .stderr_empty();
 }

@@ -13,12 +13,7 @@ fn transcripts_in(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn sha256_file(path: &Path) -> String {
-    use sha2::Digest;
-    let bytes = std::fs::read(path).unwrap();
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    sha256_hex(std::fs::read(path).unwrap())
 }
 
 #[test]
@@ -75,11 +70,7 @@ fn denials_and_invalid_requests_get_transcripts_too() {
         .args(&["--artifact-dir", arg])
         .run();
     run.expect("failed", Some("request_invalid"), 65);
-    use sha2::Digest;
-    let hex: String = sha2::Sha256::digest(&garbage)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = sha256_hex(&garbage);
     let want = format!("files/parent-tools/invalid-{}.json", &hex[..16]);
     assert_eq!(
         run.envelope["artifacts"]["transcripts"][0]["path"],

@@ -32,29 +32,22 @@ fn call(root: &Path, tool: &str, input: Value) -> Run {
 #[test]
 fn readme_first_command_reads_the_fixture_file() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = std::process::Command::new(bin())
-        .current_dir(root)
-        .args([
-            "--parent-tool-bridge",
-            "@fixtures/bridge.json",
-            "--pretty",
-            "fixtures/request.json",
-        ])
-        .env_remove("PARENT_TOOL_DISPATCH_BRIDGE")
-        .output()
-        .unwrap();
     // The fixture bridge names target/debug/parent-tool-dispatch, which is this binary.
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let envelope: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = Cmd::new([
+        "--parent-tool-bridge",
+        "@fixtures/bridge.json",
+        "--pretty",
+        "fixtures/request.json",
+    ])
+    .cwd(root)
+    .run();
     let want = std::fs::read_to_string(root.join("fixtures/workspace/docs/hello.txt")).unwrap();
-    assert_eq!(envelope["status"], "succeeded");
-    assert_eq!(envelope["output"]["content"], json!(want));
-    assert_eq!(envelope["output"]["path"], "docs/hello.txt");
+    out.exit(0).stderr_empty().stdout_with(|stdout| {
+        let envelope: Value = serde_json::from_str(stdout).unwrap();
+        assert_eq!(envelope["status"], "succeeded");
+        assert_eq!(envelope["output"]["content"], json!(want));
+        assert_eq!(envelope["output"]["path"], "docs/hello.txt");
+    });
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! `parent-tool-dispatch adapter workspace`: the reference adapter of SPEC §9, driven through
 //! the built binary with a request on stdin; results are compared as parsed JSON.
 
-use assert_cmd::Command;
+use super::Cmd;
 use serde_json::{json, Value};
 use std::fs;
 use std::os::unix::fs::symlink;
@@ -36,7 +36,7 @@ impl Workspace {
         fs::read_to_string(self.root().join(rel)).unwrap()
     }
 
-    /// Run one call with `--root`, check exit 0 and exactly one JSON line, return it parsed.
+    /// Run one call with `--root`; see [`run`].
     fn call(&self, tool: &str, operation: &str, input: Value) -> Value {
         run(&request(tool, operation, input), Some(&self.root()), None)
     }
@@ -57,28 +57,17 @@ fn request(tool: &str, operation: &str, input: Value) -> Vec<u8> {
     .unwrap()
 }
 
+/// Run the adapter with `stdin`; check exit 0, nothing on stderr (a failure is an envelope
+/// like any other) and exactly one JSON line; return it parsed.
 fn run(stdin: &[u8], root: Option<&Path>, cwd: Option<&Path>) -> Value {
-    let mut cmd = Command::cargo_bin("parent-tool-dispatch").unwrap();
-    cmd.args(["adapter", "workspace"]);
+    let mut cmd = Cmd::new(["adapter", "workspace"]).stdin(stdin);
     if let Some(root) = root {
-        cmd.arg("--root").arg(root);
+        cmd = cmd.arg("--root").arg(root);
     }
     if let Some(cwd) = cwd {
-        cmd.current_dir(cwd);
+        cmd = cmd.cwd(cwd);
     }
-    let out = cmd.write_stdin(stdin.to_vec()).output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        stdout.ends_with('\n') && stdout.matches('\n').count() == 1,
-        "{stdout:?}"
-    );
-    serde_json::from_str(&stdout).unwrap()
+    cmd.run().exit(0).stderr_empty().json()
 }
 
 /// The full envelope of a success.
@@ -425,13 +414,11 @@ fn without_root_the_working_directory_is_the_root() {
 fn unreadable_stdin_exits_1_without_an_envelope() {
     let ws = Workspace::new();
     // A directory as stdin: every read fails with EISDIR.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_parent-tool-dispatch"))
-        .args(["adapter", "workspace", "--root"])
+    Cmd::new(["adapter", "workspace", "--root"])
         .arg(ws.root())
-        .stdin(fs::File::open("/").unwrap())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(out.stdout.is_empty());
-    assert!(String::from_utf8_lossy(&out.stderr).starts_with("error[stdin]:"));
+        .stdin_file(fs::File::open("/").unwrap())
+        .run()
+        .exit(1)
+        .stdout_empty()
+        .stderr_starts_with("error[stdin]:");
 }

@@ -71,7 +71,7 @@ enum Reply {
 }
 
 /// One session with the server, for one call.
-pub struct Client<'s> {
+pub(super) struct Client<'s> {
     server: &'s mut Server,
     interrupts: &'s Interrupts,
     /// Every wait ends here.
@@ -90,7 +90,7 @@ pub struct Client<'s> {
 
 impl<'s> Client<'s> {
     /// A client for `server`; every exchange ends by `deadline` (`budget` after the start).
-    pub fn new(
+    pub(super) fn new(
         server: &'s mut Server,
         interrupts: &'s Interrupts,
         deadline: Instant,
@@ -111,7 +111,7 @@ impl<'s> Client<'s> {
 
     /// Find the revision to speak: the `server/discover` probe, then the handshake if the
     /// server is a legacy one.
-    pub fn connect(&mut self) -> Result<Revision, Failure> {
+    pub(super) fn connect(&mut self) -> Result<Revision, Failure> {
         let probe_until = self
             .deadline
             .min(Instant::now() + limits::PROBE_WAIT.min(self.budget / 3));
@@ -202,7 +202,7 @@ impl<'s> Client<'s> {
 
     /// Call the tool `name` with `arguments` (a raw JSON object); the envelope's `output`
     /// (raw JSON) on success.
-    pub fn call_tool(&mut self, name: &str, arguments: &str) -> Result<String, Failure> {
+    pub(super) fn call_tool(&mut self, name: &str, arguments: &str) -> Result<String, Failure> {
         let mut state: Option<String> = None;
         for _ in 0..=limits::MAX_INPUT_ROUNDS {
             let params = self.params(|w| {

@@ -46,7 +46,7 @@ pub const STDERR_TAIL_BYTES: usize = 4 * 1024;
 
 /// What [`Server::next`] saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
+pub(super) enum Event {
     /// One line of stdout, without its newline (blank lines are skipped).
     Line(Vec<u8>),
     /// A line went past the message cap: reading stopped there.
@@ -61,7 +61,7 @@ pub enum Event {
 
 /// How the server stopped talking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ending {
+pub(super) enum Ending {
     /// It exited (or was killed).
     Exited(Termination),
     /// It closed its stdout and is still running.
@@ -70,7 +70,7 @@ pub enum Ending {
 
 /// How the ladder ended, for a note on stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
+pub(super) enum Step {
     /// The server exited when its stdin closed (or had exited already).
     StdinClosed,
     /// It needed SIGTERM.
@@ -81,7 +81,7 @@ pub enum Step {
 
 /// What [`Server::shutdown`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Shutdown {
+pub(super) struct Shutdown {
     pub step: Step,
     pub termination: Termination,
     /// Processes the server left behind, all killed.
@@ -89,7 +89,7 @@ pub struct Shutdown {
 }
 
 /// The running server.
-pub struct Server {
+pub(super) struct Server {
     group: ProcessGroup,
     stdin: Option<OwnedFd>,
     stdout: Option<OwnedFd>,
@@ -105,7 +105,7 @@ pub struct Server {
 impl Server {
     /// Start `argv` (argv[0] through `PATH` when it has no slash) with exactly `env`, in the
     /// adapter's working directory; lines on stdout longer than `max_line_bytes` are refused.
-    pub fn spawn(
+    pub(super) fn spawn(
         argv: &[String],
         env: &[(String, String)],
         max_line_bytes: usize,
@@ -145,7 +145,7 @@ impl Server {
     /// Queue one message (a line without its newline) for the server's stdin and write what
     /// the pipe takes now; the rest goes out while [`next`](Self::next) waits. Dropped when
     /// the server closed its stdin.
-    pub fn send(&mut self, message: &str) {
+    pub(super) fn send(&mut self, message: &str) {
         if self.stdin.is_none() {
             return;
         }
@@ -155,12 +155,12 @@ impl Server {
     }
 
     /// The last bytes of the server's stderr, as text.
-    pub fn stderr_tail(&self) -> String {
+    pub(super) fn stderr_tail(&self) -> String {
         String::from_utf8_lossy(&self.errlog.tail).into_owned()
     }
 
     /// Wait for the next line of stdout, or for the server to end, a signal, or `until`.
-    pub fn next(&mut self, until: Instant, interrupts: &Interrupts) -> Event {
+    pub(super) fn next(&mut self, until: Instant, interrupts: &Interrupts) -> Event {
         loop {
             if let Some(line) = self.lines.pop() {
                 return Event::Line(line);
@@ -196,7 +196,7 @@ impl Server {
     /// Shut the server down: close its stdin and wait up to `close_wait` for it to exit, then
     /// SIGTERM to its group and up to `term_grace`, then SIGKILL; then kill and reap whatever
     /// it left behind. Both output pipes are drained throughout (stdout is discarded).
-    pub fn shutdown(mut self, close_wait: Duration, term_grace: Duration) -> Shutdown {
+    pub(super) fn shutdown(mut self, close_wait: Duration, term_grace: Duration) -> Shutdown {
         self.stdin = None;
         self.outbox.clear();
         let mut step = Step::StdinClosed;

@@ -39,7 +39,7 @@ const TEMP_FILE_MODE: Mode = Mode::from_raw_mode(0o600);
 /// What a replacement keeps of the file it replaces: permission bits (not setuid/setgid/sticky)
 /// and, where the process may set it, the owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Keep {
+pub(super) struct Keep {
     pub mode: u32,
     pub uid: u32,
     pub gid: u32,
@@ -92,7 +92,7 @@ fn require_regular(file: &File, shown: &str) -> Result<std::fs::Metadata, ToolEr
 }
 
 /// `workspace.read {path, offset?, limit?}` → `{path, content, bytes, truncated}`.
-pub fn read(root: &Root, input: &Value) -> Result<Value, ToolError> {
+pub(super) fn read(root: &Root, input: &Value) -> Result<Value, ToolError> {
     let input = Input::new(input, &["path", "offset", "limit"])?;
     let rel = parse_path(input.string("path")?)?;
     let shown = rel.display();
@@ -217,7 +217,7 @@ fn read_lines(
 }
 
 /// `workspace.write {path, content, create_dirs?}` → `{path, bytes}`.
-pub fn write(root: &Root, input: &Value) -> Result<Value, ToolError> {
+pub(super) fn write(root: &Root, input: &Value) -> Result<Value, ToolError> {
     let input = Input::new(input, &["path", "content", "create_dirs"])?;
     let rel = parse_path(input.string("path")?)?;
     let shown = rel.display();
@@ -297,7 +297,7 @@ fn locate_file(
 }
 
 /// `workspace.edit {path, old, new}` → `{path, bytes}`: replace the one occurrence of `old`.
-pub fn edit(root: &Root, input: &Value) -> Result<Value, ToolError> {
+pub(super) fn edit(root: &Root, input: &Value) -> Result<Value, ToolError> {
     let input = Input::new(input, &["path", "old", "new"])?;
     let rel = parse_path(input.string("path")?)?;
     let shown = rel.display();
@@ -415,7 +415,7 @@ fn find_exactly_one(haystack: &str, needle: &str) -> Result<usize, usize> {
 /// the data is durable and before the rename; an error from it (or from any step) removes the
 /// temp file, leaves `name` untouched, and is returned. Production passes a no-op; tests
 /// inject failures.
-pub fn write_atomic(
+pub(super) fn write_atomic(
     dir: BorrowedFd<'_>,
     name: &CStr,
     data: &[u8],
@@ -527,7 +527,7 @@ mod tests {
         let root = Root::open(tmp.path()).unwrap();
         let out = read(&root, &json!({"path": "wide.txt"})).unwrap();
         let content = out["content"].as_str().unwrap();
-        assert!(content.len() <= limits::MAX_READ_BYTES && content.len() % 3 == 0);
+        assert!(content.len() <= limits::MAX_READ_BYTES && content.len().is_multiple_of(3));
         assert_eq!(out["truncated"], true);
         assert_eq!(out["bytes"], content.len());
     }

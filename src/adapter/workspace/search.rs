@@ -39,7 +39,7 @@ const OPEN_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::NOFOLLOW);
 
 /// `workspace.search`.
-pub fn search(root: &Root, input: &Value) -> Result<Value, ToolError> {
+pub(super) fn search(root: &Root, input: &Value) -> Result<Value, ToolError> {
     let input = Input::new(input, &["pattern", "path", "glob", "max_results"])?;
     let regex = compile(input.string("pattern")?)?;
     let rel = match input.opt_string("path")? {

@@ -1,0 +1,68 @@
+//! The test suite's plumbing: the one way to run the binary ([`Cmd`], whose [`Output`] makes
+//! every test state its exit status, stdout and stderr) and the small helpers every area needs
+//! (SHA-256 in hex, stdout read as one JSON line, canonical JSON).
+//!
+//! Invariants: nothing here starts a process except [`Cmd::spawn`]; a run that a test did not
+//! check fails on the strict defaults instead of passing. This module knows nothing of the
+//! main job's envelopes beyond "one JSON line": the [`Dispatch`](super::Dispatch) builder in
+//! `main.rs` adds those rules on top of [`Cmd`].
+
+mod cmd;
+mod selftest;
+
+pub use cmd::{Cmd, Output, Running};
+
+use serde_json::Value;
+
+/// SHA-256 of `bytes`, in lower-case hex: the digests transcripts, refs and file names carry.
+pub fn sha256_hex(bytes: impl AsRef<[u8]>) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes.as_ref())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The bridge ref the dispatcher computes, worked out independently: `sha256:` over the bridge
+/// as compact JSON with every object's keys sorted.
+pub fn bridge_ref(bridge: &Value) -> String {
+    let canonical = serde_json::to_string(&sorted(bridge)).unwrap();
+    format!("sha256:{}", sha256_hex(canonical))
+}
+
+/// A value rebuilt with every object's keys in sorted order.
+pub fn sorted(v: &Value) -> Value {
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<_> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), sorted(&map[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
+/// `text` as printed by a command whose stdout is one JSON document: exactly one line, ended by
+/// its newline, holding one JSON value — parsed.
+///
+/// A number no tree can hold (`1e400`) is valid JSON the dispatcher passes through untouched:
+/// such a line is checked with the product's own strict reader instead, and comes back as
+/// `Value::Null` (a test that needs its text reads the raw line).
+#[track_caller]
+pub fn json_line(text: &str) -> Value {
+    assert!(
+        text.ends_with('\n') && text.matches('\n').count() == 1,
+        "want exactly one line, ended by a newline; got: {}",
+        cmd::excerpt(text)
+    );
+    serde_json::from_str(text).unwrap_or_else(|_| {
+        parent_tool_dispatch::json::check_object(text.trim_end().as_bytes(), usize::MAX)
+            .unwrap_or_else(|e| panic!("not one JSON document ({e:?}): {}", cmd::excerpt(text)));
+        Value::Null
+    })
+}
