@@ -12,6 +12,13 @@
 //! Not part of the product's interface (`#[doc(hidden)]`); it reads no file but the workspace
 //! target's private fixture tree, starts no process and prints nothing.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a fuzz target's assertions: a violated invariant must panic, which is how \
+              libFuzzer and the regression replay recognise a finding"
+)]
+
 use crate::adapter::workspace::path::{PathError, RelPath, Resolver, Root};
 use crate::cli::{Cli, DispatchArgs};
 use crate::delegation::checks;

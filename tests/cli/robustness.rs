@@ -198,7 +198,7 @@ fn load_200_concurrent_dispatches_into_one_artifact_dir_lose_nothing() {
     ];
     let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
     let id_of = |i: usize| {
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             "load-same".to_string()
         } else {
             format!("load-{i}")

@@ -475,7 +475,7 @@ impl<'s> Client<'s> {
 
 /// What a `tools/call` result says, before anything more is asked of the server.
 #[derive(Debug, Clone, PartialEq)]
-pub enum CallResult {
+pub(crate) enum CallResult {
     /// The envelope's `output` (raw JSON: `content`, and `structured_content` when present).
     Output(String),
     /// `input_required` with only a `requestState` (raw JSON string) to send back.
@@ -488,7 +488,7 @@ pub enum CallResult {
 /// Interpret a `tools/call` result (a raw JSON object, as [`wire::parse`] keeps it) — the
 /// `resultType` of the stateless revision and the `CallToolResult` of both. Pure: no I/O, so
 /// the fuzz target drives it with any answer a server could write.
-pub fn call_result(result: &str) -> Result<CallResult, Failure> {
+pub(crate) fn call_result(result: &str) -> Result<CallResult, Failure> {
     let fields = Fields::parse(result).unwrap_or_default();
     match fields.get("resultType").map(|t| (raw::string(t), t)) {
         None => {}

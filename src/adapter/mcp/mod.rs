@@ -28,12 +28,10 @@
 mod client;
 mod server;
 pub mod test_server;
-/// The JSON-RPC grammar (public for the `mcp` fuzz target; not a stable interface).
-#[doc(hidden)]
-pub mod wire;
+/// The JSON-RPC grammar (crate-visible for the `mcp` fuzz target in `crate::fuzzing`).
+pub(crate) mod wire;
 
-#[doc(hidden)]
-pub use client::{call_result, CallResult};
+pub(crate) use client::{call_result, CallResult};
 pub use client::{Revision, LEGACY, MODERN};
 
 use crate::envelope::request::{Echo, Request};
