@@ -18,6 +18,8 @@ pub mod envelope;
 pub mod error;
 pub mod exec;
 pub mod fs;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod hostenv;
 pub mod interrupt;
 pub mod json;

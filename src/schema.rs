@@ -30,6 +30,8 @@ pub const FIXTURE_SCHEMA: &str = "parent-tool-dispatch/fixture/v1";
 const ENV_NAME_PATTERN: &str = "^[A-Za-z_][A-Za-z0-9_]*$";
 /// A lowercase hex SHA-256.
 const SHA256_PATTERN: &str = "^[0-9a-f]{64}$";
+/// The request fields that travel in environment variables hold no NUL.
+const NO_NUL_PATTERN: &str = r"^[^\x00]*$";
 /// A relative artifact path that stays below its folder: not `/…` or `\…`, no drive prefix
 /// (an ASCII character then `:`, as the product checks the second byte), no `..` segment
 /// (split on `/` and `\`).
@@ -240,12 +242,13 @@ fn request_schema() -> Value {
             "version": version(),
             "request_id": {
                 "type": "string",
-                "description": "At most 256 bytes of UTF-8 (the dispatcher counts bytes).",
+                "description": "At most 256 bytes of UTF-8 (the dispatcher counts bytes), no NUL (it travels in an environment variable).",
                 "minLength": 1,
-                "maxLength": request::MAX_REQUEST_ID_BYTES
+                "maxLength": request::MAX_REQUEST_ID_BYTES,
+                "pattern": NO_NUL_PATTERN
             },
-            "tool": {"type": "string", "minLength": 1, "maxLength": request::MAX_NAME_BYTES},
-            "operation": {"type": "string", "minLength": 1, "maxLength": request::MAX_NAME_BYTES},
+            "tool": {"type": "string", "minLength": 1, "maxLength": request::MAX_NAME_BYTES, "pattern": NO_NUL_PATTERN},
+            "operation": {"type": "string", "minLength": 1, "maxLength": request::MAX_NAME_BYTES, "pattern": NO_NUL_PATTERN},
             "input": {},
             "sandbox_session": {
                 "type": "object",

@@ -99,6 +99,9 @@ pub enum DispatchError {
     /// A bug, or a state the dispatcher cannot account for.
     #[error("internal error: {0}")]
     Internal(String),
+    /// A panic (a bug) was caught in the main job: where, and what it said, for stderr only.
+    #[error("internal error: a panic in the main job")]
+    Panicked { what: String },
     /// The `host_endpoint` bridge's endpoint cannot be used as the host configured it;
     /// nothing was sent.
     #[error("the endpoint is not configured")]
@@ -142,7 +145,7 @@ impl DispatchError {
                 ..
             } => ErrorCode::AdapterNotFound,
             E::Spawn { .. } => ErrorCode::AdapterNotExecutable,
-            E::Setup(_) | E::Internal(_) => ErrorCode::InternalError,
+            E::Setup(_) | E::Internal(_) | E::Panicked { .. } => ErrorCode::InternalError,
             E::Timeout { .. } => ErrorCode::DispatchTimeout,
             E::ResultTooLarge { .. } => ErrorCode::ResultTooLarge,
             E::AdapterSignaled { .. } => ErrorCode::AdapterSignaled,
@@ -268,6 +271,9 @@ impl DispatchError {
             E::Internal(what) => {
                 format!("the dispatcher hit an internal error ({what}); please report it")
             }
+            E::Panicked { .. } => "the dispatcher hit an internal error (a panic in the main \
+                                   job); please report it"
+                .to_string(),
             E::EndpointUnconfigured(why) => why.message(),
             E::EndpointUnreachable { origin, cause } => {
                 format!("the endpoint {origin} could not be reached: {cause}")
@@ -332,6 +338,7 @@ impl DispatchError {
             | E::Timeout { .. }
             | E::ResultFileUnusable(_)
             | E::Internal(_)
+            | E::Panicked { .. }
             | E::EndpointUnconfigured(_)
             | E::EndpointUnreachable { .. }
             | E::EndpointTimeout { .. } => None,
@@ -389,6 +396,9 @@ impl DispatchError {
                 other => format!("the adapter program {program}: {other}"),
             },
             E::Setup(err) => format!("creating the file transport's private folder: {err}"),
+            E::Panicked { what } => {
+                format!("the dispatcher hit an internal error: {what}; please report it")
+            }
             E::EndpointUnconfigured(why) => why.human(),
             E::EndpointHttpStatus {
                 status,

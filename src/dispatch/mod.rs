@@ -36,8 +36,14 @@ use std::time::Duration;
 pub struct UsageError(pub String);
 
 /// Run the main job; print the envelope; return the exit status.
+///
+/// Panic safety: a panic in any step — reading, admitting, running the adapter (whose
+/// process group `exec`'s guard kills and sweeps while unwinding), judging, concluding — is
+/// caught and still ends in exactly one `internal_error` envelope echoing the request's ids,
+/// one `error[internal_error]` line on stderr saying where it panicked, and exit 70.
 pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
     let env = HostEnv::process();
+    panic_point::arm(&env);
     let mut report = match Report::new(args, &env) {
         Ok(report) => report,
         Err(UsageError(message)) => {
@@ -45,21 +51,208 @@ pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
             return crate::error::exit::USAGE;
         }
     };
+    let panics = PanicNote::install();
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let bytes = read_request(args, interrupts)?;
         let admitted = admit(args, bytes, &mut report)?;
         obtain(admitted, args, &env, interrupts, &mut report)
     }))
-    .unwrap_or_else(|_| Err(DispatchError::Internal("a panic in the main job".into())));
-    match ran {
-        Ok(ran) => {
-            let outcome = ran.judge(&mut report);
-            let exit = report.finish(outcome);
-            // Only now: the cleanup is bounded, but nothing may delay the envelope.
-            ran.clean_up();
-            exit
+    .unwrap_or_else(|_| Err(panics.error()));
+    let (obtained, failure) = match ran {
+        Ok(obtained) => (Some(obtained), None),
+        Err(err) => (None, Some(err)),
+    };
+    let outcome = match (&obtained, failure) {
+        (_, Some(err)) => Err(err),
+        (Some(obtained), None) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            panic_point::reach(PanicPoint::Judging);
+            obtained.judge(&mut report)
+        }))
+        .unwrap_or_else(|_| Err(panics.error())),
+        (None, None) => Err(DispatchError::Internal("no outcome".into())),
+    };
+    // What a failure envelope needs if concluding itself fails.
+    let echo = report.echo().clone();
+    let redactor = report.redactor().clone();
+    // The envelope is written to stdout as it is rendered (a large output is not held twice).
+    let wrote = std::cell::Cell::new(false);
+    let printed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        panic_point::reach(PanicPoint::Concluding);
+        report.finish(outcome, &wrote)
+    }));
+    let exit = match printed {
+        Ok(exit) => exit,
+        // Nothing on stdout yet: the last resort is the one envelope.
+        Err(_) if !wrote.get() => {
+            last_resort(&echo, &redactor, &panics.error(), args.pretty).print()
         }
-        Err(err) => report.finish(Err(err)),
+        // A panic while the envelope was being written: stdout is cut short and no second
+        // envelope may follow it; stderr and the exit status still say what happened.
+        Err(_) => {
+            let failed = last_resort(&echo, &redactor, &panics.error(), args.pretty);
+            for line in &failed.stderr {
+                eprintln!("{line}");
+            }
+            failed.exit
+        }
+    };
+    // Only now: the cleanup is bounded, but nothing may delay the envelope.
+    if let Some(obtained) = obtained {
+        let cleaned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            obtained.clean_up();
+        }));
+        if cleaned.is_err() {
+            eprintln!(
+                "warning[internal_error]: cleaning up after the run: {}",
+                panics.take()
+            );
+        }
+    }
+    exit
+}
+
+/// The envelope of a failure when [`Report::conclude`] itself panicked: no transcript and no
+/// result file, the ids and the redaction known so far. Should rendering panic too, a fixed
+/// envelope without ids is printed: one valid envelope, always.
+pub fn last_resort(
+    echo: &Echo,
+    redactor: &crate::redact::Redactor,
+    err: &DispatchError,
+    pretty: bool,
+) -> Concluded {
+    let rendered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        err.envelope(echo)
+            .render(redactor, crate::envelope::result::Audience::Caller)
+    }));
+    let compact = rendered.unwrap_or_else(|_| LAST_RESORT_ENVELOPE.to_string());
+    let human = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        redactor.scrub_secrets_str(&err.human())
+    }))
+    .unwrap_or_else(|_| "the dispatcher hit an internal error; please report it".into());
+    Concluded {
+        envelope: if pretty {
+            crate::json::raw::pretty(&compact)
+        } else {
+            compact
+        },
+        status: err.status(),
+        exit: err.exit_code(),
+        stderr: vec![crate::terminal::error_line(err.code().as_str(), &human)],
+    }
+}
+
+/// The envelope printed when nothing else can be rendered.
+const LAST_RESORT_ENVELOPE: &str = concat!(
+    r#"{"schema":"wp-codebox/parent-tool-result/v1","version":1,"request_id":"","tool":"","#,
+    r#""operation":"","status":"failed","error":{"code":"internal_error","message":"the "#,
+    r#"dispatcher hit an internal error; please report it","retryable":false},"artifacts":"#,
+    r#"{"transcripts":[],"evidence":[]},"diagnostics":{},"metadata":{}}"#
+);
+
+/// What the panics of the main job said. While the main job runs, a panic is recorded here
+/// instead of printed by the default hook: it is reported once, on the `error[internal_error]`
+/// line (scrubbed of secrets like every stderr line), not as loose text around it.
+struct PanicNote {
+    note: &'static std::sync::Mutex<Option<String>>,
+}
+
+impl PanicNote {
+    fn install() -> PanicNote {
+        static NOTE: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+        std::panic::set_hook(Box::new(|info| {
+            let payload = info
+                .payload()
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| info.payload().downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(no message)".into());
+            let at = info
+                .location()
+                .map(|l| format!(" at {}:{}:{}", l.file(), l.line(), l.column()))
+                .unwrap_or_default();
+            let thread = std::thread::current();
+            let text = format!(
+                "thread '{}' panicked{at}: {payload}",
+                thread.name().unwrap_or("unnamed")
+            );
+            if let Ok(mut note) = NOTE.lock() {
+                // The first panic is the cause; later ones are its consequences.
+                note.get_or_insert(text);
+            }
+        }));
+        PanicNote { note: &NOTE }
+    }
+
+    /// What the first panic said (taking it).
+    fn take(&self) -> String {
+        self.note
+            .lock()
+            .ok()
+            .and_then(|mut note| note.take())
+            .unwrap_or_else(|| "a panic".into())
+    }
+
+    /// The failure a caught panic becomes.
+    fn error(&self) -> DispatchError {
+        DispatchError::Panicked { what: self.take() }
+    }
+}
+
+/// Where a test may provoke a panic in the main job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PanicPoint {
+    /// In `exec::run`, right after the adapter's process group was spawned: the adapter runs.
+    AdapterStarted,
+    /// After the adapter ended, before its answer is judged.
+    Judging,
+    /// Before the report concludes (diagnostics, transcript, rendering).
+    Concluding,
+}
+
+/// A test-only hook to prove panic safety end to end (README, "Robustness"): with
+/// `PARENT_TOOL_DISPATCH_TEST_PANIC=adapter_started[:MS]|judging|concluding` in a **debug**
+/// build, the main job panics at that point (after MS milliseconds at `adapter_started`, so
+/// the adapter is well under way). Release builds never read the variable.
+pub mod panic_point {
+    use super::PanicPoint;
+    use crate::hostenv::HostEnv;
+    use std::sync::OnceLock;
+    use std::time::Duration;
+
+    /// The variable naming the point.
+    pub const ENV: &str = "PARENT_TOOL_DISPATCH_TEST_PANIC";
+
+    static ARMED: OnceLock<(PanicPoint, Duration)> = OnceLock::new();
+
+    /// Read [`ENV`] (debug builds only); an unknown value arms nothing.
+    pub fn arm(env: &HostEnv) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let Some(value) = env.var(ENV) else { return };
+        let (name, ms) = value.split_once(':').unwrap_or((&value, "0"));
+        let point = match name {
+            "adapter_started" => PanicPoint::AdapterStarted,
+            "judging" => PanicPoint::Judging,
+            "concluding" => PanicPoint::Concluding,
+            _ => return,
+        };
+        let delay = Duration::from_millis(ms.parse().unwrap_or(0));
+        let _ = ARMED.set((point, delay));
+    }
+
+    /// Panic here when a test armed this point (the panic names the caller's location).
+    #[track_caller]
+    pub fn reach(point: PanicPoint) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        if let Some(&(armed, delay)) = ARMED.get() {
+            if armed == point {
+                std::thread::sleep(delay);
+                panic!("{ENV}: a panic provoked at {point:?}");
+            }
+        }
     }
 }
 

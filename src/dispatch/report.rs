@@ -120,6 +120,16 @@ impl<'a> Report<'a> {
             .extend(warnings.iter().map(crate::terminal::warning_line));
     }
 
+    /// What a failure envelope echoes, as learned so far.
+    pub fn echo(&self) -> &Echo {
+        &self.echo
+    }
+
+    /// The redactor, with every secret and host path learned so far.
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
     /// The `--tool-map` in force.
     pub fn tool_map(&self) -> &ToolMap {
         &self.tool_map
@@ -303,13 +313,21 @@ impl<'a> Report<'a> {
     /// [`ResultEnvelope::write_to`]), so a large `output` is held once — in the answer it
     /// came in — instead of twice; with `--result-file` it is rendered once into the text
     /// both get.
-    pub fn finish(mut self, outcome: Result<ResultEnvelope<'_>, DispatchError>) -> u8 {
+    ///
+    /// `wrote` turns true once a byte of the envelope is on stdout: after that, a panic cannot
+    /// be answered with another envelope.
+    pub fn finish(
+        mut self,
+        outcome: Result<ResultEnvelope<'_>, DispatchError>,
+        wrote: &std::cell::Cell<bool>,
+    ) -> u8 {
         let settled = self.settle(outcome);
         for line in &settled.stderr {
             eprintln!("{line}");
         }
         let stdout = std::io::stdout().lock();
-        let mut out = std::io::BufWriter::with_capacity(STDOUT_BUFFER_BYTES, FdWriter(&stdout));
+        let mut out =
+            std::io::BufWriter::with_capacity(STDOUT_BUFFER_BYTES, FdWriter { fd: &stdout, wrote });
         // A closed or full stdout cannot be reported anywhere: the exit status still is.
         let _ = match &settled.text {
             Some(text) => out.write_all(text.as_bytes()),
@@ -477,14 +495,24 @@ const STDOUT_BUFFER_BYTES: usize = 64 * 1024;
 /// than its buffer is searched from the end for a newline (`memrchr`), which on a 64 MiB
 /// `output` without one is a second full pass over it. The envelope is one line that ends
 /// with the only newline, and [`Report::finish`] buffers and flushes it itself.
-struct FdWriter<'f, F: rustix::fd::AsFd>(&'f F);
+/// `wrote` turns true at the first byte written.
+struct FdWriter<'f, F: rustix::fd::AsFd> {
+    fd: &'f F,
+    wrote: &'f std::cell::Cell<bool>,
+}
 
 impl<F: rustix::fd::AsFd> Write for FdWriter<'_, F> {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
         loop {
-            match rustix::io::write(self.0, bytes) {
+            match rustix::io::write(self.fd, bytes) {
                 Err(rustix::io::Errno::INTR) => {}
-                written => return written.map_err(std::io::Error::from),
+                Ok(n) => {
+                    if n > 0 {
+                        self.wrote.set(true);
+                    }
+                    return Ok(n);
+                }
+                Err(err) => return Err(err.into()),
             }
         }
     }

@@ -161,6 +161,8 @@ pub fn run(spec: Spec, interrupts: &Interrupts) -> Result<Finished, SpawnError> 
     };
     // From here on `group` kills and sweeps on every way out, unwinding included.
     let (mut group, pipes) = ProcessGroup::spawn(&launch)?;
+    // Test-only (debug builds, armed by the main job): proves the guard above end to end.
+    crate::dispatch::panic_point::reach(crate::dispatch::PanicPoint::AdapterStarted);
     let mut io = Io::new(pipes, spec.stdin, spec.max_stdout_bytes, STDERR_KEEP_BYTES)
         .map_err(|err| SpawnError::Other(err.kind()))?;
     let hard = start + spec.timeout + spec.kill_grace + AFTER_LADDER;

@@ -42,7 +42,8 @@ mod text;
 pub use json::{InvalidJson, Scope, PIECE_BYTES};
 pub use keys::is_sensitive_key;
 
-use secrets::{qualifies_as_secret, SecretMatcher};
+pub use secrets::qualifies_as_secret;
+use secrets::SecretMatcher;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};

@@ -18,7 +18,7 @@
 
 use super::cases::{Adapter, Case};
 use crate::cli::{Cli, DispatchArgs};
-use crate::dispatch::{self, Report, UsageError};
+use crate::dispatch::{self, Concluded, Report, UsageError};
 use crate::envelope::bridge::DEFAULT_TIMEOUT_MS;
 use crate::exec::Stop;
 use crate::hostenv::HostEnv;
@@ -155,13 +155,33 @@ fn in_process(case: &Case, stdout: &[u8], exit_code: i32, stderr: &[u8]) -> Resu
         Err(usage) => return Ok(Actual::usage(usage)),
     };
     let env = HostEnv::with(case.env.iter().cloned());
-    let mut report = match Report::new(&args, &env) {
-        Ok(report) => report,
-        Err(UsageError(message)) => return Ok(Actual::usage(message)),
-    };
+    match run_recorded(&args, &env, case.request.clone(), stdout, exit_code, stderr) {
+        Ok(concluded) => Ok(Actual::from_output(
+            &concluded.envelope,
+            Some(i32::from(concluded.exit)),
+            concluded.stderr,
+        )),
+        Err(UsageError(message)) => Ok(Actual::usage(message)),
+    }
+}
+
+/// The main job, in this process, for `request` answered by a recorded adapter that wrote
+/// `stdout` and `stderr` and exited with `exit_code`: the same steps as a live run, from
+/// `Report::new` to `Report::conclude`, with no process started and nothing printed. `Err`
+/// is what the main job would refuse as a usage error (exit 2, no envelope). The fuzz
+/// targets and the property tests drive the pipeline through this too.
+pub fn run_recorded(
+    args: &DispatchArgs,
+    env: &HostEnv,
+    request: Vec<u8>,
+    stdout: &[u8],
+    exit_code: i32,
+    stderr: &[u8],
+) -> Result<Concluded, UsageError> {
+    let mut report = Report::new(args, env)?;
     let max_bytes = usize::try_from(args.max_output_bytes).unwrap_or(usize::MAX);
     let outcome = (|| {
-        let admitted = dispatch::admit(&args, case.request.clone(), &mut report)?;
+        let admitted = dispatch::admit(args, request, &mut report)?;
         dispatch::command_of(&admitted.bridge)?;
         report.record_replayed(exit_code, stdout.len() as u64, stderr);
         // A live adapter writing past the cap is stopped there: replay that, not a longer read.
@@ -180,12 +200,7 @@ fn in_process(case: &Case, stdout: &[u8], exit_code: i32, stderr: &[u8]) -> Resu
         };
         dispatch::judge_answer(answer, stdout, true, admitted.expect(), limits, &mut report)
     })();
-    let concluded = report.conclude(outcome);
-    Ok(Actual::from_output(
-        &concluded.envelope,
-        Some(i32::from(concluded.exit)),
-        concluded.stderr,
-    ))
+    Ok(report.conclude(outcome))
 }
 
 /// The case's bridge with `argv` as `dispatcher.command.argv`.

@@ -220,83 +220,18 @@ impl<'s> Client<'s> {
                 Reply::Error(err) => return Err(self.call_error(name, err)),
                 Reply::Result(result) => result,
             };
-            let fields = Fields::parse(&result).unwrap_or_default();
-            match fields.get("resultType").map(|t| (raw::string(t), t)) {
-                None => {}
-                Some((Some(t), _)) if t == "complete" => {}
-                Some((Some(t), _)) if t == "input_required" => {
-                    if let Some(requests) = fields.get("inputRequests") {
-                        return Err(input_required(Some(requests)));
+            match call_result(&result)? {
+                CallResult::Output(output) => return Ok(output),
+                CallResult::Again(next) => state = Some(next),
+                CallResult::ToolError { message, details } => {
+                    if self.tool_is_absent(name)? {
+                        return Err(unknown_tool(name, details));
                     }
-                    match fields.get("requestState") {
-                        Some(s) if Kind::of(s) == Kind::String => state = Some(s.to_string()),
-                        _ => return Err(input_required(None)),
-                    }
-                    continue;
-                }
-                Some((_, raw_type)) => {
-                    return Err(protocol(
-                        "the MCP server's tools/call result has a resultType this adapter does \
-                         not know",
-                        Some(json!({ "result_type": value_of(raw_type) })),
-                    ))
+                    return Err(Failure::new(Code::ToolError, message).with_details(details));
                 }
             }
-            return self.tool_result(name, &fields);
         }
         Err(input_required(None))
-    }
-
-    /// A `CallToolResult`: `output`, or `tool_error` (`unknown_tool` when the server does not
-    /// list the tool).
-    fn tool_result(&mut self, name: &str, fields: &Fields<'_>) -> Result<String, Failure> {
-        let content = fields
-            .get("content")
-            .filter(|c| Kind::of(c) == Kind::Array)
-            .ok_or_else(|| {
-                protocol(
-                    "the MCP server's tools/call result has no content array",
-                    None,
-                )
-            })?;
-        let is_error = match fields.get("isError").map(raw::boolean) {
-            None => false,
-            Some(Some(b)) => b,
-            Some(None) => {
-                return Err(protocol(
-                    "the MCP server's tools/call result has an isError that is not a boolean",
-                    None,
-                ))
-            }
-        };
-        let structured = fields
-            .get("structuredContent")
-            .filter(|s| Kind::of(s) != Kind::Null);
-        if !is_error {
-            let mut out =
-                String::with_capacity(content.len() + structured.map_or(0, str::len) + 48);
-            let mut w = ObjectWriter::new(&mut out);
-            w.raw("content", content);
-            if let Some(structured) = structured {
-                w.raw("structured_content", structured);
-            }
-            w.finish();
-            return Ok(out);
-        }
-        let mut details = Map::new();
-        details.insert("content".into(), value_of(content));
-        if let Some(structured) = structured {
-            details.insert("structured_content".into(), value_of(structured));
-        }
-        if self.tool_is_absent(name)? {
-            return Err(unknown_tool(name, Value::Object(details)));
-        }
-        let text = first_text(content);
-        let message = match text.as_deref() {
-            Some(text) if !text.trim().is_empty() => bounded(text),
-            _ => "the MCP tool reported an error without a text message".to_string(),
-        };
-        Err(Failure::new(Code::ToolError, message).with_details(Value::Object(details)))
     }
 
     /// A JSON-RPC error answering `tools/call`.
@@ -538,6 +473,91 @@ impl<'s> Client<'s> {
     }
 }
 
+/// What a `tools/call` result says, before anything more is asked of the server.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum CallResult {
+    /// The envelope's `output` (raw JSON: `content`, and `structured_content` when present).
+    Output(String),
+    /// `input_required` with only a `requestState` (raw JSON string) to send back.
+    Again(String),
+    /// `isError: true`: the tool's message and the envelope's `details`; `unknown_tool`
+    /// instead when `tools/list` confirms the tool is absent.
+    ToolError { message: String, details: Value },
+}
+
+/// Interpret a `tools/call` result (a raw JSON object, as [`wire::parse`] keeps it) — the
+/// `resultType` of the stateless revision and the `CallToolResult` of both. Pure: no I/O, so
+/// the fuzz target drives it with any answer a server could write.
+pub(crate) fn call_result(result: &str) -> Result<CallResult, Failure> {
+    let fields = Fields::parse(result).unwrap_or_default();
+    match fields.get("resultType").map(|t| (raw::string(t), t)) {
+        None => {}
+        Some((Some(t), _)) if t == "complete" => {}
+        Some((Some(t), _)) if t == "input_required" => {
+            if let Some(requests) = fields.get("inputRequests") {
+                return Err(input_required(Some(requests)));
+            }
+            return match fields.get("requestState") {
+                Some(s) if Kind::of(s) == Kind::String => Ok(CallResult::Again(s.to_string())),
+                _ => Err(input_required(None)),
+            };
+        }
+        Some((_, raw_type)) => {
+            return Err(protocol(
+                "the MCP server's tools/call result has a resultType this adapter does not \
+                 know",
+                Some(json!({ "result_type": value_of(raw_type) })),
+            ))
+        }
+    }
+    let content = fields
+        .get("content")
+        .filter(|c| Kind::of(c) == Kind::Array)
+        .ok_or_else(|| {
+            protocol(
+                "the MCP server's tools/call result has no content array",
+                None,
+            )
+        })?;
+    let is_error = match fields.get("isError").map(raw::boolean) {
+        None => false,
+        Some(Some(b)) => b,
+        Some(None) => {
+            return Err(protocol(
+                "the MCP server's tools/call result has an isError that is not a boolean",
+                None,
+            ))
+        }
+    };
+    let structured = fields
+        .get("structuredContent")
+        .filter(|s| Kind::of(s) != Kind::Null);
+    if !is_error {
+        let mut out = String::with_capacity(content.len() + structured.map_or(0, str::len) + 48);
+        let mut w = ObjectWriter::new(&mut out);
+        w.raw("content", content);
+        if let Some(structured) = structured {
+            w.raw("structured_content", structured);
+        }
+        w.finish();
+        return Ok(CallResult::Output(out));
+    }
+    let mut details = Map::new();
+    details.insert("content".into(), value_of(content));
+    if let Some(structured) = structured {
+        details.insert("structured_content".into(), value_of(structured));
+    }
+    let text = first_text(content);
+    let message = match text.as_deref() {
+        Some(text) if !text.trim().is_empty() => bounded(text),
+        _ => "the MCP tool reported an error without a text message".to_string(),
+    };
+    Ok(CallResult::ToolError {
+        message,
+        details: Value::Object(details),
+    })
+}
+
 fn reply(outcome: Outcome) -> Reply {
     match outcome {
         Outcome::Result(result) => Reply::Result(result),
@@ -713,5 +733,45 @@ mod tests {
     fn details_keep_values_a_tree_cannot_hold_as_text() {
         assert_eq!(value_of(r#"{"a":[1,"x"]}"#), json!({"a": [1, "x"]}));
         assert_eq!(value_of("1e400"), json!("1e400"));
+    }
+
+    #[test]
+    fn a_call_result_is_interpreted_without_asking_the_server() {
+        assert_eq!(
+            call_result(
+                r#"{"content":[{"type":"text","text":"hi"}],"structuredContent":{"n":1e400}}"#
+            ),
+            Ok(CallResult::Output(
+                r#"{"content":[{"type":"text","text":"hi"}],"structured_content":{"n":1e400}}"#
+                    .into()
+            ))
+        );
+        assert_eq!(
+            call_result(r#"{"resultType":"input_required","requestState":"s1"}"#),
+            Ok(CallResult::Again(r#""s1""#.into()))
+        );
+        let long = "x".repeat(5000);
+        let text =
+            format!(r#"{{"content":[{{"type":"text","text":"\u001b[2J{long}"}}],"isError":true}}"#);
+        match call_result(&text) {
+            Ok(CallResult::ToolError { message, details }) => {
+                assert!(message.starts_with("\\x1b[2J"), "{message}");
+                assert!(message.ends_with('…'));
+                assert!(message.len() <= limits::MAX_ERROR_TEXT_BYTES + 3);
+                assert!(details["content"].is_array());
+            }
+            other => panic!("{other:?}"),
+        }
+        for bad in [
+            r#"{"resultType":7}"#,
+            r#"{"content":{}}"#,
+            r#"{"content":[],"isError":"yes"}"#,
+        ] {
+            assert_eq!(
+                call_result(bad).map_err(|f| f.code),
+                Err(Code::McpProtocolError),
+                "{bad}"
+            );
+        }
     }
 }

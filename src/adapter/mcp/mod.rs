@@ -28,8 +28,10 @@
 mod client;
 mod server;
 pub mod test_server;
-mod wire;
+/// The JSON-RPC grammar (crate-visible for the `mcp` fuzz target in `crate::fuzzing`).
+pub(crate) mod wire;
 
+pub(crate) use client::{call_result, CallResult};
 pub use client::{Revision, LEGACY, MODERN};
 
 use crate::envelope::request::{Echo, Request};
@@ -313,6 +315,12 @@ pub fn respond(bytes: Vec<u8>, cx: &Context<'_>) -> String {
                     "the MCP adapter hit an internal error (a bug); the server was stopped",
                 ))
             });
+    envelope(echo, outcome)
+}
+
+/// The envelope (rendered) of a call's outcome: `output` as `succeeded`, a failure by its
+/// code's status.
+pub fn envelope(echo: Echo, outcome: Result<String, Failure>) -> String {
     let envelope = match outcome {
         Ok(output) => ResultEnvelope::new(echo, Status::Succeeded, Some(output.into()), None),
         Err(failure) => ResultEnvelope::failure(

@@ -12,18 +12,18 @@ use crate::json::raw::{self, Fields, ObjectWriter};
 use crate::json::{Document, JsonIssue, Kind};
 
 /// JSON-RPC's "method not found", the answer to every request the server sends but `ping`.
-pub(super) const METHOD_NOT_FOUND: i64 = -32601;
+pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
 /// JSON-RPC's "invalid params": what an unknown tool is reported as (MCP tools spec).
-pub(super) const INVALID_PARAMS: i64 = -32602;
+pub(crate) const INVALID_PARAMS: i64 = -32602;
 /// MCP 2026-07-28 `UnsupportedProtocolVersionError`; its `data.supported` lists versions.
-pub(super) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+pub(crate) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 /// MCP 2026-07-28 `HeaderMismatch` and `MissingRequiredClientCapability`: modern errors that
 /// mean the server is modern and refused, not that it is a legacy server.
-pub(super) const MODERN_REFUSALS: [i64; 2] = [-32020, -32021];
+pub(crate) const MODERN_REFUSALS: [i64; 2] = [-32020, -32021];
 
 /// A JSON-RPC error object, its parts kept as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct RpcError {
+pub(crate) struct RpcError {
     /// `code`, an integer (checked), as written.
     pub code_raw: String,
     /// `code` as a number, when it fits an `i64`.
@@ -37,7 +37,7 @@ pub(super) struct RpcError {
 impl RpcError {
     /// The `supported` versions of an error's `data` (`UnsupportedProtocolVersionError`, and
     /// the legacy handshake's version-mismatch error), when it lists any.
-    pub(super) fn supported_versions(&self) -> Option<Vec<String>> {
+    pub(crate) fn supported_versions(&self) -> Option<Vec<String>> {
         let data = Fields::parse(self.data.as_deref()?)?;
         string_items(data.get("supported")?)
     }
@@ -45,7 +45,7 @@ impl RpcError {
 
 /// Which request a response answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum ResponseId {
+pub(crate) enum ResponseId {
     /// One of the client's (always non-negative integers).
     Number(u64),
     /// `null`: the server could not read the request it answers (error responses only).
@@ -56,7 +56,7 @@ pub(super) enum ResponseId {
 
 /// A response's body.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Outcome {
+pub(crate) enum Outcome {
     /// `result`, a raw JSON object.
     Result(String),
     Error(RpcError),
@@ -64,7 +64,7 @@ pub(super) enum Outcome {
 
 /// One message from the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Incoming {
+pub(crate) enum Incoming {
     Response {
         id: ResponseId,
         outcome: Outcome,
@@ -81,7 +81,7 @@ pub(super) enum Incoming {
 
 /// Why a line is not a JSON-RPC message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Malformed {
+pub(crate) enum Malformed {
     /// The strict reader refused it (not JSON, two documents, a duplicate key, too deep…).
     Json(JsonIssue),
     /// JSON, but not a JSON-RPC 2.0 message: what is wrong with it.
@@ -98,7 +98,7 @@ impl std::fmt::Display for Malformed {
 }
 
 /// Read one line (without its newline) as a JSON-RPC message, at most `max_bytes` long.
-pub(super) fn parse(line: Vec<u8>, max_bytes: usize) -> Result<Incoming, Malformed> {
+pub(crate) fn parse(line: Vec<u8>, max_bytes: usize) -> Result<Incoming, Malformed> {
     let doc = Document::parse(line, max_bytes).map_err(Malformed::Json)?;
     if doc.get("jsonrpc").and_then(raw::string).as_deref() != Some("2.0") {
         return Err(Malformed::Shape("its \"jsonrpc\" member is not \"2.0\""));
@@ -186,7 +186,7 @@ fn is_integer(raw: &str) -> bool {
 }
 
 /// The strings of a raw JSON array; `None` when it is not an array of strings.
-pub(super) fn string_items(raw_array: &str) -> Option<Vec<String>> {
+pub(crate) fn string_items(raw_array: &str) -> Option<Vec<String>> {
     let mut items = Vec::new();
     let mut all_strings = true;
     let is_array = raw::for_each_item(raw_array, |_, item| match raw::string(item) {
@@ -197,7 +197,7 @@ pub(super) fn string_items(raw_array: &str) -> Option<Vec<String>> {
 }
 
 /// A request: `{"jsonrpc":"2.0","id":ID,"method":METHOD,"params":PARAMS}` (`params` raw).
-pub(super) fn request(id: u64, method: &str, params: &str) -> String {
+pub(crate) fn request(id: u64, method: &str, params: &str) -> String {
     let mut out = String::with_capacity(64 + method.len() + params.len());
     let mut w = ObjectWriter::new(&mut out);
     w.str("jsonrpc", "2.0")
@@ -209,7 +209,7 @@ pub(super) fn request(id: u64, method: &str, params: &str) -> String {
 }
 
 /// A notification, with raw `params` when given.
-pub(super) fn notification(method: &str, params: Option<&str>) -> String {
+pub(crate) fn notification(method: &str, params: Option<&str>) -> String {
     let mut out = String::new();
     let mut w = ObjectWriter::new(&mut out);
     w.str("jsonrpc", "2.0").str("method", method);
@@ -221,7 +221,7 @@ pub(super) fn notification(method: &str, params: Option<&str>) -> String {
 }
 
 /// A result response to the server's request `id` (raw).
-pub(super) fn result_response(id: &str, result: &str) -> String {
+pub(crate) fn result_response(id: &str, result: &str) -> String {
     let mut out = String::new();
     let mut w = ObjectWriter::new(&mut out);
     w.str("jsonrpc", "2.0").raw("id", id).raw("result", result);
@@ -230,7 +230,7 @@ pub(super) fn result_response(id: &str, result: &str) -> String {
 }
 
 /// An error response to the server's request `id` (raw).
-pub(super) fn error_response(id: &str, code: i64, message: &str) -> String {
+pub(crate) fn error_response(id: &str, code: i64, message: &str) -> String {
     let mut out = String::new();
     let mut w = ObjectWriter::new(&mut out);
     w.str("jsonrpc", "2.0").raw("id", id).with("error", |o| {

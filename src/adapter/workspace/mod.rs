@@ -17,7 +17,9 @@
 //! caught and still answered with an `internal_error` envelope.
 
 mod files;
-mod path;
+/// Containment of request paths beneath the root (crate-visible for the fuzz target in
+/// `crate::fuzzing`, which drives `RelPath::parse` and both resolvers with hostile paths).
+pub(crate) mod path;
 mod search;
 
 use crate::envelope::request::Echo;

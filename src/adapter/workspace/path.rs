@@ -48,7 +48,7 @@ const DIR_MODE: Mode = Mode::from_raw_mode(0o777);
 
 /// Why a path could not be resolved. Deliberately path-free.
 #[derive(Debug)]
-pub(super) enum PathError {
+pub(crate) enum PathError {
     /// Not a usable path string; the text says why.
     Invalid(&'static str),
     /// Absolute, or a `..` / symlink that leaves the root.
@@ -84,18 +84,18 @@ impl From<io::Error> for PathError {
 
 /// A request path that passed the lexical checks: normal components only, root-relative.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(super) struct RelPath {
+pub(crate) struct RelPath {
     parts: Vec<String>,
 }
 
 impl RelPath {
     /// The root itself.
-    pub(super) fn root() -> RelPath {
+    pub(crate) fn root() -> RelPath {
         RelPath::default()
     }
 
     /// Check and normalise a request path. `"."` (or `"a/.."`) is the root; `""` is refused.
-    pub(super) fn parse(raw: &str) -> Result<RelPath, PathError> {
+    pub(crate) fn parse(raw: &str) -> Result<RelPath, PathError> {
         if raw.is_empty() {
             return Err(PathError::Invalid("the path is empty"));
         }
@@ -129,12 +129,12 @@ impl RelPath {
     }
 
     /// True for the root itself.
-    pub(super) fn is_root(&self) -> bool {
+    pub(crate) fn is_root(&self) -> bool {
         self.parts.is_empty()
     }
 
     /// The normalised, root-relative spelling (`"."` for the root) used in outputs and messages.
-    pub(super) fn display(&self) -> String {
+    pub(crate) fn display(&self) -> String {
         if self.parts.is_empty() {
             ".".to_owned()
         } else {
@@ -150,7 +150,7 @@ impl RelPath {
 
 /// Which containment mechanism a [`Root`] uses for plain opens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Resolver {
+pub(crate) enum Resolver {
     /// `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`.
     Openat2,
     /// The userspace walk (see the module docs).
@@ -160,21 +160,21 @@ pub(super) enum Resolver {
 /// Where [`Root::locate`] ended: the directory handle holding the entry, and the entry's name
 /// in it (`None` when the path resolved to a directory itself, e.g. the root).
 #[derive(Debug)]
-pub(super) struct Located {
+pub(crate) struct Located {
     pub parent: OwnedFd,
     pub name: Option<CString>,
 }
 
 /// The workspace root: an open directory handle every resolution starts from.
 #[derive(Debug)]
-pub(super) struct Root {
+pub(crate) struct Root {
     dir: OwnedFd,
     resolver: Cell<Resolver>,
 }
 
 impl Root {
     /// Open `path` (the host's `--root` or `.`) as the root directory.
-    pub(super) fn open(path: &Path) -> io::Result<Root> {
+    pub(crate) fn open(path: &Path) -> io::Result<Root> {
         let default = if cfg!(target_os = "linux") {
             Resolver::Openat2
         } else {
@@ -184,7 +184,7 @@ impl Root {
     }
 
     /// Open `path` as the root and force a resolver (the tests run both).
-    pub(super) fn open_with(path: &Path, resolver: Resolver) -> io::Result<Root> {
+    pub(crate) fn open_with(path: &Path, resolver: Resolver) -> io::Result<Root> {
         // The host chose this path, so it is opened like any host path (following links,
         // relative to the working directory): the only place the process's cwd is ever used.
         let dir = fs::open_dir_path(path)?;
@@ -196,12 +196,12 @@ impl Root {
 
     /// The resolver plain opens currently use (`Openat2` turns into `Walk` after an `ENOSYS`).
     #[cfg(test)]
-    pub(super) fn resolver(&self) -> Resolver {
+    pub(crate) fn resolver(&self) -> Resolver {
         self.resolver.get()
     }
 
     /// Open `rel` with `flags`, following symlinks only while they stay beneath the root.
-    pub(super) fn open_beneath(&self, rel: &RelPath, flags: OFlags) -> Result<OwnedFd, PathError> {
+    pub(crate) fn open_beneath(&self, rel: &RelPath, flags: OFlags) -> Result<OwnedFd, PathError> {
         #[cfg(target_os = "linux")]
         if self.resolver.get() == Resolver::Openat2 {
             match fs::open_beneath(self.dir.as_fd(), &rel.to_cstring()?, flags) {
@@ -228,7 +228,7 @@ impl Root {
     /// Resolve `rel` to its parent directory handle and final name, following symlinks (the
     /// final one included) while they stay beneath the root. The final entry need not exist.
     /// With `create_dirs`, missing directories on the way are created (inside the root only).
-    pub(super) fn locate(&self, rel: &RelPath, create_dirs: bool) -> Result<Located, PathError> {
+    pub(crate) fn locate(&self, rel: &RelPath, create_dirs: bool) -> Result<Located, PathError> {
         self.walk(rel, create_dirs)
     }
 
@@ -349,7 +349,7 @@ fn splice_link(
 // ---- request paths as the tools see them ------------------------------------------------------
 
 /// Map a resolution failure to a tool error about `shown` (the request's own path).
-pub(super) fn path_error(err: PathError, shown: &str) -> ToolError {
+pub(crate) fn path_error(err: PathError, shown: &str) -> ToolError {
     match err {
         PathError::Invalid(why) => ToolError::new(Code::InvalidInput, format!("input.path: {why}")),
         PathError::OutsideRoot => ToolError::new(
@@ -378,7 +378,7 @@ pub(super) fn path_error(err: PathError, shown: &str) -> ToolError {
 }
 
 /// Parse `input.path`; `shown` for messages is the raw request text (relative or refused).
-pub(super) fn parse_path(raw: &str) -> Result<RelPath, ToolError> {
+pub(crate) fn parse_path(raw: &str) -> Result<RelPath, ToolError> {
     RelPath::parse(raw).map_err(|err| match err {
         PathError::OutsideRoot if raw.starts_with('/') => ToolError::new(
             Code::PathOutsideRoot,
