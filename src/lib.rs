@@ -35,7 +35,7 @@ pub mod toolmap;
 pub mod transcript;
 pub mod validate;
 
-use clap::{CommandFactory, Parser};
+use clap::{CommandFactory, FromArgMatches};
 use cli::{Cli, Command};
 use error::exit;
 use std::ffi::OsString;
@@ -44,11 +44,19 @@ use std::process::ExitCode;
 /// Parse the command line, run, and return the exit status.
 pub fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
-    if let Some(message) = mistyped_subcommand(&args) {
+    // The command tree is built once per run (it is a good part of start-up): for the
+    // mistyped-subcommand check and for parsing.
+    let mut cmd = Cli::command();
+    cmd.build();
+    if let Some(message) = mistyped_in(&cmd, &args) {
         eprint!("{message}");
         return ExitCode::from(exit::USAGE);
     }
-    let cli = match Cli::try_parse_from(&args) {
+    let parsed = match cmd.try_get_matches_from_mut(&args) {
+        Ok(mut matches) => Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut cmd)),
+        Err(err) => Err(err),
+    };
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(err) if err.use_stderr() => {
             // clap quotes the offending argument as typed: plain text, escaped line by line so
@@ -73,9 +81,14 @@ pub fn main() -> ExitCode {
 /// REQUEST path and answer with a misleading error. `None` when the command line looks fine.
 pub fn mistyped_subcommand(args: &[OsString]) -> Option<String> {
     let mut cmd = Cli::command();
-    // Building adds clap's own `help` subcommand and flags, so they count too.
     cmd.build();
-    let word = first_positional(&cmd, args.get(1..).unwrap_or_default())?;
+    mistyped_in(&cmd, args)
+}
+
+/// [`mistyped_subcommand`] with the command tree already built (building adds clap's own
+/// `help` subcommand and flags, so they count too).
+fn mistyped_in(cmd: &clap::Command, args: &[OsString]) -> Option<String> {
+    let word = first_positional(cmd, args.get(1..).unwrap_or_default())?;
     let names: Vec<&str> = cmd
         .get_subcommands()
         .filter(|s| !s.is_hide_set())

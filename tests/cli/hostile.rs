@@ -481,6 +481,56 @@ fn signal_while_waiting_for_the_request_still_prints_an_envelope() {
 }
 
 #[test]
+fn a_request_fifo_without_a_writer_waits_interruptibly_and_one_with_a_writer_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("request.fifo");
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+    )
+    .unwrap();
+    let bridge = bridge(&["echo"]).to_string();
+
+    // Nobody ever opens the FIFO for writing: the dispatcher waits, and a signal ends the wait.
+    let running = Cmd::new(["--parent-tool-bridge", bridge.as_str()])
+        .arg(&fifo)
+        .spawn();
+    std::thread::sleep(Duration::from_millis(300));
+    running.signal(rustix::process::Signal::TERM);
+    let envelope = running
+        .wait()
+        .exit(1)
+        .stderr_starts_with("error[interrupted]: ")
+        .json();
+    assert_eq!(envelope["error"]["code"], "interrupted");
+
+    // A writer that comes late, and writes in two parts: the request is read whole.
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            std::thread::sleep(Duration::from_millis(200));
+            let mut pipe = std::fs::OpenOptions::new().write(true).open(fifo).unwrap();
+            let text = request().to_string();
+            let (a, b) = text.split_at(text.len() / 2);
+            pipe.write_all(a.as_bytes()).unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+            pipe.write_all(b.as_bytes()).unwrap();
+        })
+    };
+    let envelope = Cmd::new(["--parent-tool-bridge", bridge.as_str()])
+        .arg(&fifo)
+        .run()
+        .exit(0)
+        .stderr_eq("")
+        .json();
+    writer.join().unwrap();
+    assert_eq!(envelope["status"], "succeeded");
+    assert_eq!(envelope["request_id"], "ptr_123");
+}
+
+#[test]
 fn large_data_both_ways_does_not_deadlock() {
     // 16 MiB in, 16 MiB out, and the adapter writes all of its output before reading.
     let size = 16 << 20;
