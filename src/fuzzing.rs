@@ -610,7 +610,8 @@ fn has_float(v: &Value) -> bool {
     false
 }
 
-fn strings_in(v: &Value) -> Vec<String> {
+/// Every string in `v`, object keys included (what a leak check must look at).
+pub(crate) fn strings_in(v: &Value) -> Vec<String> {
     let mut out = Vec::new();
     let mut stack = vec![v];
     while let Some(v) = stack.pop() {

@@ -323,22 +323,7 @@ mod properties {
         })
     }
 
-    fn strings_in(v: &Value) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut stack = vec![v];
-        while let Some(v) = stack.pop() {
-            match v {
-                Value::String(s) => out.push(s.clone()),
-                Value::Array(items) => stack.extend(items),
-                Value::Object(map) => {
-                    out.extend(map.keys().cloned());
-                    stack.extend(map.values());
-                }
-                _ => {}
-            }
-        }
-        out
-    }
+    use crate::fuzzing::strings_in;
 
     proptest! {
         #[test]
