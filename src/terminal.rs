@@ -12,6 +12,19 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary: how an
+/// untrusted string (a key, a path, a line) is shortened before a message quotes it.
+pub fn cut_at_char_boundary(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 /// Whether `c` must not reach a terminal raw: C0 controls (tab and newline included), DEL, C1
 /// controls, the Unicode bidirectional controls (which can reorder what a line appears to say)
 /// and the line and paragraph separators (which some terminals and viewers break lines on).
@@ -91,6 +104,16 @@ fn hint(is_terminal: bool) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cutting_keeps_whole_characters_and_short_text_whole() {
+        assert_eq!(cut_at_char_boundary("short", 10), "short");
+        assert_eq!(cut_at_char_boundary("abcdef", 3), "abc");
+        // "é" is two bytes: a cut in its middle steps back before it.
+        assert_eq!(cut_at_char_boundary("aé", 2), "a");
+        assert_eq!(cut_at_char_boundary("aé", 3), "aé");
+        assert_eq!(cut_at_char_boundary("é", 0), "");
+    }
 
     const HOSTILE: &str = "\x1b[2K\rerror[forged]: \x1b[31mfake line";
 

@@ -435,8 +435,9 @@ fn create_temp(dir: BorrowedFd<'_>) -> io::Result<TempFile<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::test_support::{assert_no_host_path, entries, mode};
     use std::collections::BTreeSet;
-    use std::os::unix::fs::{symlink, MetadataExt};
+    use std::os::unix::fs::symlink;
     use std::process::Command;
     use std::sync::Arc;
 
@@ -450,26 +451,6 @@ mod tests {
 
     fn parent_tools(root: &Path) -> PathBuf {
         root.join(SUBDIR)
-    }
-
-    /// Every entry of a directory, by name.
-    fn entries(dir: &Path) -> BTreeSet<String> {
-        std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect()
-    }
-
-    fn mode(path: &Path) -> u32 {
-        std::fs::symlink_metadata(path).unwrap().mode() & 0o7777
-    }
-
-    fn assert_no_host_path(err: &TranscriptError, root: &Path) {
-        let message = err.to_string();
-        assert!(
-            !message.contains(root.to_str().unwrap()) && !message.contains("/tmp"),
-            "{message}"
-        );
     }
 
     // ---- names ----

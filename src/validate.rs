@@ -440,6 +440,36 @@ impl Checker {
             None
         }
     }
+
+    /// An object of environment variables (`{"NAME": "value"}`) at `base`: every name must be a
+    /// variable name and every value a string without NUL (`nul_code` says which code that
+    /// failure carries where). Returns the pairs whose value is usable.
+    pub fn env_vars(
+        &mut self,
+        map: &serde_json::Map<String, Value>,
+        base: &str,
+        nul_code: &str,
+    ) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for (name, value) in map {
+            let path = join(base, name);
+            if !is_env_name(name) {
+                self.push(
+                    codes::INVALID_ENV_NAME,
+                    path.clone(),
+                    format!("{name:?} is not an environment variable name"),
+                );
+            }
+            if let Some(v) = self.as_str(value, &path) {
+                if v.contains('\0') {
+                    self.push(nul_code, path, "environment values must not contain NUL");
+                } else {
+                    out.push((name.clone(), v.to_string()));
+                }
+            }
+        }
+        out
+    }
 }
 
 /// The same checks on raw JSON text (envelopes that carry opaque payload), with the same

@@ -371,15 +371,6 @@ fn file_hint(arg: &str) -> Option<String> {
     (plausible && Path::new(arg).is_file()).then(|| format!("@{arg}"))
 }
 
-/// At most `max` bytes of `s`, cut on a character boundary: a key can be megabytes long.
-fn shorten(s: &str, max: usize) -> &str {
-    let mut end = s.len().min(max);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
 /// One of the objects whose keys are all known to this dispatcher.
 struct KnownKeys {
     /// Dotted name for messages.
@@ -462,7 +453,8 @@ pub fn unknown_keys(raw: &Map<String, Value>) -> Vec<Issue> {
 }
 
 fn unknown_key_message(level: &KnownKeys, key: &str) -> String {
-    let shown = shorten(key, 64);
+    // A key can be megabytes long.
+    let shown = crate::terminal::cut_at_char_boundary(key, 64);
     let others = || LEVELS.iter().filter(|l| l.name != level.name);
     if let Some(home) = others().find(|l| l.keys.contains(&key) && key != "notes") {
         return format!(
@@ -600,30 +592,10 @@ fn check_command(c: &mut Checker, cmd: &Map<String, Value>) -> Option<CommandSpe
     let cwd_env = cmd
         .get("cwd_env")
         .and_then(|v| c.env_name(v, "/dispatcher/command/cwd_env"));
-    let mut env = Vec::new();
-    if let Some(map) = c.optional_object(cmd, BASE, "env") {
-        for (name, value) in map {
-            let path = join("/dispatcher/command/env", name);
-            if !crate::validate::is_env_name(name) {
-                c.push(
-                    codes::INVALID_ENV_NAME,
-                    path.clone(),
-                    format!("{name:?} is not an environment variable name"),
-                );
-            }
-            if let Some(v) = c.as_str(value, &path) {
-                if v.contains('\0') {
-                    c.push(
-                        codes::WRONG_VALUE,
-                        path,
-                        "environment values must not contain NUL",
-                    );
-                } else {
-                    env.push((name.clone(), v.to_string()));
-                }
-            }
-        }
-    }
+    let env = c
+        .optional_object(cmd, BASE, "env")
+        .map(|map| c.env_vars(map, "/dispatcher/command/env", codes::WRONG_VALUE))
+        .unwrap_or_default();
     let transport = match c.optional_enum(cmd, BASE, "transport", &["stdin", "file"]) {
         Some("file") => Transport::File,
         _ => Transport::Stdin,

@@ -56,3 +56,35 @@ use std::io;
 pub(crate) fn retry<T>(call: impl FnMut() -> rustix::io::Result<T>) -> io::Result<T> {
     rustix::io::retry_on_intr(call).map_err(io::Error::from)
 }
+
+/// What the file-system tests of several modules look at: a folder's entries, a file's mode,
+/// and that an error message names no host path.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::collections::BTreeSet;
+    use std::os::unix::fs::MetadataExt;
+    use std::path::Path;
+
+    /// Every entry of a directory, by name.
+    pub(crate) fn entries(dir: &Path) -> BTreeSet<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// The permission bits of `path` itself (a symlink is not followed).
+    pub(crate) fn mode(path: &Path) -> u32 {
+        std::fs::symlink_metadata(path).unwrap().mode() & 0o7777
+    }
+
+    /// `err`'s message names neither `root` nor anything under `/tmp`.
+    #[track_caller]
+    pub(crate) fn assert_no_host_path(err: &dyn std::fmt::Display, root: &Path) {
+        let message = err.to_string();
+        assert!(
+            !message.contains(root.to_str().unwrap()) && !message.contains("/tmp"),
+            "{message}"
+        );
+    }
+}

@@ -382,19 +382,8 @@ fn random_u64() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeSet;
-    use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
-
-    fn entries(dir: &Path) -> BTreeSet<String> {
-        std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect()
-    }
-
-    fn mode(path: &Path) -> u32 {
-        std::fs::symlink_metadata(path).unwrap().mode() & 0o7777
-    }
+    use crate::fs::test_support::{entries, mode};
+    use std::os::unix::fs::{symlink, PermissionsExt};
 
     fn private() -> (tempfile::TempDir, PrivateDir) {
         let tmp = tempfile::tempdir().unwrap();

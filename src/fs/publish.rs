@@ -226,28 +226,10 @@ fn check_target(dir: BorrowedFd<'_>, target: &CStr) -> Result<(), AtomicWriteErr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::test_support::{assert_no_host_path, entries, mode};
     use std::collections::BTreeSet;
-    use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+    use std::os::unix::fs::{symlink, PermissionsExt};
     use std::sync::{Arc, Barrier};
-
-    fn entries(dir: &Path) -> BTreeSet<String> {
-        std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect()
-    }
-
-    fn mode(path: &Path) -> u32 {
-        std::fs::symlink_metadata(path).unwrap().mode() & 0o7777
-    }
-
-    fn assert_no_host_path(err: &AtomicWriteError, root: &Path) {
-        let message = err.to_string();
-        assert!(
-            !message.contains(root.to_str().unwrap()) && !message.contains("/tmp"),
-            "{message}"
-        );
-    }
 
     // ---- TempFile ----
 

@@ -460,29 +460,7 @@ fn env_of(c: &mut Checker, raw: &str) -> Vec<(String, String)> {
     let Some(map) = c.as_object(&value, "/env") else {
         return Vec::new();
     };
-    let mut out = Vec::new();
-    for (name, value) in map {
-        let path = join("/env", name);
-        if !crate::validate::is_env_name(name) {
-            c.push(
-                codes::INVALID_ENV_NAME,
-                path.clone(),
-                format!("{name:?} is not an environment variable name"),
-            );
-        }
-        if let Some(v) = c.as_str(value, &path) {
-            if v.contains('\0') {
-                c.push(
-                    codes::CONTAINS_NUL,
-                    path,
-                    "environment values must not contain NUL",
-                );
-            } else {
-                out.push((name.clone(), v.to_string()));
-            }
-        }
-    }
-    out
+    c.env_vars(map, "/env", codes::CONTAINS_NUL)
 }
 
 fn options_of(c: &mut Checker, raw: &str) -> Vec<String> {

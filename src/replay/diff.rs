@@ -206,19 +206,23 @@ pub fn show(value: Option<&Value>) -> String {
 
 /// `text` cut at a character boundary at most `max` bytes in, saying how much was left out.
 pub fn cut(text: &str, max: usize) -> String {
-    if text.len() <= max {
+    let shown = crate::terminal::cut_at_char_boundary(text, max);
+    if shown.len() == text.len() {
         return text.to_string();
     }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} more bytes)", &text[..end], text.len() - end)
+    format!("{shown}… ({} more bytes)", text.len() - shown.len())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cut_says_how_much_it_left_out() {
+        assert_eq!(cut("abc", 3), "abc");
+        assert_eq!(cut("abcdef", 3), "abc… (3 more bytes)");
+        assert_eq!(cut("aéz", 2), "a… (3 more bytes)");
+    }
     use crate::error::Status;
     use serde_json::json;
 

@@ -229,17 +229,7 @@ pub fn quote(path: &str) -> String {
     )
 }
 
-/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
-pub fn cut_at_char_boundary(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
+pub(crate) use crate::terminal::cut_at_char_boundary;
 
 /// The four tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
