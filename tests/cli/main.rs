@@ -25,6 +25,7 @@ mod redaction;
 mod replay;
 mod robustness;
 mod schema;
+mod spec_refs;
 mod subcommands;
 mod support;
 mod transcripts;
