@@ -2,11 +2,14 @@
 //!
 //! Data flows one way, a module per step: the strict reader (`json`) reads the
 //! bridge and the request; `envelope::{bridge, request}` validate them, collecting every issue
-//! (`validate`); `authorize` checks the allowlists and the bridge ref; `exec` runs the adapter
-//! in its own process group under a deadline and kills whatever it leaves behind; `outcome`
-//! turns what happened into one `wp-codebox/parent-tool-result/v1` envelope with a stable error
-//! code (`error`); `redact` scrubs secrets and host paths; `transcript` writes the redacted
-//! record. `dispatch` sequences these steps for the main job; `main.rs` only calls [`main`].
+//! (`validate`); `authorize` checks the allowlists and the bridge ref; `plan` prepares the
+//! adapter run and `exec` runs it in its own process group under a deadline and kills whatever
+//! it leaves behind (or `endpoint` makes the `host_endpoint` POST); `judge` turns the answer
+//! into one `wp-codebox/parent-tool-result/v1` envelope, or into the reason there is none,
+//! which becomes a stable error code (`error`); `redact` scrubs secrets and host paths;
+//! `transcript` writes the redacted record. `dispatch` sequences these steps for the main job;
+//! `main.rs` only calls [`main`]. The behaviour is specified in `docs/SPEC.md`, which the code
+//! cites as `SPEC §N`.
 
 pub mod adapter;
 pub mod authorize;
