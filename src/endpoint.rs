@@ -228,13 +228,11 @@ fn read_ca_cert(path: &Path) -> Result<Vec<Certificate<'static>>, Unconfigured> 
         path: path.to_path_buf(),
         why,
     };
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_CA_CERT_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(|e| refuse(format!("could not be read: {}", e.kind())))?;
-    if bytes.len() as u64 > MAX_CA_CERT_BYTES {
-        return Err(refuse("is larger than 1 MiB".into()));
-    }
+    let bytes = crate::fs::read_file(path, MAX_CA_CERT_BYTES).map_err(|e| match e {
+        crate::fs::ReadError::TooLarge { .. } => refuse("is larger than 1 MiB".into()),
+        crate::fs::ReadError::NotRegular(_) => refuse(format!("could not be read: {e}")),
+        e => refuse(format!("could not be read: {}", std::io::Error::from(e).kind())),
+    })?;
     let mut certs = Vec::new();
     for item in ureq::tls::parse_pem(&bytes) {
         match item {
