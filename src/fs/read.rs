@@ -58,9 +58,15 @@ impl From<ReadError> for io::Error {
     fn from(err: ReadError) -> io::Error {
         match err {
             ReadError::Io(err) => err,
-            ReadError::NotRegular(_) => io::Error::new(io::ErrorKind::InvalidInput, err.to_string()),
-            ReadError::TooLarge { .. } => io::Error::new(io::ErrorKind::FileTooLarge, err.to_string()),
-            ReadError::Interrupted(_) => io::Error::new(io::ErrorKind::Interrupted, err.to_string()),
+            ReadError::NotRegular(_) => {
+                io::Error::new(io::ErrorKind::InvalidInput, err.to_string())
+            }
+            ReadError::TooLarge { .. } => {
+                io::Error::new(io::ErrorKind::FileTooLarge, err.to_string())
+            }
+            ReadError::Interrupted(_) => {
+                io::Error::new(io::ErrorKind::Interrupted, err.to_string())
+            }
         }
     }
 }
@@ -243,11 +249,12 @@ mod tests {
             b"x"
         );
         let err = read_file_at(dir.as_fd(), c"l", OFlags::NOFOLLOW, 4).unwrap_err();
-        assert!(matches!(&err, ReadError::Io(e) if e.raw_os_error() == Some(libc::ELOOP)), "{err}");
-        let fd = retry(|| {
-            rustix::fs::openat(dir.as_fd(), c"t", OPEN_FLAGS, Mode::empty())
-        })
-        .unwrap();
+        assert!(
+            matches!(&err, ReadError::Io(e) if e.raw_os_error() == Some(libc::ELOOP)),
+            "{err}"
+        );
+        let fd =
+            retry(|| rustix::fs::openat(dir.as_fd(), c"t", OPEN_FLAGS, Mode::empty())).unwrap();
         let (file, _) = regular(fd).unwrap();
         let flags = rustix::fs::fcntl_getfl(&file).unwrap();
         assert!(!flags.contains(OFlags::NONBLOCK));
@@ -266,7 +273,10 @@ mod tests {
         let reader = pipe_with(&[b'a'; 100]);
         assert_eq!(read_polled(reader.as_fd(), 10, &none).unwrap(), [b'a'; 10]);
         let reader = pipe_with(&[b'b'; 100]);
-        assert_eq!(read_polled(reader.as_fd(), 1000, &none).unwrap(), [b'b'; 100]);
+        assert_eq!(
+            read_polled(reader.as_fd(), 1000, &none).unwrap(),
+            [b'b'; 100]
+        );
         let reader = pipe_with(b"");
         assert!(read_polled(reader.as_fd(), 1000, &none).unwrap().is_empty());
     }

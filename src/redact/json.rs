@@ -329,6 +329,7 @@ impl JsonPass<'_, '_> {
             let range = self.read_string()?;
             let key = decoded(self.text, &self.scratch, range);
             let key = match self.rules {
+                Some(_) if self.redactor.kept_keys.contains(key) => Cow::Borrowed(key),
                 Some(scope) => apply(self.redactor, key, scope),
                 None => Cow::Borrowed(key),
             };

@@ -696,7 +696,7 @@ mod tests {
             assert!(text.contains(want), "{name}: {text}");
         }
         let fifo = tmp.path().join("fifo.case.json");
-        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, Mode::from_raw_mode(0o600)).unwrap();
+        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, fs::Mode::from_raw_mode(0o600)).unwrap();
         assert!(reasons(&load(&fifo, None)).contains("FIFO"));
         assert!(reasons(&load(tmp.path(), None)).contains("directory"));
         let missing = tmp.path().join("missing.case.json");
