@@ -10,8 +10,8 @@
 //!   [`Redactor::redact_head`]);
 //! - the key rules on JSON: whole values under sensitive keys (`keys.rs`, [`is_sensitive_key`]),
 //!   on a parsed tree ([`Redactor::redact_value`]) or on raw JSON text without building one
-//!   (`json.rs`, [`Redactor::redact_json`], or in pieces for a caller that streams them on:
-//!   [`Redactor::redact_json_pieces`]).
+//!   (`json.rs` over the one pass in `json_pass.rs`, [`Redactor::redact_json`], or in pieces
+//!   for a caller that streams them on: [`Redactor::redact_json_pieces`]).
 //!
 //! Invariants, for any input:
 //! - **Linear in the input; each byte is examined a bounded number of times.** Every rule is
@@ -34,6 +34,7 @@
 //! It must not decide *which* values are secret (callers register them) and does no I/O.
 
 mod json;
+mod json_pass;
 mod keys;
 mod paths;
 mod secrets;
