@@ -159,13 +159,78 @@ impl Target {
         &self.origin
     }
 
-    /// The URL, when it carries more than its origin (a path or a query may hold a
-    /// credential): an exact secret for the redactor.
-    pub fn secret_url(&self) -> Option<&str> {
-        let rest = self.url.get(self.url.find("://").map_or(0, |i| i + 3)..)?;
-        let path = rest.find(['/', '?']).map_or("", |i| &rest[i..]);
-        (!matches!(path, "" | "/")).then_some(self.url.as_str())
+    /// What of the URL is secret, as exact secrets for the redactor, when the URL carries more
+    /// than its origin (a path or a query may hold a credential: a capability path, a signed
+    /// query). An endpoint never sends the absolute URL back, but its error pages echo what it
+    /// received ("Cannot POST /hooks/…"), so each piece a server may quote is registered:
+    ///
+    /// - the URL as sent, and its request target (path and query, as on the request line);
+    /// - the path alone (without the query);
+    /// - each query value (`v` of `k=v`, or the whole of an item without `=`).
+    ///
+    /// Each also as it reads percent-decoded (and with `+` as a space, form-style) when that
+    /// differs. The redactor adds its own encodings of each (JSON-escaped, percent-encoded,
+    /// base64). Only pieces that pass [`crate::redact::qualifies_as_secret`] are returned (at
+    /// least 8 characters, not a number or a boolean): `/`, `1` or `json` would shred every
+    /// envelope and protect nothing. Path segments are not registered on their own: a segment
+    /// is too often a common word (`webhooks`).
+    pub fn secret_parts(&self) -> Vec<String> {
+        let rest = self
+            .url
+            .get(self.url.find("://").map_or(0, |i| i + 3)..)
+            .unwrap_or_default();
+        let target = rest.find(['/', '?']).map_or("", |i| &rest[i..]);
+        if matches!(target, "" | "/") {
+            return Vec::new();
+        }
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        let mut pieces = vec![self.url.clone(), target.to_string()];
+        if path != "/" {
+            pieces.push(path.to_string());
+        }
+        for item in query.split('&') {
+            pieces.push(item.split_once('=').map_or(item, |(_, v)| v).to_string());
+        }
+        let decoded: Vec<String> = pieces
+            .iter()
+            .flat_map(|p| [percent_decoded(p, false), percent_decoded(p, true)])
+            .flatten()
+            .collect();
+        pieces.extend(decoded);
+        let mut parts: Vec<String> = Vec::new();
+        for piece in pieces {
+            if crate::redact::qualifies_as_secret(&piece) && !parts.contains(&piece) {
+                parts.push(piece);
+            }
+        }
+        parts
     }
+}
+
+/// `text` with its `%XX` escapes decoded (and `+` as a space when `plus_is_space`), when that
+/// changes it and the result is UTF-8.
+fn percent_decoded(text: &str, plus_is_space: bool) -> Option<String> {
+    let bytes = text.as_bytes();
+    let hex = |b: u8| char::from(b).to_digit(16);
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escape = match bytes.get(i + 1..i + 3) {
+            Some(&[high, low]) if bytes[i] == b'%' => hex(high).zip(hex(low)),
+            _ => None,
+        };
+        match (escape, bytes[i]) {
+            (Some((high, low)), _) => {
+                out.extend(u8::try_from(high * 16 + low).ok());
+                i += 3;
+                continue;
+            }
+            (None, b'+') if plus_is_space => out.push(b' '),
+            (None, b) => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok().filter(|d| d != text)
 }
 
 /// Check the endpoint as the host configured it (SPEC §11), before anything is sent: the
@@ -228,13 +293,14 @@ fn read_ca_cert(path: &Path) -> Result<Vec<Certificate<'static>>, Unconfigured> 
         path: path.to_path_buf(),
         why,
     };
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_CA_CERT_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(|e| refuse(format!("could not be read: {}", e.kind())))?;
-    if bytes.len() as u64 > MAX_CA_CERT_BYTES {
-        return Err(refuse("is larger than 1 MiB".into()));
-    }
+    let bytes = crate::fs::read_file(path, MAX_CA_CERT_BYTES).map_err(|e| match e {
+        crate::fs::ReadError::TooLarge { .. } => refuse("is larger than 1 MiB".into()),
+        crate::fs::ReadError::NotRegular(_) => refuse(format!("could not be read: {e}")),
+        e => refuse(format!(
+            "could not be read: {}",
+            std::io::Error::from(e).kind()
+        )),
+    })?;
     let mut certs = Vec::new();
     for item in ureq::tls::parse_pem(&bytes) {
         match item {
@@ -754,24 +820,55 @@ mod tests {
     }
 
     #[test]
-    fn the_secret_url_is_the_url_when_it_has_more_than_an_origin() {
-        let t = |u: &str| Target {
-            url: Url::parse(u).unwrap().request,
-            origin: String::new(),
-            token: None,
-            https: false,
-            extra_roots: Arc::default(),
+    fn the_secret_parts_are_the_url_its_target_its_path_and_its_query_values() {
+        let t = |u: &str| {
+            Target {
+                url: Url::parse(u).unwrap().request,
+                origin: String::new(),
+                token: None,
+                https: false,
+                extra_roots: Arc::default(),
+            }
+            .secret_parts()
         };
-        assert_eq!(t("http://localhost:1").secret_url(), None);
-        assert_eq!(t("http://localhost:1/").secret_url(), None);
+        assert!(t("http://localhost:1").is_empty());
+        assert!(t("http://localhost:1/").is_empty());
         assert_eq!(
-            t("http://localhost:1/hook/abc").secret_url(),
-            Some("http://localhost:1/hook/abc")
+            t("http://localhost:1/hooks/cap-5c1d9e?sig=url-signature-77aa&n=1&flag"),
+            [
+                "http://localhost:1/hooks/cap-5c1d9e?sig=url-signature-77aa&n=1&flag",
+                "/hooks/cap-5c1d9e?sig=url-signature-77aa&n=1&flag",
+                "/hooks/cap-5c1d9e",
+                "url-signature-77aa",
+            ]
+        );
+        // A bare query item is a value; `/?` and short values are not registered.
+        assert_eq!(
+            t("http://localhost:1?capability-token"),
+            [
+                "http://localhost:1/?capability-token",
+                "/?capability-token",
+                "capability-token"
+            ]
         );
         assert_eq!(
-            t("http://localhost:1?k=v").secret_url(),
-            Some("http://localhost:1/?k=v")
+            t("http://localhost:1/x?k=v&n=12345678901"),
+            [
+                "http://localhost:1/x?k=v&n=12345678901",
+                "/x?k=v&n=12345678901"
+            ]
         );
+        // Decoded forms too, percent-style and form-style.
+        let parts = t("http://localhost:1/hooks/a%2Fb?s=sig%3Dvalue+two");
+        for want in [
+            "/hooks/a%2Fb",
+            "/hooks/a/b",
+            "sig%3Dvalue+two",
+            "sig=value+two",
+            "sig=value two",
+        ] {
+            assert!(parts.iter().any(|p| p == want), "{want} in {parts:?}");
+        }
     }
 
     #[test]

@@ -7,8 +7,7 @@
 use crate::json::{self, human_bytes, JsonIssue};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Largest `--tool-map` accepted, inline or from a file.
 pub const MAX_BYTES: usize = 1 << 20;
@@ -49,17 +48,20 @@ impl ToolMap {
             return Ok(ToolMap::ProviderSafe);
         }
         let bytes = match arg.strip_prefix('@') {
-            Some(path) => {
-                // Read one byte past the cap: enough to refuse, never the whole of a huge file.
-                let mut bytes = Vec::new();
-                std::fs::File::open(path)
-                    .and_then(|f| f.take(MAX_BYTES as u64 + 1).read_to_end(&mut bytes))
-                    .map_err(|source| ToolMapError::Read {
+            Some(path) => match crate::fs::read_file(Path::new(path), MAX_BYTES as u64) {
+                Ok(bytes) => bytes,
+                Err(crate::fs::ReadError::TooLarge { .. }) => {
+                    return Err(ToolMapError::NotAnObject(JsonIssue::TooLarge {
+                        limit: MAX_BYTES,
+                    }))
+                }
+                Err(err) => {
+                    return Err(ToolMapError::Read {
                         path: PathBuf::from(path),
-                        source,
-                    })?;
-                bytes
-            }
+                        source: err.into(),
+                    })
+                }
+            },
             None => arg.as_bytes().to_vec(),
         };
         let map = json::parse_object(&bytes, MAX_BYTES).map_err(ToolMapError::NotAnObject)?;

@@ -26,7 +26,6 @@ use crate::json::{Document, JsonIssue};
 use crate::judge::{self, Answer, Body, Ending, Limits};
 use crate::plan::{self, FileTransport, ResultFile};
 use crate::validate::Issue;
-use rustix::fd::{AsFd, BorrowedFd};
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -602,73 +601,20 @@ pub enum ReadStop {
 }
 
 /// Read an envelope's bytes (`path`, or stdin for `None`), at most `max_bytes + 1` of them,
-/// waiting in `poll(2)` on the input and the signal wake-up together, so that a signal still
-/// ends the wait when a writer never closes (the signal handlers keep SIGINT from ending the
-/// process). No thread: the input is read only once `poll` says it is readable, so no read
-/// blocks. A named file is opened non-blocking, so a FIFO without a writer waits here, in the
-/// same `poll`, instead of in `open(2)`; stdin keeps its flags (its file description is the
-/// caller's).
+/// with the one reader's stream mode ([`crate::fs::read_stream`]): a FIFO or a writer that
+/// never closes waits in `poll(2)` together with the signal wake-up, never in `open(2)`.
 pub fn read_interruptibly(
     path: Option<PathBuf>,
     max_bytes: u64,
     interrupts: &Interrupts,
 ) -> Result<Vec<u8>, ReadStop> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let opened = match path.as_deref().filter(|p| p.as_os_str() != "-") {
-        Some(path) => Some(
-            std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NONBLOCK)
-                .open(path)
-                .map_err(ReadStop::Failed)?,
-        ),
-        None => None,
-    };
-    let input = match &opened {
-        Some(file) => file.as_fd(),
-        None => rustix::stdio::stdin(),
-    };
-    read_bounded(input, max_bytes.saturating_add(1), interrupts)
-}
-
-/// Read `input` to its end or to `limit` bytes, whichever comes first (see
-/// [`read_interruptibly`]).
-fn read_bounded(
-    input: BorrowedFd<'_>,
-    limit: u64,
-    interrupts: &Interrupts,
-) -> Result<Vec<u8>, ReadStop> {
-    use rustix::event::{poll, PollFd, PollFlags};
-    use rustix::io::Errno;
-    const CHUNK: usize = 64 * 1024;
-    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    let mut bytes = Vec::new();
-    let mut chunk = vec![0u8; CHUNK];
-    while bytes.len() < limit {
-        let mut fds = vec![PollFd::from_borrowed_fd(input, PollFlags::IN)];
-        if let Some(wake) = interrupts.wake_fd() {
-            fds.push(PollFd::from_borrowed_fd(wake, PollFlags::IN));
-        }
-        match poll(&mut fds, None) {
-            Ok(_) | Err(Errno::INTR) => {}
-            Err(err) => return Err(ReadStop::Failed(err.into())),
-        }
-        if let Some(signal) = interrupts.received() {
-            return Err(ReadStop::Interrupted(signal));
-        }
-        if fds[0].revents().is_empty() {
-            continue;
-        }
-        let want = CHUNK.min(limit - bytes.len());
-        match rustix::io::read(input, &mut chunk[..want]) {
-            Ok(0) => break,
-            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
-            Err(Errno::INTR) | Err(Errno::AGAIN) => {}
-            Err(err) => return Err(ReadStop::Failed(err.into())),
-        }
-    }
-    bytes.truncate(limit);
-    Ok(bytes)
+    let path = path.filter(|p| p.as_os_str() != "-");
+    crate::fs::read_stream(path.as_deref(), max_bytes.saturating_add(1), interrupts).map_err(
+        |err| match err {
+            crate::fs::ReadError::Interrupted(signal) => ReadStop::Interrupted(signal),
+            other => ReadStop::Failed(other.into()),
+        },
+    )
 }
 
 /// The bridge from `--parent-tool-bridge` (or the environment); its unknown-key warnings go to
@@ -732,27 +678,6 @@ fn transport_of(t: crate::envelope::bridge::Transport) -> Transport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rustix::fd::AsFd;
-
-    /// A pipe holding `bytes`, its write end closed.
-    fn pipe_with(bytes: &[u8]) -> rustix::fd::OwnedFd {
-        let (reader, writer) = rustix::pipe::pipe().unwrap();
-        rustix::io::write(&writer, bytes).unwrap();
-        reader
-    }
-
-    #[test]
-    fn reading_stops_at_the_limit_or_at_the_end() {
-        let reader = pipe_with(&[b'a'; 100]);
-        let got = read_bounded(reader.as_fd(), 10, &Interrupts::none()).ok();
-        assert_eq!(got, Some(vec![b'a'; 10]));
-        let reader = pipe_with(&[b'b'; 100]);
-        let got = read_bounded(reader.as_fd(), 1000, &Interrupts::none()).ok();
-        assert_eq!(got, Some(vec![b'b'; 100]));
-        let reader = pipe_with(b"");
-        let got = read_bounded(reader.as_fd(), 1000, &Interrupts::none()).ok();
-        assert_eq!(got, Some(Vec::new()));
-    }
 
     #[test]
     fn a_missing_file_is_a_failure_not_a_wait() {

@@ -74,6 +74,7 @@ impl<'a> Report<'a> {
             None => ToolMap::Identity,
         };
         let mut redactor = Redactor::new();
+        redactor.keep_keys(crate::envelope::OWN_KEYS.iter().copied());
         for name in &args.secret_env {
             if let Some(value) = env.var(name) {
                 redactor.add_secret(&value);
@@ -188,11 +189,11 @@ impl<'a> Report<'a> {
         self.dispatch.transport = Some(super::transport_of(transport));
     }
 
-    /// The endpoint about to be called: its origin for diagnostics, and the URL as a secret
-    /// when it carries more than its origin (a path or query may hold a credential).
+    /// The endpoint about to be called: its origin for diagnostics, and what of the URL is
+    /// secret when it carries more than its origin (a path or query may hold a credential).
     pub fn learn_endpoint(&mut self, target: &crate::endpoint::Target) {
-        if let Some(url) = target.secret_url() {
-            self.redactor.add_secret(url);
+        for part in target.secret_parts() {
+            self.redactor.add_secret(&part);
         }
         self.dispatch.transport = Some(result::Transport::Http);
         self.dispatch.endpoint = Some(target.origin().to_string());

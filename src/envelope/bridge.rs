@@ -225,32 +225,38 @@ impl Bridge {
     /// Read a bridge given the way the command line takes it — JSON text, or `@FILE` — with
     /// the strict reader (at most [`MAX_BYTES`]), and validate it.
     pub fn load(arg: &str) -> Result<Bridge, LoadError> {
-        use std::io::Read;
         let file = arg.strip_prefix('@').map(PathBuf::from);
+        let parse_error = |e: crate::json::JsonIssue| LoadError::Parse {
+            hint: file.is_none().then(|| file_hint(arg)).flatten(),
+            file: file.clone(),
+            issues: vec![Issue::from_json(&e)],
+        };
         let bytes = match &file {
-            Some(path) => {
-                let mut bytes = Vec::new();
-                std::fs::File::open(path)
-                    .and_then(|f| f.take(MAX_BYTES as u64 + 1).read_to_end(&mut bytes))
-                    .map_err(|source| LoadError::Read {
+            Some(path) => match crate::fs::read_file(path, MAX_BYTES as u64) {
+                Ok(bytes) => bytes,
+                // Over the cap: the strict reader's own issue, as for inline text.
+                Err(crate::fs::ReadError::TooLarge { .. }) => {
+                    return Err(parse_error(crate::json::JsonIssue::TooLarge {
+                        limit: MAX_BYTES,
+                    }))
+                }
+                Err(err) => {
+                    let source = std::io::Error::from(err);
+                    return Err(LoadError::Read {
                         issues: vec![Issue::new(
                             codes::UNREADABLE,
                             "",
-                            // io::Error's Display of an OS error names no path.
+                            // The reader's errors name no path.
                             format!("the bridge file could not be read: {source}"),
                         )],
                         path: path.clone(),
                         source,
-                    })?;
-                bytes
-            }
+                    });
+                }
+            },
             None => arg.as_bytes().to_vec(),
         };
-        let map = crate::json::parse_object(&bytes, MAX_BYTES).map_err(|e| LoadError::Parse {
-            hint: file.is_none().then(|| file_hint(arg)).flatten(),
-            file: file.clone(),
-            issues: vec![Issue::from_json(&e)],
-        })?;
+        let map = crate::json::parse_object(&bytes, MAX_BYTES).map_err(parse_error)?;
         let warnings = unknown_keys(&map);
         Bridge::from_json(map).map_err(|issues| LoadError::Invalid {
             file,

@@ -12,15 +12,20 @@
 //! - [`PrivateDir`]: a fresh folder only this user can enter, the files in it, a bounded read
 //!   that never blocks on whatever someone else left there ([`PrivateDir::read_regular`]), and a
 //!   cleanup bounded in time and entries ([`PrivateDir::remove`]).
-//! - [`create_dir_all`] / [`open_dir_path`]: the only functions that take a host path.
+//! - The one reader of files read by name (`read.rs`): [`read_file`] and its relatives open
+//!   without blocking, refuse what is not a regular file (FIFO, device, socket, directory) and
+//!   bound the size; [`read_stream`] reads the request, which may be a pipe, in a `poll(2)`
+//!   that a signal ends. Nothing else in the crate opens a file to read it.
+//! - [`create_dir_all`] / [`open_dir_path`] / [`read_file`] / [`read_stream`]: the only
+//!   functions that take a host path.
 //!
 //! Invariants:
 //!
 //! - **No path is resolved against the process's working directory** (or `/`) unless the
-//!   function's doc says so: [`open_dir_path`], [`create_dir_all`], [`write_atomic`] and
-//!   [`PrivateDir::create_in`] take a host path the operator chose; everything else takes a
-//!   directory handle and ONE name (or, for [`open_beneath`], a path the kernel keeps beneath
-//!   the handle).
+//!   function's doc says so: [`open_dir_path`], [`create_dir_all`], [`write_atomic`],
+//!   [`read_file`], [`read_stream`] and [`PrivateDir::create_in`] take a host path the
+//!   operator chose; everything else takes a directory handle and ONE name (or, for
+//!   [`open_beneath`], a path the kernel keeps beneath the handle).
 //! - **No symlink is followed where one is refused**: functions that take a name open it with
 //!   `O_NOFOLLOW` or look at it with `AT_SYMLINK_NOFOLLOW` unless their doc says otherwise;
 //!   [`open_at`] passes the caller's flags through, so the caller decides there.
@@ -37,6 +42,7 @@
 mod at;
 mod private;
 mod publish;
+mod read;
 
 #[cfg(target_os = "linux")]
 pub use at::open_beneath;
@@ -47,6 +53,7 @@ pub use at::{
 };
 pub use private::{Budget, CleanupError, PrivateDir, ReadRegular, MAX_CLEANUP_DEPTH};
 pub use publish::{write_atomic, AtomicWriteError, TempFile};
+pub use read::{read_file, read_file_at, read_opened, read_stream, regular, ReadError};
 pub use rustix::fs::{FileType, Mode, OFlags, Stat};
 
 use std::io;

@@ -5,11 +5,11 @@ use super::at::{
     cstring, kind, lstat_at, mkdir_at, open_at, open_dir_at, open_dir_path, rmdir_at, set_mode,
     unlink_at,
 };
-use super::retry;
+use super::{retry, ReadError};
 use rustix::fs::{FileType, Mode, OFlags};
 use std::ffi::{CStr, CString};
 use std::fs::File;
-use std::io::{self, Read as _, Write as _};
+use std::io::{self, Write as _};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -179,36 +179,23 @@ impl PrivateDir {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(ReadRegular::Missing),
             Err(e) => return Err(e),
         }
-        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::NOCTTY;
-        let fd = match open_at(self.fd(), name, flags, Mode::empty()) {
-            Ok(fd) => fd,
-            Err(e) => {
+        let cap = u64::try_from(max_bytes).unwrap_or(u64::MAX);
+        match super::read_file_at(self.fd(), name, OFlags::NOFOLLOW, cap) {
+            Ok(bytes) => Ok(ReadRegular::Bytes(bytes)),
+            Err(ReadError::NotRegular(found)) => Ok(ReadRegular::NotRegular(found)),
+            Err(ReadError::TooLarge { .. }) => Ok(ReadRegular::TooLarge),
+            Err(ReadError::Io(e)) => {
                 // Swapped since the look: say what is there now, if it is not a regular file.
-                return match lstat_at(self.fd(), name) {
+                match lstat_at(self.fd(), name) {
                     Ok(st) if kind(&st) != FileType::RegularFile => {
                         Ok(ReadRegular::NotRegular(kind(&st)))
                     }
                     Err(now) if now.kind() == io::ErrorKind::NotFound => Ok(ReadRegular::Missing),
                     _ => Err(e),
-                };
+                }
             }
-        };
-        let st = retry(|| rustix::fs::fstat(&fd))?;
-        if kind(&st) != FileType::RegularFile {
-            return Ok(ReadRegular::NotRegular(kind(&st)));
+            Err(e) => Err(e.into()),
         }
-        let cap = u64::try_from(max_bytes).unwrap_or(u64::MAX);
-        if u64::try_from(st.st_size).unwrap_or(0) > cap {
-            return Ok(ReadRegular::TooLarge);
-        }
-        let mut bytes = Vec::new();
-        File::from(fd)
-            .take(cap.saturating_add(1))
-            .read_to_end(&mut bytes)?;
-        if bytes.len() > max_bytes {
-            return Ok(ReadRegular::TooLarge);
-        }
-        Ok(ReadRegular::Bytes(bytes))
     }
 
     /// Remove the folder and everything in it — subdirectories included, symlinks removed and

@@ -10,8 +10,8 @@
 //!   [`Redactor::redact_head`]);
 //! - the key rules on JSON: whole values under sensitive keys (`keys.rs`, [`is_sensitive_key`]),
 //!   on a parsed tree ([`Redactor::redact_value`]) or on raw JSON text without building one
-//!   (`json.rs`, [`Redactor::redact_json`], or in pieces for a caller that streams them on:
-//!   [`Redactor::redact_json_pieces`]).
+//!   (`json.rs` over the one pass in `json_pass.rs`, [`Redactor::redact_json`], or in pieces
+//!   for a caller that streams them on: [`Redactor::redact_json_pieces`]).
 //!
 //! Invariants, for any input:
 //! - **Linear in the input; each byte is examined a bounded number of times.** Every rule is
@@ -34,6 +34,7 @@
 //! It must not decide *which* values are secret (callers register them) and does no I/O.
 
 mod json;
+mod json_pass;
 mod keys;
 mod paths;
 mod secrets;
@@ -74,6 +75,8 @@ pub struct Redactor {
     host_paths: Vec<String>,
     /// The search over every form of every secret, built on first use after a change.
     matcher: OnceLock<SecretMatcher>,
+    /// Object keys never rewritten (the caller's own structure), see [`Redactor::keep_keys`].
+    kept_keys: HashSet<String>,
 }
 
 impl Redactor {
@@ -107,6 +110,23 @@ impl Redactor {
         self.host_paths.push(path.to_string());
         self.host_paths
             .sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+    }
+
+    /// Object keys that no rule rewrites, wherever they occur in a JSON document (tree or
+    /// text): the names of the caller's own structure (`transcripts`, `exit_code`, …), so
+    /// that a registered secret that is, or is part of, one of them (`--secret-env` set to
+    /// `transcripts`) cannot reshape the document. Keeping them reveals nothing: these names
+    /// are printed in every document the caller writes. Values under them get every rule.
+    pub fn keep_keys<'k>(&mut self, names: impl IntoIterator<Item = &'k str>) {
+        self.kept_keys.extend(names.into_iter().map(str::to_string));
+    }
+
+    /// The string rules of `rules` on an object key: none on a kept one.
+    fn apply_key<'a>(&self, key: &'a str, rules: Rules) -> Cow<'a, str> {
+        if self.kept_keys.contains(key) {
+            return Cow::Borrowed(key);
+        }
+        self.apply(key, rules)
     }
 
     /// Only the exact secret values (all their forms) → `[redacted]`.
@@ -322,14 +342,14 @@ impl Redactor {
     fn rewrite_keys(&self, map: &mut Map<String, Value>, rules: Rules) {
         if !map
             .keys()
-            .any(|k| matches!(self.apply(k, rules), Cow::Owned(_)))
+            .any(|k| matches!(self.apply_key(k, rules), Cow::Owned(_)))
         {
             return;
         }
         let old = std::mem::take(map);
         let mut names = KeyNames::default();
         for (key, value) in old {
-            let key = names.claim(self.apply(&key, rules).into_owned());
+            let key = names.claim(self.apply_key(&key, rules).into_owned());
             map.insert(key, value);
         }
     }

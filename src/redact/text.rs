@@ -387,10 +387,19 @@ fn kept_before_marker(inner: &str, keep_scheme: bool) -> Option<usize> {
     Some(0)
 }
 
-/// At least 8 characters with [`has_credential_traits`]: random credentials nearly always
-/// qualify, prose words ("authentication") do not.
+/// A word after `Bearer`/`Basic` at least this long is a credential whatever its characters:
+/// no word of ordinary prose is ("internationalization" has 20 letters), while a token made
+/// only of lowercase letters has no other trait to be told by.
+const LONG_CREDENTIAL_CHARS: usize = 24;
+
+/// At least 8 characters with [`has_credential_traits`], or at least
+/// [`LONG_CREDENTIAL_CHARS`] of any kind: random credentials nearly always qualify, prose
+/// words ("authentication") do not. A shorter token of lowercase letters only
+/// (`Bearer abcdefgh`) is prose to this rule; under a sensitive key or header
+/// (`Authorization: Bearer …`) or registered as a secret it is redacted all the same.
 fn looks_like_credential(s: &str) -> bool {
-    s.chars().count() >= MIN_SECRET_CHARS && has_credential_traits(s)
+    let chars = s.chars().count();
+    chars >= LONG_CREDENTIAL_CHARS || (chars >= MIN_SECRET_CHARS && has_credential_traits(s))
 }
 
 /// A digit, one of `+/=`, or a capital after the first character. The markers have none of
@@ -813,6 +822,31 @@ mod tests {
         );
         assert_eq!(redact("Basic dXNlcjpwYXNz"), "Basic [redacted]");
         assert_eq!(redact("bearer abcDEF123456=="), "bearer [redacted]");
+    }
+
+    #[test]
+    fn a_lowercase_only_bearer_token_is_a_credential_from_24_characters() {
+        let long = "qwertyuiopasdfghjklzxcvb";
+        assert_eq!(long.len(), 24);
+        assert_eq!(redact(&format!("Bearer {long}")), "Bearer [redacted]");
+        assert_eq!(
+            redact(&format!("sent basic {long}x, ok")),
+            "sent basic [redacted], ok"
+        );
+        // Shorter: prose, as ordinary words after the scheme are.
+        for text in [
+            "Bearer qwertyuiopasdfghjklzxcv",
+            "basic internationalization and Basic authentication",
+            "a Bearer token, bearer credentials",
+        ] {
+            assert_eq!(redact(text), text);
+        }
+        // Under a sensitive header or key the value goes whatever it looks like.
+        assert_eq!(
+            redact("Authorization: Bearer abcdefgh"),
+            "Authorization: Bearer [redacted]"
+        );
+        assert_eq!(redact("token=Bearer abcdefgh"), "token=[redacted]");
     }
 
     #[test]

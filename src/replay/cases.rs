@@ -17,14 +17,13 @@
 
 use super::walk::{self, show};
 use crate::error::Status;
-use crate::fs::{self, FileType, Mode, OFlags};
+use crate::fs;
 use crate::json::raw::{self, Fields};
 use crate::json::{self, Document, Kind};
 use crate::schema::FIXTURE_SCHEMA;
 use crate::transcript;
 use crate::validate::{codes, join, Checker, Issue};
 use serde_json::{Map, Value};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// Largest file read (a case or a transcript).
@@ -160,48 +159,16 @@ pub fn load(path: &Path, transcript_bridge: Option<&str>) -> Vec<Loaded> {
 /// Read a file without ever blocking on it: it must be a regular file of at most
 /// [`MAX_FILE_BYTES`]. Messages name the problem, not the path (the caller prints the path).
 pub fn read_file(path: &Path) -> Result<Vec<u8>, String> {
-    let unreadable = |e: std::io::Error| format!("the file cannot be read: {e}");
-    let name = path
-        .file_name()
-        .ok_or_else(|| "the path does not name a file".to_string())?;
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let dir = fs::open_dir_path(parent).map_err(unreadable)?;
-    use std::os::unix::ffi::OsStrExt;
-    let name = fs::cstring(name.as_bytes()).map_err(unreadable)?;
-    // O_NONBLOCK: opening a FIFO must not wait for a writer; O_NOCTTY: a terminal device
-    // named like a case must not become ours. Symlinks are followed: the operator named it.
-    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
-    let fd = fs::open_at(std::os::fd::AsFd::as_fd(&dir), &name, flags, Mode::empty())
-        .map_err(unreadable)?;
-    let st = rustix::fs::fstat(&fd).map_err(|e| unreadable(e.into()))?;
-    let kind = fs::kind(&st);
-    if kind != FileType::RegularFile {
-        return Err(format!(
-            "the path is {}, not a regular file",
-            walk::describe(kind)
-        ));
-    }
-    let too_large = || {
-        format!(
+    fs::read_file(path, MAX_FILE_BYTES as u64).map_err(|e| match e {
+        fs::ReadError::NotRegular(kind) => {
+            format!("the path is {}, not a regular file", walk::describe(kind))
+        }
+        fs::ReadError::TooLarge { .. } => format!(
             "the file is over the {} limit",
             json::human_bytes(MAX_FILE_BYTES)
-        )
-    };
-    if u64::try_from(st.st_size).unwrap_or(0) > MAX_FILE_BYTES as u64 {
-        return Err(too_large());
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::from(fd)
-        .take(MAX_FILE_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(unreadable)?;
-    if bytes.len() > MAX_FILE_BYTES {
-        return Err(too_large());
-    }
-    Ok(bytes)
+        ),
+        e => format!("the file cannot be read: {e}"),
+    })
 }
 
 /// A small member as a tree (the strict reader already accepted its text).
@@ -729,7 +696,7 @@ mod tests {
             assert!(text.contains(want), "{name}: {text}");
         }
         let fifo = tmp.path().join("fifo.case.json");
-        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, Mode::from_raw_mode(0o600)).unwrap();
+        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, fs::Mode::from_raw_mode(0o600)).unwrap();
         assert!(reasons(&load(&fifo, None)).contains("FIFO"));
         assert!(reasons(&load(tmp.path(), None)).contains("directory"));
         let missing = tmp.path().join("missing.case.json");

@@ -1019,3 +1019,112 @@ fn the_contracts_example_bridge_dispatches_to_its_endpoint() {
     );
     assert_no_secrets(&run);
 }
+
+#[test]
+fn an_endpoint_that_echoes_its_path_and_query_never_shows_them() {
+    // What frameworks' error pages and handlers send back: the request target, the path
+    // without the query, a query value — never the absolute URL.
+    let server = Server::start(|r| {
+        let path = r.target.split('?').next().unwrap_or_default().to_string();
+        let sig = r
+            .target
+            .split("sig=")
+            .nth(1)
+            .unwrap_or_default()
+            .to_string();
+        let failure = |http: u16, message: String| {
+            let mut env: Value = serde_json::from_slice(&answer(r, "failed", Value::Null)).unwrap();
+            env["error"]["message"] = json!(message);
+            env["diagnostics"] = json!({"request_line": format!("POST {} HTTP/1.1", r.target)});
+            Reply::With(http, vec![], env.to_string().into_bytes())
+        };
+        match r.headers.get("idempotency-key").map(String::as_str) {
+            Some("plain404") => Reply::With(
+                404,
+                vec![],
+                format!("Cannot POST {}", r.target).into_bytes(),
+            ),
+            Some("page404") => failure(404, format!("Cannot POST {}", r.target)),
+            Some("page405") => failure(405, format!("Cannot POST {path}")),
+            Some("fail") => failure(422, format!("no hook at {path} for signature {sig}")),
+            _ => {
+                let echoed = json!({"target": r.target, "path": path, "sig": sig});
+                let mut env: Value =
+                    serde_json::from_slice(&answer(r, "succeeded", echoed.clone())).unwrap();
+                env["diagnostics"] = json!({"seen": echoed});
+                Reply::With(200, vec![], env.to_string().into_bytes())
+            }
+        }
+    });
+    for (id, status, code, exit, message) in [
+        ("plain404", "failed", Some("endpoint_http_status"), 1, None),
+        (
+            "page404",
+            "failed",
+            Some("forbidden_by_host"),
+            1,
+            Some("Cannot POST [redacted]"),
+        ),
+        (
+            "page405",
+            "failed",
+            Some("forbidden_by_host"),
+            1,
+            Some("Cannot POST [redacted]"),
+        ),
+        (
+            "fail",
+            "failed",
+            Some("forbidden_by_host"),
+            1,
+            Some("no hook at [redacted] for signature [redacted]"),
+        ),
+        ("echo", "succeeded", None, 0, None),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let result_file = dir.path().join("result.json");
+        let run = to(&server.url(), 10_000)
+            .request(|r| r["request_id"] = json!(id))
+            .args(&[
+                "--artifact-dir",
+                dir.path().to_str().unwrap(),
+                "--result-file",
+                result_file.to_str().unwrap(),
+            ])
+            .run();
+        run.expect(status, code, exit);
+        if status == "succeeded" {
+            assert_eq!(run.stderr, "");
+            assert_eq!(
+                run.envelope["output"],
+                json!({"target": "[redacted]", "path": "[redacted]", "sig": "[redacted]"})
+            );
+            assert_eq!(run.envelope["diagnostics"]["seen"], run.envelope["output"]);
+        }
+        if let Some(message) = message {
+            assert_eq!(run.envelope["error"]["message"], message, "{id}");
+            assert_eq!(
+                stderr_line(&run),
+                format!("error[{}]: {message}", code.unwrap())
+            );
+            assert_eq!(
+                run.envelope["diagnostics"]["request_line"],
+                "POST [redacted] HTTP/1.1"
+            );
+        }
+        assert_no_secrets(&run);
+        let transcript =
+            std::fs::read_to_string(dir.path().join(format!("files/parent-tools/{id}.json")))
+                .unwrap();
+        let written = std::fs::read_to_string(&result_file).unwrap();
+        for (what, text) in [("transcript", &transcript), ("result file", &written)] {
+            for secret in [SECRET_PATH, "url-signature"] {
+                assert!(
+                    !text.contains(secret),
+                    "{id}: {secret} in the {what}: {text}"
+                );
+            }
+        }
+    }
+    assert_eq!(server.received().len(), 5, "every request did arrive");
+}

@@ -19,6 +19,7 @@ mod hostile;
 mod human;
 mod man_pages;
 mod mcp;
+mod named_files;
 mod properties;
 mod readme;
 mod redaction;

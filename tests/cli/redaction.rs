@@ -367,3 +367,70 @@ fn host_paths_and_credentials_used_as_keys_are_redacted() {
     assert_eq!(files["[host-path]"], 2, "{files}");
     assert_eq!(files["[host-path]~2"], 3, "{files}");
 }
+
+#[test]
+fn a_secret_equal_to_a_key_of_the_envelope_never_renames_that_key() {
+    // `ranscript` is part of `transcripts` and `transcript_error`.
+    let secrets = [
+        ("S_TRANSCRIPTS", "transcripts"),
+        ("S_STDOUT", "stdout_bytes"),
+        ("S_RETRYABLE", "retryable"),
+        ("S_PART", "ranscript"),
+    ];
+    let error = json!({"code": "boom", "message": "lost the transcripts and stdout_bytes",
+        "retryable": false});
+    for (status, extra) in [
+        ("failed", json!({"error": error})),
+        (
+            "succeeded",
+            json!({"output": {"transcripts": "my transcripts", "n": {"retryable": 1}}}),
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut dispatch = Dispatch::adapter(&["read-stdin", &answer(status, extra)]);
+        let mut args = vec!["--artifact-dir", dir.path().to_str().unwrap()];
+        for (name, value) in secrets {
+            dispatch = dispatch.env(name, value);
+            args.extend(["--secret-env", name]);
+        }
+        let run = dispatch.args(&args).run();
+        let transcript: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("files/parent-tools/ptr_123.json")).unwrap(),
+        )
+        .unwrap();
+        let recorded = &transcript["tool_calls"][0]["metadata"]["result"];
+        for envelope in [&run.envelope, recorded] {
+            assert!(
+                envelope["artifacts"]["transcripts"].is_array(),
+                "{envelope}"
+            );
+            assert!(
+                envelope["diagnostics"]["dispatch"]["stdout_bytes"].is_u64(),
+                "{envelope}"
+            );
+        }
+        assert!(run.envelope["artifacts"]["transcripts"][0]["path"].is_string());
+        if status == "failed" {
+            run.expect("failed", Some("boom"), 1);
+            assert_eq!(
+                run.output().stderr(),
+                "error[boom]: lost the [redacted] and [redacted]\n"
+            );
+            for envelope in [&run.envelope, recorded] {
+                assert_eq!(envelope["error"]["retryable"], false, "{envelope}");
+                assert_eq!(
+                    envelope["error"]["message"],
+                    "lost the [redacted] and [redacted]"
+                );
+            }
+        } else {
+            run.expect("succeeded", None, 0);
+            assert_eq!(run.stderr, "");
+            // Keys stay, values are still scrubbed.
+            assert_eq!(
+                run.envelope["output"],
+                json!({"transcripts": "my [redacted]", "n": {"retryable": 1}})
+            );
+        }
+    }
+}

@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
 /// Read buffer size.
@@ -65,30 +65,35 @@ impl Keep {
     }
 }
 
-/// Refuse anything but a regular file behind `file`.
-fn require_regular(file: &File, shown: &str) -> Result<std::fs::Metadata, ToolError> {
+/// Refuse anything but a regular file behind `fd` (the one reader's check, which also clears
+/// `O_NONBLOCK`): the file and its metadata.
+fn require_regular(fd: OwnedFd, shown: &str) -> Result<(File, std::fs::Metadata), ToolError> {
+    let file = match fs::regular(fd) {
+        Ok((file, _)) => file,
+        Err(fs::ReadError::NotRegular(FileType::Directory)) => {
+            return Err(ToolError::new(
+                Code::NotAFile,
+                format!(
+                    "{} is a directory, not a file; use workspace.search to look inside it",
+                    quote(shown)
+                ),
+            ))
+        }
+        Err(fs::ReadError::NotRegular(_)) => {
+            return Err(ToolError::new(
+                Code::NotAFile,
+                format!(
+                    "{} is not a regular file (a FIFO, socket or device)",
+                    quote(shown)
+                ),
+            ))
+        }
+        Err(e) => return Err(ToolError::io("inspect", shown, &e.into())),
+    };
     let meta = file
         .metadata()
         .map_err(|e| ToolError::io("inspect", shown, &e))?;
-    if meta.is_dir() {
-        return Err(ToolError::new(
-            Code::NotAFile,
-            format!(
-                "{} is a directory, not a file; use workspace.search to look inside it",
-                quote(shown)
-            ),
-        ));
-    }
-    if !meta.is_file() {
-        return Err(ToolError::new(
-            Code::NotAFile,
-            format!(
-                "{} is not a regular file (a FIFO, socket or device)",
-                quote(shown)
-            ),
-        ));
-    }
-    Ok(meta)
+    Ok((file, meta))
 }
 
 /// `workspace.read {path, offset?, limit?}` → `{path, content, bytes, truncated}`.
@@ -101,8 +106,7 @@ pub(super) fn read(root: &Root, input: &Value) -> Result<Value, ToolError> {
     let fd = root
         .open_beneath(&rel, READ_FLAGS)
         .map_err(|e| path_error(e, &shown))?;
-    let file = File::from(fd);
-    require_regular(&file, &shown)?;
+    let (file, _) = require_regular(fd, &shown)?;
     let page = read_lines(&file, offset, limit, limits::MAX_READ_BYTES)
         .map_err(|e| ToolError::io("read", &shown, &e))?;
     if page.saw_nul {
@@ -317,8 +321,7 @@ pub(super) fn edit(root: &Root, input: &Value) -> Result<Value, ToolError> {
         Mode::empty(),
     )
     .map_err(|e| path_error(e.into(), &shown))?;
-    let file = File::from(fd);
-    let meta = require_regular(&file, &shown)?;
+    let (file, meta) = require_regular(fd, &shown)?;
     let max = limits::MAX_WRITE_BYTES as u64;
     if meta.len() > max {
         return Err(ToolError::new(

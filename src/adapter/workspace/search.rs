@@ -30,7 +30,6 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use regex::{Regex, RegexBuilder};
 use serde_json::{json, Value};
 use std::fs::File;
-use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
 
 const OPEN_FLAGS: OFlags = OFlags::RDONLY
@@ -78,7 +77,7 @@ pub(super) fn search(root: &Root, input: &Value) -> Result<Value, ToolError> {
         let prefix = if rel.is_root() { String::new() } else { shown };
         walk.dir(OwnedFd::from(file), &prefix, 0);
     } else if meta.is_file() {
-        walk.file(file, &shown);
+        walk.file(OwnedFd::from(file), &shown);
     } else {
         return Err(ToolError::new(
             Code::NotAFile,
@@ -285,30 +284,25 @@ impl Walk {
                             self.dir(OwnedFd::from(file), &path, depth + 1);
                         }
                     } else if meta.is_file() && self.filter.wants_file(&path, &name) {
-                        self.file(file, &path);
+                        self.file(OwnedFd::from(file), &path);
                     }
                 }
             }
         }
     }
 
-    /// Search one regular file, shown as `path`.
-    fn file(&mut self, file: File, path: &str) {
+    /// Search one regular file, shown as `path` (read by the one reader: what is not a
+    /// regular file, or is over the cap, is skipped).
+    fn file(&mut self, fd: OwnedFd, path: &str) {
         if self.files >= limits::MAX_SEARCH_FILES {
             self.truncated = true;
             return;
         }
         self.files += 1;
-        let cap = limits::MAX_SEARCH_FILE_BYTES;
-        match file.metadata() {
-            Ok(meta) if meta.is_file() && meta.len() <= cap => {}
-            _ => return,
-        }
-        let mut bytes = Vec::new();
-        if (&file).take(cap + 1).read_to_end(&mut bytes).is_err()
-            || bytes.len() as u64 > cap
-            || bytes.contains(&0)
-        {
+        let Ok(bytes) = fs::read_opened(fd, limits::MAX_SEARCH_FILE_BYTES) else {
+            return;
+        };
+        if bytes.contains(&0) {
             return;
         }
         let text = String::from_utf8_lossy(&bytes);
