@@ -420,7 +420,7 @@ fn admit(
     let max_request = usize::try_from(args.run.max_request_bytes).unwrap_or(usize::MAX);
     let parsed = Document::parse(bytes, max_request).map(Rc::new);
     if let Ok(doc) = &parsed {
-        learned.request(Rc::clone(doc));
+        learned.parsed(Rc::clone(doc));
     }
     learned.artifacts = prepare_artifacts(args)?;
     let (warnings, bridge) = load_bridge(args);

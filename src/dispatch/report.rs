@@ -76,7 +76,7 @@ impl Learned {
     }
 
     /// The request, parsed (not yet validated): its ids are echoed from now on.
-    pub fn request(&mut self, doc: Rc<Document>) {
+    pub fn parsed(&mut self, doc: Rc<Document>) {
         self.echo = Echo::best_effort(Some(&doc));
         self.request = Some(doc);
     }
