@@ -109,26 +109,8 @@ pub struct DispatchArgs {
     #[arg(long, value_name = "JSON|@FILE|provider-safe")]
     pub tool_map: Option<String>,
 
-    /// Pass this host environment variable to the adapter (repeatable).
-    #[arg(long, value_name = "NAME")]
-    pub pass_env: Vec<String>,
-
-    /// Pass this host environment variable to the adapter and scrub its value from everything
-    /// that leaves the dispatcher (repeatable).
-    #[arg(long, value_name = "NAME")]
-    pub secret_env: Vec<String>,
-
-    /// Cap on the adapter's stdout; beyond it the adapter is killed (`result_too_large`).
-    #[arg(long, value_name = "N", default_value_t = 16 * 1024 * 1024)]
-    pub max_output_bytes: u64,
-
-    /// Cap on the incoming request (`request_too_large`).
-    #[arg(long, value_name = "N", default_value_t = 8 * 1024 * 1024)]
-    pub max_request_bytes: u64,
-
-    /// Grace between SIGTERM and SIGKILL to the adapter's process group.
-    #[arg(long, value_name = "N", default_value_t = 2000)]
-    pub kill_grace_ms: u64,
+    #[command(flatten)]
+    pub run: RunArgs,
 
     /// Also trust this PEM CA certificate for a `host_endpoint` bridge's HTTPS endpoint
     /// (besides the platform's roots).
@@ -138,6 +120,28 @@ pub struct DispatchArgs {
     /// Pretty-print the envelope (default: compact, one line).
     #[arg(long)]
     pub pretty: bool,
+}
+
+/// Options of every adapter run the dispatcher starts from its command line: the main job's and
+/// `delegation run`'s (declared once; `delegation run` names its own codes in their help).
+#[derive(Debug, Args, Clone)]
+pub struct RunArgs {
+    /// Pass this host environment variable to the adapter (repeatable).
+    #[arg(long, value_name = "NAME")]
+    pub pass_env: Vec<String>,
+    /// Pass this host environment variable to the adapter and scrub its value from everything
+    /// that leaves the dispatcher (repeatable).
+    #[arg(long, value_name = "NAME")]
+    pub secret_env: Vec<String>,
+    /// Cap on the adapter's stdout; beyond it the adapter is killed (`result_too_large`).
+    #[arg(long, value_name = "N", default_value_t = 16 * 1024 * 1024)]
+    pub max_output_bytes: u64,
+    /// Cap on the incoming request (`request_too_large`).
+    #[arg(long, value_name = "N", default_value_t = 8 * 1024 * 1024)]
+    pub max_request_bytes: u64,
+    /// Grace between SIGTERM and SIGKILL to the adapter's process group.
+    #[arg(long, value_name = "N", default_value_t = 2000)]
+    pub kill_grace_ms: u64,
 }
 
 /// The subcommands.
@@ -410,6 +414,15 @@ pub struct DelegationCheckResultArgs {
 
 /// Arguments of `delegation run`.
 #[derive(Debug, Args)]
+#[command(
+    mut_arg("max_output_bytes", |arg| arg.help(
+        "Cap on the adapter's stdout; past it the adapter is killed \
+         (`wp_codebox_host_delegation_provider_result_invalid`)"
+    )),
+    mut_arg("max_request_bytes", |arg| arg.help(
+        "Cap on the request (`wp_codebox_host_delegation_request_invalid`)"
+    ))
+)]
 pub struct DelegationRunArgs {
     /// The request file; absent or `-` reads stdin.
     #[arg(long, value_name = "FILE")]
@@ -417,23 +430,8 @@ pub struct DelegationRunArgs {
     /// Deadline for the adapter, from spawn to exit (then `wp_codebox_host_delegation_timeout`).
     #[arg(long, value_name = "N", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout_ms: u64,
-    /// Grace between SIGTERM and SIGKILL to the adapter's process group.
-    #[arg(long, value_name = "N", default_value_t = 2000)]
-    pub kill_grace_ms: u64,
-    /// Pass this host environment variable to the adapter (repeatable).
-    #[arg(long, value_name = "NAME")]
-    pub pass_env: Vec<String>,
-    /// Pass this host environment variable to the adapter and scrub its value from everything
-    /// printed (repeatable).
-    #[arg(long, value_name = "NAME")]
-    pub secret_env: Vec<String>,
-    /// Cap on the adapter's stdout; past it the adapter is killed
-    /// (`wp_codebox_host_delegation_provider_result_invalid`).
-    #[arg(long, value_name = "N", default_value_t = 16 * 1024 * 1024)]
-    pub max_output_bytes: u64,
-    /// Cap on the request (`wp_codebox_host_delegation_request_invalid`).
-    #[arg(long, value_name = "N", default_value_t = 8 * 1024 * 1024)]
-    pub max_request_bytes: u64,
+    #[command(flatten)]
+    pub run: RunArgs,
     /// The host adapter's argv, after `--`, run exactly as given (argv[0] through PATH).
     #[arg(last = true, required = true, num_args = 1.., value_name = "ARGV")]
     pub argv: Vec<String>,

@@ -5,7 +5,7 @@
 //! the file transport's private folder; it never starts a process (that is `exec`'s job) and
 //! never looks at an answer (that is `judge`'s).
 
-use crate::cli::DispatchArgs;
+use crate::cli::{DispatchArgs, RunArgs};
 use crate::dispatch::DispatchError;
 use crate::envelope::bridge::{Bridge, CommandSpec, Transport};
 use crate::envelope::request::{self, Echo};
@@ -13,6 +13,7 @@ use crate::envelope::result;
 use crate::exec::Spec;
 use crate::fs;
 use crate::hostenv::HostEnv;
+use crate::redact::{is_sensitive_key, Redactor};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -67,11 +68,17 @@ pub fn plan(
             }
         },
     };
-    let mut env = adapter_env(bridge, command, sent, args, host);
-    let program = resolve_program(&command.argv[0]);
-    if let Some(found) = find_in_path(&program, host) {
-        host_paths.push(found);
-    }
+    let metadata = [
+        (vars::REQUEST_ID, sent.request_id.clone()),
+        (vars::TOOL, sent.tool.clone()),
+        (vars::OPERATION, sent.operation.clone()),
+        (vars::TIMEOUT_MS, bridge.timeout_ms.to_string()),
+        (vars::REQUEST_SCHEMA, request::SCHEMA.to_string()),
+        (vars::RESULT_SCHEMA, result::SCHEMA.to_string()),
+    ];
+    let mut env = adapter_env(&command.env, &args.run, host, metadata);
+    let (program, found) = locate(&command.argv[0], host);
+    host_paths.extend(found);
     let files = match command.transport {
         Transport::Stdin => None,
         Transport::File => {
@@ -94,8 +101,8 @@ pub fn plan(
         cwd,
         stdin: files.is_none().then_some(request_bytes),
         timeout: Duration::from_millis(bridge.timeout_ms),
-        kill_grace: Duration::from_millis(args.kill_grace_ms),
-        max_stdout_bytes: args.max_output_bytes,
+        kill_grace: Duration::from_millis(args.run.kill_grace_ms),
+        max_stdout_bytes: args.run.max_output_bytes,
     };
     Ok(Plan {
         spec,
@@ -104,14 +111,14 @@ pub fn plan(
     })
 }
 
-/// The adapter's environment, rebuilt from nothing: the base variables, the bridge's
-/// `command.env`, `--pass-env` / `--secret-env`, then the metadata variables (which win).
-fn adapter_env(
-    bridge: &Bridge,
-    command: &CommandSpec,
-    sent: &Echo,
-    args: &DispatchArgs,
+/// An adapter's environment, rebuilt from nothing (SPEC §4.2): the base variables, `command_env`
+/// (the bridge's `command.env`), `--pass-env` / `--secret-env`, then the metadata variables
+/// (which win). The main job and `delegation run` both build theirs here.
+pub fn adapter_env<'m>(
+    command_env: &[(String, String)],
+    run: &RunArgs,
     host: &HostEnv,
+    metadata: impl IntoIterator<Item = (&'m str, String)>,
 ) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = Vec::new();
     let mut set = |name: &str, value: String| {
@@ -123,21 +130,55 @@ fn adapter_env(
             set(name, value);
         }
     }
-    for (name, value) in &command.env {
+    for (name, value) in command_env {
         set(name, value.clone());
     }
-    for name in args.pass_env.iter().chain(&args.secret_env) {
+    for name in run.pass_env.iter().chain(&run.secret_env) {
         if let Some(value) = host.var(name) {
             set(name, value);
         }
     }
-    set(vars::REQUEST_ID, sent.request_id.clone());
-    set(vars::TOOL, sent.tool.clone());
-    set(vars::OPERATION, sent.operation.clone());
-    set(vars::TIMEOUT_MS, bridge.timeout_ms.to_string());
-    set(vars::REQUEST_SCHEMA, request::SCHEMA.to_string());
-    set(vars::RESULT_SCHEMA, result::SCHEMA.to_string());
+    for (name, value) in metadata {
+        set(name, value);
+    }
     env
+}
+
+/// The redactor as the command line and the host set it up, before anything is read (SPEC §5):
+/// the `--secret-env` values and the sensitive `--pass-env` ones as secrets; the working
+/// directory, `HOME`, `TMPDIR` and the temp dir as host paths. The main job and `delegation
+/// run` both start from it.
+pub fn host_redactor(run: &RunArgs, host: &HostEnv) -> Redactor {
+    let mut redactor = Redactor::new();
+    // The keys of our own envelopes are structure: no secret value may rename them.
+    redactor.keep_keys(crate::envelope::OWN_KEYS.iter().copied());
+    let secret_names = run
+        .secret_env
+        .iter()
+        .chain(run.pass_env.iter().filter(|name| is_sensitive_key(name)));
+    for name in secret_names {
+        if let Some(value) = host.var(name) {
+            redactor.add_secret(&value);
+        }
+    }
+    if let Ok(cwd) = std::env::current_dir() {
+        redactor.add_host_path(&cwd.to_string_lossy());
+    }
+    for name in ["HOME", "TMPDIR"] {
+        if let Some(value) = host.var(name) {
+            redactor.add_host_path(&value);
+        }
+    }
+    redactor.add_host_path(&std::env::temp_dir().to_string_lossy());
+    redactor
+}
+
+/// The program to start for `argv0` (see [`resolve_program`]) and, when the kernel will find
+/// it, where (a host path to redact).
+pub fn locate(argv0: &str, host: &HostEnv) -> (PathBuf, Option<PathBuf>) {
+    let program = resolve_program(argv0);
+    let found = find_in_path(&program, host);
+    (program, found)
 }
 
 /// `path` made absolute against the dispatcher's working directory.
@@ -157,7 +198,7 @@ pub(crate) fn resolve_program(argv0: &str) -> PathBuf {
 
 /// Where the kernel will find `program` (for redacting its path, not for running it): the path
 /// itself when it has a slash, else the first executable match in `PATH`.
-pub(crate) fn find_in_path(program: &Path, host: &HostEnv) -> Option<PathBuf> {
+fn find_in_path(program: &Path, host: &HostEnv) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     if program.is_absolute() {
         return Some(program.to_path_buf());

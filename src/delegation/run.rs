@@ -13,7 +13,7 @@
 //! in `checks`, the shapes in `envelopes`, the codes in `codes`.
 
 use super::checks::{check_answer, check_request, Answer, Findings, Scope};
-use super::codes::{Code, Event, IssueKind};
+use super::codes::{Code, Event, IssueKind, Status};
 use super::envelopes::{Envelope, ErrorBody, ErrorPart, EventRecord};
 use super::{REQUEST_SCHEMA, RESULT_SCHEMA};
 use crate::cli::DelegationRunArgs;
@@ -24,11 +24,12 @@ use crate::interrupt::Interrupts;
 use crate::json::raw::{Fields, ObjectWriter};
 use crate::json::{self, human_bytes, JsonIssue, Kind};
 use crate::plan;
-use crate::redact::{is_sensitive_key, Redactor};
+use crate::redact::Redactor;
 use crate::signal::signal_name;
 use crate::validate::Issue;
 use serde_json::{json, Map, Value};
 use std::io::Write;
+use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Metadata variables the adapter receives (besides the base variables and `--pass-env`).
@@ -100,57 +101,30 @@ impl Failure {
 /// Run one delegation; print the envelope; return the exit status.
 pub fn run(args: &DelegationRunArgs, interrupts: &Interrupts) -> u8 {
     let host = HostEnv::process();
-    let mut report = Report::new(args, &host);
+    let mut learned = Learned::new(args, &host);
     let mut finished = None;
-    let outcome = delegate(args, &host, interrupts, &mut report, &mut finished);
-    report.conclude(outcome)
+    let outcome = delegate(args, &host, interrupts, &mut learned, &mut finished);
+    conclude(&learned, outcome)
 }
 
 /// Every step up to the adapter's checked answer, which borrows from its run (kept in
-/// `finished`), or the failure that ended the run.
+/// `finished`), or the failure that ended the run. What the envelope needs of each step goes
+/// into `learned` as the step returns.
 fn delegate<'f>(
     args: &DelegationRunArgs,
     host: &HostEnv,
     interrupts: &Interrupts,
-    report: &mut Report,
+    learned: &mut Learned,
     finished: &'f mut Option<Finished>,
 ) -> Result<Answer<'f>, Failure> {
-    let path = args.request.clone().filter(|p| p.as_os_str() != "-");
-    let bytes = match read_interruptibly(path.clone(), args.max_request_bytes, interrupts) {
-        Ok(bytes) => bytes,
-        Err(ReadStop::Failed(err)) => {
-            let failure = Failure::new(
-                Code::RequestInvalid,
-                format!("the request could not be read: {}", err.kind()),
-            );
-            let human = match &path {
-                Some(p) => format!("the request file {} could not be read: {err}", p.display()),
-                None => format!("the request could not be read from stdin: {err}"),
-            };
-            return Err(failure.human(human));
-        }
-        Err(ReadStop::Interrupted(signal)) => return Err(interrupted(signal, false)),
-    };
-    let max_request = usize::try_from(args.max_request_bytes).unwrap_or(usize::MAX);
-    let text = match json::check_object(&bytes, max_request) {
-        Ok(text) => text,
-        Err(issue) => {
-            let mut f = Findings::default();
-            f.push(
-                IssueKind::RequestInvalid,
-                issue.pointer(),
-                issue.to_string(),
-            );
-            return Err(Failure::issues(
-                Code::RequestInvalid,
-                "the request is not a host delegation request",
-                f.into_issues(),
-            ));
-        }
-    };
+    let bytes = read_request(args, interrupts)?;
+    let max_request = usize::try_from(args.run.max_request_bytes).unwrap_or(usize::MAX);
+    let text = json::check_object(&bytes, max_request).map_err(not_a_request)?;
     let (scope, findings) = check_request(text);
     let request_id = scope.request_id.clone().unwrap_or_else(generate_id);
-    report.learn_request(&request_id, canonical_request(text, &request_id));
+    let canonical = canonical_request(text, &request_id);
+    learned.request_id = request_id;
+    let canonical = learned.request.insert(canonical);
     if let Some(worst) = findings.worst() {
         let code = worst.request_code();
         let message = match code {
@@ -160,38 +134,90 @@ fn delegate<'f>(
         return Err(Failure::issues(code, message, findings.into_issues()));
     }
     drop(bytes);
-
-    let program = plan::resolve_program(&args.argv[0]);
-    if let Some(found) = plan::find_in_path(&program, host) {
-        report.redactor.add_host_path(&found.to_string_lossy());
+    let (spec, found) = adapter_spec(args, host, &learned.request_id, canonical);
+    if let Some(found) = found {
+        learned.redactor.add_host_path(&found.to_string_lossy());
     }
-    let mut stdin = report.request.clone().unwrap_or_default().into_bytes();
+    let ran = exec::run(spec, interrupts).map_err(|error| not_started(error, &args.argv[0]))?;
+    let finished: &'f Finished = finished.insert(ran);
+    judge(finished, &scope, args).map_err(|failure| with_stderr_tail(failure, finished))
+}
+
+/// Read the request (`--request`, or stdin for none / `-`), at most cap + 1 bytes.
+fn read_request(args: &DelegationRunArgs, interrupts: &Interrupts) -> Result<Vec<u8>, Failure> {
+    let path = args.request.clone().filter(|p| p.as_os_str() != "-");
+    match read_interruptibly(path.clone(), args.run.max_request_bytes, interrupts) {
+        Ok(bytes) => Ok(bytes),
+        Err(ReadStop::Failed(err)) => {
+            let failure = Failure::new(
+                Code::RequestInvalid,
+                format!("the request could not be read: {}", err.kind()),
+            );
+            let human = match &path {
+                Some(p) => format!("the request file {} could not be read: {err}", p.display()),
+                None => format!("the request could not be read from stdin: {err}"),
+            };
+            Err(failure.human(human))
+        }
+        Err(ReadStop::Interrupted(signal)) => Err(interrupted(signal, false)),
+    }
+}
+
+/// A request that is not one JSON object (or is over the cap).
+fn not_a_request(issue: JsonIssue) -> Failure {
+    let mut f = Findings::default();
+    f.push(
+        IssueKind::RequestInvalid,
+        issue.pointer(),
+        issue.to_string(),
+    );
+    Failure::issues(
+        Code::RequestInvalid,
+        "the request is not a host delegation request",
+        f.into_issues(),
+    )
+}
+
+/// The adapter's run (SPEC §8): argv as given, the environment rebuilt by the main job's
+/// rules with the delegation's metadata variables, the canonical request and a newline on
+/// stdin. Also where the program was found, a host path to redact.
+fn adapter_spec(
+    args: &DelegationRunArgs,
+    host: &HostEnv,
+    request_id: &str,
+    canonical: &str,
+) -> (Spec, Option<PathBuf>) {
+    let (program, found) = plan::locate(&args.argv[0], host);
+    let metadata = [
+        (vars::REQUEST_ID, request_id.to_string()),
+        (vars::TIMEOUT_MS, args.timeout_ms.to_string()),
+        (vars::REQUEST_SCHEMA, REQUEST_SCHEMA.to_string()),
+        (vars::RESULT_SCHEMA, RESULT_SCHEMA.to_string()),
+    ];
+    let mut stdin = canonical.as_bytes().to_vec();
     stdin.push(b'\n');
     let spec = Spec {
         program,
         argv: args.argv.clone(),
-        env: adapter_env(args, host, &request_id),
+        env: plan::adapter_env(&[], &args.run, host, metadata),
         cwd: None,
         stdin: Some(stdin),
         timeout: Duration::from_millis(args.timeout_ms),
-        kill_grace: Duration::from_millis(args.kill_grace_ms),
-        max_stdout_bytes: args.max_output_bytes,
+        kill_grace: Duration::from_millis(args.run.kill_grace_ms),
+        max_stdout_bytes: args.run.max_output_bytes,
     };
-    let ran = match exec::run(spec, interrupts) {
-        Ok(ran) => ran,
-        Err(error) => {
-            let what = match error {
-                SpawnError::NotFound => "was not found".to_string(),
-                SpawnError::NotExecutable => "is not executable".to_string(),
-                SpawnError::Other(kind) => format!("could not be started: {kind}"),
-            };
-            let failure = Failure::new(Code::Unavailable, format!("the host adapter {what}"));
-            let human = format!("the host adapter {:?} {what}", args.argv[0]);
-            return Err(failure.human(human));
-        }
+    (spec, found)
+}
+
+/// The adapter could not be started.
+fn not_started(error: SpawnError, argv0: &str) -> Failure {
+    let what = match error {
+        SpawnError::NotFound => "was not found".to_string(),
+        SpawnError::NotExecutable => "is not executable".to_string(),
+        SpawnError::Other(kind) => format!("could not be started: {kind}"),
     };
-    let finished: &'f Finished = finished.insert(ran);
-    judge(finished, &scope, args).map_err(|failure| with_stderr_tail(failure, finished))
+    let failure = Failure::new(Code::Unavailable, format!("the host adapter {what}"));
+    failure.human(format!("the host adapter {argv0:?} {what}"))
 }
 
 /// The adapter's end and stdout → its checked answer, or the failure it stands for. The same
@@ -202,7 +228,7 @@ fn judge<'f>(
     scope: &Scope,
     args: &DelegationRunArgs,
 ) -> Result<Answer<'f>, Failure> {
-    let max = usize::try_from(args.max_output_bytes).unwrap_or(usize::MAX);
+    let max = usize::try_from(args.run.max_output_bytes).unwrap_or(usize::MAX);
     if let Some(stop) = finished.stopped {
         return Err(match stop {
             Stop::Timeout => Failure::new(
@@ -221,7 +247,7 @@ fn judge<'f>(
                     human_bytes(max)
                 ),
             )
-            .data("max_output_bytes", json!(args.max_output_bytes))
+            .data("max_output_bytes", json!(args.run.max_output_bytes))
             .data("stdout_bytes", json!(finished.stdout_bytes)),
         });
     }
@@ -357,163 +383,131 @@ fn canonical_request(text: &str, request_id: &str) -> String {
     out
 }
 
-/// The adapter's environment, rebuilt from nothing: the base variables, `--pass-env` /
-/// `--secret-env`, then the metadata variables (which win).
-fn adapter_env(
-    args: &DelegationRunArgs,
-    host: &HostEnv,
-    request_id: &str,
-) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = Vec::new();
-    let mut set = |name: &str, value: String| {
-        env.retain(|(k, _)| k != name);
-        env.push((name.to_string(), value));
-    };
-    for name in plan::BASE_ENV
-        .iter()
-        .copied()
-        .chain(args.pass_env.iter().map(String::as_str))
-        .chain(args.secret_env.iter().map(String::as_str))
-    {
-        if let Some(value) = host.var(name) {
-            set(name, value);
-        }
-    }
-    set(vars::REQUEST_ID, request_id.to_string());
-    set(vars::TIMEOUT_MS, args.timeout_ms.to_string());
-    set(vars::REQUEST_SCHEMA, REQUEST_SCHEMA.to_string());
-    set(vars::RESULT_SCHEMA, RESULT_SCHEMA.to_string());
-    env
-}
-
-/// What the printed envelope needs, learned as the run goes.
-struct Report {
+/// What the printed envelope needs, as the steps return it.
+struct Learned {
+    /// The host's secrets and paths, and where the program was found.
     redactor: Redactor,
     started: Instant,
     started_at: SystemTime,
+    /// The request's id in use (a generated one until the request gave its own).
     request_id: String,
     /// The canonical request, once the request was a JSON object.
     request: Option<String>,
 }
 
-impl Report {
-    /// Register every secret and host path known before anything is read.
-    fn new(args: &DelegationRunArgs, host: &HostEnv) -> Report {
-        let mut redactor = Redactor::new();
-        for name in &args.secret_env {
-            if let Some(value) = host.var(name) {
-                redactor.add_secret(&value);
-            }
-        }
-        for name in args.pass_env.iter().filter(|n| is_sensitive_key(n)) {
-            if let Some(value) = host.var(name) {
-                redactor.add_secret(&value);
-            }
-        }
-        if let Ok(cwd) = std::env::current_dir() {
-            redactor.add_host_path(&cwd.to_string_lossy());
-        }
-        for name in ["HOME", "TMPDIR"] {
-            if let Some(value) = host.var(name) {
-                redactor.add_host_path(&value);
-            }
-        }
-        redactor.add_host_path(&std::env::temp_dir().to_string_lossy());
-        Report {
-            redactor,
+impl Learned {
+    /// What is known before anything is read: the host's secrets and paths (the main job's
+    /// set-up, `plan::host_redactor`).
+    fn new(args: &DelegationRunArgs, host: &HostEnv) -> Learned {
+        Learned {
+            redactor: plan::host_redactor(&args.run, host),
             started: Instant::now(),
             started_at: SystemTime::now(),
             request_id: generate_id(),
             request: None,
         }
     }
+}
 
-    fn learn_request(&mut self, request_id: &str, canonical: String) {
-        self.request_id = request_id.to_string();
-        self.request = Some(canonical);
-    }
+/// How the run ended, as the envelope and stderr show it.
+struct Ended<'a> {
+    status: Status,
+    provider: Option<&'a str>,
+    result: Option<&'a str>,
+    error: Option<ErrorPart<'a>>,
+    exit: u8,
+    /// The `error[code]` line's code and message (redacted).
+    stderr: Option<(String, String)>,
+}
 
-    /// Build, redact and print the envelope and the stderr line; return the exit status.
-    fn conclude(self, outcome: Result<Answer<'_>, Failure>) -> u8 {
-        let ended_at = SystemTime::now();
-        let requested = EventRecord {
-            event: Event::Requested,
-            time: self.started_at,
-            status: None,
+impl<'a> Ended<'a> {
+    /// A failure the dispatcher decided. Its own account may name the program or file as the
+    /// operator gave it (it is for the host's eyes): only secrets are scrubbed from it, as in
+    /// the main job. Everything else gets the full rules.
+    fn failed(failure: &Failure, redactor: &Redactor) -> Ended<'a> {
+        let code = failure.code;
+        let human = match &failure.human {
+            Some(human) => redactor.scrub_secrets_str(human),
+            None => redactor.redact_str(&failure.message),
+        };
+        Ended {
+            status: code.status(),
             provider: None,
-        };
-        let (status, provider, result, error, exit, stderr) = match &outcome {
-            Err(failure) => {
-                let code = failure.code;
-                // The dispatcher's own account may name the program or file as the operator
-                // gave it (it is for the host's eyes): only secrets are scrubbed from it, as
-                // in the main job. Everything else gets the full rules.
-                let human = match &failure.human {
-                    Some(human) => self.redactor.scrub_secrets_str(human),
-                    None => self.redactor.redact_str(&failure.message),
-                };
-                (
-                    code.status(),
-                    None,
-                    None,
-                    Some(ErrorPart::Own(failure.error())),
-                    code.exit_code(),
-                    Some((code.as_str().to_string(), human)),
-                )
-            }
-            Ok(answer) => {
-                let error = answer
-                    .error
-                    .filter(|raw| !answer.status.is_success() && Kind::of(raw) == Kind::Object);
-                let stderr = error.and_then(Fields::parse).map(|e| {
-                    let field = |k| {
-                        e.get(k)
-                            .and_then(crate::json::raw::string)
-                            .unwrap_or_default()
-                            .into_owned()
-                    };
-                    (field("code"), self.redactor.redact_str(&field("message")))
-                });
-                (
-                    answer.status,
-                    answer.provider.as_deref(),
-                    answer.result,
-                    error.map(ErrorPart::Answer),
-                    answer.status.exit_code(),
-                    stderr,
-                )
-            }
-        };
-        let last = EventRecord {
-            event: status.final_event(),
-            time: ended_at,
-            status: Some(status),
-            provider: provider.map(str::to_string),
-        };
-        let envelope = Envelope {
-            status,
-            request_id: &self.request_id,
-            request: self.request.as_deref(),
-            provider,
-            result,
-            error,
-            events: vec![requested, last],
-            started_at: self.started_at,
-            ended_at,
-            duration_ms: self.started.elapsed().as_millis() as u64,
-        };
-        let text = envelope.render(&self.redactor);
-        if let Some((code, message)) = stderr {
-            eprintln!(
-                "{}",
-                crate::terminal::error_line(&self.redactor.redact_str(&code), &message)
-            );
+            result: None,
+            error: Some(ErrorPart::Own(failure.error())),
+            exit: code.exit_code(),
+            stderr: Some((code.as_str().to_string(), human)),
         }
-        let mut out = std::io::stdout().lock();
-        let _ = out
-            .write_all(text.as_bytes())
-            .and_then(|()| out.write_all(b"\n"))
-            .and_then(|()| out.flush());
-        exit
     }
+
+    /// The adapter's checked answer; a failure it admits keeps its own `error`.
+    fn answered(answer: &'a Answer<'a>, redactor: &Redactor) -> Ended<'a> {
+        let error = answer
+            .error
+            .filter(|raw| !answer.status.is_success() && Kind::of(raw) == Kind::Object);
+        let stderr = error.and_then(Fields::parse).map(|e| {
+            let field = |k| {
+                e.get(k)
+                    .and_then(crate::json::raw::string)
+                    .unwrap_or_default()
+                    .into_owned()
+            };
+            (field("code"), redactor.redact_str(&field("message")))
+        });
+        Ended {
+            status: answer.status,
+            provider: answer.provider.as_deref(),
+            result: answer.result,
+            error: error.map(ErrorPart::Answer),
+            exit: answer.status.exit_code(),
+            stderr,
+        }
+    }
+}
+
+/// Build, redact and print the envelope and the stderr line; return the exit status.
+fn conclude(learned: &Learned, outcome: Result<Answer<'_>, Failure>) -> u8 {
+    let ended_at = SystemTime::now();
+    let redactor = &learned.redactor;
+    let ended = match &outcome {
+        Err(failure) => Ended::failed(failure, redactor),
+        Ok(answer) => Ended::answered(answer, redactor),
+    };
+    let requested = EventRecord {
+        event: Event::Requested,
+        time: learned.started_at,
+        status: None,
+        provider: None,
+    };
+    let last = EventRecord {
+        event: ended.status.final_event(),
+        time: ended_at,
+        status: Some(ended.status),
+        provider: ended.provider.map(str::to_string),
+    };
+    let envelope = Envelope {
+        status: ended.status,
+        request_id: &learned.request_id,
+        request: learned.request.as_deref(),
+        provider: ended.provider,
+        result: ended.result,
+        error: ended.error,
+        events: vec![requested, last],
+        started_at: learned.started_at,
+        ended_at,
+        duration_ms: learned.started.elapsed().as_millis() as u64,
+    };
+    let text = envelope.render(redactor);
+    if let Some((code, message)) = ended.stderr {
+        eprintln!(
+            "{}",
+            crate::terminal::error_line(&redactor.redact_str(&code), &message)
+        );
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = out
+        .write_all(text.as_bytes())
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+    ended.exit
 }

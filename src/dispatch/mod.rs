@@ -1,31 +1,37 @@
 //! The main job, in the order of SPEC §4.1: read → validate → authorize → obtain an answer
-//! (plan and run the adapter, or POST to the endpoint) → judge → report. Every path after
-//! argument parsing ends in exactly one printed envelope.
+//! (plan and run the adapter, POST to the endpoint, or take a recorded one) → judge → report.
+//! Every path after argument parsing ends in exactly one printed envelope.
 //!
-//! This module only sequences the steps — each is a function of its own module that takes
-//! what it needs and returns `Result<_, DispatchError>` — and keeps what the report needs as
-//! it is learned (the request's echo, secrets to scrub, host paths). It prints nothing itself:
-//! [`report::Report::finish`] prints the one envelope.
+//! This module only sequences the steps. Each step is a plain function of its own module that
+//! takes what it needs and returns `Result<_, DispatchError>`; the sequencer keeps what each
+//! returned in [`Learned`] (the request's echo, secrets to scrub, host paths, diagnostics), and
+//! the report is built once from that and the [`Outcome`] ([`Report::build`]). It prints
+//! nothing itself: [`Report::print`] prints the one envelope. [`main_job`] holds the one panic
+//! boundary.
 
 mod error;
 mod report;
 
 pub use error::DispatchError;
-pub use report::{Concluded, Report};
+pub use report::{Concluded, Learned, Outcome, Report};
 
 use crate::authorize::authorize;
 use crate::cli::DispatchArgs;
 use crate::endpoint::{self, Exchanged, Failure};
 use crate::envelope::bridge::{Bridge, CommandSpec, Mode};
 use crate::envelope::request::{Echo, Request};
-use crate::envelope::result::{Expect, ResultEnvelope, Transport};
+use crate::envelope::result::{Expect, Transport};
 use crate::exec::{self, Finished, Termination};
 use crate::hostenv::HostEnv;
 use crate::interrupt::Interrupts;
 use crate::json::{Document, JsonIssue};
 use crate::judge::{self, Answer, Body, Ending, Limits};
 use crate::plan::{self, FileTransport, ResultFile};
+use crate::toolmap::ToolMap;
+use crate::transcript::{safe_name, ArtifactDir};
 use crate::validate::Issue;
+use anyhow::Context as _;
+use std::cell::Cell;
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -34,83 +40,197 @@ use std::rc::Rc;
 #[error("{0}")]
 pub struct UsageError(pub String);
 
+/// How far a main job got: what a panic becomes depends on it alone.
+#[derive(Debug, Clone, Copy)]
+enum Stage {
+    /// Reading, admitting, obtaining, judging.
+    Steps,
+    /// Building and printing the report.
+    Concluding,
+    /// The envelope is out, with this exit status; the file transport's folder is removed.
+    CleaningUp(u8),
+}
+
 /// Run the main job; print the envelope; return the exit status.
 ///
-/// Panic safety: a panic in any step — reading, admitting, running the adapter (whose
-/// process group `exec`'s guard kills and sweeps while unwinding), judging, concluding — is
-/// caught and still ends in exactly one `internal_error` envelope echoing the request's ids,
-/// one `error[internal_error]` line on stderr saying where it panicked, and exit 70.
+/// The one panic boundary: a panic is caught here and what it becomes depends on the
+/// [`Stage`] the job reached. In a step — reading, admitting, running the adapter (whose
+/// process group `exec`'s guard kills and sweeps while unwinding), judging — it is a failure
+/// like any other: the report is built from what was learned with an `internal_error` outcome
+/// (transcript included). While concluding, before the envelope's first byte: the last-resort
+/// envelope ([`last_resort`]); after it, only the stderr line and exit 70, since no second
+/// envelope may follow a cut one. While cleaning up: a warning, and the envelope's exit status.
+/// Every panic is reported once, on an `error[internal_error]` line saying where it panicked.
 pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
     let env = HostEnv::process();
     panic_point::arm(&env);
-    let mut report = match Report::new(args, &env) {
-        Ok(report) => report,
+    let tool_map = match check_usage(args) {
+        Ok(tool_map) => tool_map,
         Err(UsageError(message)) => {
             eprintln!("error[usage]: {message}");
             return crate::error::exit::USAGE;
         }
     };
     let panics = PanicNote::install();
-    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let bytes = read_request(args, interrupts)?;
-        let admitted = admit(args, bytes, &mut report)?;
-        obtain(admitted, args, &env, interrupts, &mut report)
-    }))
-    .unwrap_or_else(|_| Err(panics.error()));
-    let (obtained, failure) = match ran {
-        Ok(obtained) => (Some(obtained), None),
-        Err(err) => (None, Some(err)),
-    };
-    let outcome = match (&obtained, failure) {
-        (_, Some(err)) => Err(err),
-        (Some(obtained), None) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            panic_point::reach(PanicPoint::Judging);
-            obtained.judge(&mut report)
-        }))
-        .unwrap_or_else(|_| Err(panics.error())),
-        (None, None) => Err(DispatchError::Internal("no outcome".into())),
-    };
-    // What a failure envelope needs if concluding itself fails.
-    let echo = report.echo().clone();
-    let redactor = report.redactor().clone();
-    // The envelope is written to stdout as it is rendered (a large output is not held twice).
-    let wrote = std::cell::Cell::new(false);
-    let printed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        panic_point::reach(PanicPoint::Concluding);
-        report.finish(outcome, &wrote)
-    }));
-    let exit = match printed {
-        Ok(exit) => exit,
-        // Nothing on stdout yet: the last resort is the one envelope.
-        Err(_) if !wrote.get() => {
-            last_resort(&echo, &redactor, &panics.error(), args.pretty).print()
-        }
-        // A panic while the envelope was being written: stdout is cut short and no second
-        // envelope may follow it; stderr and the exit status still say what happened.
-        Err(_) => {
-            let failed = last_resort(&echo, &redactor, &panics.error(), args.pretty);
-            for line in &failed.stderr {
-                eprintln!("{line}");
+    let mut learned = Learned::new(args, &env);
+    // What was obtained outlives a panic in judging: it is cleaned up after the envelope.
+    let mut obtained = None;
+    let stage = Cell::new(Stage::Steps);
+    let wrote = Cell::new(false);
+    let mut failure = None;
+    loop {
+        let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let outcome = match failure.take() {
+                None => steps(
+                    args,
+                    &env,
+                    &tool_map,
+                    interrupts,
+                    &mut learned,
+                    &mut obtained,
+                )
+                .unwrap_or_else(Outcome::from),
+                Some(err) => Outcome::from(err),
+            };
+            stage.set(Stage::Concluding);
+            panic_point::reach(PanicPoint::Concluding);
+            let exit = Report::build(args, &learned, outcome).print(&wrote);
+            // Only now: the cleanup is bounded, but nothing may delay the envelope.
+            stage.set(Stage::CleaningUp(exit));
+            if let Some(obtained) = obtained.take() {
+                obtained.clean_up();
             }
-            failed.exit
-        }
-    };
-    // Only now: the cleanup is bounded, but nothing may delay the envelope.
-    if let Some(obtained) = obtained {
-        let cleaned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            obtained.clean_up();
+            exit
         }));
-        if cleaned.is_err() {
-            eprintln!(
-                "warning[internal_error]: cleaning up after the run: {}",
-                panics.take()
-            );
+        let reached = match attempt {
+            Ok(exit) => return exit,
+            Err(_) => stage.get(),
+        };
+        match reached {
+            Stage::Steps => failure = Some(panics.error()),
+            Stage::Concluding => {
+                let failed = last_resort(
+                    &learned.echo,
+                    &learned.redactor,
+                    &panics.error(),
+                    args.pretty,
+                );
+                // Nothing on stdout yet: the last resort is the one envelope.
+                if !wrote.get() {
+                    return failed.print();
+                }
+                // stdout is cut short and no second envelope may follow it; stderr and the
+                // exit status still say what happened.
+                for line in &failed.stderr {
+                    eprintln!("{line}");
+                }
+                return failed.exit;
+            }
+            Stage::CleaningUp(exit) => {
+                eprintln!(
+                    "warning[internal_error]: cleaning up after the run: {}",
+                    panics.take()
+                );
+                return exit;
+            }
         }
     }
-    exit
 }
 
-/// The envelope of a failure when [`Report::conclude`] itself panicked: no transcript and no
+/// The usage errors of the main job's options (exit 2, no envelope): no bridge at all, a
+/// `--tool-map` that cannot be used. Returns the tool map in force.
+pub fn check_usage(args: &DispatchArgs) -> Result<ToolMap, UsageError> {
+    if args.bridge.parent_tool_bridge.is_none() {
+        return Err(UsageError(format!(
+            "no bridge: pass --parent-tool-bridge '<json>|@FILE' or set {}",
+            crate::cli::BRIDGE_ENV
+        )));
+    }
+    match &args.tool_map {
+        // A human error at the edge: anyhow carries the context, the chain is printed.
+        Some(arg) => ToolMap::parse(arg)
+            .context("the --tool-map value cannot be used")
+            .map_err(|err| UsageError(format!("{err:#}"))),
+        None => Ok(ToolMap::Identity),
+    }
+}
+
+/// The live main job's steps, up to the judged answer (which borrows from what `obtained`
+/// keeps). The ledger check of SPEC §14 goes between `admit` and `obtain`: one step that
+/// records `diagnostics.ledger` in `learned` and may return a recorded outcome at once.
+fn steps<'o>(
+    args: &DispatchArgs,
+    env: &HostEnv,
+    tool_map: &ToolMap,
+    interrupts: &Interrupts,
+    learned: &mut Learned,
+    obtained: &'o mut Option<Obtained>,
+) -> Result<Outcome<'o>, DispatchError> {
+    let bytes = read_request(args, interrupts)?;
+    let admitted = admit(args, env, tool_map, bytes, learned)?;
+    let obtained = obtained.insert(obtain(admitted, args, env, interrupts, learned)?);
+    panic_point::reach(PanicPoint::Judging);
+    Ok(obtained.judge())
+}
+
+/// What a recorded adapter did (`replay`): what it wrote and how it exited.
+#[derive(Debug, Clone, Copy)]
+pub struct Recorded<'r> {
+    pub stdout: &'r [u8],
+    pub exit_code: i32,
+    pub stderr: &'r [u8],
+}
+
+/// The main job for `request` answered by a recorded adapter, in this process, with no
+/// process started and nothing printed: the same admission, judge and report as a live run.
+/// `Err` is what the main job would refuse as a usage error (exit 2, no envelope).
+pub fn conclude_recorded(
+    args: &DispatchArgs,
+    env: &HostEnv,
+    request: Vec<u8>,
+    recorded: Recorded<'_>,
+) -> Result<Concluded, UsageError> {
+    let tool_map = check_usage(args)?;
+    let mut learned = Learned::new(args, env);
+    let outcome = replay_recorded(args, env, &tool_map, request, recorded, &mut learned)
+        .unwrap_or_else(Outcome::from);
+    Ok(Report::build(args, &learned, outcome).into_concluded())
+}
+
+/// [`conclude_recorded`]'s steps: admit, then judge the recorded answer in place of a run.
+fn replay_recorded<'r>(
+    args: &DispatchArgs,
+    env: &HostEnv,
+    tool_map: &ToolMap,
+    request: Vec<u8>,
+    recorded: Recorded<'r>,
+    learned: &mut Learned,
+) -> Result<Outcome<'r>, DispatchError> {
+    let admitted = admit(args, env, tool_map, request, learned)?;
+    command_of(&admitted.bridge)?;
+    learned.dispatch.transport = Some(Transport::Replay);
+    learned.dispatch.run = Some(report::replayed_diagnostics(
+        recorded.exit_code,
+        recorded.stdout.len() as u64,
+        recorded.stderr,
+        &learned.redactor,
+    ));
+    let limits = admitted.expected.limits;
+    // A live adapter writing past the cap is stopped there: replay that, not a longer read.
+    let ending = if recorded.stdout.len() > limits.max_bytes {
+        Ending::Stopped(exec::Stop::OutputCap)
+    } else {
+        Ending::Exited(recorded.exit_code)
+    };
+    let answer = Answer {
+        ending,
+        body: Body::Bytes(recorded.stdout),
+    };
+    let expect = admitted.expected.expect();
+    Ok(judge_answer(answer, recorded.stdout, true, expect, limits))
+}
+
+/// The envelope of a failure when building or printing the report itself panicked: no transcript and no
 /// result file, the ids and the redaction known so far. Should rendering panic too, a fixed
 /// envelope without ids is printed: one valid envelope, always.
 pub fn last_resort(
@@ -259,13 +379,21 @@ pub mod panic_point {
 pub struct Admitted {
     pub bridge: Bridge,
     pub request: Request,
+    /// What its answer must echo, and the bounds it is judged by.
+    pub expected: Expected,
+}
+
+/// What an answer to an admitted request is judged against.
+pub struct Expected {
     /// The request as the adapter (or endpoint) sees it: the tool id mapped (§4.4).
     pub sent: Echo,
     /// The tool id as requested, which the printed envelope carries.
     pub canonical_tool: String,
+    /// The bridge's deadline and `--max-output-bytes`.
+    pub limits: Limits,
 }
 
-impl Admitted {
+impl Expected {
     /// What an answer to this request must echo.
     pub fn expect(&self) -> Expect<'_> {
         Expect {
@@ -277,20 +405,29 @@ impl Admitted {
 
 /// Steps 1–3 of SPEC §4.1 on the request bytes as read: parse, prepare the transcript folder,
 /// load the bridge, validate the request, authorize. Nothing runs before this returns `Ok`.
-pub fn admit(
+/// What each step returns that the report needs goes into `learned` as it returns.
+fn admit(
     args: &DispatchArgs,
+    env: &HostEnv,
+    tool_map: &ToolMap,
     bytes: Vec<u8>,
-    report: &mut Report,
+    learned: &mut Learned,
 ) -> Result<Admitted, DispatchError> {
-    report.learn_request_bytes(&bytes);
-    let max_request = usize::try_from(args.max_request_bytes).unwrap_or(usize::MAX);
+    if args.artifact_dir.is_some() {
+        learned.fallback_name = Some(safe_name(None, &bytes));
+    }
+    let max_request = usize::try_from(args.run.max_request_bytes).unwrap_or(usize::MAX);
     let parsed = Document::parse(bytes, max_request).map(Rc::new);
     if let Ok(doc) = &parsed {
-        report.learn_request(Rc::clone(doc));
+        learned.parsed(Rc::clone(doc));
     }
-    report.prepare_artifacts()?;
-    let bridge = load_bridge(args, report)?;
-    report.learn_bridge(&bridge);
+    learned.artifacts = prepare_artifacts(args)?;
+    let (warnings, bridge) = load_bridge(args);
+    learned
+        .warnings
+        .extend(warnings.iter().map(crate::terminal::warning_line));
+    let bridge = bridge?;
+    learned.bridge(&bridge, env);
     let request = validate_request(parsed, max_request)?;
     authorize(&bridge, &request, &bridge.bridge_ref()).map_err(|denial| DispatchError::Denied {
         denial,
@@ -299,32 +436,61 @@ pub fn admit(
     })?;
     let canonical_tool = request.echo.tool.clone();
     let sent = Echo {
-        tool: report.tool_map().external(&canonical_tool),
+        tool: tool_map.external(&canonical_tool),
         ..request.echo.clone()
+    };
+    let limits = Limits {
+        timeout_ms: bridge.timeout_ms,
+        max_bytes: usize::try_from(args.run.max_output_bytes).unwrap_or(usize::MAX),
     };
     Ok(Admitted {
         bridge,
         request,
-        sent,
-        canonical_tool,
+        expected: Expected {
+            sent,
+            canonical_tool,
+            limits,
+        },
     })
 }
 
-/// Step 4–5 up to the answer, by the bridge's mode: run the adapter (`host_command`), or
-/// POST to the endpoint (`host_endpoint`).
+/// Check the transcript folder before anything can run (SPEC §5).
+fn prepare_artifacts(args: &DispatchArgs) -> Result<Option<ArtifactDir>, DispatchError> {
+    let Some(dir) = &args.artifact_dir else {
+        return Ok(None);
+    };
+    ArtifactDir::prepare(dir)
+        .map(Some)
+        .map_err(|source| DispatchError::ArtifactDir {
+            dir: dir.clone(),
+            source,
+        })
+}
+
+/// Steps 4–5 up to the answer, by the bridge's mode: run the adapter (`host_command`), or
+/// POST to the endpoint (`host_endpoint`). Both get the request re-serialized with the tool
+/// id mapped (§4.2, §4.4).
 fn obtain(
     admitted: Admitted,
     args: &DispatchArgs,
     env: &HostEnv,
     interrupts: &Interrupts,
-    report: &mut Report,
+    learned: &mut Learned,
 ) -> Result<Obtained, DispatchError> {
-    match admitted.bridge.mode {
+    let Admitted {
+        bridge,
+        request,
+        expected,
+    } = admitted;
+    let body = request.for_adapter(&expected.sent.tool);
+    drop(request);
+    match bridge.mode {
         Mode::HostCommand => {
-            run_adapter(admitted, args, env, interrupts, report).map(Obtained::Ran)
+            run_adapter(&bridge, body, expected, args, env, interrupts, learned).map(Obtained::Ran)
         }
         Mode::HostEndpoint => {
-            call_endpoint(admitted, args, env, interrupts, report).map(Obtained::Answered)
+            call_endpoint(&bridge, body, expected, args, env, interrupts, learned)
+                .map(Obtained::Answered)
         }
     }
 }
@@ -336,9 +502,9 @@ enum Obtained {
 }
 
 impl Obtained {
-    fn judge(&self, report: &mut Report) -> Result<ResultEnvelope<'_>, DispatchError> {
+    fn judge(&self) -> Outcome<'_> {
         match self {
-            Obtained::Ran(ran) => ran.judge(report),
+            Obtained::Ran(ran) => ran.judge(),
             Obtained::Answered(answered) => answered.judge(),
         }
     }
@@ -354,18 +520,14 @@ impl Obtained {
 /// The `host_endpoint` mode (SPEC §11): check the endpoint as configured on the host, POST
 /// the request, and keep the complete answer for the judge.
 fn call_endpoint(
-    admitted: Admitted,
+    bridge: &Bridge,
+    body: Vec<u8>,
+    expected: Expected,
     args: &DispatchArgs,
     env: &HostEnv,
     interrupts: &Interrupts,
-    report: &mut Report,
+    learned: &mut Learned,
 ) -> Result<Answered, DispatchError> {
-    let Admitted {
-        bridge,
-        request,
-        sent,
-        canonical_tool,
-    } = admitted;
     // A valid `host_endpoint` bridge always has one.
     let spec = bridge
         .endpoint
@@ -378,109 +540,104 @@ fn call_endpoint(
         env,
     )
     .map_err(DispatchError::EndpointUnconfigured)?;
-    report.learn_endpoint(&target);
-    let body = request.for_adapter(&sent.tool);
-    drop(request);
-    let max_bytes = usize::try_from(args.max_output_bytes).unwrap_or(usize::MAX);
-    let limits = endpoint::Limits {
-        timeout_ms: bridge.timeout_ms,
-        max_bytes,
+    // The URL is a secret when it carries more than its origin (a path or query may hold a
+    // credential); only the origin is shown.
+    for part in target.secret_parts() {
+        learned.redactor.add_secret(&part);
+    }
+    learned.dispatch.transport = Some(Transport::Http);
+    learned.dispatch.endpoint = Some(target.origin().to_string());
+    let limits = expected.limits;
+    let endpoint_limits = endpoint::Limits {
+        timeout_ms: limits.timeout_ms,
+        max_bytes: limits.max_bytes,
     };
+    let request_id = &expected.sent.request_id;
     let Exchanged {
         outcome,
         http_status,
         response_bytes,
-    } = endpoint::exchange(&target, body, &sent.request_id, limits, interrupts);
-    report.record_exchange(http_status, response_bytes);
+    } = endpoint::exchange(&target, body, request_id, endpoint_limits, interrupts);
+    // What the exchange observed, also when it ended early.
+    learned.dispatch.http_status = http_status;
+    learned.dispatch.response_bytes = Some(response_bytes);
     let response = outcome.map_err(|failure| match failure {
         Failure::Timeout => DispatchError::EndpointTimeout {
-            timeout_ms: bridge.timeout_ms,
+            timeout_ms: limits.timeout_ms,
         },
         Failure::Interrupted(signal) => DispatchError::EndpointInterrupted { signal },
-        Failure::TooLarge => DispatchError::EndpointTooLarge { max_bytes },
+        Failure::TooLarge => DispatchError::EndpointTooLarge {
+            max_bytes: limits.max_bytes,
+        },
         Failure::Unreachable(cause) => DispatchError::EndpointUnreachable {
             origin: target.origin().to_string(),
             cause,
         },
         Failure::Internal(what) => DispatchError::Internal(what),
     })?;
-    Ok(Answered {
-        response,
-        sent,
-        canonical_tool,
-        limits: Limits {
-            timeout_ms: bridge.timeout_ms,
-            max_bytes,
-        },
-    })
+    Ok(Answered { response, expected })
 }
 
 /// A complete answer of the endpoint.
 struct Answered {
     response: endpoint::Response,
-    sent: Echo,
-    canonical_tool: String,
-    limits: Limits,
+    expected: Expected,
 }
 
 impl Answered {
     /// Judge the body like an adapter's stdout, the HTTP status playing the exit status.
-    fn judge(&self) -> Result<ResultEnvelope<'_>, DispatchError> {
+    fn judge(&self) -> Outcome<'_> {
         let status = self.response.status;
         let ending = if (200..300).contains(&status) {
             Ending::Exited(0)
         } else {
             Ending::HttpStatus(status)
         };
-        let expect = Expect {
-            sent: &self.sent,
-            canonical_tool: &self.canonical_tool,
-        };
         let body = Body::Bytes(&self.response.body);
-        judge::judge(Answer { ending, body }, expect, self.limits)
+        let expected = &self.expected;
+        Outcome {
+            verdict: judge::judge(Answer { ending, body }, expected.expect(), expected.limits),
+            stdout_kept: None,
+        }
     }
 }
 
-/// The `host_command` mode: plan and run the adapter.
+/// The `host_command` mode: plan and run the adapter. Confinement (SPEC §13) plugs in between
+/// the plan and the run: one step that prepares it (failing closed), records
+/// `diagnostics.dispatch.confinement` in `learned` and hands the plan's spec to `exec`.
 fn run_adapter(
-    admitted: Admitted,
+    bridge: &Bridge,
+    body: Vec<u8>,
+    expected: Expected,
     args: &DispatchArgs,
     env: &HostEnv,
     interrupts: &Interrupts,
-    report: &mut Report,
+    learned: &mut Learned,
 ) -> Result<Ran, DispatchError> {
-    let Admitted {
-        bridge,
-        request,
-        sent,
-        canonical_tool,
-    } = admitted;
-    let command = command_of(&bridge)?;
-    let request_bytes = request.for_adapter(&sent.tool);
-    drop(request);
-    let plan = plan::plan(&bridge, command, &sent, request_bytes, args, env)?;
-    report.learn_plan(&plan, command.transport);
+    let command = command_of(bridge)?;
+    let plan = plan::plan(bridge, command, &expected.sent, body, args, env)?;
+    for path in &plan.host_paths {
+        learned.redactor.add_host_path(&path.to_string_lossy());
+    }
+    learned.dispatch.transport = Some(transport_of(command.transport));
     let program = command.argv[0].clone();
     let finished = exec::run(plan.spec, interrupts)
         .map_err(|error| DispatchError::Spawn { program, error })?;
-    report.record_run(&finished);
-    let max_bytes = usize::try_from(args.max_output_bytes).unwrap_or(usize::MAX);
+    learned.dispatch.adapter_started = finished.termination != Termination::NotStarted;
+    learned.dispatch.run = Some(report::run_diagnostics(&finished, &learned.redactor));
     let result_file = match &plan.files {
         None => None,
         // Only read what an adapter that ran to its end left behind.
-        Some(files) if finished.stopped.is_none() => Some(files.read_result(max_bytes)),
+        Some(files) if finished.stopped.is_none() => {
+            Some(files.read_result(expected.limits.max_bytes))
+        }
         Some(_) => Some(ResultFile::Missing),
     };
     Ok(Ran {
         finished,
         files: plan.files,
         result_file,
-        sent,
-        canonical_tool,
-        limits: Limits {
-            timeout_ms: bridge.timeout_ms,
-            max_bytes,
-        },
+        expected,
     })
 }
 
@@ -490,19 +647,17 @@ struct Ran {
     files: Option<FileTransport>,
     /// The result file's contents (file transport).
     result_file: Option<ResultFile>,
-    /// The request as the adapter saw it.
-    sent: Echo,
-    canonical_tool: String,
-    limits: Limits,
+    expected: Expected,
 }
 
 impl Ran {
-    /// Judge the answer (SPEC §4.5), and tell the report what stdout held when it matters.
-    fn judge(&self, report: &mut Report) -> Result<ResultEnvelope<'_>, DispatchError> {
+    /// Judge the answer (SPEC §4.5).
+    fn judge(&self) -> Outcome<'_> {
+        let limits = self.expected.limits;
         // Over the cap is over the cap, whether the adapter exited before or after the
         // dispatcher noticed (SPEC §4.3).
         let overflowed =
-            self.files.is_none() && self.finished.stdout_bytes > self.limits.max_bytes as u64;
+            self.files.is_none() && self.finished.stdout_bytes > limits.max_bytes as u64;
         let ending = match (self.finished.stopped, self.finished.termination) {
             (Some(stop), _) => Ending::Stopped(stop),
             (None, _) if overflowed => Ending::Stopped(crate::exec::Stop::OutputCap),
@@ -518,45 +673,15 @@ impl Ran {
             Some(ResultFile::NotRegular(kind)) => Body::NotRegular(crate::fs::describe(*kind)),
             Some(ResultFile::Unreadable(kind)) => Body::Unreadable(*kind),
         };
-        let expect = Expect {
-            sent: &self.sent,
-            canonical_tool: &self.canonical_tool,
-        };
         judge_answer(
             Answer { ending, body },
             &self.finished.stdout,
             self.files.is_none(),
-            expect,
-            self.limits,
-            report,
+            self.expected.expect(),
+            limits,
         )
     }
-}
 
-/// Judge an answer (SPEC §4.5) and keep the start of stdout as a diagnostic when it is not the
-/// answer (`stdout_is_the_answer` false: file transport), and when it should have been and was
-/// not (the cause is then usually in its first bytes). The live run and `replay` both end
-/// here, so a recorded answer is judged and reported exactly like a live one.
-pub fn judge_answer<'a>(
-    answer: Answer<'a>,
-    stdout: &[u8],
-    stdout_is_the_answer: bool,
-    expect: Expect,
-    limits: Limits,
-    report: &mut Report,
-) -> Result<crate::envelope::result::ResultEnvelope<'a>, DispatchError> {
-    let verdict = judge::judge(answer, expect, limits);
-    let stdout_unusable = matches!(
-        &verdict,
-        Err(DispatchError::ResultInvalid { .. } | DispatchError::AdapterExitNonzero { .. })
-    );
-    if !stdout_is_the_answer || stdout_unusable {
-        report.keep_stdout_head(stdout);
-    }
-    verdict
-}
-
-impl Ran {
     /// Remove the file transport's folder, within its budget; say so when something stays.
     fn clean_up(self) {
         if let Some(files) = self.files {
@@ -571,6 +696,29 @@ impl Ran {
     }
 }
 
+/// Judge an answer (SPEC §4.5), keeping the start of stdout as a diagnostic when it is not the
+/// answer (`stdout_is_the_answer` false: file transport), and when it should have been and was
+/// not (the cause is then usually in its first bytes). The live run and `replay` both end
+/// here, so a recorded answer is judged and reported exactly like a live one.
+pub fn judge_answer<'a>(
+    answer: Answer<'a>,
+    stdout: &'a [u8],
+    stdout_is_the_answer: bool,
+    expect: Expect,
+    limits: Limits,
+) -> Outcome<'a> {
+    let verdict = judge::judge(answer, expect, limits);
+    let stdout_unusable = matches!(
+        &verdict,
+        Err(DispatchError::ResultInvalid { .. } | DispatchError::AdapterExitNonzero { .. })
+    );
+    let keep = !stdout_is_the_answer || stdout_unusable;
+    Outcome {
+        verdict,
+        stdout_kept: keep.then_some(stdout),
+    }
+}
+
 /// Read the request (file, or stdin for none / `-`), at most cap + 1 bytes, giving up when
 /// the dispatcher is interrupted while waiting for a writer that never closes.
 fn read_request(args: &DispatchArgs, interrupts: &Interrupts) -> Result<Vec<u8>, DispatchError> {
@@ -580,15 +728,15 @@ fn read_request(args: &DispatchArgs, interrupts: &Interrupts) -> Result<Vec<u8>,
             eprintln!("{hint}");
         }
     }
-    read_interruptibly(path.clone(), args.max_request_bytes, interrupts).map_err(
-        |stop| match stop {
+    read_interruptibly(path.clone(), args.run.max_request_bytes, interrupts).map_err(|stop| {
+        match stop {
             ReadStop::Failed(source) => DispatchError::RequestUnreadable { path, source },
             ReadStop::Interrupted(signal) => DispatchError::Interrupted {
                 signal,
                 adapter_started: false,
             },
-        },
-    )
+        }
+    })
 }
 
 /// Why [`read_interruptibly`] returned no bytes.
@@ -617,26 +765,23 @@ pub fn read_interruptibly(
     )
 }
 
-/// The bridge from `--parent-tool-bridge` (or the environment); its unknown-key warnings go to
-/// stderr whether or not it is valid.
-fn load_bridge(args: &DispatchArgs, report: &mut Report) -> Result<Bridge, DispatchError> {
+/// The bridge from `--parent-tool-bridge` (or the environment), and its unknown-key warnings,
+/// which go to stderr whether or not it is valid.
+fn load_bridge(args: &DispatchArgs) -> (Vec<Issue>, Result<Bridge, DispatchError>) {
     let text = args
         .bridge
         .parent_tool_bridge
         .as_deref()
         .unwrap_or_default();
     match Bridge::load(text) {
-        Ok(bridge) => {
-            report.warn(&bridge.warnings);
-            Ok(bridge)
-        }
-        Err(err) => {
-            report.warn(err.warnings());
+        Ok(bridge) => (bridge.warnings.clone(), Ok(bridge)),
+        Err(err) => (
+            err.warnings().to_vec(),
             Err(DispatchError::BridgeInvalid {
                 issues: err.issues().to_vec(),
                 human: Some(err.to_string()),
-            })
-        }
+            }),
+        ),
     }
 }
 

@@ -2,11 +2,11 @@
 //! request, options, environment and adapter.
 //!
 //! - A `recorded` or `result` answer runs **in this process**, through the main job's own
-//!   steps: the case's options parsed by the same clap definitions, `Report::new` with the
-//!   case's variables overlaid (`HostEnv::with`), `dispatch::admit`, `dispatch::command_of`,
-//!   then `dispatch::judge_answer` on the recorded bytes and exit code, and `Report::conclude`
-//!   (diagnostics, transcript, redaction, `--result-file`). No second implementation of any
-//!   rule: a recorded answer is judged exactly as a live one.
+//!   steps: the case's options parsed by the same clap definitions, then
+//!   `dispatch::conclude_recorded` with the case's variables overlaid (`HostEnv::with`): the
+//!   main job's admission, `dispatch::judge_answer` on the recorded bytes and exit code, and
+//!   its report (diagnostics, transcript, redaction, `--result-file`). No second
+//!   implementation of any rule: a recorded answer is judged exactly as a live one.
 //! - An `argv` answer runs **this binary's main job as a child process**, with the case's argv
 //!   as the bridge's `dispatcher.command.argv`, the options, the variables and the request on
 //!   stdin. The child owns the adapter's guarantees (process group, deadline, kill ladder,
@@ -18,11 +18,9 @@
 
 use super::cases::{Adapter, Case};
 use crate::cli::{Cli, DispatchArgs};
-use crate::dispatch::{self, Concluded, Report, UsageError};
+use crate::dispatch::{self, Concluded, UsageError};
 use crate::envelope::bridge::DEFAULT_TIMEOUT_MS;
-use crate::exec::Stop;
 use crate::hostenv::HostEnv;
-use crate::judge::{Answer, Body, Ending, Limits};
 use clap::Parser;
 use serde_json::{Map, Value};
 use std::io::{Read, Write};
@@ -166,8 +164,8 @@ fn in_process(case: &Case, stdout: &[u8], exit_code: i32, stderr: &[u8]) -> Resu
 }
 
 /// The main job, in this process, for `request` answered by a recorded adapter that wrote
-/// `stdout` and `stderr` and exited with `exit_code`: the same steps as a live run, from
-/// `Report::new` to `Report::conclude`, with no process started and nothing printed. `Err`
+/// `stdout` and `stderr` and exited with `exit_code`: the same steps as a live run (see
+/// `dispatch::conclude_recorded`), with no process started and nothing printed. `Err`
 /// is what the main job would refuse as a usage error (exit 2, no envelope). The fuzz
 /// targets and the property tests drive the pipeline through this too.
 pub fn run_recorded(
@@ -178,29 +176,12 @@ pub fn run_recorded(
     exit_code: i32,
     stderr: &[u8],
 ) -> Result<Concluded, UsageError> {
-    let mut report = Report::new(args, env)?;
-    let max_bytes = usize::try_from(args.max_output_bytes).unwrap_or(usize::MAX);
-    let outcome = (|| {
-        let admitted = dispatch::admit(args, request, &mut report)?;
-        dispatch::command_of(&admitted.bridge)?;
-        report.record_replayed(exit_code, stdout.len() as u64, stderr);
-        // A live adapter writing past the cap is stopped there: replay that, not a longer read.
-        let ending = if stdout.len() > max_bytes {
-            Ending::Stopped(Stop::OutputCap)
-        } else {
-            Ending::Exited(exit_code)
-        };
-        let limits = Limits {
-            timeout_ms: admitted.bridge.timeout_ms,
-            max_bytes,
-        };
-        let answer = Answer {
-            ending,
-            body: Body::Bytes(stdout),
-        };
-        dispatch::judge_answer(answer, stdout, true, admitted.expect(), limits, &mut report)
-    })();
-    Ok(report.conclude(outcome))
+    let recorded = dispatch::Recorded {
+        stdout,
+        exit_code,
+        stderr,
+    };
+    dispatch::conclude_recorded(args, env, request, recorded)
 }
 
 /// The case's bridge with `argv` as `dispatcher.command.argv`.
@@ -230,7 +211,7 @@ fn in_child(case: &Case, argv: &[String], exe: &Path) -> Result<Actual, String> 
     let bridge = bridge_with_argv(tree, argv)?;
     let text = serde_json::to_string(&Value::Object(bridge.clone())).unwrap_or_default();
     let (max_output_bytes, kill_grace_ms) = match parse_options(&text, &case.options)? {
-        Ok(args) => (args.max_output_bytes, args.kill_grace_ms),
+        Ok(args) => (args.run.max_output_bytes, args.run.kill_grace_ms),
         // The child says why, and exits 2, as the main job does.
         Err(_) => (0, 0),
     };

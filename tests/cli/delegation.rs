@@ -825,6 +825,32 @@ fn check_commands_read_files_or_stdin_and_report_unreadable_ones() {
 }
 
 #[test]
+fn a_sensitive_pass_env_value_is_a_secret_as_in_the_main_job() {
+    let token = "pass-env-token-value-0042";
+    let answer = json!({
+        "status": "failed",
+        "request_id": "hd-demo-1",
+        "error": {"code": "provider_down", "message": format!("rejected {token}")},
+    });
+    let out = run_adapter_env(
+        &["--pass-env", "DELEGATION_API_TOKEN"],
+        &example_request(),
+        &[
+            "read-stdin",
+            &format!("eprint:with {token}\n"),
+            &format!("print:{answer}"),
+        ],
+        &[("DELEGATION_API_TOKEN", token)],
+    );
+    let e = out
+        .exit(1)
+        .stderr_eq("error[provider_down]: rejected [redacted]\n")
+        .json();
+    assert_eq!(e["error"]["message"], "rejected [redacted]");
+    assert!(!out.stdout().contains(token), "{}", out.stdout());
+}
+
+#[test]
 fn check_result_accepts_the_envelope_run_prints() {
     let dir = tempfile::tempdir().unwrap();
     let request = dir.path().join("request.json");

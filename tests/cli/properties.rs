@@ -1,9 +1,9 @@
 //! Properties of the whole pipeline, driven in process the way `replay` runs a recorded
-//! answer (`dispatch::admit`, the recorded answer through `judge::judge`, `Report::conclude`,
-//! via `fuzzing::dispatch_recorded`, which also checks every concluded run: one valid
-//! envelope on one line, status, error and exit status in agreement, ids echoed, and
-//! `succeeded` only for a valid request answered by a clean exit with a valid `succeeded`
-//! envelope that echoes it).
+//! answer (`dispatch::conclude_recorded`: admission, the recorded answer through
+//! `judge::judge`, `Report::build`), via `fuzzing::dispatch_recorded`, which also checks every
+//! concluded run: one valid envelope on one line, status, error and exit status in agreement,
+//! ids echoed, and `succeeded` only for a valid request answered by a clean exit with a valid
+//! `succeeded` envelope that echoes it.
 
 use parent_tool_dispatch::delegation::checks;
 use parent_tool_dispatch::envelope::bridge::Bridge;

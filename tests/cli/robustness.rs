@@ -95,6 +95,28 @@ fn a_panic_while_judging_still_writes_the_transcript_and_one_envelope() {
     not(debug_assertions),
     ignore = "the panic hook exists in debug builds only"
 )]
+fn a_panic_while_judging_a_file_transport_answer_still_removes_the_private_folder() {
+    let tmpdir = tempfile::tempdir().unwrap();
+    let run = Dispatch::adapter(&["file-echo"])
+        .bridge(|b| b["dispatcher"]["command"]["transport"] = json!("file"))
+        .env("TMPDIR", tmpdir.path().to_str().unwrap())
+        .env(PANIC_ENV, "judging")
+        .run();
+    assert_internal_error_with_ids(&run);
+    assert_one_panic_line(&run, "Judging");
+    assert_eq!(run.dispatch()["transport"], "file", "{}", run.envelope);
+    let left: Vec<_> = std::fs::read_dir(tmpdir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+#[cfg_attr(
+    not(debug_assertions),
+    ignore = "the panic hook exists in debug builds only"
+)]
 fn a_panic_while_concluding_still_prints_one_envelope_with_the_ids() {
     let run = Dispatch::adapter(&["echo"])
         .env(PANIC_ENV, "concluding")
