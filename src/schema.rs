@@ -1,8 +1,12 @@
 //! The published JSON Schemas (draft 2020-12): the three envelopes of the contract, the
 //! transcript this dispatcher writes, and the replay fixture format (SPEC §3, §7).
 //!
-//! Each schema is built here, once, as data; `schema KIND` prints it and `fixtures/schemas/`
-//! holds the committed copies (a test fails when they drift; `UPDATE_GENERATED=1` re-blesses).
+//! The bridge, request and result schemas are written from the descriptions of the envelopes'
+//! fields (`envelope::{bridge,request,result}::fields`), the same data their checks read, so a
+//! field's type, presence, constants, enums, lengths and patterns are stated once; the
+//! transcript's and the fixture's schemas are built here as data. `schema KIND` prints them and
+//! `fixtures/schemas/` holds the committed copies (a test fails when they drift;
+//! `UPDATE_GENERATED=1` re-blesses).
 //!
 //! Invariants:
 //! - The three envelope schemas keep upstream's `$id` and stay compatible with upstream's
@@ -14,7 +18,8 @@
 //!   depth and lengths in bytes are theirs alone).
 //!
 //! It must not validate anything itself: the product's checks live in `envelope/` and
-//! `replay/cases.rs`; the schemas are for other tools and for people.
+//! `replay/cases.rs`; the schemas are for other tools and for people. What the checks do beyond
+//! the descriptions (the echo, NUL bytes in argv and env values) is theirs alone.
 
 use crate::cli::SchemaKind;
 use crate::envelope::{bridge, request, result};
@@ -427,4 +432,77 @@ fn fixture_schema() -> Value {
             }
         ]
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every shape reachable from `top`.
+    fn shapes(top: &'static Shape, out: &mut Vec<&'static Shape>) {
+        out.push(top);
+        for field in top.fields {
+            let mut spec = &field.spec;
+            loop {
+                match spec.ty {
+                    Type::Object(Some(shape)) | Type::Ref(_, Some(shape)) => shapes(shape, out),
+                    Type::Array(Some(items)) => {
+                        spec = items;
+                        continue;
+                    }
+                    _ => {}
+                }
+                break;
+            }
+        }
+    }
+
+    /// A shape's `conditional` (the order of `allOf`) names exactly its conditional fields, so
+    /// the schema states every condition the checks apply.
+    #[test]
+    fn every_condition_the_checks_apply_is_in_the_schema() {
+        let mut all = Vec::new();
+        for top in [
+            &bridge::fields::TOP,
+            &request::fields::TOP,
+            &result::fields::TOP,
+        ] {
+            shapes(top, &mut all);
+        }
+        assert!(all.len() > 10);
+        let mut conditions = 0;
+        for shape in all {
+            let mut when: Vec<&str> = shape
+                .fields
+                .iter()
+                .filter(|f| matches!(f.presence, Presence::When(_)))
+                .map(|f| f.key)
+                .collect();
+            let mut listed: Vec<&str> = shape.conditional.iter().map(|f| f.key).collect();
+            when.sort_unstable();
+            listed.sort_unstable();
+            assert_eq!(when, listed);
+            conditions += listed.len();
+        }
+        assert_eq!(conditions, 3);
+    }
+
+    #[test]
+    fn facts_become_keywords_in_their_order() {
+        let spec = Spec::string(&[
+            Fact::Doc("d"),
+            Fact::NonEmpty,
+            Fact::Passable(Some(9)),
+            Fact::DefaultStr("x"),
+        ]);
+        assert_eq!(
+            serde_json::to_string(&spec_schema(&spec)).unwrap(),
+            r#"{"type":"string","description":"d","minLength":1,"maxLength":9,"pattern":"^[^\\x00]*$","default":"x"}"#
+        );
+        let one = Spec::string(&[Fact::OneOf(&["only"], crate::validate::Refusal::List)]);
+        assert_eq!(
+            spec_schema(&one),
+            json!({"type": "string", "const": "only"})
+        );
+    }
 }

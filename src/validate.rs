@@ -5,6 +5,12 @@
 //! The envelope-specific rules live next to their types in `envelope/`; this module owns the
 //! issue shape, the stable issue codes and the typed accessors that record an issue whenever a
 //! value is missing or of the wrong type.
+//!
+//! The accessors read any JSON through one view ([`View`], [`Members`]): a parsed tree or raw
+//! text the strict reader accepted, with the same codes and messages. An envelope describes its
+//! fields once, as data ([`Field`], [`Shape`], `fields` in each envelope module); the checks
+//! read those descriptions ([`Checker::check`]) and `schema.rs` writes the published schemas
+//! from them.
 
 use crate::json::{pointer_token, JsonIssue, Kind};
 use serde::Serialize;
@@ -13,7 +19,9 @@ use std::ops::Deref;
 mod fields;
 mod view;
 
-pub use fields::{Condition, Expected, Fact, Field, Pattern, Presence, Refusal, Shape, Spec, Type};
+pub use fields::{
+    Condition, Expected, Fact, Field, Pattern, Presence, Refusal, Shape, Spec, Type, VERSION,
+};
 pub use view::{Members, View};
 
 /// The string type of the values of `O`.
@@ -316,28 +324,6 @@ impl Checker {
         b
     }
 
-    /// A required object.
-    pub fn object<'v, O: Members<'v>>(
-        &mut self,
-        obj: O,
-        base: &str,
-        key: &str,
-    ) -> Option<ObjectOf<'v, O>> {
-        let value = self.required(obj, base, key)?;
-        self.as_object(value, &join(base, key))
-    }
-
-    /// An optional object.
-    pub fn optional_object<'v, O: Members<'v>>(
-        &mut self,
-        obj: O,
-        base: &str,
-        key: &str,
-    ) -> Option<ObjectOf<'v, O>> {
-        let value = obj.member(key)?;
-        self.as_object(value, &join(base, key))
-    }
-
     /// The value as an object, or a `wrong_type` issue.
     pub fn as_object<'v, V: View<'v>>(&mut self, value: V, path: &str) -> Option<V::Object> {
         let object = value.as_object();
@@ -378,17 +364,6 @@ impl Checker {
             .then_some(out)
     }
 
-    /// A required array of strings.
-    pub fn string_array<'v, O: Members<'v>>(
-        &mut self,
-        obj: O,
-        base: &str,
-        key: &str,
-    ) -> Option<Vec<String>> {
-        let value = self.required(obj, base, key)?;
-        self.as_string_array(value, &join(base, key))
-    }
-
     /// A required string equal to `want`.
     pub fn constant<'v, O: Members<'v>>(&mut self, obj: O, base: &str, key: &str, want: &str) {
         if let Some(got) = self.string(obj, base, key) {
@@ -406,18 +381,6 @@ impl Checker {
             );
         }
         got == want
-    }
-
-    /// An optional string that, when present, must be one of `allowed`.
-    pub fn optional_enum<'v, O: Members<'v>>(
-        &mut self,
-        obj: O,
-        base: &str,
-        key: &str,
-        allowed: &[&str],
-    ) -> Option<StrOf<'v, O>> {
-        let got = self.optional_string(obj, base, key)?;
-        self.one_of(got, &join(base, key), key, allowed)
     }
 
     /// `got` when it is one of `allowed`, or a `wrong_value` issue about `key` at `path`.
@@ -441,31 +404,7 @@ impl Checker {
 
     /// A required `version` equal to 1 (an integer, not `1.0` or `"1"`).
     pub fn version_one<'v, O: Members<'v>>(&mut self, obj: O, base: &str) {
-        let Some(value) = self.required(obj, base, "version") else {
-            return;
-        };
-        self.integer_equal(value, &join(base, "version"), "version", 1);
-    }
-
-    /// The value is the integer `want`: `wrong_value` for another integer, `wrong_type`
-    /// for anything else.
-    fn integer_equal<'v>(&mut self, value: impl View<'v>, path: &str, key: &str, want: u64) {
-        match value.integer() {
-            Some(n) if *n == *want.to_string() => {}
-            Some(n) => self.push(
-                codes::WRONG_VALUE,
-                path,
-                format!("{key:?} must be {want}, found {n}"),
-            ),
-            None => self.wrong_type(path, &format!("the integer {want}"), value),
-        }
-    }
-
-    /// An environment variable NAME (`^[A-Za-z_][A-Za-z0-9_]*$`).
-    pub fn env_name<'v>(&mut self, value: impl View<'v>, path: &str) -> Option<String> {
-        let name = self.as_str(value, path)?;
-        self.pattern(&name, path, &ENV_NAME)
-            .then(|| name.to_string())
+        self.check(obj, base, &VERSION);
     }
 
     /// `s` matches `pattern`, or `pattern`'s issue at `path`.
@@ -619,7 +558,7 @@ mod tests {
         let mut c = Checker::new();
         assert_eq!(c.string(&obj, "", "a"), None);
         assert_eq!(c.non_empty_string(&obj, "", "b"), None);
-        assert_eq!(c.string_array(&obj, "", "c"), None);
+        assert_eq!(c.as_string_array(&obj["c"], "/c"), None);
         assert_eq!(c.string(&obj, "/x", "missing"), None);
         let issues = c.into_issues();
         let got = crate::validate::code_paths(&issues);

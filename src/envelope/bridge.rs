@@ -617,12 +617,8 @@ pub mod fields {
         Required,
         Spec::string(&[Fact::Const(super::SCHEMA)]),
     );
-    pub const VERSION: Field = Field::new(
-        "version",
-        Required,
-        Spec::of(Type::Integer, &[Fact::ConstInt(1)]),
-    );
-    const STRINGS: Type = Type::Array(Some(&Spec::string(&[])));
+    pub use crate::validate::VERSION;
+    const STRINGS: Type = Type::Array(Some(&Spec::STRING));
     pub const ALLOWED_TOOLS: Field = Field::new(
         "allowed_tools",
         Required,
@@ -703,7 +699,7 @@ pub mod fields {
         Spec::of(
             Type::Map {
                 names: Some(&ENV_NAME),
-                values: Some(&Spec::string(&[])),
+                values: Some(&Spec::STRING),
             },
             &[],
         ),
@@ -814,7 +810,7 @@ pub mod fields {
         )],
         conditional: &[],
     };
-    pub const METADATA: Field = Field::new("metadata", Required, Spec::of(Type::Object(None), &[]));
+    pub const METADATA: Field = Field::new("metadata", Required, Spec::OBJECT);
     /// The envelope.
     pub const TOP: Shape = Shape {
         fields: &[
@@ -852,6 +848,24 @@ mod tests {
                 "result_schema": "wp-codebox/parent-tool-result/v1"},
             "sandbox_env": {}, "authorization": {}, "redaction": {}, "metadata": {}
         })
+    }
+
+    /// The keys the unknown-key warnings know are the fields the checks describe (and
+    /// upstream's `notes`); the order of `LEVELS` is its own (it words the messages).
+    #[test]
+    fn the_known_keys_are_the_described_fields() {
+        for (level, shape) in LEVELS.iter().zip([
+            &fields::DISPATCHER_SHAPE,
+            &fields::COMMAND_SHAPE,
+            &fields::ENDPOINT_SHAPE,
+        ]) {
+            let mut known: Vec<&str> = level.keys.to_vec();
+            known.sort_unstable();
+            let mut described: Vec<&str> = shape.fields.iter().map(|f| f.key).collect();
+            described.push("notes");
+            described.sort_unstable();
+            assert_eq!(known, described, "{}", level.name);
+        }
     }
 
     #[test]

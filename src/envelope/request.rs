@@ -33,11 +33,7 @@ pub mod fields {
         Required,
         Spec::string(&[Fact::Const(super::SCHEMA)]),
     );
-    pub const VERSION: Field = Field::new(
-        "version",
-        Required,
-        Spec::of(Type::Integer, &[Fact::ConstInt(1)]),
-    );
+    pub use crate::validate::VERSION;
     pub const REQUEST_ID: Field = Field::new(
         "request_id",
         Required,
@@ -53,7 +49,7 @@ pub mod fields {
     pub const TOOL: Field = Field::new("tool", Required, Spec::string(NAME));
     pub const OPERATION: Field = Field::new("operation", Required, Spec::string(NAME));
     /// Opaque product payload.
-    pub const INPUT: Field = Field::new("input", Required, Spec::of(Type::Any, &[]));
+    pub const INPUT: Field = Field::new("input", Required, Spec::ANY);
     pub const SANDBOX_SESSION: Field =
         Field::new("sandbox_session", Required, Spec::object(&SESSION));
     pub const SESSION: Shape = Shape {
@@ -63,8 +59,8 @@ pub mod fields {
                 Required,
                 Spec::string(&[Fact::NonEmpty]),
             ),
-            &Field::new("caller_session_id", Optional, Spec::string(&[])),
-            &Field::new("task_id", Optional, Spec::string(&[])),
+            &Field::new("caller_session_id", Optional, Spec::STRING),
+            &Field::new("task_id", Optional, Spec::STRING),
         ],
         conditional: &[],
     };
@@ -77,20 +73,19 @@ pub mod fields {
         "allowed_tools",
         Required,
         Spec::of(
-            Type::Array(Some(&Spec::string(&[]))),
+            Type::Array(Some(&Spec::STRING)),
             &[Fact::Doc(
                 "May narrow the bridge's allowlist, never widen it.",
             )],
         ),
     );
-    pub const PRINCIPAL: Field =
-        Field::new("principal", Optional, Spec::of(Type::Object(None), &[]));
-    pub const CAPABILITY: Field = Field::new("capability", Optional, Spec::string(&[]));
+    pub const PRINCIPAL: Field = Field::new("principal", Optional, Spec::OBJECT);
+    pub const CAPABILITY: Field = Field::new("capability", Optional, Spec::STRING);
     pub const AUTHORIZATION_SHAPE: Shape = Shape {
         fields: &[&ALLOWED_TOOLS, &PRINCIPAL, &CAPABILITY],
         conditional: &[],
     };
-    pub const METADATA: Field = Field::new("metadata", Required, Spec::of(Type::Object(None), &[]));
+    pub const METADATA: Field = Field::new("metadata", Required, Spec::OBJECT);
     /// The envelope.
     pub const TOP: Shape = Shape {
         fields: &[

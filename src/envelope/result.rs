@@ -39,14 +39,10 @@ pub mod fields {
         Required,
         Spec::string(&[Fact::Const(super::SCHEMA)]),
     );
-    pub const VERSION: Field = Field::new(
-        "version",
-        Required,
-        Spec::of(Type::Integer, &[Fact::ConstInt(1)]),
-    );
-    pub const REQUEST_ID: Field = Field::new("request_id", Required, Spec::string(&[]));
-    pub const TOOL: Field = Field::new("tool", Required, Spec::string(&[]));
-    pub const OPERATION: Field = Field::new("operation", Required, Spec::string(&[]));
+    pub use crate::validate::VERSION;
+    pub const REQUEST_ID: Field = Field::new("request_id", Required, Spec::STRING);
+    pub const TOOL: Field = Field::new("tool", Required, Spec::STRING);
+    pub const OPERATION: Field = Field::new("operation", Required, Spec::STRING);
     /// The contract's five statuses, in the order upstream lists them.
     pub const STATUSES: &[&str] = &["succeeded", "failed", "denied", "unavailable", "timeout"];
     pub const STATUS: Field = Field::new(
@@ -60,7 +56,7 @@ pub mod fields {
         )]),
     );
     /// Opaque product payload.
-    pub const OUTPUT: Field = Field::new("output", Optional, Spec::of(Type::Any, &[]));
+    pub const OUTPUT: Field = Field::new("output", Optional, Spec::ANY);
     pub const ERROR: Field =
         Field::new("error", When(&UNLESS_SUCCEEDED), Spec::object(&ERROR_BODY));
     const UNLESS_SUCCEEDED: Condition = Condition {
@@ -84,7 +80,7 @@ pub mod fields {
                 )]),
             ),
             &Field::new("retryable", Required, Spec::of(Type::Boolean, &[])),
-            &Field::new("details", Optional, Spec::of(Type::Any, &[])),
+            &Field::new("details", Optional, Spec::ANY),
         ],
         conditional: &[],
     };
@@ -117,10 +113,10 @@ pub mod fields {
                     Fact::Pattern(&RELATIVE_PATH),
                 ]),
             ),
-            &Field::new("id", Optional, Spec::string(&[])),
-            &Field::new("uri", Optional, Spec::string(&[])),
+            &Field::new("id", Optional, Spec::STRING),
+            &Field::new("uri", Optional, Spec::STRING),
             &Field::new("sha256", Optional, Spec::string(&[Fact::Pattern(&SHA256)])),
-            &Field::new("metadata", Optional, Spec::of(Type::Object(None), &[])),
+            &Field::new("metadata", Optional, Spec::OBJECT),
         ],
         conditional: &[],
     };
@@ -150,7 +146,7 @@ pub mod fields {
         )],
         conditional: &[],
     };
-    pub const METADATA: Field = Field::new("metadata", Filled, Spec::of(Type::Object(None), &[]));
+    pub const METADATA: Field = Field::new("metadata", Filled, Spec::OBJECT);
     /// The envelope.
     pub const TOP: Shape = Shape {
         fields: &[
@@ -809,6 +805,18 @@ mod tests {
 
     fn rendered(env: &ResultEnvelope) -> Value {
         serde_json::from_str(&env.render(&Redactor::new(), Audience::Caller)).unwrap()
+    }
+
+    #[test]
+    fn the_status_field_lists_the_contracts_five_statuses() {
+        let mut listed: Vec<Status> = fields::STATUSES
+            .iter()
+            .map(|s| Status::parse(s).unwrap())
+            .collect();
+        listed.sort_by_key(|s| s.as_str());
+        let mut all = Status::ALL.to_vec();
+        all.sort_by_key(|s| s.as_str());
+        assert_eq!(listed, all);
     }
 
     #[test]

@@ -159,7 +159,21 @@ pub struct Shape {
     pub conditional: &'static [&'static Field],
 }
 
+/// `version`: the integer 1 in every envelope (not `1.0` or `"1"`).
+pub const VERSION: Field = Field::new(
+    "version",
+    Presence::Required,
+    Spec::of(Type::Integer, &[Fact::ConstInt(1)]),
+);
+
 impl Spec {
+    /// Any string.
+    pub const STRING: Spec = Spec::string(&[]);
+    /// Any object.
+    pub const OBJECT: Spec = Spec::of(Type::Object(None), &[]);
+    /// Anything (opaque payload).
+    pub const ANY: Spec = Spec::of(Type::Any, &[]);
+
     /// A value of type `ty` with `facts`, refused in the type's usual words.
     pub const fn of(ty: Type, facts: &'static [Fact]) -> Spec {
         Spec {
@@ -474,5 +488,159 @@ impl Checker {
             break;
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::raw::Fields;
+    use crate::validate::{code_paths, Issue, ENV_NAME};
+    use serde_json::Value;
+
+    const NAME: Field = Field::new(
+        "name",
+        Presence::Required,
+        Spec::string(&[Fact::NonEmpty, Fact::MaxBytes(4), Fact::Passable(None)]),
+    );
+    const KIND: Field = Field::new(
+        "kind",
+        Presence::Optional,
+        Spec::string(&[Fact::OneOf(&["a", "b"], Refusal::List)]),
+    );
+    const LIMIT: Field = Field::new(
+        "limit",
+        Presence::Optional,
+        Spec::of(Type::Integer, &[Fact::Min(2)]),
+    );
+    const ITEM: Shape = Shape {
+        fields: &[&Field::new(
+            "var",
+            Presence::Required,
+            Spec::string(&[Fact::Pattern(&ENV_NAME)]),
+        )],
+        conditional: &[],
+    };
+    const LIST: Field = Field::new(
+        "list",
+        Presence::Filled,
+        Spec::of(
+            Type::Array(Some(&Spec::of(Type::Ref("item", Some(&ITEM)), &[]))),
+            &[Fact::NonEmpty],
+        ),
+    );
+    const ARGS: Field = Field::new(
+        "args",
+        Presence::Optional,
+        Spec::of(
+            Type::Array(Some(&Spec::STRING)),
+            &[Fact::NonEmpty, Fact::FirstNonEmpty],
+        ),
+    );
+    const BODY: Field = Field::new("body", Presence::When(&UNLESS_A), Spec::OBJECT);
+    const UNLESS_A: Condition = Condition {
+        when: &KIND,
+        value: "a",
+        negated: true,
+        message: "a kind other than \"a\" needs a body",
+    };
+    const SHAPE: Shape = Shape {
+        fields: &[&VERSION, &NAME, &KIND, &LIMIT, &LIST, &ARGS, &BODY],
+        conditional: &[&BODY],
+    };
+
+    /// The issues of `text` checked as a tree and as text: they must be the same.
+    fn issues(text: &str) -> Vec<Issue> {
+        let tree: Value = serde_json::from_str(text).unwrap();
+        let mut c = Checker::new();
+        c.check_shape(tree.as_object().unwrap(), "", &SHAPE);
+        let from_tree = c.into_issues();
+        let fields = Fields::parse(text).unwrap();
+        let mut c = Checker::new();
+        c.check_shape(&fields, "", &SHAPE);
+        let from_text = c.into_issues();
+        assert_eq!(from_tree, from_text, "{text}");
+        from_tree
+    }
+
+    #[test]
+    fn a_valid_document_has_no_issues_and_absent_optional_members_are_fine() {
+        assert_eq!(issues(r#"{"version": 1, "name": "ok", "kind": "a"}"#), []);
+        let full = r#"{"version": 1, "name": "ok", "kind": "b", "limit": 2,
+            "list": [{"var": "A_1"}], "args": ["x", ""], "body": {}}"#;
+        assert_eq!(issues(full), []);
+    }
+
+    #[test]
+    fn every_fact_reports_its_own_issue_in_the_fields_order() {
+        let text = r#"{"version": 1.0, "name": "toolong", "kind": "c", "limit": 1,
+            "list": [], "args": [""]}"#;
+        let got = issues(text);
+        assert_eq!(
+            code_paths(&got),
+            [
+                ("wrong_type", "/version"),
+                ("too_long", "/name"),
+                ("wrong_value", "/kind"),
+                ("out_of_range", "/limit"),
+                ("empty", "/list"),
+                ("empty", "/args/0"),
+            ]
+        );
+        let messages: Vec<&str> = got.iter().map(|i| i.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "expected the integer 1, found a number",
+                "\"name\" is 7 bytes, over the 4-byte limit",
+                "\"kind\" must be one of [\"a\", \"b\"], found \"c\"",
+                "\"limit\" must be at least 2, found 1",
+                "\"list\" must not be empty",
+                "args[0] must not be empty",
+            ]
+        );
+    }
+
+    #[test]
+    fn items_and_referenced_shapes_are_checked_each_at_its_path() {
+        let text = r#"{"version": 2, "name": "", "list": [{"var": "1X"}, {}, 3],
+            "args": "x"}"#;
+        assert_eq!(
+            code_paths(&issues(text)),
+            [
+                ("wrong_value", "/version"),
+                ("empty", "/name"),
+                ("invalid_env_name", "/list/0/var"),
+                ("missing", "/list/1/var"),
+                ("wrong_type", "/list/2"),
+                ("wrong_type", "/args"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_conditional_member_is_missing_only_when_its_condition_holds() {
+        let got = issues(r#"{"version": 1, "name": "n", "kind": "b"}"#);
+        assert_eq!(code_paths(&got), [("missing", "/body")]);
+        assert_eq!(got[0].message, "a kind other than \"a\" needs a body");
+        assert_eq!(issues(r#"{"version": 1, "name": "n"}"#), []);
+        assert_eq!(
+            code_paths(&issues(r#"{"version": 1, "name": "n", "kind": 5}"#)),
+            [("wrong_type", "/kind")]
+        );
+    }
+
+    #[test]
+    fn passable_values_hold_no_nul() {
+        let fields = Fields::parse(r#"{"name": "a\u0000"}"#).unwrap();
+        let mut c = Checker::new();
+        let name = c.check_str(&fields, "", &NAME).unwrap();
+        c.passable("", &NAME, &name);
+        let got = c.into_issues();
+        assert_eq!(code_paths(&got), [("contains_nul", "/name")]);
+        assert_eq!(
+            got[0].message,
+            "\"name\" contains a NUL character, which cannot be passed to the adapter"
+        );
     }
 }
