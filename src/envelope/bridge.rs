@@ -662,10 +662,7 @@ pub mod fields {
     pub const METHOD: Field =
         Field::new("method", Optional, Spec::string(&[Fact::Supported("POST")]));
     pub const TOKEN_ENV: Field = Field::new("token_env", Optional, ENV_NAME_SPEC);
-    pub const ENDPOINT_SHAPE: Shape = Shape {
-        fields: &[&URL_ENV, &METHOD, &TOKEN_ENV],
-        conditional: &[],
-    };
+    pub const ENDPOINT_SHAPE: Shape = Shape::of(&[&URL_ENV, &METHOD, &TOKEN_ENV]);
     pub const COMMAND: Field = Field::new(
         "command",
         When(&MODE_IS_COMMAND),
@@ -712,10 +709,7 @@ pub mod fields {
             Fact::DefaultStr("stdin"),
         ]),
     );
-    pub const COMMAND_SHAPE: Shape = Shape {
-        fields: &[&ARGV, &CWD_ENV, &ENV, &TRANSPORT],
-        conditional: &[],
-    };
+    pub const COMMAND_SHAPE: Shape = Shape::of(&[&ARGV, &CWD_ENV, &ENV, &TRANSPORT]);
     pub const REQUEST_SCHEMA: Field = Field::new(
         "request_schema",
         Required,
@@ -773,10 +767,7 @@ pub mod fields {
             "expected an array of environment variable names",
         )),
     );
-    pub const SANDBOX_ENV_SHAPE: Shape = Shape {
-        fields: &[&SANDBOX_MODE, &VARIABLES, &SECRET_ENV],
-        conditional: &[],
-    };
+    pub const SANDBOX_ENV_SHAPE: Shape = Shape::of(&[&SANDBOX_MODE, &VARIABLES, &SECRET_ENV]);
 
     pub const AUTHORIZATION: Field = Field::new(
         "authorization",
@@ -796,35 +787,26 @@ pub mod fields {
             Fact::DefaultStr("denied"),
         ]),
     );
-    pub const AUTHORIZATION_SHAPE: Shape = Shape {
-        fields: &[&AUTHORIZATION_MODE, &FAILURE_STATUS],
-        conditional: &[],
-    };
+    pub const AUTHORIZATION_SHAPE: Shape = Shape::of(&[&AUTHORIZATION_MODE, &FAILURE_STATUS]);
 
     pub const REDACTION: Field = Field::new("redaction", Required, Spec::object(&REDACTION_SHAPE));
-    pub const REDACTION_SHAPE: Shape = Shape {
-        fields: &[&Field::new(
-            "transcript_artifact_refs",
-            Optional,
-            Spec::of(Type::Array(None), &[]).refused(Expected::Says("expected an array")),
-        )],
-        conditional: &[],
-    };
+    pub const REDACTION_SHAPE: Shape = Shape::of(&[&Field::new(
+        "transcript_artifact_refs",
+        Optional,
+        Spec::of(Type::Array(None), &[]).refused(Expected::Says("expected an array")),
+    )]);
     pub const METADATA: Field = Field::new("metadata", Required, Spec::OBJECT);
     /// The envelope.
-    pub const TOP: Shape = Shape {
-        fields: &[
-            &SCHEMA,
-            &VERSION,
-            &ALLOWED_TOOLS,
-            &DISPATCHER,
-            &SANDBOX_ENV,
-            &AUTHORIZATION,
-            &REDACTION,
-            &METADATA,
-        ],
-        conditional: &[],
-    };
+    pub const TOP: Shape = Shape::of(&[
+        &SCHEMA,
+        &VERSION,
+        &ALLOWED_TOOLS,
+        &DISPATCHER,
+        &SANDBOX_ENV,
+        &AUTHORIZATION,
+        &REDACTION,
+        &METADATA,
+    ]);
 }
 
 #[cfg(test)]

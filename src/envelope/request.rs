@@ -52,18 +52,15 @@ pub mod fields {
     pub const INPUT: Field = Field::new("input", Required, Spec::ANY);
     pub const SANDBOX_SESSION: Field =
         Field::new("sandbox_session", Required, Spec::object(&SESSION));
-    pub const SESSION: Shape = Shape {
-        fields: &[
-            &Field::new(
-                "sandbox_session_id",
-                Required,
-                Spec::string(&[Fact::NonEmpty]),
-            ),
-            &Field::new("caller_session_id", Optional, Spec::STRING),
-            &Field::new("task_id", Optional, Spec::STRING),
-        ],
-        conditional: &[],
-    };
+    pub const SESSION: Shape = Shape::of(&[
+        &Field::new(
+            "sandbox_session_id",
+            Required,
+            Spec::string(&[Fact::NonEmpty]),
+        ),
+        &Field::new("caller_session_id", Optional, Spec::STRING),
+        &Field::new("task_id", Optional, Spec::STRING),
+    ]);
     pub const AUTHORIZATION: Field = Field::new(
         "authorization",
         Required,
@@ -81,26 +78,20 @@ pub mod fields {
     );
     pub const PRINCIPAL: Field = Field::new("principal", Optional, Spec::OBJECT);
     pub const CAPABILITY: Field = Field::new("capability", Optional, Spec::STRING);
-    pub const AUTHORIZATION_SHAPE: Shape = Shape {
-        fields: &[&ALLOWED_TOOLS, &PRINCIPAL, &CAPABILITY],
-        conditional: &[],
-    };
+    pub const AUTHORIZATION_SHAPE: Shape = Shape::of(&[&ALLOWED_TOOLS, &PRINCIPAL, &CAPABILITY]);
     pub const METADATA: Field = Field::new("metadata", Required, Spec::OBJECT);
     /// The envelope.
-    pub const TOP: Shape = Shape {
-        fields: &[
-            &SCHEMA,
-            &VERSION,
-            &REQUEST_ID,
-            &TOOL,
-            &OPERATION,
-            &INPUT,
-            &SANDBOX_SESSION,
-            &AUTHORIZATION,
-            &METADATA,
-        ],
-        conditional: &[],
-    };
+    pub const TOP: Shape = Shape::of(&[
+        &SCHEMA,
+        &VERSION,
+        &REQUEST_ID,
+        &TOOL,
+        &OPERATION,
+        &INPUT,
+        &SANDBOX_SESSION,
+        &AUTHORIZATION,
+        &METADATA,
+    ]);
 }
 
 /// The three fields a result echoes back.

@@ -65,25 +65,22 @@ pub mod fields {
         negated: true,
         message: "a non-succeeded result must carry \"error\"",
     };
-    pub const ERROR_BODY: Shape = Shape {
-        fields: &[
-            &Field::new(
-                "code",
-                Required,
-                Spec::string(&[Fact::NonEmpty, Fact::Doc("Stable snake_case code.")]),
-            ),
-            &Field::new(
-                "message",
-                Required,
-                Spec::string(&[Fact::Doc(
-                    "One human sentence, redacted, without host paths.",
-                )]),
-            ),
-            &Field::new("retryable", Required, Spec::of(Type::Boolean, &[])),
-            &Field::new("details", Optional, Spec::ANY),
-        ],
-        conditional: &[],
-    };
+    pub const ERROR_BODY: Shape = Shape::of(&[
+        &Field::new(
+            "code",
+            Required,
+            Spec::string(&[Fact::NonEmpty, Fact::Doc("Stable snake_case code.")]),
+        ),
+        &Field::new(
+            "message",
+            Required,
+            Spec::string(&[Fact::Doc(
+                "One human sentence, redacted, without host paths.",
+            )]),
+        ),
+        &Field::new("retryable", Required, Spec::of(Type::Boolean, &[])),
+        &Field::new("details", Optional, Spec::ANY),
+    ]);
     pub const ARTIFACTS: Field = Field::new("artifacts", Filled, Spec::object(&ARTIFACT_LISTS));
     /// `artifacts.transcripts` and `artifacts.evidence`.
     const REFS: Spec = Spec::of(
@@ -94,32 +91,28 @@ pub mod fields {
         &[],
     )
     .refused(Expected::Found("an array of strings"));
-    pub const ARTIFACT_LISTS: Shape = Shape {
-        fields: &[
-            &Field::new("transcripts", Filled, REFS),
-            &Field::new("evidence", Filled, REFS),
-        ],
-        conditional: &[],
-    };
+    pub const ARTIFACT_LISTS: Shape = Shape::of(&[
+        &Field::new("transcripts", Filled, REFS),
+        &Field::new("evidence", Filled, REFS),
+    ]);
     /// `{kind, path?, id?, uri?, sha256?, metadata?}`.
-    pub const ARTIFACT_REF: Shape = Shape {
-        fields: &[
-            &Field::new("kind", Required, Spec::string(&[Fact::NonEmpty])),
-            &Field::new(
-                "path",
-                Optional,
-                Spec::string(&[
-                    Fact::Doc("Relative to the artifact directory; never absolute, never escaping upward."),
-                    Fact::Pattern(&RELATIVE_PATH),
-                ]),
-            ),
-            &Field::new("id", Optional, Spec::STRING),
-            &Field::new("uri", Optional, Spec::STRING),
-            &Field::new("sha256", Optional, Spec::string(&[Fact::Pattern(&SHA256)])),
-            &Field::new("metadata", Optional, Spec::OBJECT),
-        ],
-        conditional: &[],
-    };
+    pub const ARTIFACT_REF: Shape = Shape::of(&[
+        &Field::new("kind", Required, Spec::string(&[Fact::NonEmpty])),
+        &Field::new(
+            "path",
+            Optional,
+            Spec::string(&[
+                Fact::Doc(
+                    "Relative to the artifact directory; never absolute, never escaping upward.",
+                ),
+                Fact::Pattern(&RELATIVE_PATH),
+            ]),
+        ),
+        &Field::new("id", Optional, Spec::STRING),
+        &Field::new("uri", Optional, Spec::STRING),
+        &Field::new("sha256", Optional, Spec::string(&[Fact::Pattern(&SHA256)])),
+        &Field::new("metadata", Optional, Spec::OBJECT),
+    ]);
     /// A relative artifact path that stays below its folder: not `/…` or `\…`, no drive prefix
     /// (an ASCII character then `:`, as the product checks the second byte), no `..` segment
     /// (split on `/` and `\`).
@@ -138,14 +131,11 @@ pub mod fields {
     };
     pub const DIAGNOSTICS: Field =
         Field::new("diagnostics", Filled, Spec::object(&DIAGNOSTICS_SHAPE));
-    pub const DIAGNOSTICS_SHAPE: Shape = Shape {
-        fields: &[&Field::new(
-            "dispatch",
-            Optional,
-            Spec::of(Type::Ref("dispatch_diagnostics", None), &[]),
-        )],
-        conditional: &[],
-    };
+    pub const DIAGNOSTICS_SHAPE: Shape = Shape::of(&[&Field::new(
+        "dispatch",
+        Optional,
+        Spec::of(Type::Ref("dispatch_diagnostics", None), &[]),
+    )]);
     pub const METADATA: Field = Field::new("metadata", Filled, Spec::OBJECT);
     /// The envelope.
     pub const TOP: Shape = Shape {

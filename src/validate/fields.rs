@@ -222,6 +222,16 @@ impl Spec {
     }
 }
 
+impl Shape {
+    /// The members `fields`, none of them conditional.
+    pub const fn of(fields: &'static [&'static Field]) -> Shape {
+        Shape {
+            fields,
+            conditional: &[],
+        }
+    }
+}
+
 impl Field {
     /// A field.
     pub const fn new(key: &'static str, presence: Presence, spec: Spec) -> Field {
@@ -513,14 +523,11 @@ mod tests {
         Presence::Optional,
         Spec::of(Type::Integer, &[Fact::Min(2)]),
     );
-    const ITEM: Shape = Shape {
-        fields: &[&Field::new(
-            "var",
-            Presence::Required,
-            Spec::string(&[Fact::Pattern(&ENV_NAME)]),
-        )],
-        conditional: &[],
-    };
+    const ITEM: Shape = Shape::of(&[&Field::new(
+        "var",
+        Presence::Required,
+        Spec::string(&[Fact::Pattern(&ENV_NAME)]),
+    )]);
     const LIST: Field = Field::new(
         "list",
         Presence::Filled,
