@@ -1,8 +1,12 @@
 //! The published JSON Schemas (draft 2020-12): the three envelopes of the contract, the
 //! transcript this dispatcher writes, and the replay fixture format (SPEC §3, §7).
 //!
-//! Each schema is built here, once, as data; `schema KIND` prints it and `fixtures/schemas/`
-//! holds the committed copies (a test fails when they drift; `UPDATE_GENERATED=1` re-blesses).
+//! The bridge, request and result schemas are written from the descriptions of the envelopes'
+//! fields (`envelope::{bridge,request,result}::fields`), the same data their checks read, so a
+//! field's type, presence, constants, enums, lengths and patterns are stated once; the
+//! transcript's and the fixture's schemas are built here as data. `schema KIND` prints them and
+//! `fixtures/schemas/` holds the committed copies (a test fails when they drift;
+//! `UPDATE_GENERATED=1` re-blesses).
 //!
 //! Invariants:
 //! - The three envelope schemas keep upstream's `$id` and stay compatible with upstream's
@@ -14,29 +18,21 @@
 //!   depth and lengths in bytes are theirs alone).
 //!
 //! It must not validate anything itself: the product's checks live in `envelope/` and
-//! `replay/cases.rs`; the schemas are for other tools and for people.
+//! `replay/cases.rs`; the schemas are for other tools and for people. What the checks do beyond
+//! the descriptions (the echo, NUL bytes in argv and env values) is theirs alone.
 
 use crate::cli::SchemaKind;
 use crate::envelope::{bridge, request, result};
-use crate::error::Status;
 use crate::transcript;
-use serde_json::{json, Value};
+use crate::validate::{Fact, Presence, Shape, Spec, Type, ENV_NAME};
+use serde_json::{json, Map, Value};
 
 /// The JSON Schema dialect every schema declares.
 pub const DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
 /// Schema id of a replay case file.
 pub const FIXTURE_SCHEMA: &str = "parent-tool-dispatch/fixture/v1";
-/// `^[A-Za-z_][A-Za-z0-9_]*$`: an environment variable NAME (never a value).
-const ENV_NAME_PATTERN: &str = "^[A-Za-z_][A-Za-z0-9_]*$";
-/// A lowercase hex SHA-256.
-const SHA256_PATTERN: &str = "^[0-9a-f]{64}$";
 /// The request fields that travel in environment variables hold no NUL.
 const NO_NUL_PATTERN: &str = r"^[^\x00]*$";
-/// A relative artifact path that stays below its folder: not `/…` or `\…`, no drive prefix
-/// (an ASCII character then `:`, as the product checks the second byte), no `..` segment
-/// (split on `/` and `\`).
-const RELATIVE_PATH_PATTERN: &str =
-    r"^(?![/\\])(?![\x00-\x7F]:)(?!(?:[\s\S]*[/\\])?\.\.(?:[/\\]|$))[\s\S]+$";
 
 /// The file name of the committed copy in `fixtures/schemas/`.
 pub fn file_name(kind: SchemaKind) -> &'static str {
@@ -106,194 +102,155 @@ pub fn print(kind: SchemaKind) -> u8 {
     crate::error::exit::SUCCESS
 }
 
-fn env_name() -> Value {
-    json!({"type": "string", "pattern": ENV_NAME_PATTERN})
+/// The schema of a value described by `spec`: `type`, then what each fact states, in the
+/// facts' order, then what the type holds (items, members).
+pub fn spec_schema(spec: &Spec) -> Value {
+    let mut out = Map::new();
+    let ty = match spec.ty {
+        Type::Any => None,
+        Type::String => Some("string"),
+        Type::Boolean => Some("boolean"),
+        Type::Integer => Some("integer"),
+        Type::Object(_) | Type::Map { .. } => Some("object"),
+        Type::Array(_) => Some("array"),
+        Type::Ref(name, _) => return json!({"$ref": format!("#/$defs/{name}")}),
+    };
+    if let Some(ty) = ty {
+        out.insert("type".into(), ty.into());
+    }
+    let array = matches!(spec.ty, Type::Array(_));
+    for fact in spec.facts {
+        let (key, value) = match *fact {
+            Fact::Doc(text) => ("description", text.into()),
+            Fact::NonEmpty if array => ("minItems", 1.into()),
+            Fact::NonEmpty => ("minLength", 1.into()),
+            Fact::FirstNonEmpty => ("prefixItems", json!([{"type": "string", "minLength": 1}])),
+            Fact::MaxBytes(max) => ("maxLength", max.into()),
+            Fact::Passable(max) => {
+                if let Some(max) = max {
+                    out.insert("maxLength".into(), max.into());
+                }
+                ("pattern", NO_NUL_PATTERN.into())
+            }
+            Fact::Const(value) | Fact::Supported(value) => ("const", value.into()),
+            Fact::OneOf([value], _) => ("const", (*value).into()),
+            Fact::OneOf(values, _) => ("enum", values.into()),
+            Fact::ConstInt(value) => ("const", value.into()),
+            Fact::Min(min) => ("minimum", min.into()),
+            Fact::Pattern(pattern) => ("pattern", pattern.regex.into()),
+            Fact::DefaultStr(value) => ("default", value.into()),
+            Fact::DefaultInt(value) => ("default", value.into()),
+        };
+        out.insert(key.into(), value);
+    }
+    match spec.ty {
+        Type::Array(Some(items)) => {
+            out.insert("items".into(), spec_schema(items));
+        }
+        Type::Map { names, values } => {
+            if let Some(names) = names {
+                out.insert("propertyNames".into(), json!({"pattern": names.regex}));
+            }
+            if let Some(values) = values {
+                out.insert("additionalProperties".into(), spec_schema(values));
+            }
+        }
+        Type::Object(Some(shape)) => out.extend(shape_schema(shape)),
+        _ => {}
+    }
+    Value::Object(out)
+}
+
+/// `required`, `properties` and the conditional requirements (`allOf`) of a shape.
+fn shape_schema(shape: &Shape) -> Map<String, Value> {
+    let mut out = Map::new();
+    let required: Vec<&str> = shape
+        .fields
+        .iter()
+        .filter(|f| f.schema_requires())
+        .map(|f| f.key)
+        .collect();
+    if !required.is_empty() {
+        out.insert("required".into(), required.into());
+    }
+    let properties = shape
+        .fields
+        .iter()
+        .map(|f| (f.key.to_string(), spec_schema(&f.spec)))
+        .collect();
+    out.insert("properties".into(), Value::Object(properties));
+    let conditions: Vec<Value> = shape
+        .conditional
+        .iter()
+        .filter_map(|f| match f.presence {
+            Presence::When(condition) => Some((f.key, condition)),
+            _ => None,
+        })
+        .map(|(then, c)| {
+            let test = if c.negated {
+                json!({"not": {"const": c.value}})
+            } else {
+                json!({"const": c.value})
+            };
+            json!({
+                "if": {"properties": {c.when.key: test}, "required": [c.when.key]},
+                "then": {"required": [then]}
+            })
+        })
+        .collect();
+    if !conditions.is_empty() {
+        out.insert("allOf".into(), conditions.into());
+    }
+    out
+}
+
+/// An envelope's schema: its header, then its fields.
+fn envelope_schema(
+    id: &str,
+    title: &str,
+    description: &str,
+    top: &'static Shape,
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    out.insert("$schema".into(), DIALECT.into());
+    out.insert("$id".into(), id.into());
+    out.insert("title".into(), title.into());
+    out.insert("description".into(), description.into());
+    if let Value::Object(body) = spec_schema(&Spec::object(top)) {
+        out.extend(body);
+    }
+    out
 }
 
 fn constant(value: &str) -> Value {
     json!({"type": "string", "const": value})
 }
 
-fn version() -> Value {
-    json!({"type": "integer", "const": 1})
-}
-
-/// Upstream lists the statuses in this order; the set is the contract's five.
+/// The contract's five statuses, in the order upstream lists them.
 fn statuses() -> Value {
-    let order = [
-        Status::Succeeded,
-        Status::Failed,
-        Status::Denied,
-        Status::Unavailable,
-        Status::Timeout,
-    ];
-    json!({
-        "type": "string",
-        "enum": order.iter().map(|s| s.as_str()).collect::<Vec<_>>()
-    })
+    spec_schema(&result::fields::STATUS.spec)
 }
 
 fn argv() -> Value {
-    json!({
-        "type": "array",
-        "description": "Executed exactly as given, without a shell; argv[0] is resolved through PATH when it has no '/'.",
-        "minItems": 1,
-        "prefixItems": [{"type": "string", "minLength": 1}],
-        "items": {"type": "string"}
-    })
+    spec_schema(&bridge::fields::ARGV.spec)
 }
 
 fn bridge_schema() -> Value {
-    json!({
-        "$schema": DIALECT,
-        "$id": bridge::SCHEMA,
-        "title": "wp-codebox parent-tool bridge",
-        "description": "The host's policy: which tools a sandbox may call, which dispatcher serves them, under what timeout. Unknown keys are allowed everywhere (forward compatibility).",
-        "type": "object",
-        "required": ["schema", "version", "allowed_tools", "dispatcher", "sandbox_env", "authorization", "redaction", "metadata"],
-        "properties": {
-            "schema": constant(bridge::SCHEMA),
-            "version": version(),
-            "allowed_tools": {
-                "type": "array",
-                "description": "Canonical tool ids the sandbox may call; duplicates are harmless, an empty list denies everything.",
-                "items": {"type": "string"}
-            },
-            "dispatcher": {
-                "type": "object",
-                "required": ["owner", "mode", "request_schema", "result_schema"],
-                "properties": {
-                    "owner": constant("wp-codebox"),
-                    "mode": {"type": "string", "enum": ["host_endpoint", "host_command"]},
-                    "endpoint": {
-                        "type": "object",
-                        "description": "Mode host_endpoint: NAMES of host variables holding the URL and the bearer token, never their values.",
-                        "required": ["url_env"],
-                        "properties": {
-                            "url_env": env_name(),
-                            "method": constant("POST"),
-                            "token_env": env_name()
-                        }
-                    },
-                    "command": {
-                        "type": "object",
-                        "description": "Mode host_command: the host adapter.",
-                        "required": ["argv"],
-                        "properties": {
-                            "argv": argv(),
-                            "cwd_env": env_name(),
-                            "env": {
-                                "type": "object",
-                                "propertyNames": {"pattern": ENV_NAME_PATTERN},
-                                "additionalProperties": {"type": "string"}
-                            },
-                            "transport": {"type": "string", "enum": ["stdin", "file"], "default": "stdin"}
-                        }
-                    },
-                    "request_schema": constant(request::SCHEMA),
-                    "result_schema": constant(result::SCHEMA),
-                    "timeout_ms": {"type": "integer", "minimum": 1, "default": bridge::DEFAULT_TIMEOUT_MS}
-                },
-                "allOf": [
-                    {
-                        "if": {"properties": {"mode": {"const": "host_command"}}, "required": ["mode"]},
-                        "then": {"required": ["command"]}
-                    },
-                    {
-                        "if": {"properties": {"mode": {"const": "host_endpoint"}}, "required": ["mode"]},
-                        "then": {"required": ["endpoint"]}
-                    }
-                ]
-            },
-            "sandbox_env": {
-                "type": "object",
-                "properties": {
-                    "mode": constant("metadata-only"),
-                    "variables": {"type": "object", "additionalProperties": env_name()},
-                    "secret_env": {"type": "array", "items": env_name()}
-                }
-            },
-            "authorization": {
-                "type": "object",
-                "properties": {
-                    "mode": constant("allowlist"),
-                    "failure_status": {"type": "string", "enum": ["denied", "unavailable"], "default": "denied"}
-                }
-            },
-            "redaction": {
-                "type": "object",
-                "properties": {"transcript_artifact_refs": {"type": "array"}}
-            },
-            "metadata": {"type": "object"}
-        }
-    })
+    Value::Object(envelope_schema(
+        bridge::SCHEMA,
+        "wp-codebox parent-tool bridge",
+        "The host's policy: which tools a sandbox may call, which dispatcher serves them, under what timeout. Unknown keys are allowed everywhere (forward compatibility).",
+        &bridge::fields::TOP,
+    ))
 }
 
 fn request_schema() -> Value {
-    json!({
-        "$schema": DIALECT,
-        "$id": request::SCHEMA,
-        "title": "wp-codebox parent-tool request",
-        "description": "One tool call from the sandbox. `input` is opaque product payload. Readers must refuse duplicate keys at any depth and nesting deeper than 128 levels (JSON Schema cannot say so).",
-        "type": "object",
-        "required": ["schema", "version", "request_id", "tool", "operation", "input", "sandbox_session", "authorization", "metadata"],
-        "properties": {
-            "schema": constant(request::SCHEMA),
-            "version": version(),
-            "request_id": {
-                "type": "string",
-                "description": "At most 256 bytes of UTF-8 (the dispatcher counts bytes), no NUL (it travels in an environment variable).",
-                "minLength": 1,
-                "maxLength": request::MAX_REQUEST_ID_BYTES,
-                "pattern": NO_NUL_PATTERN
-            },
-            "tool": {"type": "string", "minLength": 1, "maxLength": request::MAX_NAME_BYTES, "pattern": NO_NUL_PATTERN},
-            "operation": {"type": "string", "minLength": 1, "maxLength": request::MAX_NAME_BYTES, "pattern": NO_NUL_PATTERN},
-            "input": {},
-            "sandbox_session": {
-                "type": "object",
-                "required": ["sandbox_session_id"],
-                "properties": {
-                    "sandbox_session_id": {"type": "string", "minLength": 1},
-                    "caller_session_id": {"type": "string"},
-                    "task_id": {"type": "string"}
-                }
-            },
-            "authorization": {
-                "type": "object",
-                "required": ["allowed_tools"],
-                "properties": {
-                    "allowed_tools": {
-                        "type": "array",
-                        "description": "May narrow the bridge's allowlist, never widen it.",
-                        "items": {"type": "string"}
-                    },
-                    "principal": {"type": "object"},
-                    "capability": {"type": "string"}
-                }
-            },
-            "metadata": {"type": "object"}
-        }
-    })
-}
-
-fn artifact_ref() -> Value {
-    json!({
-        "type": "object",
-        "required": ["kind"],
-        "properties": {
-            "kind": {"type": "string", "minLength": 1},
-            "path": {
-                "type": "string",
-                "description": "Relative to the artifact directory; never absolute, never escaping upward.",
-                "pattern": RELATIVE_PATH_PATTERN
-            },
-            "id": {"type": "string"},
-            "uri": {"type": "string"},
-            "sha256": {"type": "string", "pattern": SHA256_PATTERN},
-            "metadata": {"type": "object"}
-        }
-    })
+    Value::Object(envelope_schema(
+        request::SCHEMA,
+        "wp-codebox parent-tool request",
+        "One tool call from the sandbox. `input` is opaque product payload. Readers must refuse duplicate keys at any depth and nesting deeper than 128 levels (JSON Schema cannot say so).",
+        &request::fields::TOP,
+    ))
 }
 
 fn dispatch_diagnostics() -> Value {
@@ -324,56 +281,20 @@ fn dispatch_diagnostics() -> Value {
 }
 
 fn result_schema() -> Value {
-    json!({
-        "$schema": DIALECT,
-        "$id": result::SCHEMA,
-        "title": "wp-codebox parent-tool result",
-        "description": "The outcome of one tool call. Every status other than succeeded carries `error`.",
-        "type": "object",
-        "required": ["schema", "version", "request_id", "tool", "operation", "status", "artifacts", "diagnostics", "metadata"],
-        "properties": {
-            "schema": constant(result::SCHEMA),
-            "version": version(),
-            "request_id": {"type": "string"},
-            "tool": {"type": "string"},
-            "operation": {"type": "string"},
-            "status": statuses(),
-            "output": {},
-            "error": {
-                "type": "object",
-                "required": ["code", "message", "retryable"],
-                "properties": {
-                    "code": {"type": "string", "minLength": 1, "description": "Stable snake_case code."},
-                    "message": {"type": "string", "description": "One human sentence, redacted, without host paths."},
-                    "retryable": {"type": "boolean"},
-                    "details": {}
-                }
-            },
-            "artifacts": {
-                "type": "object",
-                "required": ["transcripts", "evidence"],
-                "properties": {
-                    "transcripts": {"type": "array", "items": {"$ref": "#/$defs/artifact_ref"}},
-                    "evidence": {"type": "array", "items": {"$ref": "#/$defs/artifact_ref"}}
-                }
-            },
-            "diagnostics": {
-                "type": "object",
-                "properties": {"dispatch": {"$ref": "#/$defs/dispatch_diagnostics"}}
-            },
-            "metadata": {"type": "object"}
-        },
-        "allOf": [
-            {
-                "if": {"properties": {"status": {"not": {"const": "succeeded"}}}, "required": ["status"]},
-                "then": {"required": ["error"]}
-            }
-        ],
-        "$defs": {
-            "artifact_ref": artifact_ref(),
+    let mut out = envelope_schema(
+        result::SCHEMA,
+        "wp-codebox parent-tool result",
+        "The outcome of one tool call. Every status other than succeeded carries `error`.",
+        &result::fields::TOP,
+    );
+    out.insert(
+        "$defs".into(),
+        json!({
+            "artifact_ref": spec_schema(&Spec::object(&result::fields::ARTIFACT_REF)),
             "dispatch_diagnostics": dispatch_diagnostics()
-        }
-    })
+        }),
+    );
+    Value::Object(out)
 }
 
 fn transcript_schema() -> Value {
@@ -382,7 +303,7 @@ fn transcript_schema() -> Value {
         "required": ["algorithm", "value"],
         "properties": {
             "algorithm": constant("sha256"),
-            "value": {"type": "string", "pattern": SHA256_PATTERN}
+            "value": {"type": "string", "pattern": result::fields::SHA256.regex}
         }
     });
     json!({
@@ -481,7 +402,7 @@ fn fixture_schema() -> Value {
             "env": {
                 "type": "object",
                 "description": "Host variables set for this case only (for --secret-env, --pass-env, cwd_env).",
-                "propertyNames": {"pattern": ENV_NAME_PATTERN},
+                "propertyNames": {"pattern": ENV_NAME.regex},
                 "additionalProperties": {"type": "string"}
             },
             "options": {
@@ -511,4 +432,77 @@ fn fixture_schema() -> Value {
             }
         ]
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every shape reachable from `top`.
+    fn shapes(top: &'static Shape, out: &mut Vec<&'static Shape>) {
+        out.push(top);
+        for field in top.fields {
+            let mut spec = &field.spec;
+            loop {
+                match spec.ty {
+                    Type::Object(Some(shape)) | Type::Ref(_, Some(shape)) => shapes(shape, out),
+                    Type::Array(Some(items)) => {
+                        spec = items;
+                        continue;
+                    }
+                    _ => {}
+                }
+                break;
+            }
+        }
+    }
+
+    /// A shape's `conditional` (the order of `allOf`) names exactly its conditional fields, so
+    /// the schema states every condition the checks apply.
+    #[test]
+    fn every_condition_the_checks_apply_is_in_the_schema() {
+        let mut all = Vec::new();
+        for top in [
+            &bridge::fields::TOP,
+            &request::fields::TOP,
+            &result::fields::TOP,
+        ] {
+            shapes(top, &mut all);
+        }
+        assert!(all.len() > 10);
+        let mut conditions = 0;
+        for shape in all {
+            let mut when: Vec<&str> = shape
+                .fields
+                .iter()
+                .filter(|f| matches!(f.presence, Presence::When(_)))
+                .map(|f| f.key)
+                .collect();
+            let mut listed: Vec<&str> = shape.conditional.iter().map(|f| f.key).collect();
+            when.sort_unstable();
+            listed.sort_unstable();
+            assert_eq!(when, listed);
+            conditions += listed.len();
+        }
+        assert_eq!(conditions, 3);
+    }
+
+    #[test]
+    fn facts_become_keywords_in_their_order() {
+        let spec = Spec::string(&[
+            Fact::Doc("d"),
+            Fact::NonEmpty,
+            Fact::Passable(Some(9)),
+            Fact::DefaultStr("x"),
+        ]);
+        assert_eq!(
+            serde_json::to_string(&spec_schema(&spec)).unwrap(),
+            r#"{"type":"string","description":"d","minLength":1,"maxLength":9,"pattern":"^[^\\x00]*$","default":"x"}"#
+        );
+        let one = Spec::string(&[Fact::OneOf(&["only"], crate::validate::Refusal::List)]);
+        assert_eq!(
+            spec_schema(&one),
+            json!({"type": "string", "const": "only"})
+        );
+    }
 }

@@ -5,12 +5,29 @@
 //! The envelope-specific rules live next to their types in `envelope/`; this module owns the
 //! issue shape, the stable issue codes and the typed accessors that record an issue whenever a
 //! value is missing or of the wrong type.
+//!
+//! The accessors read any JSON through one view ([`View`], [`Members`]): a parsed tree or raw
+//! text the strict reader accepted, with the same codes and messages. An envelope describes its
+//! fields once, as data ([`Field`], [`Shape`], `fields` in each envelope module); the checks
+//! read those descriptions ([`Checker::check`]) and `schema.rs` writes the published schemas
+//! from them.
 
-use crate::json::raw::{self, Fields};
-use crate::json::{kind_name, pointer_token, JsonIssue, Kind};
+use crate::json::{pointer_token, JsonIssue, Kind};
 use serde::Serialize;
-use serde_json::{Map, Value};
-use std::borrow::Cow;
+use std::ops::Deref;
+
+mod fields;
+mod view;
+
+pub use fields::{
+    Condition, Expected, Fact, Field, Pattern, Presence, Refusal, Shape, Spec, Type, VERSION,
+};
+pub use view::{Members, View};
+
+/// The string type of the values of `O`.
+pub type StrOf<'v, O> = <<O as Members<'v>>::Value as View<'v>>::Str;
+/// The object type of the values of `O`.
+pub type ObjectOf<'v, O> = <<O as Members<'v>>::Value as View<'v>>::Object;
 
 /// One validation finding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -221,22 +238,22 @@ impl Checker {
         }
     }
 
-    fn wrong_type(&mut self, path: &str, want: &str, got: &Value) {
+    fn wrong_type<'v>(&mut self, path: &str, want: &str, got: impl View<'v>) {
         self.push(
             codes::WRONG_TYPE,
             path,
-            format!("expected {want}, found {}", kind_name(got)),
+            format!("expected {want}, found {}", got.kind().name()),
         );
     }
 
     /// A value that must be present; records `missing` when it is not.
-    pub fn required<'v>(
+    pub fn required<'v, O: Members<'v>>(
         &mut self,
-        obj: &'v Map<String, Value>,
+        obj: O,
         base: &str,
         key: &str,
-    ) -> Option<&'v Value> {
-        let value = obj.get(key);
+    ) -> Option<O::Value> {
+        let value = obj.member(key);
         if value.is_none() {
             self.push(
                 codes::MISSING,
@@ -248,400 +265,189 @@ impl Checker {
     }
 
     /// A required string.
-    pub fn string<'v>(
+    pub fn string<'v, O: Members<'v>>(
         &mut self,
-        obj: &'v Map<String, Value>,
+        obj: O,
         base: &str,
         key: &str,
-    ) -> Option<&'v str> {
+    ) -> Option<StrOf<'v, O>> {
         let value = self.required(obj, base, key)?;
         self.as_str(value, &join(base, key))
     }
 
     /// A required string that must not be empty.
-    pub fn non_empty_string<'v>(
+    pub fn non_empty_string<'v, O: Members<'v>>(
         &mut self,
-        obj: &'v Map<String, Value>,
+        obj: O,
         base: &str,
         key: &str,
-    ) -> Option<&'v str> {
+    ) -> Option<StrOf<'v, O>> {
         let s = self.string(obj, base, key)?;
+        self.non_empty(s, &join(base, key), key)
+    }
+
+    /// `s`, or an `empty` issue about `key` at `path`.
+    fn non_empty<S: Deref<Target = str>>(&mut self, s: S, path: &str, key: &str) -> Option<S> {
         if s.is_empty() {
-            self.push(
-                codes::EMPTY,
-                join(base, key),
-                format!("{key:?} must not be empty"),
-            );
+            self.push(codes::EMPTY, path, format!("{key:?} must not be empty"));
             return None;
         }
         Some(s)
     }
 
     /// An optional string: absent is fine, present must be a string.
-    pub fn optional_string<'v>(
+    pub fn optional_string<'v, O: Members<'v>>(
         &mut self,
-        obj: &'v Map<String, Value>,
+        obj: O,
         base: &str,
         key: &str,
-    ) -> Option<&'v str> {
-        let value = obj.get(key)?;
+    ) -> Option<StrOf<'v, O>> {
+        let value = obj.member(key)?;
         self.as_str(value, &join(base, key))
     }
 
     /// The value as a string, or a `wrong_type` issue.
-    pub fn as_str<'v>(&mut self, value: &'v Value, path: &str) -> Option<&'v str> {
-        match value {
-            Value::String(s) => Some(s),
-            other => {
-                self.wrong_type(path, "a string", other);
-                None
-            }
+    pub fn as_str<'v, V: View<'v>>(&mut self, value: V, path: &str) -> Option<V::Str> {
+        let s = value.as_str();
+        if s.is_none() {
+            self.wrong_type(path, "a string", value);
         }
+        s
     }
 
     /// The value as a boolean, or a `wrong_type` issue.
-    pub fn as_bool(&mut self, value: &Value, path: &str) -> Option<bool> {
-        match value {
-            Value::Bool(b) => Some(*b),
-            other => {
-                self.wrong_type(path, "a boolean", other);
-                None
-            }
+    pub fn as_bool<'v, V: View<'v>>(&mut self, value: V, path: &str) -> Option<bool> {
+        let b = value.as_bool();
+        if b.is_none() {
+            self.wrong_type(path, "a boolean", value);
         }
-    }
-
-    /// A required object.
-    pub fn object<'v>(
-        &mut self,
-        obj: &'v Map<String, Value>,
-        base: &str,
-        key: &str,
-    ) -> Option<&'v Map<String, Value>> {
-        let value = self.required(obj, base, key)?;
-        self.as_object(value, &join(base, key))
-    }
-
-    /// An optional object.
-    pub fn optional_object<'v>(
-        &mut self,
-        obj: &'v Map<String, Value>,
-        base: &str,
-        key: &str,
-    ) -> Option<&'v Map<String, Value>> {
-        let value = obj.get(key)?;
-        self.as_object(value, &join(base, key))
+        b
     }
 
     /// The value as an object, or a `wrong_type` issue.
-    pub fn as_object<'v>(
-        &mut self,
-        value: &'v Value,
-        path: &str,
-    ) -> Option<&'v Map<String, Value>> {
-        match value {
-            Value::Object(map) => Some(map),
-            other => {
-                self.wrong_type(path, "an object", other);
-                None
-            }
+    pub fn as_object<'v, V: View<'v>>(&mut self, value: V, path: &str) -> Option<V::Object> {
+        let object = value.as_object();
+        if object.is_none() {
+            self.wrong_type(path, "an object", value);
         }
+        object
+    }
+
+    /// The value as an array of strings, each passed to `each`; every non-string item is its
+    /// own issue. False when it is not such an array. Nothing is collected.
+    pub fn string_items<'v, V: View<'v>>(
+        &mut self,
+        value: V,
+        path: &str,
+        mut each: impl FnMut(V::Str),
+    ) -> bool {
+        if value.kind() != Kind::Array {
+            self.wrong_type(path, "an array of strings", value);
+            return false;
+        }
+        let mut ok = true;
+        value.each_item(|i, item| match self.as_str(item, &format!("{path}/{i}")) {
+            Some(s) => each(s),
+            None => ok = false,
+        });
+        ok
     }
 
     /// The value as an array of strings; every non-string item is its own issue.
-    pub fn as_string_array(&mut self, value: &Value, path: &str) -> Option<Vec<String>> {
-        let Value::Array(items) = value else {
-            self.wrong_type(path, "an array of strings", value);
-            return None;
-        };
-        let mut out = Vec::with_capacity(items.len());
-        let mut ok = true;
-        for (i, item) in items.iter().enumerate() {
-            match self.as_str(item, &format!("{path}/{i}")) {
-                Some(s) => out.push(s.to_string()),
-                None => ok = false,
-            }
-        }
-        ok.then_some(out)
-    }
-
-    /// A required array of strings.
-    pub fn string_array(
+    pub fn as_string_array<'v, V: View<'v>>(
         &mut self,
-        obj: &Map<String, Value>,
-        base: &str,
-        key: &str,
+        value: V,
+        path: &str,
     ) -> Option<Vec<String>> {
-        let value = self.required(obj, base, key)?;
-        self.as_string_array(value, &join(base, key))
+        let mut out = Vec::new();
+        self.string_items(value, path, |s| out.push(s.to_string()))
+            .then_some(out)
     }
 
     /// A required string equal to `want`.
-    pub fn constant(&mut self, obj: &Map<String, Value>, base: &str, key: &str, want: &str) {
+    pub fn constant<'v, O: Members<'v>>(&mut self, obj: O, base: &str, key: &str, want: &str) {
         if let Some(got) = self.string(obj, base, key) {
-            if got != want {
-                self.push(
-                    codes::WRONG_VALUE,
-                    join(base, key),
-                    format!("{key:?} must be {want:?}, found {got:?}"),
-                );
-            }
+            self.equal(&got, &join(base, key), key, want);
         }
     }
 
-    /// An optional string that, when present, must be one of `allowed`.
-    pub fn optional_enum<'v>(
-        &mut self,
-        obj: &'v Map<String, Value>,
-        base: &str,
-        key: &str,
-        allowed: &[&str],
-    ) -> Option<&'v str> {
-        let got = self.optional_string(obj, base, key)?;
-        if allowed.contains(&got) {
-            Some(got)
-        } else {
+    /// `got` equals `want`, or a `wrong_value` issue about `key` at `path`.
+    fn equal(&mut self, got: &str, path: &str, key: &str, want: &str) -> bool {
+        if got != want {
             self.push(
                 codes::WRONG_VALUE,
-                join(base, key),
-                format!("{key:?} must be one of {allowed:?}, found {got:?}"),
+                path,
+                format!("{key:?} must be {want:?}, found {got:?}"),
             );
-            None
         }
+        got == want
+    }
+
+    /// `got` when it is one of `allowed`, or a `wrong_value` issue about `key` at `path`.
+    fn one_of<S: Deref<Target = str>>(
+        &mut self,
+        got: S,
+        path: &str,
+        key: &str,
+        allowed: &[&str],
+    ) -> Option<S> {
+        if allowed.contains(&&*got) {
+            return Some(got);
+        }
+        self.push(
+            codes::WRONG_VALUE,
+            path,
+            format!("{key:?} must be one of {allowed:?}, found {:?}", &*got),
+        );
+        None
     }
 
     /// A required `version` equal to 1 (an integer, not `1.0` or `"1"`).
-    pub fn version_one(&mut self, obj: &Map<String, Value>, base: &str) {
-        let Some(value) = self.required(obj, base, "version") else {
-            return;
-        };
-        let path = join(base, "version");
-        match value {
-            Value::Number(n) if n.as_u64() == Some(1) => {}
-            Value::Number(n) if n.is_u64() || n.is_i64() => self.push(
-                codes::WRONG_VALUE,
-                path,
-                format!("\"version\" must be 1, found {n}"),
-            ),
-            other => self.wrong_type(&path, "the integer 1", other),
-        }
+    pub fn version_one<'v, O: Members<'v>>(&mut self, obj: O, base: &str) {
+        self.check(obj, base, &VERSION);
     }
 
-    /// An environment variable NAME (`^[A-Za-z_][A-Za-z0-9_]*$`).
-    pub fn env_name(&mut self, value: &Value, path: &str) -> Option<String> {
-        let name = self.as_str(value, path)?;
-        if is_env_name(name) {
-            Some(name.to_string())
-        } else {
-            self.push(
-                codes::INVALID_ENV_NAME,
-                path,
-                format!("{name:?} is not an environment variable name"),
-            );
-            None
+    /// `s` matches `pattern`, or `pattern`'s issue at `path`.
+    fn pattern(&mut self, s: &str, path: &str, pattern: &Pattern) -> bool {
+        let ok = (pattern.test)(s);
+        if !ok {
+            self.push(pattern.code, path, (pattern.message)(s));
         }
+        ok
     }
 
     /// An object of environment variables (`{"NAME": "value"}`) at `base`: every name must be a
     /// variable name and every value a string without NUL (`nul_code` says which code that
     /// failure carries where). Returns the pairs whose value is usable.
-    pub fn env_vars(
+    pub fn env_vars<'v>(
         &mut self,
-        map: &serde_json::Map<String, Value>,
+        map: impl Members<'v>,
         base: &str,
         nul_code: &str,
     ) -> Vec<(String, String)> {
         let mut out = Vec::new();
-        for (name, value) in map {
+        map.each_member(|name, value| {
             let path = join(base, name);
-            if !is_env_name(name) {
-                self.push(
-                    codes::INVALID_ENV_NAME,
-                    path.clone(),
-                    format!("{name:?} is not an environment variable name"),
-                );
-            }
+            self.pattern(name, &path, &ENV_NAME);
             if let Some(v) = self.as_str(value, &path) {
                 if v.contains('\0') {
                     self.push(nul_code, path, "environment values must not contain NUL");
                 } else {
-                    out.push((name.clone(), v.to_string()));
+                    out.push((name.to_string(), v.to_string()));
                 }
             }
-        }
+        });
         out
     }
 }
 
-/// The same checks on raw JSON text (envelopes that carry opaque payload), with the same
-/// codes and messages as their tree counterparts above.
-impl Checker {
-    fn wrong_kind(&mut self, path: &str, want: &str, raw: &str) {
-        self.push(
-            codes::WRONG_TYPE,
-            path,
-            format!("expected {want}, found {}", Kind::of(raw).name()),
-        );
-    }
-
-    /// A member that must be present.
-    pub fn field<'t>(&mut self, obj: &Fields<'t>, base: &str, key: &str) -> Option<&'t str> {
-        let value = obj.get(key);
-        if value.is_none() {
-            self.push(
-                codes::MISSING,
-                join(base, key),
-                format!("required key {key:?} is missing"),
-            );
-        }
-        value
-    }
-
-    /// The raw value as a string, or a `wrong_type` issue.
-    pub fn raw_str<'t>(&mut self, raw: &'t str, path: &str) -> Option<Cow<'t, str>> {
-        let s = raw::string(raw);
-        if s.is_none() {
-            self.wrong_kind(path, "a string", raw);
-        }
-        s
-    }
-
-    /// The raw value as a boolean, or a `wrong_type` issue.
-    pub fn raw_bool(&mut self, raw: &str, path: &str) -> Option<bool> {
-        let b = raw::boolean(raw);
-        if b.is_none() {
-            self.wrong_kind(path, "a boolean", raw);
-        }
-        b
-    }
-
-    /// The raw value as an object, or a `wrong_type` issue.
-    pub fn raw_object<'t>(&mut self, raw: &'t str, path: &str) -> Option<Fields<'t>> {
-        let fields = Fields::parse(raw);
-        if fields.is_none() {
-            self.wrong_kind(path, "an object", raw);
-        }
-        fields
-    }
-
-    /// A required string member.
-    pub fn field_string<'t>(
-        &mut self,
-        obj: &Fields<'t>,
-        base: &str,
-        key: &str,
-    ) -> Option<Cow<'t, str>> {
-        let raw = self.field(obj, base, key)?;
-        self.raw_str(raw, &join(base, key))
-    }
-
-    /// A required string member that must not be empty.
-    pub fn field_non_empty_string<'t>(
-        &mut self,
-        obj: &Fields<'t>,
-        base: &str,
-        key: &str,
-    ) -> Option<Cow<'t, str>> {
-        let s = self.field_string(obj, base, key)?;
-        if s.is_empty() {
-            self.push(
-                codes::EMPTY,
-                join(base, key),
-                format!("{key:?} must not be empty"),
-            );
-            return None;
-        }
-        Some(s)
-    }
-
-    /// An optional string member.
-    pub fn field_optional_string<'t>(
-        &mut self,
-        obj: &Fields<'t>,
-        base: &str,
-        key: &str,
-    ) -> Option<Cow<'t, str>> {
-        let raw = obj.get(key)?;
-        self.raw_str(raw, &join(base, key))
-    }
-
-    /// A required object member.
-    pub fn field_object<'t>(
-        &mut self,
-        obj: &Fields<'t>,
-        base: &str,
-        key: &str,
-    ) -> Option<Fields<'t>> {
-        let raw = self.field(obj, base, key)?;
-        self.raw_object(raw, &join(base, key))
-    }
-
-    /// An optional object member.
-    pub fn field_optional_object<'t>(
-        &mut self,
-        obj: &Fields<'t>,
-        base: &str,
-        key: &str,
-    ) -> Option<Fields<'t>> {
-        let raw = obj.get(key)?;
-        self.raw_object(raw, &join(base, key))
-    }
-
-    /// A required string member equal to `want`.
-    pub fn field_constant(&mut self, obj: &Fields<'_>, base: &str, key: &str, want: &str) {
-        if let Some(got) = self.field_string(obj, base, key) {
-            if got != want {
-                self.push(
-                    codes::WRONG_VALUE,
-                    join(base, key),
-                    format!("{key:?} must be {want:?}, found {got:?}"),
-                );
-            }
-        }
-    }
-
-    /// A required `version` member equal to the integer 1.
-    pub fn field_version_one(&mut self, obj: &Fields<'_>, base: &str) {
-        let Some(raw) = self.field(obj, base, "version") else {
-            return;
-        };
-        let path = join(base, "version");
-        let text = raw.trim();
-        let digits = text.strip_prefix('-').unwrap_or(text);
-        let is_integer = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
-        if text == "1" {
-        } else if is_integer {
-            self.push(
-                codes::WRONG_VALUE,
-                path,
-                format!("\"version\" must be 1, found {text}"),
-            );
-        } else {
-            self.wrong_kind(&path, "the integer 1", raw);
-        }
-    }
-
-    /// The raw value as an array of strings, each passed to `each`; every non-string item is
-    /// its own issue. Nothing is collected.
-    pub fn raw_string_items(&mut self, raw: &str, path: &str, mut each: impl FnMut(&str)) -> bool {
-        if Kind::of(raw) != Kind::Array {
-            self.wrong_kind(path, "an array of strings", raw);
-            return false;
-        }
-        let mut ok = true;
-        raw::for_each_item(raw, |i, item| match raw::string(item) {
-            Some(s) => each(&s),
-            None => {
-                ok = false;
-                self.push(
-                    codes::WRONG_TYPE,
-                    format!("{path}/{i}"),
-                    format!("expected a string, found {}", Kind::of(item).name()),
-                );
-            }
-        });
-        ok
-    }
-}
+/// An environment variable NAME, never a value.
+pub const ENV_NAME: Pattern = Pattern {
+    regex: "^[A-Za-z_][A-Za-z0-9_]*$",
+    code: codes::INVALID_ENV_NAME,
+    test: is_env_name,
+    message: |name| format!("{name:?} is not an environment variable name"),
+};
 
 /// `^[A-Za-z_][A-Za-z0-9_]*$`.
 pub fn is_env_name(name: &str) -> bool {
@@ -691,6 +497,7 @@ pub(crate) fn code_paths(issues: &[Issue]) -> Vec<(&str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{Map, Value};
 
     #[test]
     fn env_names_follow_the_posix_shape() {
@@ -751,7 +558,7 @@ mod tests {
         let mut c = Checker::new();
         assert_eq!(c.string(&obj, "", "a"), None);
         assert_eq!(c.non_empty_string(&obj, "", "b"), None);
-        assert_eq!(c.string_array(&obj, "", "c"), None);
+        assert_eq!(c.as_string_array(&obj["c"], "/c"), None);
         assert_eq!(c.string(&obj, "/x", "missing"), None);
         let issues = c.into_issues();
         let got = crate::validate::code_paths(&issues);

@@ -172,30 +172,23 @@ impl Bridge {
     /// Check `raw` and build the typed bridge, or return every issue.
     pub fn from_json(raw: Map<String, Value>) -> Result<Bridge, Vec<Issue>> {
         let mut c = Checker::new();
-        c.constant(&raw, "", "schema", SCHEMA);
-        c.version_one(&raw, "");
-        let allowed_tools = c.string_array(&raw, "", "allowed_tools");
+        let top = &raw;
+        c.check(top, "", &fields::SCHEMA);
+        c.check(top, "", &fields::VERSION);
+        let allowed_tools = c.check(top, "", &fields::ALLOWED_TOOLS).map(strings);
         let dispatcher = c
-            .object(&raw, "", "dispatcher")
+            .check_object(top, "", &fields::DISPATCHER)
             .map(|d| check_dispatcher(&mut c, d));
         let sandbox = c
-            .object(&raw, "", "sandbox_env")
+            .check_object(top, "", &fields::SANDBOX_ENV)
             .map(|s| check_sandbox_env(&mut c, s));
         let failure_status = c
-            .object(&raw, "", "authorization")
+            .check_object(top, "", &fields::AUTHORIZATION)
             .map(|a| check_authorization(&mut c, a));
-        if let Some(redaction) = c.object(&raw, "", "redaction") {
-            if let Some(refs) = redaction.get("transcript_artifact_refs") {
-                if !refs.is_array() {
-                    c.push(
-                        codes::WRONG_TYPE,
-                        "/redaction/transcript_artifact_refs",
-                        "expected an array",
-                    );
-                }
-            }
+        if let Some(redaction) = c.check_object(top, "", &fields::REDACTION) {
+            c.check_shape(redaction, "/redaction", &fields::REDACTION_SHAPE);
         }
-        c.object(&raw, "", "metadata");
+        c.check(top, "", &fields::METADATA);
 
         let (
             Some(allowed_tools),
@@ -494,72 +487,37 @@ struct Dispatcher {
     endpoint: Option<(EndpointSpec, Option<String>)>,
 }
 
+/// The strings of an array that passed its checks.
+fn strings(list: &Value) -> Vec<String> {
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|item| item.as_str().map(str::to_string))
+        .collect()
+}
+
 fn check_dispatcher(c: &mut Checker, d: &Map<String, Value>) -> Option<Dispatcher> {
     const BASE: &str = "/dispatcher";
-    c.constant(d, BASE, "owner", "wp-codebox");
-    c.constant(d, BASE, "request_schema", super::request::SCHEMA);
-    c.constant(d, BASE, "result_schema", super::result::SCHEMA);
-    let mode = match c.string(d, BASE, "mode") {
+    c.check(d, BASE, &fields::OWNER);
+    c.check(d, BASE, &fields::REQUEST_SCHEMA);
+    c.check(d, BASE, &fields::RESULT_SCHEMA);
+    let mode = match c.check_str(d, BASE, &fields::MODE) {
         Some("host_command") => Some(Mode::HostCommand),
-        Some("host_endpoint") => Some(Mode::HostEndpoint),
-        Some(other) => {
-            c.push(
-                codes::WRONG_VALUE,
-                "/dispatcher/mode",
-                format!("\"mode\" must be \"host_command\" or \"host_endpoint\", found {other:?}"),
-            );
-            None
-        }
+        Some(_) => Some(Mode::HostEndpoint),
         None => None,
     };
-    let timeout_ms = match d.get("timeout_ms") {
+    let timeout_ms = match d.get(fields::TIMEOUT_MS.key) {
         None => Some(DEFAULT_TIMEOUT_MS),
-        Some(Value::Number(n)) if n.as_u64().is_some_and(|v| v >= 1) => n.as_u64(),
-        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => {
-            c.push(
-                codes::OUT_OF_RANGE,
-                "/dispatcher/timeout_ms",
-                format!("\"timeout_ms\" must be at least 1, found {n}"),
-            );
-            None
-        }
-        Some(_) => {
-            c.push(
-                codes::WRONG_TYPE,
-                "/dispatcher/timeout_ms",
-                "expected an integer of at least 1",
-            );
-            None
-        }
+        Some(_) => c
+            .check(d, BASE, &fields::TIMEOUT_MS)
+            .and_then(Value::as_u64),
     };
-    let command = match (mode, d.get("command")) {
-        (Some(Mode::HostCommand), None) => {
-            c.push(
-                codes::MISSING,
-                "/dispatcher/command",
-                "\"command\" is required when mode is \"host_command\"",
-            );
-            None
-        }
-        (_, Some(value)) => c
-            .as_object(value, "/dispatcher/command")
-            .and_then(|cmd| check_command(c, cmd)),
-        (_, None) => None,
-    };
-    let endpoint = match (mode, d.get("endpoint")) {
-        (Some(Mode::HostEndpoint), None) => {
-            c.push(
-                codes::MISSING,
-                "/dispatcher/endpoint",
-                "\"endpoint\" is required when mode is \"host_endpoint\"",
-            );
-            None
-        }
-        (_, Some(value)) => c
-            .as_object(value, "/dispatcher/endpoint")
-            .and_then(|e| check_endpoint(c, e)),
-        (_, None) => None,
-    };
+    let command = c
+        .check_object(d, BASE, &fields::COMMAND)
+        .and_then(|cmd| check_command(c, cmd));
+    let endpoint = c
+        .check_object(d, BASE, &fields::ENDPOINT)
+        .and_then(|e| check_endpoint(c, e));
     Some(Dispatcher {
         mode: mode?,
         timeout_ms: timeout_ms?,
@@ -570,39 +528,23 @@ fn check_dispatcher(c: &mut Checker, d: &Map<String, Value>) -> Option<Dispatche
 
 fn check_command(c: &mut Checker, cmd: &Map<String, Value>) -> Option<CommandSpec> {
     const BASE: &str = "/dispatcher/command";
-    let argv = c.string_array(cmd, BASE, "argv");
-    if let Some(argv) = &argv {
-        match argv.first() {
-            None => c.push(
-                codes::EMPTY,
-                "/dispatcher/command/argv",
-                "\"argv\" must not be empty",
-            ),
-            Some(first) if first.is_empty() => c.push(
-                codes::EMPTY,
-                "/dispatcher/command/argv/0",
-                "argv[0] must not be empty",
-            ),
-            Some(_) => {}
-        }
-        for (i, arg) in argv.iter().enumerate() {
-            if arg.contains('\0') {
-                c.push(
-                    codes::WRONG_VALUE,
-                    format!("/dispatcher/command/argv/{i}"),
-                    "argv elements must not contain NUL",
-                );
-            }
+    let argv = c.check(cmd, BASE, &fields::ARGV).map(strings);
+    for (i, arg) in argv.iter().flatten().enumerate() {
+        if arg.contains('\0') {
+            c.push(
+                codes::WRONG_VALUE,
+                format!("/dispatcher/command/argv/{i}"),
+                "argv elements must not contain NUL",
+            );
         }
     }
-    let cwd_env = cmd
-        .get("cwd_env")
-        .and_then(|v| c.env_name(v, "/dispatcher/command/cwd_env"));
+    let cwd_env = c.check_str(cmd, BASE, &fields::CWD_ENV).map(str::to_string);
+    // The env's values are also checked for NUL, as a case file's are (`env_vars`).
     let env = c
-        .optional_object(cmd, BASE, "env")
+        .check_object(cmd, BASE, &fields::ENV)
         .map(|map| c.env_vars(map, "/dispatcher/command/env", codes::WRONG_VALUE))
         .unwrap_or_default();
-    let transport = match c.optional_enum(cmd, BASE, "transport", &["stdin", "file"]) {
+    let transport = match c.check_str(cmd, BASE, &fields::TRANSPORT) {
         Some("file") => Transport::File,
         _ => Transport::Stdin,
     };
@@ -619,19 +561,15 @@ fn check_endpoint(
     e: &Map<String, Value>,
 ) -> Option<(EndpointSpec, Option<String>)> {
     const BASE: &str = "/dispatcher/endpoint";
-    let url_env = c
-        .required(e, BASE, "url_env")
-        .and_then(|v| c.env_name(v, "/dispatcher/endpoint/url_env"));
+    let url_env = c.check_str(e, BASE, &fields::URL_ENV).map(str::to_string);
     // Only the shape here: a method other than POST is a host configuration the dispatcher
     // refuses when it would send (SPEC §11), so that `validate bridge` and the main job agree
     // on what a well-formed bridge is.
     let method = c
-        .optional_string(e, BASE, "method")
+        .check_str(e, BASE, &fields::METHOD)
         .unwrap_or("POST")
         .to_string();
-    let token_env = e
-        .get("token_env")
-        .and_then(|v| c.env_name(v, "/dispatcher/endpoint/token_env"));
+    let token_env = c.check_str(e, BASE, &fields::TOKEN_ENV).map(str::to_string);
     Some((
         EndpointSpec {
             url_env: url_env?,
@@ -645,48 +583,236 @@ type SandboxParts = (Option<SandboxVariables>, Vec<String>);
 
 fn check_sandbox_env(c: &mut Checker, s: &Map<String, Value>) -> SandboxParts {
     const BASE: &str = "/sandbox_env";
-    c.optional_enum(s, BASE, "mode", &["metadata-only"]);
-    let variables = c.optional_object(s, BASE, "variables").map(|vars| {
+    c.check(s, BASE, &fields::SANDBOX_MODE);
+    let variables = c.check_object(s, BASE, &fields::VARIABLES).map(|vars| {
         let mut out = SandboxVariables::default();
         for (key, value) in vars {
-            let name = c.env_name(value, &join("/sandbox_env/variables", key));
-            if let (Some(var), Some(name)) = (SandboxVar::parse(key), name) {
-                out.names.insert(var, name);
+            let path = join("/sandbox_env/variables", key);
+            let named = c.check_value(value, &path, key, &fields::ENV_NAME_SPEC);
+            if let (Some(var), true, Some(name)) = (SandboxVar::parse(key), named, value.as_str()) {
+                out.names.insert(var, name.to_string());
             }
         }
         out
     });
-    let secret_env = match s.get("secret_env") {
-        None => Vec::new(),
-        Some(value) => {
-            let path = "/sandbox_env/secret_env";
-            match value {
-                Value::Array(items) => items
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, v)| c.env_name(v, &format!("{path}/{i}")))
-                    .collect(),
-                _ => {
-                    c.push(
-                        codes::WRONG_TYPE,
-                        path,
-                        "expected an array of environment variable names",
-                    );
-                    Vec::new()
-                }
-            }
-        }
-    };
+    let secret_env = c
+        .check(s, BASE, &fields::SECRET_ENV)
+        .map(strings)
+        .unwrap_or_default();
     (variables, secret_env)
 }
 
 fn check_authorization(c: &mut Checker, a: &Map<String, Value>) -> Status {
     const BASE: &str = "/authorization";
-    c.optional_enum(a, BASE, "mode", &["allowlist"]);
-    match c.optional_enum(a, BASE, "failure_status", &["denied", "unavailable"]) {
+    c.check(a, BASE, &fields::AUTHORIZATION_MODE);
+    match c.check_str(a, BASE, &fields::FAILURE_STATUS) {
         Some("unavailable") => Status::Unavailable,
         _ => Status::Denied,
     }
+}
+
+/// The bridge's fields (SPEC §2.1), in the order the schema lists them: what
+/// [`Bridge::from_json`] checks and `schema bridge` publishes.
+pub mod fields {
+    use super::DEFAULT_TIMEOUT_MS;
+    use crate::validate::Presence::{Optional, Required, When};
+    use crate::validate::{Condition, Expected, Fact, Field, Refusal, Shape, Spec, Type, ENV_NAME};
+
+    pub const SCHEMA: Field = Field::new(
+        "schema",
+        Required,
+        Spec::string(&[Fact::Const(super::SCHEMA)]),
+    );
+    pub use crate::validate::VERSION;
+    const STRINGS: Type = Type::Array(Some(&Spec::STRING));
+    pub const ALLOWED_TOOLS: Field = Field::new(
+        "allowed_tools",
+        Required,
+        Spec::of(STRINGS, &[Fact::Doc("Canonical tool ids the sandbox may call; duplicates are harmless, an empty list denies everything.")]),
+    );
+    /// A string that names an environment variable.
+    pub const ENV_NAME_SPEC: Spec = Spec::string(&[Fact::Pattern(&ENV_NAME)]);
+
+    pub const DISPATCHER: Field =
+        Field::new("dispatcher", Required, Spec::object(&DISPATCHER_SHAPE));
+    pub const OWNER: Field = Field::new(
+        "owner",
+        Required,
+        Spec::string(&[Fact::Const("wp-codebox")]),
+    );
+    pub const MODE: Field = Field::new(
+        "mode",
+        Required,
+        Spec::string(&[Fact::OneOf(
+            &["host_endpoint", "host_command"],
+            Refusal::Says(|s| {
+                format!("\"mode\" must be \"host_command\" or \"host_endpoint\", found {s:?}")
+            }),
+        )]),
+    );
+    pub const ENDPOINT: Field = Field::new(
+        "endpoint",
+        When(&MODE_IS_ENDPOINT),
+        Spec::of(
+            Type::Object(Some(&ENDPOINT_SHAPE)),
+            &[Fact::Doc("Mode host_endpoint: NAMES of host variables holding the URL and the bearer token, never their values.")],
+        ),
+    );
+    const MODE_IS_ENDPOINT: Condition = Condition {
+        when: &MODE,
+        value: "host_endpoint",
+        negated: false,
+        message: "\"endpoint\" is required when mode is \"host_endpoint\"",
+    };
+    pub const URL_ENV: Field = Field::new("url_env", Required, ENV_NAME_SPEC);
+    pub const METHOD: Field =
+        Field::new("method", Optional, Spec::string(&[Fact::Supported("POST")]));
+    pub const TOKEN_ENV: Field = Field::new("token_env", Optional, ENV_NAME_SPEC);
+    pub const ENDPOINT_SHAPE: Shape = Shape::of(&[&URL_ENV, &METHOD, &TOKEN_ENV]);
+    pub const COMMAND: Field = Field::new(
+        "command",
+        When(&MODE_IS_COMMAND),
+        Spec::of(
+            Type::Object(Some(&COMMAND_SHAPE)),
+            &[Fact::Doc("Mode host_command: the host adapter.")],
+        ),
+    );
+    const MODE_IS_COMMAND: Condition = Condition {
+        when: &MODE,
+        value: "host_command",
+        negated: false,
+        message: "\"command\" is required when mode is \"host_command\"",
+    };
+    pub const ARGV: Field = Field::new(
+        "argv",
+        Required,
+        Spec::of(
+            STRINGS,
+            &[
+                Fact::Doc("Executed exactly as given, without a shell; argv[0] is resolved through PATH when it has no '/'."),
+                Fact::NonEmpty,
+                Fact::FirstNonEmpty,
+            ],
+        ),
+    );
+    pub const CWD_ENV: Field = Field::new("cwd_env", Optional, ENV_NAME_SPEC);
+    pub const ENV: Field = Field::new(
+        "env",
+        Optional,
+        Spec::of(
+            Type::Map {
+                names: Some(&ENV_NAME),
+                values: Some(&Spec::STRING),
+            },
+            &[],
+        ),
+    );
+    pub const TRANSPORT: Field = Field::new(
+        "transport",
+        Optional,
+        Spec::string(&[
+            Fact::OneOf(&["stdin", "file"], Refusal::List),
+            Fact::DefaultStr("stdin"),
+        ]),
+    );
+    pub const COMMAND_SHAPE: Shape = Shape::of(&[&ARGV, &CWD_ENV, &ENV, &TRANSPORT]);
+    pub const REQUEST_SCHEMA: Field = Field::new(
+        "request_schema",
+        Required,
+        Spec::string(&[Fact::Const(crate::envelope::request::SCHEMA)]),
+    );
+    pub const RESULT_SCHEMA: Field = Field::new(
+        "result_schema",
+        Required,
+        Spec::string(&[Fact::Const(crate::envelope::result::SCHEMA)]),
+    );
+    pub const TIMEOUT_MS: Field = Field::new(
+        "timeout_ms",
+        Optional,
+        Spec::of(
+            Type::Integer,
+            &[Fact::Min(1), Fact::DefaultInt(DEFAULT_TIMEOUT_MS)],
+        )
+        .refused(Expected::Says("expected an integer of at least 1")),
+    );
+    pub const DISPATCHER_SHAPE: Shape = Shape {
+        fields: &[
+            &OWNER,
+            &MODE,
+            &ENDPOINT,
+            &COMMAND,
+            &REQUEST_SCHEMA,
+            &RESULT_SCHEMA,
+            &TIMEOUT_MS,
+        ],
+        conditional: &[&COMMAND, &ENDPOINT],
+    };
+
+    pub const SANDBOX_ENV: Field =
+        Field::new("sandbox_env", Required, Spec::object(&SANDBOX_ENV_SHAPE));
+    pub const SANDBOX_MODE: Field = Field::new(
+        "mode",
+        Optional,
+        Spec::string(&[Fact::OneOf(&["metadata-only"], Refusal::List)]),
+    );
+    pub const VARIABLES: Field = Field::new(
+        "variables",
+        Optional,
+        Spec::of(
+            Type::Map {
+                names: None,
+                values: Some(&ENV_NAME_SPEC),
+            },
+            &[],
+        ),
+    );
+    pub const SECRET_ENV: Field = Field::new(
+        "secret_env",
+        Optional,
+        Spec::of(Type::Array(Some(&ENV_NAME_SPEC)), &[]).refused(Expected::Says(
+            "expected an array of environment variable names",
+        )),
+    );
+    pub const SANDBOX_ENV_SHAPE: Shape = Shape::of(&[&SANDBOX_MODE, &VARIABLES, &SECRET_ENV]);
+
+    pub const AUTHORIZATION: Field = Field::new(
+        "authorization",
+        Required,
+        Spec::object(&AUTHORIZATION_SHAPE),
+    );
+    pub const AUTHORIZATION_MODE: Field = Field::new(
+        "mode",
+        Optional,
+        Spec::string(&[Fact::OneOf(&["allowlist"], Refusal::List)]),
+    );
+    pub const FAILURE_STATUS: Field = Field::new(
+        "failure_status",
+        Optional,
+        Spec::string(&[
+            Fact::OneOf(&["denied", "unavailable"], Refusal::List),
+            Fact::DefaultStr("denied"),
+        ]),
+    );
+    pub const AUTHORIZATION_SHAPE: Shape = Shape::of(&[&AUTHORIZATION_MODE, &FAILURE_STATUS]);
+
+    pub const REDACTION: Field = Field::new("redaction", Required, Spec::object(&REDACTION_SHAPE));
+    pub const REDACTION_SHAPE: Shape = Shape::of(&[&Field::new(
+        "transcript_artifact_refs",
+        Optional,
+        Spec::of(Type::Array(None), &[]).refused(Expected::Says("expected an array")),
+    )]);
+    pub const METADATA: Field = Field::new("metadata", Required, Spec::OBJECT);
+    /// The envelope.
+    pub const TOP: Shape = Shape::of(&[
+        &SCHEMA,
+        &VERSION,
+        &ALLOWED_TOOLS,
+        &DISPATCHER,
+        &SANDBOX_ENV,
+        &AUTHORIZATION,
+        &REDACTION,
+        &METADATA,
+    ]);
 }
 
 #[cfg(test)]
@@ -710,6 +836,24 @@ mod tests {
                 "result_schema": "wp-codebox/parent-tool-result/v1"},
             "sandbox_env": {}, "authorization": {}, "redaction": {}, "metadata": {}
         })
+    }
+
+    /// The keys the unknown-key warnings know are the fields the checks describe (and
+    /// upstream's `notes`); the order of `LEVELS` is its own (it words the messages).
+    #[test]
+    fn the_known_keys_are_the_described_fields() {
+        for (level, shape) in LEVELS.iter().zip([
+            &fields::DISPATCHER_SHAPE,
+            &fields::COMMAND_SHAPE,
+            &fields::ENDPOINT_SHAPE,
+        ]) {
+            let mut known: Vec<&str> = level.keys.to_vec();
+            known.sort_unstable();
+            let mut described: Vec<&str> = shape.fields.iter().map(|f| f.key).collect();
+            described.push("notes");
+            described.sort_unstable();
+            assert_eq!(known, described, "{}", level.name);
+        }
     }
 
     #[test]

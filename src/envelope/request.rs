@@ -9,7 +9,7 @@
 
 use crate::json::raw::{self, Fields, ObjectWriter};
 use crate::json::Document;
-use crate::validate::{codes, Checker, Issue};
+use crate::validate::{Checker, Issue};
 use std::rc::Rc;
 
 /// Schema id of the request.
@@ -20,6 +20,79 @@ pub const MAX_REQUEST_ID_BYTES: usize = 256;
 /// environment variables, which the kernel caps at 128 KiB each; a request that could not be
 /// passed on is the request's fault, so it is refused here with the field's path.
 pub const MAX_NAME_BYTES: usize = 64 * 1024;
+
+/// The request's fields (SPEC §2.2), in the order the schema lists them: what
+/// [`Request::from_document`] checks and `schema request` publishes.
+pub mod fields {
+    use super::{MAX_NAME_BYTES, MAX_REQUEST_ID_BYTES};
+    use crate::validate::Presence::{Optional, Required};
+    use crate::validate::{Fact, Field, Shape, Spec, Type};
+
+    pub const SCHEMA: Field = Field::new(
+        "schema",
+        Required,
+        Spec::string(&[Fact::Const(super::SCHEMA)]),
+    );
+    pub use crate::validate::VERSION;
+    pub const REQUEST_ID: Field = Field::new(
+        "request_id",
+        Required,
+        Spec::string(&[
+            Fact::Doc("At most 256 bytes of UTF-8 (the dispatcher counts bytes), no NUL (it travels in an environment variable)."),
+            Fact::NonEmpty,
+            Fact::MaxBytes(MAX_REQUEST_ID_BYTES),
+            Fact::Passable(None),
+        ]),
+    );
+    /// `tool` and `operation` travel to the adapter in environment variables.
+    const NAME: &[Fact] = &[Fact::NonEmpty, Fact::Passable(Some(MAX_NAME_BYTES))];
+    pub const TOOL: Field = Field::new("tool", Required, Spec::string(NAME));
+    pub const OPERATION: Field = Field::new("operation", Required, Spec::string(NAME));
+    /// Opaque product payload.
+    pub const INPUT: Field = Field::new("input", Required, Spec::ANY);
+    pub const SANDBOX_SESSION: Field =
+        Field::new("sandbox_session", Required, Spec::object(&SESSION));
+    pub const SESSION: Shape = Shape::of(&[
+        &Field::new(
+            "sandbox_session_id",
+            Required,
+            Spec::string(&[Fact::NonEmpty]),
+        ),
+        &Field::new("caller_session_id", Optional, Spec::STRING),
+        &Field::new("task_id", Optional, Spec::STRING),
+    ]);
+    pub const AUTHORIZATION: Field = Field::new(
+        "authorization",
+        Required,
+        Spec::object(&AUTHORIZATION_SHAPE),
+    );
+    pub const ALLOWED_TOOLS: Field = Field::new(
+        "allowed_tools",
+        Required,
+        Spec::of(
+            Type::Array(Some(&Spec::STRING)),
+            &[Fact::Doc(
+                "May narrow the bridge's allowlist, never widen it.",
+            )],
+        ),
+    );
+    pub const PRINCIPAL: Field = Field::new("principal", Optional, Spec::OBJECT);
+    pub const CAPABILITY: Field = Field::new("capability", Optional, Spec::STRING);
+    pub const AUTHORIZATION_SHAPE: Shape = Shape::of(&[&ALLOWED_TOOLS, &PRINCIPAL, &CAPABILITY]);
+    pub const METADATA: Field = Field::new("metadata", Required, Spec::OBJECT);
+    /// The envelope.
+    pub const TOP: Shape = Shape::of(&[
+        &SCHEMA,
+        &VERSION,
+        &REQUEST_ID,
+        &TOOL,
+        &OPERATION,
+        &INPUT,
+        &SANDBOX_SESSION,
+        &AUTHORIZATION,
+        &METADATA,
+    ]);
+}
 
 /// The three fields a result echoes back.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -89,52 +162,41 @@ impl Request {
     /// Check `doc` and build the typed request, or return every issue.
     pub fn from_document(doc: Rc<Document>) -> Result<Request, Vec<Issue>> {
         let mut c = Checker::new();
-        let top = Fields::parse(doc.text()).unwrap_or_default();
-        c.field_constant(&top, "", "schema", SCHEMA);
-        c.field_version_one(&top, "");
-        let request_id = c.field_non_empty_string(&top, "", "request_id");
-        if let Some(id) = &request_id {
-            if id.len() > MAX_REQUEST_ID_BYTES {
-                c.push(
-                    codes::TOO_LONG,
-                    "/request_id",
-                    format!(
-                        "\"request_id\" is {} bytes, over the {MAX_REQUEST_ID_BYTES}-byte limit",
-                        id.len()
-                    ),
-                );
-            }
-        }
-        let tool = c.field_non_empty_string(&top, "", "tool");
-        let operation = c.field_non_empty_string(&top, "", "operation");
-        for (key, value) in [
-            ("request_id", &request_id),
-            ("tool", &tool),
-            ("operation", &operation),
+        let parsed = Fields::parse(doc.text()).unwrap_or_default();
+        let top = &parsed;
+        c.check(top, "", &fields::SCHEMA);
+        c.check(top, "", &fields::VERSION);
+        let request_id = c.check_str(top, "", &fields::REQUEST_ID);
+        let tool = c.check_str(top, "", &fields::TOOL);
+        let operation = c.check_str(top, "", &fields::OPERATION);
+        for (field, value) in [
+            (&fields::REQUEST_ID, &request_id),
+            (&fields::TOOL, &tool),
+            (&fields::OPERATION, &operation),
         ] {
             if let Some(value) = value {
-                check_env_safe(&mut c, key, value);
+                c.passable("", field, value);
             }
         }
-        c.field(&top, "", "input");
-        if let Some(session) = c.field_object(&top, "", "sandbox_session") {
-            c.field_non_empty_string(&session, "/sandbox_session", "sandbox_session_id");
-            c.field_optional_string(&session, "/sandbox_session", "caller_session_id");
-            c.field_optional_string(&session, "/sandbox_session", "task_id");
+        c.check(top, "", &fields::INPUT);
+        if let Some(session) = c.check_object(top, "", &fields::SANDBOX_SESSION) {
+            c.check_shape(&session, "/sandbox_session", &fields::SESSION);
         }
         let mut lists_its_tool = false;
         let mut allowlist_ok = false;
-        if let Some(auth) = c.field_object(&top, "", "authorization") {
-            c.field_optional_object(&auth, "/authorization", "principal");
-            c.field_optional_string(&auth, "/authorization", "capability");
-            if let Some(list) = c.field(&auth, "/authorization", "allowed_tools") {
+        if let Some(auth) = c.check_object(top, "", &fields::AUTHORIZATION) {
+            const BASE: &str = "/authorization";
+            c.check(&auth, BASE, &fields::PRINCIPAL);
+            c.check(&auth, BASE, &fields::CAPABILITY);
+            if let Some(list) = c.check(&auth, BASE, &fields::ALLOWED_TOOLS) {
                 let wanted = tool.as_deref().unwrap_or_default();
-                allowlist_ok = c.raw_string_items(list, "/authorization/allowed_tools", |t| {
-                    lists_its_tool |= t == wanted;
+                raw::for_each_item(list, |_, t| {
+                    lists_its_tool |= raw::string(t).is_some_and(|t| t == wanted);
                 });
+                allowlist_ok = true;
             }
         }
-        let bridge_pin = c.field_object(&top, "", "metadata").and_then(|meta| {
+        let bridge_pin = c.check_object(top, "", &fields::METADATA).and_then(|meta| {
             meta.get("bridge_ref").map(|pin| match raw::string(pin) {
                 Some(s) => BridgePin::Ref(s.into_owned()),
                 None => BridgePin::NotAString,
@@ -174,28 +236,6 @@ impl Request {
         w.finish();
         out.push('\n');
         out.into_bytes()
-    }
-}
-
-/// Values that travel to the adapter in environment variables must be passable: no NUL, and
-/// no longer than [`MAX_NAME_BYTES`] (request_id has its own, smaller, limit).
-fn check_env_safe(c: &mut Checker, key: &str, value: &str) {
-    let path = format!("/{key}");
-    if value.contains('\0') {
-        c.push(
-            codes::CONTAINS_NUL,
-            path,
-            format!("{key:?} contains a NUL character, which cannot be passed to the adapter"),
-        );
-    } else if key != "request_id" && value.len() > MAX_NAME_BYTES {
-        c.push(
-            codes::TOO_LONG,
-            path,
-            format!(
-                "{key:?} is {} bytes, over the {MAX_NAME_BYTES}-byte limit",
-                value.len()
-            ),
-        );
     }
 }
 

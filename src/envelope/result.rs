@@ -17,13 +17,144 @@ use crate::error::{ErrorCode, Status};
 use crate::json::raw::{self, Fields, ObjectWriter};
 use crate::json::Kind;
 use crate::redact::{Redactor, Scope};
-use crate::validate::{codes, join, Checker, Issue};
+use crate::validate::{codes, Checker, Issue};
 use serde::Serialize;
 use serde_json::Value;
 use std::borrow::Cow;
 
 /// Schema id of the result.
 pub const SCHEMA: &str = "wp-codebox/parent-tool-result/v1";
+
+/// The result's fields (SPEC §2.3), in the order the schema lists them: what
+/// [`ResultEnvelope::check`] checks and `schema result` publishes.
+pub mod fields {
+    use super::{is_relative_path, is_sha256};
+    use crate::validate::Presence::{Filled, Optional, Required, When};
+    use crate::validate::{
+        codes, Condition, Expected, Fact, Field, Pattern, Refusal, Shape, Spec, Type,
+    };
+
+    pub const SCHEMA: Field = Field::new(
+        "schema",
+        Required,
+        Spec::string(&[Fact::Const(super::SCHEMA)]),
+    );
+    pub use crate::validate::VERSION;
+    pub const REQUEST_ID: Field = Field::new("request_id", Required, Spec::STRING);
+    pub const TOOL: Field = Field::new("tool", Required, Spec::STRING);
+    pub const OPERATION: Field = Field::new("operation", Required, Spec::STRING);
+    /// The contract's five statuses, in the order upstream lists them.
+    pub const STATUSES: &[&str] = &["succeeded", "failed", "denied", "unavailable", "timeout"];
+    pub const STATUS: Field = Field::new(
+        "status",
+        Required,
+        Spec::string(&[Fact::OneOf(
+            STATUSES,
+            Refusal::Says(|s| {
+                format!("\"status\" must be one of succeeded, denied, unavailable, timeout, failed; found {s:?}")
+            }),
+        )]),
+    );
+    /// Opaque product payload.
+    pub const OUTPUT: Field = Field::new("output", Optional, Spec::ANY);
+    pub const ERROR: Field =
+        Field::new("error", When(&UNLESS_SUCCEEDED), Spec::object(&ERROR_BODY));
+    const UNLESS_SUCCEEDED: Condition = Condition {
+        when: &STATUS,
+        value: "succeeded",
+        negated: true,
+        message: "a non-succeeded result must carry \"error\"",
+    };
+    pub const ERROR_BODY: Shape = Shape::of(&[
+        &Field::new(
+            "code",
+            Required,
+            Spec::string(&[Fact::NonEmpty, Fact::Doc("Stable snake_case code.")]),
+        ),
+        &Field::new(
+            "message",
+            Required,
+            Spec::string(&[Fact::Doc(
+                "One human sentence, redacted, without host paths.",
+            )]),
+        ),
+        &Field::new("retryable", Required, Spec::of(Type::Boolean, &[])),
+        &Field::new("details", Optional, Spec::ANY),
+    ]);
+    pub const ARTIFACTS: Field = Field::new("artifacts", Filled, Spec::object(&ARTIFACT_LISTS));
+    /// `artifacts.transcripts` and `artifacts.evidence`.
+    const REFS: Spec = Spec::of(
+        Type::Array(Some(&Spec::of(
+            Type::Ref("artifact_ref", Some(&ARTIFACT_REF)),
+            &[],
+        ))),
+        &[],
+    )
+    .refused(Expected::Found("an array of strings"));
+    pub const ARTIFACT_LISTS: Shape = Shape::of(&[
+        &Field::new("transcripts", Filled, REFS),
+        &Field::new("evidence", Filled, REFS),
+    ]);
+    /// `{kind, path?, id?, uri?, sha256?, metadata?}`.
+    pub const ARTIFACT_REF: Shape = Shape::of(&[
+        &Field::new("kind", Required, Spec::string(&[Fact::NonEmpty])),
+        &Field::new(
+            "path",
+            Optional,
+            Spec::string(&[
+                Fact::Doc(
+                    "Relative to the artifact directory; never absolute, never escaping upward.",
+                ),
+                Fact::Pattern(&RELATIVE_PATH),
+            ]),
+        ),
+        &Field::new("id", Optional, Spec::STRING),
+        &Field::new("uri", Optional, Spec::STRING),
+        &Field::new("sha256", Optional, Spec::string(&[Fact::Pattern(&SHA256)])),
+        &Field::new("metadata", Optional, Spec::OBJECT),
+    ]);
+    /// A relative artifact path that stays below its folder: not `/…` or `\…`, no drive prefix
+    /// (an ASCII character then `:`, as the product checks the second byte), no `..` segment
+    /// (split on `/` and `\`).
+    pub const RELATIVE_PATH: Pattern = Pattern {
+        regex: r"^(?![/\\])(?![\x00-\x7F]:)(?!(?:[\s\S]*[/\\])?\.\.(?:[/\\]|$))[\s\S]+$",
+        code: codes::PATH_NOT_RELATIVE,
+        test: is_relative_path,
+        message: |_| "artifact paths must be relative and stay below their folder".into(),
+    };
+    /// A lowercase hex SHA-256.
+    pub const SHA256: Pattern = Pattern {
+        regex: "^[0-9a-f]{64}$",
+        code: codes::INVALID_SHA256,
+        test: is_sha256,
+        message: |_| "sha256 must be 64 lowercase hex characters".into(),
+    };
+    pub const DIAGNOSTICS: Field =
+        Field::new("diagnostics", Filled, Spec::object(&DIAGNOSTICS_SHAPE));
+    pub const DIAGNOSTICS_SHAPE: Shape = Shape::of(&[&Field::new(
+        "dispatch",
+        Optional,
+        Spec::of(Type::Ref("dispatch_diagnostics", None), &[]),
+    )]);
+    pub const METADATA: Field = Field::new("metadata", Filled, Spec::OBJECT);
+    /// The envelope.
+    pub const TOP: Shape = Shape {
+        fields: &[
+            &SCHEMA,
+            &VERSION,
+            &REQUEST_ID,
+            &TOOL,
+            &OPERATION,
+            &STATUS,
+            &OUTPUT,
+            &ERROR,
+            &ARTIFACTS,
+            &DIAGNOSTICS,
+            &METADATA,
+        ],
+        conditional: &[&ERROR],
+    };
+}
 
 /// What a result must echo: the request as the adapter saw it, and the canonical tool id
 /// (which the adapter may echo instead of the mapped one, SPEC §4.4).
@@ -238,7 +369,7 @@ impl<'a> ResultEnvelope<'a> {
     /// `request_id`, `tool` and `operation` is checked too.
     pub fn check(text: &'a str, expect: Option<Expect>) -> Result<ResultEnvelope<'a>, Vec<Issue>> {
         let mut c = Checker::new();
-        let Some(top) = c.raw_object(text, "") else {
+        let Some(top) = c.as_object(text, "") else {
             return Err(c.into_issues());
         };
         Self::check_members(c, top, expect)
@@ -262,11 +393,11 @@ impl<'a> ResultEnvelope<'a> {
         top: Fields<'a>,
         expect: Option<Expect>,
     ) -> Result<ResultEnvelope<'a>, Vec<Issue>> {
-        c.field_constant(&top, "", "schema", SCHEMA);
-        c.field_version_one(&top, "");
-        let request_id = c.field_string(&top, "", "request_id");
-        let tool = c.field_string(&top, "", "tool");
-        let operation = c.field_string(&top, "", "operation");
+        c.check(&top, "", &fields::SCHEMA);
+        c.check(&top, "", &fields::VERSION);
+        let request_id = c.check_str(&top, "", &fields::REQUEST_ID);
+        let tool = c.check_str(&top, "", &fields::TOOL);
+        let operation = c.check_str(&top, "", &fields::OPERATION);
         if let Some(expect) = expect {
             let sent = expect.sent;
             if request_id.as_ref().is_some_and(|id| *id != sent.request_id) {
@@ -294,35 +425,18 @@ impl<'a> ResultEnvelope<'a> {
                 );
             }
         }
-        let status = c.field_string(&top, "", "status").and_then(|s| {
-            let status = Status::parse(&s);
-            if status.is_none() {
-                c.push(
-                    codes::WRONG_VALUE,
-                    "/status",
-                    format!("\"status\" must be one of succeeded, denied, unavailable, timeout, failed; found {s:?}"),
-                );
-            }
-            status
-        });
-        match (status, top.get("error")) {
-            (Some(Status::Succeeded) | None, None) => {}
-            (Some(_), None) => c.push(
-                codes::MISSING,
-                "/error",
-                "a non-succeeded result must carry \"error\"",
-            ),
-            (_, Some(error)) => check_error(&mut c, error),
+        let status = c
+            .check_str(&top, "", &fields::STATUS)
+            .and_then(|s| Status::parse(&s));
+        if let Some(error) = c.check_object(&top, "", &fields::ERROR) {
+            c.check_shape(&error, "/error", &fields::ERROR_BODY);
         }
-        let artifacts = top
-            .get("artifacts")
-            .and_then(|a| check_artifacts(&mut c, a));
-        let diagnostics = top
-            .get("diagnostics")
-            .and_then(|d| c.raw_object(d, "/diagnostics"));
-        if let Some(metadata) = top.get("metadata") {
-            c.raw_object(metadata, "/metadata");
+        let artifacts = c.check_object(&top, "", &fields::ARTIFACTS);
+        if let Some(artifacts) = &artifacts {
+            c.check_shape(artifacts, "/artifacts", &fields::ARTIFACT_LISTS);
         }
+        let diagnostics = c.check_object(&top, "", &fields::DIAGNOSTICS);
+        c.check(&top, "", &fields::METADATA);
         let (Some(status), Some(request_id), Some(tool), Some(operation)) =
             (status, request_id, tool, operation)
         else {
@@ -331,20 +445,22 @@ impl<'a> ResultEnvelope<'a> {
         if !c.is_clean() {
             return Err(c.into_issues());
         }
-        let (transcripts, evidence, artifacts_extra) = artifacts.unwrap_or_default();
-        let named = [
-            "schema",
-            "version",
-            "request_id",
-            "tool",
-            "operation",
-            "status",
-            "output",
-            "error",
-            "artifacts",
-            "diagnostics",
-            "metadata",
-        ];
+        let list = |name| {
+            artifacts
+                .as_ref()
+                .and_then(|a| a.get(name))
+                .filter(|raw| Kind::of(raw) == Kind::Array)
+        };
+        let (transcripts, evidence) = (list("transcripts"), list("evidence"));
+        let artifacts_extra = artifacts
+            .as_ref()
+            .map(|a| {
+                a.iter()
+                    .filter(|(k, _)| *k != "transcripts" && *k != "evidence")
+                    .map(|(k, v)| (Cow::Owned(k.to_string()), v))
+                    .collect()
+            })
+            .unwrap_or_default();
         Ok(ResultEnvelope {
             echo: Echo {
                 request_id: request_id.into_owned(),
@@ -374,7 +490,7 @@ impl<'a> ResultEnvelope<'a> {
             metadata: top.get("metadata"),
             extra: top
                 .iter()
-                .filter(|(k, _)| !named.contains(k))
+                .filter(|(k, _)| !fields::TOP.fields.iter().any(|f| f.key == *k))
                 .map(|(k, v)| (Cow::Owned(k.to_string()), v))
                 .collect(),
         })
@@ -635,81 +751,7 @@ pub(crate) fn redact_raw(redactor: &Redactor, raw: &str, scope: Scope, out: &mut
     }
 }
 
-fn check_error(c: &mut Checker, error: &str) {
-    let Some(error) = c.raw_object(error, "/error") else {
-        return;
-    };
-    c.field_non_empty_string(&error, "/error", "code");
-    c.field_string(&error, "/error", "message");
-    if let Some(retryable) = c.field(&error, "/error", "retryable") {
-        c.raw_bool(retryable, "/error/retryable");
-    }
-}
-
-type ArtifactParts<'a> = (
-    Option<&'a str>,
-    Option<&'a str>,
-    Vec<(Cow<'a, str>, &'a str)>,
-);
-
-fn check_artifacts<'a>(c: &mut Checker, artifacts: &'a str) -> Option<ArtifactParts<'a>> {
-    let artifacts = c.raw_object(artifacts, "/artifacts")?;
-    let mut lists = [None, None];
-    for (slot, list) in lists.iter_mut().zip(["transcripts", "evidence"]) {
-        let path = join("/artifacts", list);
-        let Some(raw_list) = artifacts.get(list) else {
-            continue;
-        };
-        if Kind::of(raw_list) == Kind::Array {
-            raw::for_each_item(raw_list, |i, item| {
-                check_artifact_ref(c, item, &format!("{path}/{i}"));
-            });
-            *slot = Some(raw_list);
-        } else {
-            c.raw_string_items(raw_list, &path, |_| {});
-        }
-    }
-    let extra = artifacts
-        .iter()
-        .filter(|(k, _)| *k != "transcripts" && *k != "evidence")
-        .map(|(k, v)| (Cow::Owned(k.to_string()), v))
-        .collect();
-    Some((lists[0], lists[1], extra))
-}
-
-/// `{kind, path?, id?, uri?, sha256?, metadata?}`; `path` relative, `sha256` lowercase hex.
-fn check_artifact_ref(c: &mut Checker, item: &str, base: &str) {
-    let Some(obj) = c.raw_object(item, base) else {
-        return;
-    };
-    c.field_non_empty_string(&obj, base, "kind");
-    if let Some(path) = c.field_optional_string(&obj, base, "path") {
-        if !is_relative_path(&path) {
-            c.push(
-                codes::PATH_NOT_RELATIVE,
-                join(base, "path"),
-                "artifact paths must be relative and stay below their folder",
-            );
-        }
-    }
-    c.field_optional_string(&obj, base, "id");
-    c.field_optional_string(&obj, base, "uri");
-    if let Some(sha) = c.field_optional_string(&obj, base, "sha256") {
-        if !(sha.len() == 64
-            && sha
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
-        {
-            c.push(
-                codes::INVALID_SHA256,
-                join(base, "sha256"),
-                "sha256 must be 64 lowercase hex characters",
-            );
-        }
-    }
-    c.field_optional_object(&obj, base, "metadata");
-}
-
+/// `{kind, path?, …}` path: relative, below its folder (split on `/` and `\\`, no drive).
 fn is_relative_path(path: &str) -> bool {
     let drive = path.len() >= 2 && path.as_bytes()[1] == b':';
     !path.is_empty()
@@ -717,6 +759,14 @@ fn is_relative_path(path: &str) -> bool {
         && !path.starts_with('\\')
         && !drive
         && !path.split(['/', '\\']).any(|part| part == "..")
+}
+
+/// A lowercase hex SHA-256.
+fn is_sha256(sha: &str) -> bool {
+    sha.len() == 64
+        && sha
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 #[cfg(test)]
@@ -745,6 +795,18 @@ mod tests {
 
     fn rendered(env: &ResultEnvelope) -> Value {
         serde_json::from_str(&env.render(&Redactor::new(), Audience::Caller)).unwrap()
+    }
+
+    #[test]
+    fn the_status_field_lists_the_contracts_five_statuses() {
+        let mut listed: Vec<Status> = fields::STATUSES
+            .iter()
+            .map(|s| Status::parse(s).unwrap())
+            .collect();
+        listed.sort_by_key(|s| s.as_str());
+        let mut all = Status::ALL.to_vec();
+        all.sort_by_key(|s| s.as_str());
+        assert_eq!(listed, all);
     }
 
     #[test]

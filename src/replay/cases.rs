@@ -193,18 +193,16 @@ fn parse_case(doc: &Document, path: &Path) -> Loaded {
             );
         }
     }
-    let name = c
-        .field_non_empty_string(&top, "", "name")
-        .map(|n| n.into_owned());
+    let name = c.non_empty_string(&top, "", "name").map(|n| n.into_owned());
     if let Some(description) = top.get("description") {
-        c.raw_str(description, "/description");
+        c.as_str(description, "/description");
     }
-    let (bridge, bridge_tree) = match c.field(&top, "", "bridge") {
+    let (bridge, bridge_tree) = match c.required(&top, "", "bridge") {
         None => (None, None),
         Some(raw) => bridge_of(&mut c, raw, path),
     };
     let request = c
-        .field(&top, "", "request")
+        .required(&top, "", "request")
         .and_then(|raw| match Kind::of(raw) {
             Kind::Object => Some(raw.as_bytes().to_vec()),
             Kind::String => raw::string(raw).map(|s| s.into_owned().into_bytes()),
@@ -218,7 +216,7 @@ fn parse_case(doc: &Document, path: &Path) -> Loaded {
             }
         });
     let adapter = c
-        .field(&top, "", "adapter")
+        .required(&top, "", "adapter")
         .and_then(|raw| adapter_of(&mut c, raw));
     if matches!(adapter, Some(Adapter::Argv(_))) && bridge.is_some() && bridge_tree.is_none() {
         c.push(
@@ -311,7 +309,7 @@ fn bridge_of(
 }
 
 fn adapter_of(c: &mut Checker, raw: &str) -> Option<Adapter> {
-    let fields = c.raw_object(raw, "/adapter")?;
+    let fields = c.as_object(raw, "/adapter")?;
     let forms: Vec<(&str, &str)> = fields.iter().collect();
     let [(form, value)] = forms.as_slice() else {
         c.push(
