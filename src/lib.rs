@@ -189,9 +189,17 @@ pub fn run(cli: Cli) -> u8 {
             );
             exit::SUCCESS
         }
-        Some(Command::Adapter(cli::AdapterCommand::Workspace { root })) => {
-            adapter::workspace::run(root)
-        }
+        Some(Command::Adapter(cli::AdapterCommand::Workspace {
+            root,
+            allow_git_dir,
+        })) => adapter::workspace::run(
+            root,
+            if allow_git_dir {
+                adapter::workspace::GitDir::Allowed
+            } else {
+                adapter::workspace::GitDir::Protected
+            },
+        ),
         Some(Command::Adapter(cli::AdapterCommand::Mcp { tool_map, server })) => {
             adapter::mcp::run(adapter::mcp::Options { tool_map, server })
         }
