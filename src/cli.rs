@@ -372,8 +372,9 @@ pub enum DelegationCommand {
     /// Check a host adapter's answer (or a wp-codebox/host-delegation-result/v1) against its
     /// request and print {"valid":…,"issues":[…]}.
     ///
-    /// Rules: a status of accepted, completed, failed or unavailable (or success: false alone,
-    /// meaning failed), agreeing with success when both are given; result an object or null;
+    /// Rules: a status of accepted, completed, failed or unavailable, agreeing with success when
+    /// both are given; without a status, as upstream defaults it: success: false or (with no
+    /// success) an error means failed, anything else completed; result an object or null;
     /// schema, when present, the result id; provider a non-empty string; error an object with a
     /// code and a message; request_id, sandbox_session_id / session_id (also inside result) and
     /// source_digest (also inside result) equal to the request's when the request has them.

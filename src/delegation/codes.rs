@@ -326,7 +326,8 @@ pub fn after_help() -> String {
     let mut s = String::from(
         "The adapter gets the request on stdin (compact JSON and a newline) and must print \
          one JSON object on stdout: its answer, with a status (accepted, completed, failed, \
-         unavailable) or success: false.\n\nExit status:\n",
+         unavailable); without one, success: false or (with no success) an error means \
+         failed, anything else completed.\n\nExit status:\n",
     );
     for (code, meaning) in RUN_EXIT_STATUSES {
         s.push_str(&format!("  {code:>3}  {meaning}\n"));
