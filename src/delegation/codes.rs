@@ -309,7 +309,7 @@ pub const ISSUE_CODES: [&str; 6] = [
 ];
 
 /// The exit statuses of `delegation run`, one line each (help text and man page).
-pub const RUN_EXIT_STATUSES: [(u8, &str); 6] = [
+pub const RUN_EXIT_STATUSES: [(u8, &str); 7] = [
     (exit::SUCCESS, "accepted or completed"),
     (exit::FAILED, "failed, untrusted answer, or interrupted"),
     (exit::USAGE, "usage error (bad flags); no envelope"),
@@ -317,6 +317,10 @@ pub const RUN_EXIT_STATUSES: [(u8, &str); 6] = [
     (
         exit::UNAVAILABLE,
         "unavailable (adapter missing, or said so)",
+    ),
+    (
+        exit::IO_ERROR,
+        "stdout could not be written: the envelope is lost",
     ),
     (exit::TIMEOUT, "the adapter timed out (failed, retryable)"),
 ];

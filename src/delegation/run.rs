@@ -28,7 +28,6 @@ use crate::redact::{is_sensitive_key, Redactor};
 use crate::signal::signal_name;
 use crate::validate::Issue;
 use serde_json::{json, Map, Value};
-use std::io::Write;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Metadata variables the adapter receives (besides the base variables and `--pass-env`).
@@ -509,11 +508,8 @@ impl Report {
                 crate::terminal::error_line(&self.redactor.redact_str(&code), &message)
             );
         }
-        let mut out = std::io::stdout().lock();
-        let _ = out
-            .write_all(text.as_bytes())
-            .and_then(|()| out.write_all(b"\n"))
-            .and_then(|()| out.flush());
-        exit
+        let mut line = text.into_bytes();
+        line.push(b'\n');
+        crate::stdout::print(&line, "the envelope", exit)
     }
 }

@@ -147,7 +147,8 @@ impl CaseReport {
 }
 
 /// `replay`: print one report per case and the closing line; exit 0 only if every case passed
-/// (or was blessed), 1 otherwise — including when no case ran, or a report could not be written.
+/// (or was blessed), 1 otherwise — including when no case ran, or the JUnit report could not be
+/// written — and 74 when stdout could not be written (`crate::stdout`).
 pub fn run(args: &ReplayArgs) -> u8 {
     let mut warnings = Vec::new();
     let sources = walk::collect(&args.paths, &mut warnings);
@@ -165,20 +166,32 @@ pub fn run(args: &ReplayArgs) -> u8 {
     let mut reports = Vec::new();
     let (mut passed, mut failed) = (0usize, 0usize);
     let stdout = std::io::stdout();
-    run_sources(&sources, &settings, jobs, |file_reports| {
+    // The first failed write to stdout; the suite still runs (and writes its JUnit report),
+    // but nothing more is written to stdout.
+    let mut lost: Option<std::io::Error> = None;
+    let mut print = |lines: &[String]| {
+        if lost.is_some() {
+            return;
+        }
         let mut out = stdout.lock();
+        let written = lines
+            .iter()
+            .try_for_each(|line| writeln!(out, "{line}"))
+            .and_then(|()| out.flush());
+        lost = written.err();
+    };
+    run_sources(&sources, &settings, jobs, |file_reports| {
+        let mut lines = Vec::new();
         for report in file_reports {
             if report.failed() {
                 failed += 1;
             } else {
                 passed += 1;
             }
-            for line in report.lines() {
-                let _ = writeln!(out, "{line}");
-            }
+            lines.extend(report.lines());
             reports.push(report);
         }
-        let _ = out.flush();
+        print(&lines);
     });
     let elapsed = started.elapsed();
     let mut code = if failed == 0 {
@@ -204,10 +217,11 @@ pub fn run(args: &ReplayArgs) -> u8 {
             code = exit::FAILED;
         }
     }
-    let mut out = stdout.lock();
-    let _ = writeln!(out, "{passed} passed, {failed} failed");
-    let _ = out.flush();
-    code
+    print(&[format!("{passed} passed, {failed} failed")]);
+    match lost {
+        Some(err) => crate::stdout::failed("the replay report", &err),
+        None => code,
+    }
 }
 
 /// The number of CPUs, the default for `--jobs`.

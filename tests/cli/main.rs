@@ -25,6 +25,7 @@ mod redaction;
 mod replay;
 mod robustness;
 mod schema;
+mod stdout_lost;
 mod subcommands;
 mod support;
 mod transcripts;

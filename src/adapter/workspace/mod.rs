@@ -2,8 +2,8 @@
 //!
 //! It is a host adapter like any other: one `wp-codebox/parent-tool-request/v1` envelope on
 //! stdin, exactly one `wp-codebox/parent-tool-result/v1` envelope (compact JSON and `\n`) on
-//! stdout, exit 0 whenever that envelope was printed — whatever its status — and 1 only when
-//! stdin (or stdout) failed. It serves `workspace.read`, `.search`, `.write` and `.edit` (and
+//! stdout, exit 0 whenever that envelope was printed — whatever its status — 1 when stdin
+//! could not be read and 74 when stdout could not be written. It serves `workspace.read`, `.search`, `.write` and `.edit` (and
 //! their provider-safe spellings `workspace_read`, …) against one root directory.
 //!
 //! Owns: the protocol (reading, checking and echoing the request, building the result), tool
@@ -31,7 +31,7 @@ use crate::json::{self, JsonIssue};
 use crate::redact::Redactor;
 use crate::validate::{codes, Checker, Issue};
 use serde_json::{json, Map, Value};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 /// The schema id of the request this adapter reads.
@@ -507,8 +507,8 @@ fn envelope(echo: &Echo, outcome: Result<Value, ToolError>) -> String {
 }
 
 /// Serve one request from stdin, print one result envelope on stdout; returns the exit status:
-/// 0 when the envelope was printed (any status), 1 when stdin could not be read or stdout
-/// could not be written.
+/// 0 when the envelope was printed (any status), 1 when stdin could not be read, 74 when
+/// stdout could not be written (`crate::stdout`).
 pub fn run(root: Option<PathBuf>, git: GitDir) -> u8 {
     let mut bytes = Vec::new();
     // One byte over the cap is enough to know the request is too large; the rest is not read.
@@ -519,14 +519,7 @@ pub fn run(root: Option<PathBuf>, git: GitDir) -> u8 {
     }
     let mut line = respond(&bytes, root.as_deref(), git).into_bytes();
     line.push(b'\n');
-    let mut out = io::stdout().lock();
-    match out.write_all(&line).and_then(|()| out.flush()) {
-        Ok(()) => 0,
-        Err(err) => {
-            eprintln!("error[stdout]: could not write the result: {err}");
-            1
-        }
-    }
+    crate::stdout::print(&line, "the result", 0)
 }
 
 #[cfg(test)]
