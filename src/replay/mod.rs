@@ -422,18 +422,12 @@ fn notes(actual: &Actual) -> Vec<String> {
     notes
 }
 
-/// Control characters made visible, so that nothing a case file or an adapter holds can move
-/// the terminal's cursor or forge a line of the report.
+/// `s` as replay prints it anywhere (stdout, stderr, JUnit): with the terminal's escaping
+/// (`crate::terminal::escape`), so that nothing a case file or an adapter holds — a control
+/// character, a bidirectional control, a line separator — can move the cursor, reorder what a
+/// line appears to say (Trojan Source) or forge a line of the report.
 pub fn escape_controls(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    crate::terminal::escape(s).into_owned()
 }
 
 /// Replay the files at `paths` and return every report, in order (for tests and benchmarks;
