@@ -129,7 +129,7 @@ impl Loaded {
 pub fn load(path: &Path, transcript_bridge: Option<&str>) -> Vec<Loaded> {
     let bytes = match read_file(path) {
         Ok(bytes) => bytes,
-        Err(reason) => return vec![Loaded::broken(path, None, vec![reason])],
+        Err(reason) => return vec![Loaded::broken(path, None, vec![reason.to_string()])],
     };
     let doc = match Document::parse(bytes, MAX_FILE_BYTES) {
         Ok(doc) => doc,
@@ -157,49 +157,53 @@ pub fn load(path: &Path, transcript_bridge: Option<&str>) -> Vec<Loaded> {
     }
 }
 
+/// Why a case file could not be read. Messages name the problem, not the path (the caller
+/// prints the path).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The path ends in `..` or `/`.
+    #[error("the path does not name a file")]
+    NoFileName,
+    /// Opening, inspecting or reading it failed.
+    #[error("the file cannot be read: {0}")]
+    Io(#[from] std::io::Error),
+    /// A FIFO, a directory, a device, …: never opened for reading.
+    #[error("the path is {0}, not a regular file")]
+    NotRegular(&'static str),
+    /// Over [`MAX_FILE_BYTES`].
+    #[error("the file is over the {} limit", json::human_bytes(MAX_FILE_BYTES))]
+    TooLarge,
+}
+
 /// Read a file without ever blocking on it: it must be a regular file of at most
-/// [`MAX_FILE_BYTES`]. Messages name the problem, not the path (the caller prints the path).
-pub fn read_file(path: &Path) -> Result<Vec<u8>, String> {
-    let unreadable = |e: std::io::Error| format!("the file cannot be read: {e}");
-    let name = path
-        .file_name()
-        .ok_or_else(|| "the path does not name a file".to_string())?;
+/// [`MAX_FILE_BYTES`].
+pub fn read_file(path: &Path) -> Result<Vec<u8>, ReadError> {
+    let name = path.file_name().ok_or(ReadError::NoFileName)?;
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let dir = fs::open_dir_path(parent).map_err(unreadable)?;
+    let dir = fs::open_dir_path(parent)?;
     use std::os::unix::ffi::OsStrExt;
-    let name = fs::cstring(name.as_bytes()).map_err(unreadable)?;
+    let name = fs::cstring(name.as_bytes())?;
     // O_NONBLOCK: opening a FIFO must not wait for a writer; O_NOCTTY: a terminal device
     // named like a case must not become ours. Symlinks are followed: the operator named it.
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
-    let fd = fs::open_at(std::os::fd::AsFd::as_fd(&dir), &name, flags, Mode::empty())
-        .map_err(unreadable)?;
-    let st = rustix::fs::fstat(&fd).map_err(|e| unreadable(e.into()))?;
+    let fd = fs::open_at(std::os::fd::AsFd::as_fd(&dir), &name, flags, Mode::empty())?;
+    let st = rustix::fs::fstat(&fd).map_err(std::io::Error::from)?;
     let kind = fs::kind(&st);
     if kind != FileType::RegularFile {
-        return Err(format!(
-            "the path is {}, not a regular file",
-            walk::describe(kind)
-        ));
+        return Err(ReadError::NotRegular(walk::describe(kind)));
     }
-    let too_large = || {
-        format!(
-            "the file is over the {} limit",
-            json::human_bytes(MAX_FILE_BYTES)
-        )
-    };
     if u64::try_from(st.st_size).unwrap_or(0) > MAX_FILE_BYTES as u64 {
-        return Err(too_large());
+        return Err(ReadError::TooLarge);
     }
     let mut bytes = Vec::new();
     std::fs::File::from(fd)
         .take(MAX_FILE_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(unreadable)?;
+        .read_to_end(&mut bytes)?;
     if bytes.len() > MAX_FILE_BYTES {
-        return Err(too_large());
+        return Err(ReadError::TooLarge);
     }
     Ok(bytes)
 }

@@ -342,7 +342,7 @@ pub fn replay_case(case: &Case, file: &str, settings: &Settings) -> CaseReport {
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         runner::run(case, settings.exe.as_deref())
     }))
-    .unwrap_or_else(|_| Err("internal error: running the case panicked; please report it".into()));
+    .unwrap_or_else(|_| Err(runner::RunError::Panicked));
     let outcome = match ran {
         Err(problem) => Outcome::Failed {
             problem: vec![format!("the case could not be run: {problem}")],
@@ -384,11 +384,9 @@ fn judge(case: &Case, actual: &Actual, settings: &Settings) -> Outcome {
     }
 }
 
-fn bless_case(case: &Case, actual: &Actual) -> Result<(), String> {
+fn bless_case(case: &Case, actual: &Actual) -> Result<(), bless::BlessError> {
     if case.origin != Origin::CaseFile {
-        return Err(
-            "a transcript's expectation is its recorded status; it is never rewritten".into(),
-        );
+        return Err(bless::BlessError::Transcript);
     }
     let expect = bless::new_expect(case.expect_tree.as_ref(), actual)?;
     bless::rewrite(&case.file, &expect)
