@@ -302,11 +302,18 @@ pub enum AdapterCommand {
     /// content, create_dirs?} atomically, at most 16 MiB; edit {path, old, new} where old must
     /// occur exactly once. Paths are relative; `..`, absolute paths and symlinks that resolve
     /// outside the root are denied with path_outside_root, checked by the kernel on the resolved
-    /// path. The request never chooses the root.
+    /// path. The request never chooses the root. write and edit inside git's own directories
+    /// (.git in any case spelling at any depth, a directory git would use as a git dir, the git
+    /// dir a .git file points at) are denied with git_dir_denied unless --allow-git-dir is given.
     Workspace {
         /// The workspace root. The request never chooses it.
         #[arg(long, value_name = "DIR")]
         root: Option<PathBuf>,
+        /// Let write and edit change git's own directories (.git/config, hooks, ...). A
+        /// sandbox that can write there can make the host run commands the next time git runs
+        /// in the workspace (core.fsmonitor, core.hooksPath).
+        #[arg(long)]
+        allow_git_dir: bool,
     },
     /// Call one tool on an MCP server started as SERVER_ARGV (MCP stdio transport).
     ///
@@ -369,8 +376,9 @@ pub enum DelegationCommand {
     /// Check a host adapter's answer (or a wp-codebox/host-delegation-result/v1) against its
     /// request and print {"valid":…,"issues":[…]}.
     ///
-    /// Rules: a status of accepted, completed, failed or unavailable (or success: false alone,
-    /// meaning failed), agreeing with success when both are given; result an object or null;
+    /// Rules: a status of accepted, completed, failed or unavailable, agreeing with success when
+    /// both are given; without a status, as upstream defaults it: success: false or (with no
+    /// success) an error means failed, anything else completed; result an object or null;
     /// schema, when present, the result id; provider a non-empty string; error an object with a
     /// code and a message; request_id, sandbox_session_id / session_id (also inside result) and
     /// source_digest (also inside result) equal to the request's when the request has them.

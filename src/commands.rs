@@ -18,7 +18,8 @@ use std::rc::Rc;
 /// `validate bridge|request|result [FILE] [--strict]`: print the report on stdout; on stderr
 /// the warnings (`warning[unknown_key]: …`) and, when invalid, one `error[<kind>_invalid]: …`
 /// line naming the first issue (or the file and the OS error when it could not be read).
-/// Exit 0 when valid, 65 otherwise. `--strict` turns warnings into issues.
+/// Exit 0 when valid, 65 otherwise, 74 when stdout could not be written (`crate::stdout`).
+/// `--strict` turns warnings into issues.
 pub fn validate(args: &ValidateArgs) -> u8 {
     let max = usize::try_from(args.max_bytes).unwrap_or(usize::MAX);
     let kind = args.kind.name();
@@ -77,12 +78,19 @@ pub fn validate(args: &ValidateArgs) -> u8 {
         let cause = cause.unwrap_or_else(|| summary(&report.issues));
         eprintln!("{}", error_line(args.kind.error_code().as_str(), &cause));
     }
-    println!("{}", serde_json::to_string(&report).unwrap_or_default());
-    if report.valid {
+    let status = if report.valid {
         exit::SUCCESS
     } else {
         exit::DATA_INVALID
-    }
+    };
+    crate::stdout::print(&json_line(&report), "the report", status)
+}
+
+/// `value` as compact JSON and a newline: a report as the small subcommands print it.
+pub(crate) fn json_line(value: &impl serde::Serialize) -> Vec<u8> {
+    let mut line = serde_json::to_vec(value).unwrap_or_default();
+    line.push(b'\n');
+    line
 }
 
 /// Why `sandbox-env` refused.
@@ -135,7 +143,8 @@ pub fn sandbox_variables(bridge: &Bridge) -> Result<Vec<(String, String)>, Sandb
 
 /// `sandbox-env`: print the variables. No envelope: a refusal (bad bridge, name collision)
 /// is one `error[code]: …` line on stderr, nothing on stdout, exit 69; no bridge at all is a
-/// usage error (exit 2). Unknown-key warnings go to stderr and do not stop it.
+/// usage error (exit 2); a stdout that cannot be written is exit 74. Unknown-key warnings go to
+/// stderr and do not stop it.
 pub fn sandbox_env(args: &SandboxEnvArgs) -> u8 {
     let Some(text) = args.parent_tool_bridge.as_deref() else {
         eprintln!(
@@ -166,19 +175,19 @@ pub fn sandbox_env(args: &SandboxEnvArgs) -> u8 {
             return exit::UNAVAILABLE;
         }
     };
-    match args.format {
-        EnvFormat::Env => {
-            for (name, value) in vars {
-                println!("{name}={value}");
-            }
-        }
+    let text = match args.format {
+        EnvFormat::Env => vars
+            .into_iter()
+            .map(|(name, value)| format!("{name}={value}\n"))
+            .collect::<String>()
+            .into_bytes(),
         EnvFormat::Json => {
             let map: Map<String, Value> = vars
                 .into_iter()
                 .map(|(k, v)| (k, Value::String(v)))
                 .collect();
-            println!("{}", Value::Object(map));
+            json_line(&Value::Object(map))
         }
-    }
-    exit::SUCCESS
+    };
+    crate::stdout::print(&text, "the variables", exit::SUCCESS)
 }

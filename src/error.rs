@@ -76,6 +76,9 @@ pub mod exit {
     pub const UNAVAILABLE: u8 = 69;
     /// An internal error (a bug). The envelope is still written.
     pub const INTERNAL: u8 = 70;
+    /// stdout could not be written (full, closed, a broken pipe): what was to be printed is
+    /// lost, whatever its status; `error[stdout]: …` on stderr says so (`EX_IOERR`).
+    pub const IO_ERROR: u8 = 74;
     /// `denied`.
     pub const DENIED: u8 = 77;
     /// `timeout` (the `timeout(1)` convention).
@@ -102,7 +105,7 @@ impl ExitStatusRow {
 
 /// The exit statuses of the main job, in order: the one table that `--help`, the man page's
 /// EXIT STATUS section and the README print (a test pins the README's copy).
-pub const EXIT_STATUSES: [ExitStatusRow; 8] = [
+pub const EXIT_STATUSES: [ExitStatusRow; 9] = [
     ExitStatusRow {
         code: exit::SUCCESS,
         label: "succeeded",
@@ -132,6 +135,11 @@ pub const EXIT_STATUSES: [ExitStatusRow; 8] = [
         code: exit::INTERNAL,
         label: "internal error",
         meaning: "internal error (a bug); the envelope is still written",
+    },
+    ExitStatusRow {
+        code: exit::IO_ERROR,
+        label: "stdout not writable",
+        meaning: "stdout could not be written (full, closed, a broken pipe): the envelope is lost, whatever its status; `error[stdout]` on stderr (every subcommand that prints exits 74 the same way)",
     },
     ExitStatusRow {
         code: exit::DENIED,
@@ -355,6 +363,7 @@ mod tests {
                 exit::DATA_INVALID,
                 exit::UNAVAILABLE,
                 exit::INTERNAL,
+                exit::IO_ERROR,
                 exit::DENIED,
                 exit::TIMEOUT
             ]

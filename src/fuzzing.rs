@@ -724,7 +724,7 @@ pub fn workspace_path_in(tree: &PathFixture, data: &[u8]) {
     for root in &tree.roots {
         let flags = crate::fs::OFlags::RDONLY | crate::fs::OFlags::CLOEXEC;
         opened.push(root.open_beneath(&rel, flags).ok().map(|fd| inside(&fd)));
-        if let Ok(located) = root.locate(&rel, false) {
+        if let Ok(located) = root.locate(&rel, false, None) {
             inside(&located.parent);
         }
     }

@@ -32,6 +32,7 @@ pub mod redact;
 pub mod replay;
 pub mod schema;
 pub mod signal;
+pub mod stdout;
 pub mod terminal;
 pub mod test_adapter;
 pub mod toolmap;
@@ -71,9 +72,13 @@ pub fn main() -> ExitCode {
             return ExitCode::from(exit::USAGE);
         }
         Err(err) => {
-            // --help and --version: our own text, on stdout.
-            let _ = err.print();
-            return ExitCode::from(exit::SUCCESS);
+            // --help and --version: our own text, on stdout (clap colours it on a terminal);
+            // lost, it is exit 74 like any other output (`stdout`).
+            use std::io::Write;
+            return ExitCode::from(match err.print().and_then(|()| std::io::stdout().flush()) {
+                Ok(()) => exit::SUCCESS,
+                Err(e) => stdout::failed("the help", &e),
+            });
         }
     };
     ExitCode::from(run(cli))
@@ -184,17 +189,27 @@ pub fn run(cli: Cli) -> u8 {
         Some(Command::Validate(args)) => commands::validate(&args),
         Some(Command::SandboxEnv(args)) => commands::sandbox_env(&args),
         Some(Command::Completions { shell }) => {
+            // Rendered first: clap_complete panics when its writer fails.
+            let mut script = Vec::new();
             clap_complete::generate(
                 shell,
                 &mut completion_command(),
                 "parent-tool-dispatch",
-                &mut std::io::stdout(),
+                &mut script,
             );
-            exit::SUCCESS
+            stdout::print(&script, "the completions", exit::SUCCESS)
         }
-        Some(Command::Adapter(cli::AdapterCommand::Workspace { root })) => {
-            adapter::workspace::run(root)
-        }
+        Some(Command::Adapter(cli::AdapterCommand::Workspace {
+            root,
+            allow_git_dir,
+        })) => adapter::workspace::run(
+            root,
+            if allow_git_dir {
+                adapter::workspace::GitDir::Allowed
+            } else {
+                adapter::workspace::GitDir::Protected
+            },
+        ),
         Some(Command::Adapter(cli::AdapterCommand::Mcp { tool_map, server })) => {
             adapter::mcp::run(adapter::mcp::Options { tool_map, server })
         }

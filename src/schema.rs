@@ -92,14 +92,13 @@ pub fn render(kind: SchemaKind) -> String {
     text
 }
 
-/// `schema KIND`: print it; exit 0.
+/// `schema KIND`: print it; exit 0 (74 when stdout could not be written).
 pub fn print(kind: SchemaKind) -> u8 {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    let _ = out
-        .write_all(render(kind).as_bytes())
-        .and_then(|()| out.flush());
-    crate::error::exit::SUCCESS
+    crate::stdout::print(
+        render(kind).as_bytes(),
+        "the schema",
+        crate::error::exit::SUCCESS,
+    )
 }
 
 /// The schema of a value described by `spec`: `type`, then what each fact states, in the

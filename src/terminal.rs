@@ -28,7 +28,7 @@ pub fn cut_at_char_boundary(s: &str, max: usize) -> &str {
 /// Whether `c` must not reach a terminal raw: C0 controls (tab and newline included), DEL, C1
 /// controls, the Unicode bidirectional controls (which can reorder what a line appears to say)
 /// and the line and paragraph separators (which some terminals and viewers break lines on).
-fn is_unsafe(c: char) -> bool {
+pub(crate) fn is_unsafe(c: char) -> bool {
     matches!(c,
         '\u{0}'..='\u{1f}'
         | '\u{7f}'..='\u{9f}'

@@ -379,7 +379,9 @@ pub fn check_answer<'t>(text: &'t str, scope: &Scope) -> Result<Answer<'t>, Find
     }
 }
 
-/// `status`, or `success` alone: `false` → failed, `true` → completed. Both given must agree.
+/// `status`; without one, the default of upstream's PHP validator (SPEC §8): `success: false`
+/// → failed; no `success` but an `error` (not null) → failed; anything else → completed.
+/// `success` and `status` both given must agree.
 fn answer_status(top: &Fields, f: &mut Findings) -> Option<Status> {
     let success = match top.get("success") {
         None => None,
@@ -412,16 +414,13 @@ fn answer_status(top: &Fields, f: &mut Findings) -> Option<Status> {
         },
         None => match success {
             Some(false) => Status::Failed,
-            Some(true) => Status::Completed,
-            None => {
-                f.push(
-                    IssueKind::StatusInvalid,
-                    "/status",
-                    "the answer needs a status (accepted, completed, failed, unavailable) or \
-                     success: false",
-                );
-                return None;
+            None if top
+                .get("error")
+                .is_some_and(|raw| Kind::of(raw) != Kind::Null) =>
+            {
+                Status::Failed
             }
+            Some(true) | None => Status::Completed,
         },
     };
     match success {
@@ -788,12 +787,35 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_status_defaults_as_upstream_does() {
+        for (text, want) in [
+            (r#"{"success":false}"#, Status::Failed),
+            (r#"{"success":false,"result":{"x":1}}"#, Status::Failed),
+            (
+                r#"{"error":{"code":"quota","message":"spent"}}"#,
+                Status::Failed,
+            ),
+            (r#"{"error":null}"#, Status::Completed),
+            (r#"{}"#, Status::Completed),
+            (r#"{"result":{"ok":true}}"#, Status::Completed),
+            (r#"{"success":true}"#, Status::Completed),
+            // success says how it went; the error is only passed on.
+            (
+                r#"{"success":true,"error":{"code":"warn","message":"w"}}"#,
+                Status::Completed,
+            ),
+        ] {
+            let answer = check_answer(text, &scope()).unwrap_or_else(|f| panic!("{text}: {f:?}"));
+            assert_eq!(answer.status, want, "{text}");
+        }
+    }
+
+    #[test]
     fn status_and_success_must_agree() {
         for (text, path) in [
             (r#"{"status":"completed","success":false}"#, "/success"),
             (r#"{"status":"failed","success":true}"#, "/success"),
             (r#"{"success":"no"}"#, "/success"),
-            (r#"{}"#, "/status"),
             (r#"{"status":"Completed"}"#, "/status"),
             (r#"{"status":1}"#, "/status"),
         ] {

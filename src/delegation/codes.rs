@@ -309,7 +309,7 @@ pub const ISSUE_CODES: [&str; 6] = [
 ];
 
 /// The exit statuses of `delegation run`, one line each (help text and man page).
-pub const RUN_EXIT_STATUSES: [(u8, &str); 6] = [
+pub const RUN_EXIT_STATUSES: [(u8, &str); 7] = [
     (exit::SUCCESS, "accepted or completed"),
     (exit::FAILED, "failed, untrusted answer, or interrupted"),
     (exit::USAGE, "usage error (bad flags); no envelope"),
@@ -317,6 +317,10 @@ pub const RUN_EXIT_STATUSES: [(u8, &str); 6] = [
     (
         exit::UNAVAILABLE,
         "unavailable (adapter missing, or said so)",
+    ),
+    (
+        exit::IO_ERROR,
+        "stdout could not be written: the envelope is lost",
     ),
     (exit::TIMEOUT, "the adapter timed out (failed, retryable)"),
 ];
@@ -326,7 +330,8 @@ pub fn after_help() -> String {
     let mut s = String::from(
         "The adapter gets the request on stdin (compact JSON and a newline) and must print \
          one JSON object on stdout: its answer, with a status (accepted, completed, failed, \
-         unavailable) or success: false.\n\nExit status:\n",
+         unavailable); without one, success: false or (with no success) an error means \
+         failed, anything else completed.\n\nExit status:\n",
     );
     for (code, meaning) in RUN_EXIT_STATUSES {
         s.push_str(&format!("  {code:>3}  {meaning}\n"));

@@ -141,7 +141,7 @@ fn reader_findings(issue: &json::JsonIssue, kind: IssueKind) -> Findings {
 }
 
 /// Print `{"valid":…,"issues":[…]}` with host paths and credentials redacted from messages;
-/// exit 0 when valid, 65 otherwise.
+/// exit 0 when valid, 65 otherwise, 74 when stdout could not be written.
 fn print_report(mut issues: Vec<Issue>) -> u8 {
     let mut redactor = Redactor::new();
     if let Ok(cwd) = std::env::current_dir() {
@@ -158,10 +158,10 @@ fn print_report(mut issues: Vec<Issue>) -> u8 {
         issue.path = redactor.redact_str(&issue.path);
     }
     let report = Report::from_issues(issues);
-    println!("{}", serde_json::to_string(&report).unwrap_or_default());
-    if report.valid {
+    let status = if report.valid {
         exit::SUCCESS
     } else {
         exit::DATA_INVALID
-    }
+    };
+    crate::stdout::print(&crate::commands::json_line(&report), "the report", status)
 }

@@ -28,7 +28,6 @@ use crate::redact::Redactor;
 use crate::signal::signal_name;
 use crate::validate::Issue;
 use serde_json::{json, Map, Value};
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -504,10 +503,7 @@ fn conclude(learned: &Learned, outcome: Result<Answer<'_>, Failure>) -> u8 {
             crate::terminal::error_line(&redactor.redact_str(&code), &message)
         );
     }
-    let mut out = std::io::stdout().lock();
-    let _ = out
-        .write_all(text.as_bytes())
-        .and_then(|()| out.write_all(b"\n"))
-        .and_then(|()| out.flush());
-    ended.exit
+    let mut line = text.into_bytes();
+    line.push(b'\n');
+    crate::stdout::print(&line, "the envelope", ended.exit)
 }

@@ -285,8 +285,8 @@ impl<'a> Report<'a> {
         let stdout = std::io::stdout().lock();
         let mut out =
             std::io::BufWriter::with_capacity(STDOUT_BUFFER_BYTES, FdWriter { fd: &stdout, wrote });
-        // A closed or full stdout cannot be reported anywhere: the exit status still is.
-        let _ = match &self.text {
+        // A closed or full stdout loses the envelope: `error[stdout]` and exit 74 say so.
+        let written = match &self.text {
             Some(text) => out.write_all(text.as_bytes()),
             None if self.pretty => {
                 let mut pretty = raw::Pretty::new(&mut out);
@@ -300,7 +300,10 @@ impl<'a> Report<'a> {
         }
         .and_then(|()| out.write_all(b"\n"))
         .and_then(|()| out.flush());
-        self.exit
+        match written {
+            Ok(()) => self.exit,
+            Err(err) => crate::stdout::failed("the envelope", &err),
+        }
     }
 
     fn render(&self) -> String {
@@ -460,11 +463,8 @@ impl Concluded {
         for line in &self.stderr {
             eprintln!("{line}");
         }
-        let mut stdout = std::io::stdout().lock();
-        let _ = stdout
-            .write_all(self.envelope.as_bytes())
-            .and_then(|()| stdout.write_all(b"\n"))
-            .and_then(|()| stdout.flush());
-        self.exit
+        let mut line = self.envelope.into_bytes();
+        line.push(b'\n');
+        crate::stdout::print(&line, "the envelope", self.exit)
     }
 }

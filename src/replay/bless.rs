@@ -13,6 +13,7 @@
 //!
 //! It must not decide whether a case failed (the caller does) nor touch transcripts.
 
+use super::cases::ReadError;
 use super::diff;
 use super::runner::Actual;
 use crate::fs::{self, FileType, Mode, TempFile};
@@ -23,14 +24,40 @@ use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+/// Why a case was not blessed.
+#[derive(Debug, thiserror::Error)]
+pub enum BlessError {
+    /// A transcript's expectation is its recorded status.
+    #[error("a transcript's expectation is its recorded status; it is never rewritten")]
+    Transcript,
+    #[error("there is no envelope to take an expectation from (the main job printed none)")]
+    NoEnvelope,
+    #[error("the envelope has no status to take an expectation from")]
+    NoStatus,
+    /// Reading the case file again failed.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error("the case file is not UTF-8")]
+    NotUtf8,
+    #[error("the case file no longer reads as JSON: {0}")]
+    NotJson(crate::json::JsonIssue),
+    #[error("the case file has no closing brace")]
+    NoClosingBrace,
+    #[error("the rewritten case would not be a JSON object")]
+    NotAnObject,
+    #[error("the case file is a symbolic link; not rewriting it")]
+    Symlink,
+    #[error("the case file is {0}; not rewriting it")]
+    NotRegular(&'static str),
+    /// A step of the atomic replacement failed: what it was, and the OS error.
+    #[error("{0}: {1}")]
+    Io(&'static str, std::io::Error),
+}
+
 /// The new `expect` for a case whose old one (if any) was `old`.
-pub fn new_expect(old: Option<&Map<String, Value>>, actual: &Actual) -> Result<Value, String> {
-    let envelope = actual.envelope.as_ref().ok_or_else(|| {
-        "there is no envelope to take an expectation from (the main job printed none)".to_string()
-    })?;
-    let status = actual
-        .status()
-        .ok_or("the envelope has no status to take an expectation from")?;
+pub fn new_expect(old: Option<&Map<String, Value>>, actual: &Actual) -> Result<Value, BlessError> {
+    let envelope = actual.envelope.as_ref().ok_or(BlessError::NoEnvelope)?;
+    let status = actual.status().ok_or(BlessError::NoStatus)?;
     let mut fresh = Map::new();
     fresh.insert("status".into(), Value::from(status));
     if let Some(code) = actual.error_code() {
@@ -63,9 +90,8 @@ pub fn new_expect(old: Option<&Map<String, Value>>, actual: &Actual) -> Result<V
 /// `text` with its `expect` member's value replaced by `expect` (or `expect` added), written in
 /// the style of the value it replaces: one line stays one line; several lines are indented
 /// like the file.
-pub fn splice(text: &str, expect: &Value) -> Result<String, String> {
-    let doc = Document::parse(text.as_bytes().to_vec(), usize::MAX)
-        .map_err(|e| format!("the case file no longer reads as JSON: {e}"))?;
+pub fn splice(text: &str, expect: &Value) -> Result<String, BlessError> {
+    let doc = Document::parse(text.as_bytes().to_vec(), usize::MAX).map_err(BlessError::NotJson)?;
     let unit = indent_unit(text);
     match doc.span("expect") {
         Some(span) => {
@@ -79,9 +105,7 @@ pub fn splice(text: &str, expect: &Value) -> Result<String, String> {
             Ok(format!("{}{new}{}", &text[..span.start], &text[span.end..]))
         }
         None => {
-            let close = text
-                .rfind('}')
-                .ok_or("the case file has no closing brace")?;
+            let close = text.rfind('}').ok_or(BlessError::NoClosingBrace)?;
             let body_end = text[..close].trim_end().len();
             let multi_line = text[..close].contains('\n');
             let member = if multi_line {
@@ -165,22 +189,21 @@ fn one_line(value: &Value) -> String {
 
 /// Rewrite the case file at `path` with `expect`: read it again (bounded, non-blocking),
 /// splice, and replace it atomically with its mode kept.
-pub fn rewrite(path: &Path, expect: &Value) -> Result<(), String> {
+pub fn rewrite(path: &Path, expect: &Value) -> Result<(), BlessError> {
     let bytes = super::cases::read_file(path)?;
-    let text = String::from_utf8(bytes).map_err(|_| "the case file is not UTF-8".to_string())?;
+    let text = String::from_utf8(bytes).map_err(|_| BlessError::NotUtf8)?;
     let new = splice(&text, expect)?;
     if Kind::of(&new) != Kind::Object {
-        return Err("the rewritten case would not be a JSON object".into());
+        return Err(BlessError::NotAnObject);
     }
     replace_file(path, new.as_bytes())
 }
 
-fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let io = |what: &str| {
-        let what = what.to_string();
-        move |e: std::io::Error| format!("{what}: {e}")
-    };
-    let name = path.file_name().ok_or("the path does not name a file")?;
+fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), BlessError> {
+    let io = |what: &'static str| move |e: std::io::Error| BlessError::Io(what, e);
+    let name = path
+        .file_name()
+        .ok_or(BlessError::Read(ReadError::NoFileName))?;
     let name = fs::cstring(name.as_bytes()).map_err(io("the file name"))?;
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -188,15 +211,12 @@ fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
     };
     let dir = fs::open_dir_path(parent).map_err(io("cannot open the case's folder"))?;
     let dir = dir.as_fd();
-    let mode = |when: &str| -> Result<Mode, String> {
+    let mode = |when: &'static str| -> Result<Mode, BlessError> {
         let st = fs::lstat_at(dir, &name).map_err(io(when))?;
         match fs::kind(&st) {
             FileType::RegularFile => Ok(Mode::from_raw_mode(st.st_mode & 0o7777)),
-            FileType::Symlink => Err("the case file is a symbolic link; not rewriting it".into()),
-            other => Err(format!(
-                "the case file is {}; not rewriting it",
-                fs::describe(other)
-            )),
+            FileType::Symlink => Err(BlessError::Symlink),
+            other => Err(BlessError::NotRegular(fs::describe(other))),
         }
     };
     let kept = mode("cannot look at the case file")?;
@@ -287,7 +307,8 @@ mod tests {
         let link = tmp.path().join("l.case.json");
         std::os::unix::fs::symlink(&path, &link).unwrap();
         let err = rewrite(&link, &json!({"status": "denied"})).unwrap_err();
-        assert!(err.contains("symbolic link"), "{err}");
+        assert!(matches!(err, BlessError::Symlink), "{err:?}");
+        assert!(err.to_string().contains("symbolic link"), "{err}");
         assert!(std::fs::read_to_string(&path)
             .unwrap()
             .contains("succeeded"));

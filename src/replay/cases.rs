@@ -128,7 +128,7 @@ impl Loaded {
 pub fn load(path: &Path, transcript_bridge: Option<&str>) -> Vec<Loaded> {
     let bytes = match read_file(path) {
         Ok(bytes) => bytes,
-        Err(reason) => return vec![Loaded::broken(path, None, vec![reason])],
+        Err(reason) => return vec![Loaded::broken(path, None, vec![reason.to_string()])],
     };
     let doc = match Document::parse(bytes, MAX_FILE_BYTES) {
         Ok(doc) => doc,
@@ -156,18 +156,31 @@ pub fn load(path: &Path, transcript_bridge: Option<&str>) -> Vec<Loaded> {
     }
 }
 
+/// Why a case file could not be read. Messages name the problem, not the path (the caller
+/// prints the path).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The path ends in `..` or `/`.
+    #[error("the path does not name a file")]
+    NoFileName,
+    /// Opening, inspecting or reading it failed.
+    #[error("the file cannot be read: {0}")]
+    Io(#[from] std::io::Error),
+    /// A FIFO, a directory, a device, …: never opened for reading.
+    #[error("the path is {0}, not a regular file")]
+    NotRegular(&'static str),
+    /// Over [`MAX_FILE_BYTES`].
+    #[error("the file is over the {} limit", json::human_bytes(MAX_FILE_BYTES))]
+    TooLarge,
+}
+
 /// Read a file without ever blocking on it: it must be a regular file of at most
-/// [`MAX_FILE_BYTES`]. Messages name the problem, not the path (the caller prints the path).
-pub fn read_file(path: &Path) -> Result<Vec<u8>, String> {
+/// [`MAX_FILE_BYTES`] (through the one reader, `fs::read_file`).
+pub fn read_file(path: &Path) -> Result<Vec<u8>, ReadError> {
     fs::read_file(path, MAX_FILE_BYTES as u64).map_err(|e| match e {
-        fs::ReadError::NotRegular(kind) => {
-            format!("the path is {}, not a regular file", walk::describe(kind))
-        }
-        fs::ReadError::TooLarge { .. } => format!(
-            "the file is over the {} limit",
-            json::human_bytes(MAX_FILE_BYTES)
-        ),
-        e => format!("the file cannot be read: {e}"),
+        fs::ReadError::NotRegular(kind) => ReadError::NotRegular(walk::describe(kind)),
+        fs::ReadError::TooLarge { .. } => ReadError::TooLarge,
+        e => ReadError::Io(e.into()),
     })
 }
 

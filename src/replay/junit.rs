@@ -5,7 +5,9 @@
 //!
 //! Invariants: the document is well-formed XML 1.0 whatever a case's name, path or diff holds:
 //! `&`, `<`, `>`, `"` and `'` are escaped, and characters XML 1.0 cannot carry at all (most
-//! C0 controls) are written as visible `\u{…}` text instead. `time` attributes are seconds;
+//! C0 controls) are written as visible `\u{…}` text instead, and so are the characters a CI page
+//! would render raw to mislead (C1 and bidirectional controls, line and paragraph separators:
+//! `crate::terminal`'s set). `time` attributes are seconds;
 //! they are reported, never compared.
 //!
 //! It must not decide outcomes; it renders the reports it is given.
@@ -79,8 +81,14 @@ pub fn escape(text: &str) -> String {
             '\t' => out.push_str("&#9;"),
             '\n' => out.push_str("&#10;"),
             '\r' => out.push_str("&#13;"),
-            // Not XML 1.0 characters at all: not even as references.
-            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => {
+            // Not XML 1.0 characters at all: not even as references. And what XML could carry
+            // but a CI page would render raw (C1 and bidirectional controls, line separators:
+            // a reference would be decoded back to them): visible, as on the terminal.
+            c if (c as u32) < 0x20
+                || c == '\u{FFFE}'
+                || c == '\u{FFFF}'
+                || crate::terminal::is_unsafe(c) =>
+            {
                 let _ = write!(out, "\\u{{{:x}}}", c as u32);
             }
             c => out.push(c),
@@ -98,6 +106,10 @@ mod tests {
         assert_eq!(
             escape("a<b>&\"c'\u{1b}\u{0}\n"),
             "a&lt;b&gt;&amp;&quot;c&apos;\\u{1b}\\u{0}&#10;"
+        );
+        assert_eq!(
+            escape("ab\u{202e}cd\u{2028}\u{2066}\u{85}é"),
+            "ab\\u{202e}cd\\u{2028}\\u{2066}\\u{85}é"
         );
     }
 }

@@ -147,7 +147,8 @@ impl CaseReport {
 }
 
 /// `replay`: print one report per case and the closing line; exit 0 only if every case passed
-/// (or was blessed), 1 otherwise — including when no case ran, or a report could not be written.
+/// (or was blessed), 1 otherwise — including when no case ran, or the JUnit report could not be
+/// written — and 74 when stdout could not be written (`crate::stdout`).
 pub fn run(args: &ReplayArgs) -> u8 {
     let mut warnings = Vec::new();
     let sources = walk::collect(&args.paths, &mut warnings);
@@ -165,20 +166,32 @@ pub fn run(args: &ReplayArgs) -> u8 {
     let mut reports = Vec::new();
     let (mut passed, mut failed) = (0usize, 0usize);
     let stdout = std::io::stdout();
-    run_sources(&sources, &settings, jobs, |file_reports| {
+    // The first failed write to stdout; the suite still runs (and writes its JUnit report),
+    // but nothing more is written to stdout.
+    let mut lost: Option<std::io::Error> = None;
+    let mut print = |lines: &[String]| {
+        if lost.is_some() {
+            return;
+        }
         let mut out = stdout.lock();
+        let written = lines
+            .iter()
+            .try_for_each(|line| writeln!(out, "{line}"))
+            .and_then(|()| out.flush());
+        lost = written.err();
+    };
+    run_sources(&sources, &settings, jobs, |file_reports| {
+        let mut lines = Vec::new();
         for report in file_reports {
             if report.failed() {
                 failed += 1;
             } else {
                 passed += 1;
             }
-            for line in report.lines() {
-                let _ = writeln!(out, "{line}");
-            }
+            lines.extend(report.lines());
             reports.push(report);
         }
-        let _ = out.flush();
+        print(&lines);
     });
     let elapsed = started.elapsed();
     let mut code = if failed == 0 {
@@ -204,10 +217,11 @@ pub fn run(args: &ReplayArgs) -> u8 {
             code = exit::FAILED;
         }
     }
-    let mut out = stdout.lock();
-    let _ = writeln!(out, "{passed} passed, {failed} failed");
-    let _ = out.flush();
-    code
+    print(&[format!("{passed} passed, {failed} failed")]);
+    match lost {
+        Some(err) => crate::stdout::failed("the replay report", &err),
+        None => code,
+    }
 }
 
 /// The number of CPUs, the default for `--jobs`.
@@ -328,7 +342,7 @@ pub fn replay_case(case: &Case, file: &str, settings: &Settings) -> CaseReport {
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         runner::run(case, settings.exe.as_deref())
     }))
-    .unwrap_or_else(|_| Err("internal error: running the case panicked; please report it".into()));
+    .unwrap_or_else(|_| Err(runner::RunError::Panicked));
     let outcome = match ran {
         Err(problem) => Outcome::Failed {
             problem: vec![format!("the case could not be run: {problem}")],
@@ -370,11 +384,9 @@ fn judge(case: &Case, actual: &Actual, settings: &Settings) -> Outcome {
     }
 }
 
-fn bless_case(case: &Case, actual: &Actual) -> Result<(), String> {
+fn bless_case(case: &Case, actual: &Actual) -> Result<(), bless::BlessError> {
     if case.origin != Origin::CaseFile {
-        return Err(
-            "a transcript's expectation is its recorded status; it is never rewritten".into(),
-        );
+        return Err(bless::BlessError::Transcript);
     }
     let expect = bless::new_expect(case.expect_tree.as_ref(), actual)?;
     bless::rewrite(&case.file, &expect)
@@ -408,18 +420,12 @@ fn notes(actual: &Actual) -> Vec<String> {
     notes
 }
 
-/// Control characters made visible, so that nothing a case file or an adapter holds can move
-/// the terminal's cursor or forge a line of the report.
+/// `s` as replay prints it anywhere (stdout, stderr, JUnit): with the terminal's escaping
+/// (`crate::terminal::escape`), so that nothing a case file or an adapter holds — a control
+/// character, a bidirectional control, a line separator — can move the cursor, reorder what a
+/// line appears to say (Trojan Source) or forge a line of the report.
 pub fn escape_controls(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    crate::terminal::escape(s).into_owned()
 }
 
 /// Replay the files at `paths` and return every report, in order (for tests and benchmarks;

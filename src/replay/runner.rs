@@ -41,6 +41,36 @@ const STDERR_KEEP_BYTES: usize = 64 * 1024;
 /// element is capped by the kernel at 128 KiB.
 const INLINE_BRIDGE_BYTES: usize = 64 * 1024;
 
+/// Why a case could not be run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("the dispatcher binary to run argv cases with is unknown")]
+    NoDispatcherBinary,
+    #[error("the options name a subcommand; a case's options are the main job's")]
+    OptionsNameASubcommand,
+    #[error("the options name a REQUEST file; a case's request is its \"request\"")]
+    OptionsNameARequest,
+    #[error("the options ask for help or the version")]
+    OptionsAskForHelp,
+    #[error("an argv case needs its bridge as an object")]
+    BridgeNotAnObject,
+    #[error("an argv case's bridge needs a \"dispatcher\" object to take the argv")]
+    NoDispatcherObject,
+    #[error("an argv case's bridge has a dispatcher.command that is not an object")]
+    CommandNotAnObject,
+    #[error("could not write the bridge to a temp file: {0}")]
+    BridgeFile(std::io::Error),
+    #[error("could not start the dispatcher: {0}")]
+    Spawn(std::io::Error),
+    /// The watchdog's account: the child could not be waited for, or had to be stopped.
+    #[error("{0}")]
+    Watchdog(String),
+    #[error("the dispatcher printed more than {0} bytes on stdout")]
+    StdoutTooLarge(u64),
+    #[error("internal error: running the case panicked; please report it")]
+    Panicked,
+}
+
 /// What the main job did for a case.
 #[derive(Debug, Clone, Default)]
 pub struct Actual {
@@ -108,10 +138,10 @@ impl Actual {
 /// Run `case`. `exe` is the dispatcher binary for `argv` cases (normally this one). `Err` is a
 /// case that could not be run at all: its options are not the main job's, or the child
 /// dispatcher could not be started or had to be stopped.
-pub fn run(case: &Case, exe: Option<&Path>) -> Result<Actual, String> {
+pub fn run(case: &Case, exe: Option<&Path>) -> Result<Actual, RunError> {
     match &case.adapter {
         Adapter::Argv(argv) => {
-            let exe = exe.ok_or("the dispatcher binary to run argv cases with is unknown")?;
+            let exe = exe.ok_or(RunError::NoDispatcherBinary)?;
             in_child(case, argv, exe)
         }
         Adapter::Recorded {
@@ -125,20 +155,19 @@ pub fn run(case: &Case, exe: Option<&Path>) -> Result<Actual, String> {
 
 /// The options as the main job parses them: `Ok(Err(usage))` when the main job would refuse
 /// them (exit 2), `Err` when they are not a main job's options at all.
-fn parse_options(bridge: &str, options: &[String]) -> Result<Result<DispatchArgs, String>, String> {
+fn parse_options(
+    bridge: &str,
+    options: &[String],
+) -> Result<Result<DispatchArgs, String>, RunError> {
     let argv = ["parent-tool-dispatch", "--parent-tool-bridge", bridge]
         .into_iter()
         .map(str::to_string)
         .chain(options.iter().cloned());
     match Cli::try_parse_from(argv) {
-        Ok(cli) if cli.command.is_some() => {
-            Err("the options name a subcommand; a case's options are the main job's".into())
-        }
-        Ok(cli) if cli.dispatch.request.is_some() => {
-            Err("the options name a REQUEST file; a case's request is its \"request\"".into())
-        }
+        Ok(cli) if cli.command.is_some() => Err(RunError::OptionsNameASubcommand),
+        Ok(cli) if cli.dispatch.request.is_some() => Err(RunError::OptionsNameARequest),
         Ok(cli) => Ok(Ok(cli.dispatch)),
-        Err(e) if !e.use_stderr() => Err("the options ask for help or the version".into()),
+        Err(e) if !e.use_stderr() => Err(RunError::OptionsAskForHelp),
         Err(e) => {
             let rendered = e.render().to_string();
             let first = rendered.lines().next().unwrap_or_default();
@@ -147,7 +176,12 @@ fn parse_options(bridge: &str, options: &[String]) -> Result<Result<DispatchArgs
     }
 }
 
-fn in_process(case: &Case, stdout: &[u8], exit_code: i32, stderr: &[u8]) -> Result<Actual, String> {
+fn in_process(
+    case: &Case,
+    stdout: &[u8],
+    exit_code: i32,
+    stderr: &[u8],
+) -> Result<Actual, RunError> {
     let args = match parse_options(&case.bridge, &case.options)? {
         Ok(args) => args,
         Err(usage) => return Ok(Actual::usage(usage)),
@@ -188,26 +222,26 @@ pub fn run_recorded(
 fn bridge_with_argv(
     bridge: &Map<String, Value>,
     argv: &[String],
-) -> Result<Map<String, Value>, String> {
+) -> Result<Map<String, Value>, RunError> {
     let mut bridge = bridge.clone();
     let dispatcher = bridge
         .get_mut("dispatcher")
         .and_then(Value::as_object_mut)
-        .ok_or("an argv case's bridge needs a \"dispatcher\" object to take the argv")?;
+        .ok_or(RunError::NoDispatcherObject)?;
     let command = dispatcher
         .entry("command")
         .or_insert_with(|| Value::Object(Map::new()))
         .as_object_mut()
-        .ok_or("an argv case's bridge has a dispatcher.command that is not an object")?;
+        .ok_or(RunError::CommandNotAnObject)?;
     command.insert("argv".into(), Value::from(argv.to_vec()));
     Ok(bridge)
 }
 
-fn in_child(case: &Case, argv: &[String], exe: &Path) -> Result<Actual, String> {
+fn in_child(case: &Case, argv: &[String], exe: &Path) -> Result<Actual, RunError> {
     let tree = case
         .bridge_tree
         .as_ref()
-        .ok_or("an argv case needs its bridge as an object")?;
+        .ok_or(RunError::BridgeNotAnObject)?;
     let bridge = bridge_with_argv(tree, argv)?;
     let text = serde_json::to_string(&Value::Object(bridge.clone())).unwrap_or_default();
     let (max_output_bytes, kill_grace_ms) = match parse_options(&text, &case.options)? {
@@ -225,10 +259,9 @@ fn in_child(case: &Case, argv: &[String], exe: &Path) -> Result<Actual, String> 
 
     let bridge_file;
     let bridge_arg = if text.len() > INLINE_BRIDGE_BYTES {
-        let mut file = tempfile::NamedTempFile::new()
-            .map_err(|e| format!("could not write the bridge to a temp file: {e}"))?;
+        let mut file = tempfile::NamedTempFile::new().map_err(RunError::BridgeFile)?;
         file.write_all(text.as_bytes())
-            .map_err(|e| format!("could not write the bridge to a temp file: {e}"))?;
+            .map_err(RunError::BridgeFile)?;
         let arg = format!("@{}", file.path().display());
         bridge_file = Some(file);
         arg
@@ -246,7 +279,7 @@ fn in_child(case: &Case, argv: &[String], exe: &Path) -> Result<Actual, String> 
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("could not start the dispatcher: {e}"))?;
+        .map_err(RunError::Spawn)?;
     let (tx, rx) = mpsc::channel();
     if let Some(mut stdin) = child.stdin.take() {
         let request = case.request.clone();
@@ -273,7 +306,8 @@ fn in_child(case: &Case, argv: &[String], exe: &Path) -> Result<Actual, String> 
     }
 
     let started = Instant::now();
-    let status = wait_bounded(&mut child, started + bound, kill_grace_ms)?;
+    let status =
+        wait_bounded(&mut child, started + bound, kill_grace_ms).map_err(RunError::Watchdog)?;
     drop(bridge_file);
 
     // The dispatcher is gone; its pipes close with it unless something it failed to clean up
@@ -296,9 +330,7 @@ fn in_child(case: &Case, argv: &[String], exe: &Path) -> Result<Actual, String> 
         .map(str::to_string)
         .collect();
     if truncated {
-        return Err(format!(
-            "the dispatcher printed more than {stdout_cap} bytes on stdout"
-        ));
+        return Err(RunError::StdoutTooLarge(stdout_cap));
     }
     let stdout = String::from_utf8_lossy(&stdout);
     let mut actual = Actual::from_output(&stdout, status.code(), stderr);

@@ -27,6 +27,7 @@ mod replay;
 mod robustness;
 mod schema;
 mod spec_refs;
+mod stdout_lost;
 mod subcommands;
 mod support;
 mod transcripts;

@@ -198,7 +198,7 @@ fn junit_reports_every_case_with_matching_counts_and_is_well_formed() {
         .stdout_with(|stdout| assert_eq!(closing(stdout), (1, 2)))
         // The terminal never sees the raw escape sequence.
         .stdout_lacks("\u{1b}")
-        .stdout_contains("\\u{1b}[31m");
+        .stdout_contains("\\x1b[31m");
 
     let xml = std::fs::read_to_string(&report).unwrap();
     let doc = roxmltree::Document::parse(&xml).expect("well-formed XML");
@@ -222,7 +222,7 @@ fn junit_reports_every_case_with_matching_counts_and_is_well_formed() {
     assert!(cases[0].children().all(|n| !n.has_tag_name("failure")));
     assert_eq!(
         cases[1].attribute("name"),
-        Some("tricky <name> & \"quotes\" \\u{1b}[31m\\u{7}")
+        Some("tricky <name> & \"quotes\" \\x1b[31m\\x07")
     );
     let failure = cases[1]
         .children()
@@ -248,6 +248,63 @@ fn junit_reports_every_case_with_matching_counts_and_is_well_formed() {
         assert!(time >= 0.0);
         assert!(case.attribute("classname").unwrap().ends_with(".case.json"));
     }
+}
+
+#[test]
+fn bidi_controls_and_line_separators_never_reach_the_log_raw() {
+    // Trojan Source: U+202E reverses what follows on screen, U+2066 isolates, U+2028 breaks
+    // the line in some viewers. In a name, in a path, in an expected and an actual value.
+    let tmp = tempfile::tempdir().unwrap();
+    let name = "safe\u{202e}}lanigiro{\u{2066}x\u{2028}fake line";
+    write_case(
+        tmp.path(),
+        "d\u{202e}ir/1.case.json",
+        &recorded_case(
+            name,
+            json!("out\u{202e}put\u{2029}"),
+            json!({"status": "succeeded", "result": {"output": "exp\u{202e}ected\u{2028}"}}),
+        ),
+    );
+    let report = tmp.path().join("junit.xml");
+    let run = replay(&[
+        tmp.path().to_str().unwrap(),
+        "--junit",
+        report.to_str().unwrap(),
+    ]);
+    let raw = ['\u{202e}', '\u{2066}', '\u{2028}', '\u{2029}'];
+    run.exit(1)
+        .stderr_empty()
+        .stdout_with(|stdout| {
+            assert!(!stdout.contains(raw), "{stdout}");
+            assert_eq!(closing(stdout), (0, 1));
+        })
+        .stdout_contains("FAIL safe\\u{202e}}lanigiro{\\u{2066}x\\u{2028}fake line\n")
+        .stdout_contains("expected: \"exp\\u{202e}ected\\u{2028}\"")
+        .stdout_contains("actual:   \"out\\u{202e}put\\u{2029}\"")
+        .stdout_contains("d\\u{202e}ir/1.case.json");
+    let xml = std::fs::read_to_string(&report).unwrap();
+    let doc = roxmltree::Document::parse(&xml).expect("well-formed XML");
+    assert!(!xml.contains(raw), "{xml}");
+    let case = doc
+        .descendants()
+        .find(|n| n.has_tag_name("testcase"))
+        .unwrap();
+    assert_eq!(
+        case.attribute("name"),
+        Some("safe\\u{202e}}lanigiro{\\u{2066}x\\u{2028}fake line")
+    );
+    let text = case
+        .children()
+        .find(|n| n.has_tag_name("failure"))
+        .and_then(|n| n.text())
+        .unwrap();
+    assert!(text.contains("\"exp\\u{202e}ected\\u{2028}\""), "{text}");
+    // A case file that cannot be read says so on stdout with its path escaped as well.
+    std::fs::write(tmp.path().join("d\u{202e}ir/2.case.json"), "{ not json").unwrap();
+    replay(&[tmp.path().to_str().unwrap()])
+        .exit(1)
+        .stderr_empty()
+        .stdout_with(|stdout| assert!(!stdout.contains(raw), "{stdout}"));
 }
 
 #[test]

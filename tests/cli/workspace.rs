@@ -422,3 +422,204 @@ fn unreadable_stdin_exits_1_without_an_envelope() {
         .stdout_empty()
         .stderr_starts_with("error[stdin]:");
 }
+
+impl Workspace {
+    /// Run one call with `--root` and `--allow-git-dir`.
+    fn call_allowing_git(&self, tool: &str, input: Value) -> Value {
+        Cmd::new(["adapter", "workspace", "--allow-git-dir"])
+            .arg("--root")
+            .arg(self.root())
+            .stdin(request(tool, "call", input))
+            .run()
+            .exit(0)
+            .stderr_empty()
+            .json()
+    }
+
+    /// `git` in the root, which must succeed.
+    fn git(&self, args: &[&str]) {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(self.root())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", self.tmp.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    }
+}
+
+/// Both writing tools at `path`: each must be refused with `git_dir_denied` and leave every
+/// file as it was.
+fn assert_git_write_denied(ws: &Workspace, path: &str) {
+    assert_git_denied(ws, path, true);
+}
+
+/// [`assert_git_write_denied`] for a path whose directories do not exist yet: `write` with
+/// `create_dirs` is refused before it makes any (`edit` finds nothing there: `not_found`).
+fn assert_git_create_denied(ws: &Workspace, path: &str) {
+    assert_git_denied(ws, path, false);
+}
+
+fn assert_git_denied(ws: &Workspace, path: &str, edit_too: bool) {
+    let calls = [
+        (
+            "workspace.write",
+            json!({"path": path, "content": "[core]\n\tfsmonitor = touch /tmp/pwned\n", "create_dirs": true}),
+        ),
+        (
+            "workspace.edit",
+            json!({"path": path, "old": "[core]", "new": "[core]\n\thooksPath = /tmp"}),
+        ),
+    ];
+    for (tool, input) in &calls[..if edit_too { 2 } else { 1 }] {
+        let env = ws.call(tool, "call", input.clone());
+        assert_eq!(
+            failure(&env, ws),
+            pair("denied", "git_dir_denied"),
+            "{tool} {path}: {env}"
+        );
+        let message = env["error"]["message"].as_str().unwrap();
+        assert!(message.contains("--allow-git-dir"), "{message}");
+        assert_eq!(env["error"]["retryable"], false);
+    }
+}
+
+#[test]
+fn writes_into_dot_git_are_denied_at_any_depth_and_in_any_case() {
+    let ws = Workspace::new();
+    ws.git(&["init", "-q"]);
+    let config = ws.read(".git/config");
+    ws.file("vendor/lib/.git/config", "[core]\n");
+    fs::create_dir_all(ws.root().join("sub")).unwrap();
+    for path in [
+        ".git/config",
+        ".git/hooks/pre-commit",
+        "./src/../.git/config",
+        ".GIT/config",
+        ".Git/info/attributes",
+        "vendor/lib/.git/config",
+        "vendor/lib/.git/hooks/post-checkout",
+        // A .git file would make `sub` a checkout whose git dir the sandbox chooses.
+        "sub/.git",
+        "sub/.GIT",
+        ".git",
+    ] {
+        assert_git_write_denied(&ws, path);
+    }
+    assert_eq!(ws.read(".git/config"), config);
+    assert_eq!(ws.read("vendor/lib/.git/config"), "[core]\n");
+    assert!(!ws.root().join(".git/hooks/pre-commit").exists());
+    assert!(!ws.root().join(".GIT").exists());
+    assert!(!ws.root().join("sub/.git").exists());
+    // Reading is as before.
+    let env = ws.call("workspace.read", "call", json!({"path": ".git/config"}));
+    assert_eq!(env["status"], "succeeded", "{env}");
+    assert_eq!(env["output"]["content"], config);
+}
+
+#[test]
+fn a_symlink_into_dot_git_does_not_reach_it() {
+    let ws = Workspace::new();
+    ws.git(&["init", "-q"]);
+    let config = ws.read(".git/config");
+    symlink(".git", ws.root().join("innocent")).unwrap();
+    symlink("../.git/config", ws.root().join("src/settings.ini")).unwrap();
+    symlink("hooks", ws.root().join(".git/hooklink")).unwrap();
+    // Where a link leads to a .git that does not exist yet, create_dirs does not make it.
+    symlink(".GIT/deep", ws.root().join("maker")).unwrap();
+    for path in ["innocent/config", "src/settings.ini", "innocent/hooklink/x"] {
+        assert_git_write_denied(&ws, path);
+    }
+    assert_git_create_denied(&ws, "maker/config");
+    assert_eq!(ws.read(".git/config"), config);
+    assert!(!ws.root().join(".GIT").exists());
+    assert!(fs::symlink_metadata(ws.root().join("src/settings.ini"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}
+
+#[test]
+fn a_git_dir_outside_dot_git_is_denied_too() {
+    let ws = Workspace::new();
+    // `--separate-git-dir`: a .git file in the root points at `store`, a git dir by its shape.
+    ws.git(&["init", "-q", "--separate-git-dir=store"]);
+    assert!(ws.root().join(".git").is_file());
+    // A linked worktree's git dir: HEAD and commondir.
+    ws.file("meta/wt/HEAD", "ref: refs/heads/x\n")
+        .file("meta/wt/commondir", "../..\n");
+    // A .git file naming, relatively and absolutely, a directory that does not look like a
+    // git dir (yet): what it points at is still git's.
+    ws.file("nested/.git", "gitdir: pending\n")
+        .file("nested/pending/config", "[core]\n");
+    ws.file("abs/config", "[core]\n");
+    let absolute = format!("gitdir: {}\n", ws.root().join("abs").display());
+    fs::write(ws.root().join("abs/.git"), absolute).unwrap();
+    for path in [
+        "store/config",
+        "store/hooks/pre-commit",
+        "meta/wt/config.worktree",
+        "nested/pending/config",
+        "abs/config",
+    ] {
+        assert_git_write_denied(&ws, path);
+    }
+    assert_git_create_denied(&ws, "store/new/dirs/x");
+    assert!(!ws.root().join("store/hooks/pre-commit").exists());
+    assert!(!ws.root().join("store/new").exists());
+    assert_eq!(ws.read("nested/pending/config"), "[core]\n");
+    // Beside the git dirs, the checkout is written as usual.
+    let env = ws.call(
+        "workspace.write",
+        "call",
+        json!({"path": "nested/src.txt", "content": "ok\n"}),
+    );
+    assert_eq!(env["status"], "succeeded", "{env}");
+}
+
+#[test]
+fn names_that_only_look_like_dot_git_are_ordinary() {
+    let ws = Workspace::new();
+    ws.git(&["init", "-q"]);
+    for path in [
+        ".gitignore",
+        ".git./x",
+        ".git /x",
+        "x.git/config",
+        "git/config",
+    ] {
+        let env = ws.call(
+            "workspace.write",
+            "call",
+            json!({"path": path, "content": "ok\n", "create_dirs": true}),
+        );
+        assert_eq!(env["status"], "succeeded", "{path}: {env}");
+        assert_eq!(ws.read(path), "ok\n");
+    }
+}
+
+#[test]
+fn allow_git_dir_lets_the_host_opt_in() {
+    let ws = Workspace::new();
+    ws.git(&["init", "-q"]);
+    let env = ws.call_allowing_git(
+        "workspace.write",
+        json!({"path": ".git/description", "content": "opted in\n"}),
+    );
+    assert_eq!(
+        env,
+        succeeded(
+            "workspace.write",
+            "call",
+            json!({"path": ".git/description", "bytes": 9})
+        )
+    );
+    assert_eq!(ws.read(".git/description"), "opted in\n");
+    let env = ws.call_allowing_git(
+        "workspace.edit",
+        json!({"path": ".git/description", "old": "opted", "new": "still"}),
+    );
+    assert_eq!(env["status"], "succeeded", "{env}");
+    assert_eq!(ws.read(".git/description"), "still in\n");
+}

@@ -17,7 +17,7 @@
 //! before the rename removes the temp file and leaves the old content untouched.
 
 use super::path::{parse_path, path_error, Located, PathError, RelPath, Root};
-use super::{cut_at_char_boundary, limits, quote, Code, Input, ToolError};
+use super::{cut_at_char_boundary, gitdir, limits, quote, Code, GitDir, Input, ToolError};
 use crate::fs::{self, FileType, Mode, OFlags, TempFile};
 use serde_json::{json, Value};
 use std::ffi::{CStr, CString};
@@ -221,7 +221,7 @@ fn read_lines(
 }
 
 /// `workspace.write {path, content, create_dirs?}` → `{path, bytes}`.
-pub(super) fn write(root: &Root, input: &Value) -> Result<Value, ToolError> {
+pub(super) fn write(root: &Root, input: &Value, git: GitDir) -> Result<Value, ToolError> {
     let input = Input::new(input, &["path", "content", "create_dirs"])?;
     let rel = parse_path(input.string("path")?)?;
     let shown = rel.display();
@@ -230,7 +230,7 @@ pub(super) fn write(root: &Root, input: &Value) -> Result<Value, ToolError> {
     if content.len() > limits::MAX_WRITE_BYTES {
         return Err(too_large_content(content.len()));
     }
-    let (located, name) = locate_file(root, &rel, &shown, create_dirs)?;
+    let (located, name) = locate_file(root, &rel, &shown, create_dirs, git)?;
     let keep = match fs::lstat_at(located.parent.as_fd(), &name) {
         Ok(st) if fs::kind(&st) == FileType::RegularFile => Some(Keep::of_stat(&st)),
         Ok(st) if fs::kind(&st) == FileType::Directory => return Err(is_directory(&shown)),
@@ -274,17 +274,28 @@ fn is_directory(shown: &str) -> ToolError {
     )
 }
 
-/// Resolve `rel` for writing: its parent directory handle and its final name.
+/// Resolve `rel` for writing: its parent directory handle and its final name. Unless `git`
+/// allows it, a target inside a git directory is refused (`gitdir.rs`).
 fn locate_file(
     root: &Root,
     rel: &RelPath,
     shown: &str,
     create_dirs: bool,
+    git: GitDir,
 ) -> Result<(Located, CString), ToolError> {
     if rel.is_root() {
         return Err(is_directory(shown));
     }
-    let mut located = root.locate(rel, create_dirs).map_err(|e| match e {
+    let guard: Option<super::path::Guard<'_>> = match git {
+        GitDir::Protected => Some(&gitdir::check),
+        GitDir::Allowed => None,
+    };
+    // Named in the request itself: refused before anything is looked up (the guard sees the
+    // names symlinks lead to).
+    if guard.is_some() && rel.components().any(|c| gitdir::is_dot_git(c.as_bytes())) {
+        return Err(gitdir::denied(shown, gitdir::IN_DOT_GIT));
+    }
+    let mut located = root.locate(rel, create_dirs, guard).map_err(|e| match e {
         PathError::NotFound if !create_dirs => ToolError::new(
             Code::NotFound,
             format!(
@@ -301,7 +312,7 @@ fn locate_file(
 }
 
 /// `workspace.edit {path, old, new}` → `{path, bytes}`: replace the one occurrence of `old`.
-pub(super) fn edit(root: &Root, input: &Value) -> Result<Value, ToolError> {
+pub(super) fn edit(root: &Root, input: &Value, git: GitDir) -> Result<Value, ToolError> {
     let input = Input::new(input, &["path", "old", "new"])?;
     let rel = parse_path(input.string("path")?)?;
     let shown = rel.display();
@@ -313,7 +324,7 @@ pub(super) fn edit(root: &Root, input: &Value) -> Result<Value, ToolError> {
             "input.old is empty; it must be the exact text to replace",
         ));
     }
-    let (located, name) = locate_file(root, &rel, &shown, false)?;
+    let (located, name) = locate_file(root, &rel, &shown, false, git)?;
     let fd = fs::open_at(
         located.parent.as_fd(),
         &name,
@@ -588,11 +599,21 @@ mod tests {
     fn write_creates_replaces_and_keeps_the_mode() {
         let tmp = tempfile::tempdir().unwrap();
         let root = Root::open(tmp.path()).unwrap();
-        let out = write(&root, &json!({"path": "a.txt", "content": "v1"})).unwrap();
+        let out = write(
+            &root,
+            &json!({"path": "a.txt", "content": "v1"}),
+            GitDir::Protected,
+        )
+        .unwrap();
         assert_eq!(out, json!({"path": "a.txt", "bytes": 2}));
         fs::set_permissions(tmp.path().join("a.txt"), fs::Permissions::from_mode(0o640)).unwrap();
         std::os::unix::fs::chown(tmp.path().join("a.txt"), Some(1234), Some(5678)).unwrap();
-        write(&root, &json!({"path": "a.txt", "content": "version 2"})).unwrap();
+        write(
+            &root,
+            &json!({"path": "a.txt", "content": "version 2"}),
+            GitDir::Protected,
+        )
+        .unwrap();
         assert_eq!(
             fs::read_to_string(tmp.path().join("a.txt")).unwrap(),
             "version 2"
@@ -610,11 +631,11 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let root = Root::open(tmp.path()).unwrap();
         let input = json!({"path": "x/y/z.txt", "content": "deep"});
-        assert_eq!(code(write(&root, &input)), "not_found");
+        assert_eq!(code(write(&root, &input, GitDir::Protected)), "not_found");
         assert!(!tmp.path().join("x").exists());
         let mut input = input;
         input["create_dirs"] = true.into();
-        write(&root, &input).unwrap();
+        write(&root, &input, GitDir::Protected).unwrap();
         assert_eq!(
             fs::read_to_string(tmp.path().join("x/y/z.txt")).unwrap(),
             "deep"
@@ -633,7 +654,12 @@ mod tests {
         symlink("/etc/passwd", root_dir.join("passwd")).unwrap();
         let root = Root::open(&root_dir).unwrap();
         // An inside link is written through: the link survives, its target changes.
-        write(&root, &json!({"path": "alias.md", "content": "new"})).unwrap();
+        write(
+            &root,
+            &json!({"path": "alias.md", "content": "new"}),
+            GitDir::Protected,
+        )
+        .unwrap();
         assert_eq!(
             fs::read_to_string(root_dir.join("real/target.md")).unwrap(),
             "new"
@@ -643,7 +669,11 @@ mod tests {
             .is_symlink());
         for path in ["out/x.txt", "passwd", "../escape.txt", "/tmp/abs.txt"] {
             let input = json!({"path": path, "content": "pwned", "create_dirs": true});
-            assert_eq!(code(write(&root, &input)), "path_outside_root", "{path}");
+            assert_eq!(
+                code(write(&root, &input, GitDir::Protected)),
+                "path_outside_root",
+                "{path}"
+            );
         }
         assert_eq!(fs::read_dir(tmp.path().join("outside")).unwrap().count(), 0);
     }
@@ -654,19 +684,34 @@ mod tests {
         fs::create_dir(tmp.path().join("dir")).unwrap();
         let root = Root::open(tmp.path()).unwrap();
         assert_eq!(
-            code(write(&root, &json!({"path": "dir", "content": ""}))),
+            code(write(
+                &root,
+                &json!({"path": "dir", "content": ""}),
+                GitDir::Protected
+            )),
             "not_a_file"
         );
         assert_eq!(
-            code(write(&root, &json!({"path": ".", "content": ""}))),
+            code(write(
+                &root,
+                &json!({"path": ".", "content": ""}),
+                GitDir::Protected
+            )),
             "not_a_file"
         );
         let big = "x".repeat(limits::MAX_WRITE_BYTES + 1);
         assert_eq!(
-            code(write(&root, &json!({"path": "big", "content": big}))),
+            code(write(
+                &root,
+                &json!({"path": "big", "content": big}),
+                GitDir::Protected
+            )),
             "too_large"
         );
-        assert_eq!(code(write(&root, &json!({"path": "a"}))), "invalid_input");
+        assert_eq!(
+            code(write(&root, &json!({"path": "a"}), GitDir::Protected)),
+            "invalid_input"
+        );
     }
 
     #[test]
@@ -675,7 +720,7 @@ mod tests {
         fs::write(tmp.path().join("keep.txt"), "old content").unwrap();
         let root = Root::open(tmp.path()).unwrap();
         let rel = RelPath::parse("keep.txt").unwrap();
-        let located = root.locate(&rel, false).unwrap();
+        let located = root.locate(&rel, false, None).unwrap();
         let name = located.name.clone().unwrap();
         let mut ran = false;
         let err = write_atomic(
@@ -710,6 +755,7 @@ mod tests {
         let out = edit(
             &root,
             &json!({"path": "a.rs", "old": "old();", "new": "new_call();"}),
+            GitDir::Protected,
         )
         .unwrap();
         let text = fs::read_to_string(tmp.path().join("a.rs")).unwrap();
@@ -722,11 +768,17 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         fs::write(tmp.path().join("a.txt"), "x = 1\nx = 1\n").unwrap();
         let root = Root::open(tmp.path()).unwrap();
-        let zero = edit(&root, &json!({"path": "a.txt", "old": "y", "new": "z"})).unwrap_err();
+        let zero = edit(
+            &root,
+            &json!({"path": "a.txt", "old": "y", "new": "z"}),
+            GitDir::Protected,
+        )
+        .unwrap_err();
         assert_eq!(zero.code, Code::NoMatch);
         let two = edit(
             &root,
             &json!({"path": "a.txt", "old": "x = 1", "new": "x = 2"}),
+            GitDir::Protected,
         )
         .unwrap_err();
         assert_eq!(two.code, Code::AmbiguousMatch);
@@ -737,12 +789,18 @@ mod tests {
         );
         // Overlapping occurrences are ambiguous too.
         fs::write(tmp.path().join("b.txt"), "aaa").unwrap();
-        let overlap = edit(&root, &json!({"path": "b.txt", "old": "aa", "new": "b"})).unwrap_err();
+        let overlap = edit(
+            &root,
+            &json!({"path": "b.txt", "old": "aa", "new": "b"}),
+            GitDir::Protected,
+        )
+        .unwrap_err();
         assert_eq!(overlap.code, Code::AmbiguousMatch);
         assert_eq!(
             code(edit(
                 &root,
-                &json!({"path": "a.txt", "old": "", "new": "z"})
+                &json!({"path": "a.txt", "old": "", "new": "z"}),
+                GitDir::Protected,
             )),
             "invalid_input"
         );
@@ -760,16 +818,20 @@ mod tests {
         let root = Root::open(&root_dir).unwrap();
         for path in ["rel", "passwd", "../secret"] {
             let input = json!({"path": path, "old": "k", "new": "K"});
-            assert_eq!(code(edit(&root, &input)), "path_outside_root", "{path}");
+            assert_eq!(
+                code(edit(&root, &input, GitDir::Protected)),
+                "path_outside_root",
+                "{path}"
+            );
         }
         assert_eq!(
             fs::read_to_string(tmp.path().join("secret")).unwrap(),
             "k=v"
         );
         let input = json!({"path": "bin", "old": "a", "new": "b"});
-        assert_eq!(code(edit(&root, &input)), "binary_file");
+        assert_eq!(code(edit(&root, &input, GitDir::Protected)), "binary_file");
         let input = json!({"path": "missing", "old": "a", "new": "b"});
-        assert_eq!(code(edit(&root, &input)), "not_found");
+        assert_eq!(code(edit(&root, &input, GitDir::Protected)), "not_found");
     }
 
     #[test]

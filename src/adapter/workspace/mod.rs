@@ -2,13 +2,14 @@
 //!
 //! It is a host adapter like any other: one `wp-codebox/parent-tool-request/v1` envelope on
 //! stdin, exactly one `wp-codebox/parent-tool-result/v1` envelope (compact JSON and `\n`) on
-//! stdout, exit 0 whenever that envelope was printed — whatever its status — and 1 only when
-//! stdin (or stdout) failed. It serves `workspace.read`, `.search`, `.write` and `.edit` (and
+//! stdout, exit 0 whenever that envelope was printed — whatever its status — 1 when stdin
+//! could not be read and 74 when stdout could not be written. It serves `workspace.read`, `.search`, `.write` and `.edit` (and
 //! their provider-safe spellings `workspace_read`, …) against one root directory.
 //!
 //! Owns: the protocol (reading, checking and echoing the request, building the result), tool
 //! and operation dispatch, and the table of error codes ([`Code`]). Containment lives in
-//! `path.rs`, the file tools in `files.rs`, search in `search.rs`.
+//! `path.rs`, the file tools in `files.rs`, search in `search.rs`, the refusal to write git's
+//! own directories (unless `--allow-git-dir`) in `gitdir.rs`.
 //!
 //! Invariants: the root comes from `--root` or the working directory (which the bridge's
 //! `cwd_env` sets), never from the request; every path a tool touches is resolved beneath the
@@ -17,6 +18,7 @@
 //! caught and still answered with an `internal_error` envelope.
 
 mod files;
+mod gitdir;
 /// Containment of request paths beneath the root (crate-visible for the fuzz target in
 /// `crate::fuzzing`, which drives `RelPath::parse` and both resolvers with hostile paths).
 pub(crate) mod path;
@@ -29,7 +31,7 @@ use crate::json::{self, JsonIssue};
 use crate::redact::Redactor;
 use crate::validate::{codes, Checker, Issue};
 use serde_json::{json, Map, Value};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 /// The schema id of the request this adapter reads.
@@ -87,6 +89,9 @@ pub enum Code {
     InvalidInput,
     /// Absolute path, `..` above the root, or a symlink resolving outside it.
     PathOutsideRoot,
+    /// `write`/`edit` inside a git directory (`.git` in any case, or what git would use as
+    /// one), without `--allow-git-dir`.
+    GitDirDenied,
     /// The path (or, for `write`, its parent directory) does not exist.
     NotFound,
     /// The path is a directory or a special file where a regular file is needed.
@@ -117,7 +122,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, in table order.
-    pub const ALL: [Code; 20] = [
+    pub const ALL: [Code; 21] = [
         Code::RequestInvalid,
         Code::RequestTooLarge,
         Code::RootUnavailable,
@@ -125,6 +130,7 @@ impl Code {
         Code::UnknownOperation,
         Code::InvalidInput,
         Code::PathOutsideRoot,
+        Code::GitDirDenied,
         Code::NotFound,
         Code::NotAFile,
         Code::NotADirectory,
@@ -166,6 +172,7 @@ impl Code {
             UnknownOperation => ("unknown_operation", Failed, false),
             InvalidInput => ("invalid_input", Failed, false),
             PathOutsideRoot => ("path_outside_root", Denied, false),
+            GitDirDenied => ("git_dir_denied", Denied, false),
             NotFound => ("not_found", Failed, false),
             NotAFile => ("not_a_file", Failed, false),
             NotADirectory => ("not_a_directory", Failed, false),
@@ -231,6 +238,17 @@ pub fn quote(path: &str) -> String {
 
 pub(crate) use crate::terminal::cut_at_char_boundary;
 
+/// Whether `write` and `edit` may change git's own directories (`--allow-git-dir`; see
+/// `gitdir.rs` for what counts as one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GitDir {
+    /// Refused with `git_dir_denied` (the default).
+    #[default]
+    Protected,
+    /// Written like any other directory.
+    Allowed,
+}
+
 /// The four tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Tool {
@@ -262,12 +280,12 @@ impl Tool {
         }
     }
 
-    fn run(self, root: &path::Root, input: &Value) -> Result<Value, ToolError> {
+    fn run(self, root: &path::Root, input: &Value, git: GitDir) -> Result<Value, ToolError> {
         match self {
             Tool::Read => files::read(root, input),
             Tool::Search => search::search(root, input),
-            Tool::Write => files::write(root, input),
-            Tool::Edit => files::edit(root, input),
+            Tool::Write => files::write(root, input, git),
+            Tool::Edit => files::edit(root, input, git),
         }
     }
 }
@@ -393,10 +411,10 @@ fn check_request(map: &Map<String, Value>) -> Vec<Issue> {
 }
 
 /// The whole answer to one request (`bytes` as read from stdin) as a result envelope.
-pub fn respond(bytes: &[u8], root: Option<&Path>) -> String {
+pub fn respond(bytes: &[u8], root: Option<&Path>, git: GitDir) -> String {
     let mut echo = Echo::default();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        serve(bytes, root, &mut echo)
+        serve(bytes, root, git, &mut echo)
     }))
     .unwrap_or_else(|_| {
         Err(ToolError::new(
@@ -407,7 +425,12 @@ pub fn respond(bytes: &[u8], root: Option<&Path>) -> String {
     envelope(&echo, outcome)
 }
 
-fn serve(bytes: &[u8], root: Option<&Path>, echo: &mut Echo) -> Result<Value, ToolError> {
+fn serve(
+    bytes: &[u8],
+    root: Option<&Path>,
+    git: GitDir,
+    echo: &mut Echo,
+) -> Result<Value, ToolError> {
     let map = json::parse_object(bytes, limits::MAX_REQUEST_BYTES).map_err(|e| match e {
         JsonIssue::TooLarge { .. } => ToolError::new(Code::RequestTooLarge, e.to_string()),
         _ => ToolError::new(
@@ -457,7 +480,7 @@ fn serve(bytes: &[u8], root: Option<&Path>, echo: &mut Echo) -> Result<Value, To
         )
     })?;
     let input = map.get("input").unwrap_or(&Value::Null);
-    tool.run(&root, input)
+    tool.run(&root, input, git)
 }
 
 fn envelope(echo: &Echo, outcome: Result<Value, ToolError>) -> String {
@@ -484,9 +507,9 @@ fn envelope(echo: &Echo, outcome: Result<Value, ToolError>) -> String {
 }
 
 /// Serve one request from stdin, print one result envelope on stdout; returns the exit status:
-/// 0 when the envelope was printed (any status), 1 when stdin could not be read or stdout
-/// could not be written.
-pub fn run(root: Option<PathBuf>) -> u8 {
+/// 0 when the envelope was printed (any status), 1 when stdin could not be read, 74 when
+/// stdout could not be written (`crate::stdout`).
+pub fn run(root: Option<PathBuf>, git: GitDir) -> u8 {
     let mut bytes = Vec::new();
     // One byte over the cap is enough to know the request is too large; the rest is not read.
     let cap = limits::MAX_REQUEST_BYTES as u64 + 1;
@@ -494,16 +517,9 @@ pub fn run(root: Option<PathBuf>) -> u8 {
         eprintln!("error[stdin]: could not read the request: {err}");
         return 1;
     }
-    let mut line = respond(&bytes, root.as_deref()).into_bytes();
+    let mut line = respond(&bytes, root.as_deref(), git).into_bytes();
     line.push(b'\n');
-    let mut out = io::stdout().lock();
-    match out.write_all(&line).and_then(|()| out.flush()) {
-        Ok(()) => 0,
-        Err(err) => {
-            eprintln!("error[stdout]: could not write the result: {err}");
-            1
-        }
-    }
+    crate::stdout::print(&line, "the result", 0)
 }
 
 #[cfg(test)]
@@ -511,7 +527,7 @@ mod tests {
     use super::*;
 
     fn respond_json(bytes: &[u8], root: Option<&Path>) -> Value {
-        serde_json::from_str(&respond(bytes, root)).unwrap()
+        serde_json::from_str(&respond(bytes, root, GitDir::Protected)).unwrap()
     }
 
     fn request(tool: &str, operation: &str, input: Value) -> Vec<u8> {
@@ -537,7 +553,7 @@ mod tests {
         for code in Code::ALL {
             assert!(seen.insert(code.as_str()), "duplicate {}", code.as_str());
             let expected = match code {
-                Code::PathOutsideRoot => Status::Denied,
+                Code::PathOutsideRoot | Code::GitDirDenied => Status::Denied,
                 Code::RootUnavailable => Status::Unavailable,
                 _ => Status::Failed,
             };

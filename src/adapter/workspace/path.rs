@@ -59,6 +59,8 @@ pub(crate) enum PathError {
     NotADirectory,
     /// More than [`MAX_SYMLINKS`] links, or a link swapped in where none was allowed.
     SymlinkLoop,
+    /// The caller's [`Guard`] refused the entry (or a directory to create); the text says why.
+    Refused(&'static str),
     /// Any other operating-system error.
     Io(io::Error),
 }
@@ -128,6 +130,11 @@ impl RelPath {
         Ok(RelPath { parts })
     }
 
+    /// The normalised components, in order.
+    pub(crate) fn components(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().map(String::as_str)
+    }
+
     /// True for the root itself.
     pub(crate) fn is_root(&self) -> bool {
         self.parts.is_empty()
@@ -156,6 +163,12 @@ pub(crate) enum Resolver {
     /// The userspace walk (see the module docs).
     Walk,
 }
+
+/// A caller's veto on where a resolution for writing ends, or on a directory it would create:
+/// given the root's handle, the directories walked through below it (name, handle) and the
+/// entry's name in the last of them, `Some(why)` refuses. It only looks, never changes anything.
+pub(crate) type Guard<'a> =
+    &'a dyn Fn(BorrowedFd<'_>, &[(Vec<u8>, OwnedFd)], &[u8]) -> Option<&'static str>;
 
 /// Where [`Root::locate`] ended: the directory handle holding the entry, and the entry's name
 /// in it (`None` when the path resolved to a directory itself, e.g. the root).
@@ -211,7 +224,7 @@ impl Root {
                 other => return other.map_err(PathError::from),
             }
         }
-        let located = self.walk(rel, false)?;
+        let located = self.walk(rel, false, None)?;
         let fd = match located.name {
             None => fs::open_at(located.parent.as_fd(), c".", flags, Mode::empty())?,
             // O_NOFOLLOW: the walk saw a non-link here; a link swapped in since is ELOOP.
@@ -228,13 +241,31 @@ impl Root {
     /// Resolve `rel` to its parent directory handle and final name, following symlinks (the
     /// final one included) while they stay beneath the root. The final entry need not exist.
     /// With `create_dirs`, missing directories on the way are created (inside the root only).
-    pub(crate) fn locate(&self, rel: &RelPath, create_dirs: bool) -> Result<Located, PathError> {
-        self.walk(rel, create_dirs)
+    /// A `guard` is asked before each directory is created and about the final entry; its
+    /// refusal is [`PathError::Refused`], with nothing created past that point.
+    pub(crate) fn locate(
+        &self,
+        rel: &RelPath,
+        create_dirs: bool,
+        guard: Option<Guard<'_>>,
+    ) -> Result<Located, PathError> {
+        self.walk(rel, create_dirs, guard)
     }
 
-    /// The userspace walk. `stack` holds a handle per directory below the root; `..` pops it.
-    fn walk(&self, rel: &RelPath, create_dirs: bool) -> Result<Located, PathError> {
-        let mut stack: Vec<OwnedFd> = Vec::new();
+    /// The userspace walk. `stack` holds a handle per directory below the root, with the name
+    /// it was opened by; `..` pops it.
+    fn walk(
+        &self,
+        rel: &RelPath,
+        create_dirs: bool,
+        guard: Option<Guard<'_>>,
+    ) -> Result<Located, PathError> {
+        let vetoed = |stack: &[(Vec<u8>, OwnedFd)], name: &[u8]| match guard {
+            Some(guard) => guard(self.dir.as_fd(), stack, name)
+                .map_or(Ok(()), |why| Err(PathError::Refused(why))),
+            None => Ok(()),
+        };
+        let mut stack: Vec<(Vec<u8>, OwnedFd)> = Vec::new();
         let mut queue: VecDeque<Vec<u8>> =
             rel.parts.iter().map(|p| p.as_bytes().to_vec()).collect();
         let mut links = 0usize;
@@ -244,7 +275,7 @@ impl Root {
             if steps > MAX_WALK_STEPS {
                 return Err(PathError::SymlinkLoop);
             }
-            let cur: BorrowedFd<'_> = stack.last().map_or(self.dir.as_fd(), |fd| fd.as_fd());
+            let cur: BorrowedFd<'_> = stack.last().map_or(self.dir.as_fd(), |(_, fd)| fd.as_fd());
             match part.as_slice() {
                 b"" | b"." => {}
                 b".." => {
@@ -267,16 +298,20 @@ impl Root {
                                     queue.push_front(part);
                                 }
                             }
-                            Ok(_) => return located(cur, Some(cname)),
+                            Ok(_) => {
+                                vetoed(&stack, name)?;
+                                return located(self.dir.as_fd(), Some(cname), &stack);
+                            }
                             Err(err) if err.raw_os_error() == Some(libc::ENOENT) => {
-                                return located(cur, Some(cname));
+                                vetoed(&stack, name)?;
+                                return located(self.dir.as_fd(), Some(cname), &stack);
                             }
                             Err(err) => return Err(err.into()),
                         }
                         continue;
                     }
                     match fs::open_dir_at(cur, &cname) {
-                        Ok(fd) => stack.push(fd),
+                        Ok(fd) => stack.push((part, fd)),
                         Err(err) => match err.raw_os_error() {
                             Some(libc::ELOOP) | Some(libc::ENOTDIR) => {
                                 let st = fs::lstat_at(cur, &cname)?;
@@ -288,6 +323,7 @@ impl Root {
                                 }
                             }
                             Some(libc::ENOENT) if create_dirs => {
+                                vetoed(&stack, name)?;
                                 match fs::mkdir_at(cur, &cname, DIR_MODE) {
                                     Ok(()) => {}
                                     Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
@@ -303,14 +339,19 @@ impl Root {
             }
         }
         // The queue ran out on `.`/`..` (or was empty): the path is a directory itself.
-        let cur = stack.last().map_or(self.dir.as_fd(), |fd| fd.as_fd());
-        located(cur, None)
+        located(self.dir.as_fd(), None, &stack)
     }
 }
 
-fn located(dir: BorrowedFd<'_>, name: Option<CString>) -> Result<Located, PathError> {
+/// Where a walk from `root` through `dirs` ended: the last of `dirs` (or the root) holds `name`.
+fn located(
+    root: BorrowedFd<'_>,
+    name: Option<CString>,
+    dirs: &[(Vec<u8>, OwnedFd)],
+) -> Result<Located, PathError> {
+    let parent = dirs.last().map_or(root, |(_, fd)| fd.as_fd());
     Ok(Located {
-        parent: dir.try_clone_to_owned()?,
+        parent: parent.try_clone_to_owned()?,
         name,
     })
 }
@@ -373,6 +414,7 @@ pub(crate) fn path_error(err: PathError, shown: &str) -> ToolError {
                 quote(shown)
             ),
         ),
+        PathError::Refused(why) => super::gitdir::denied(shown, why),
         PathError::Io(err) => ToolError::io("resolve", shown, &err),
     }
 }
@@ -531,11 +573,11 @@ mod tests {
         symlink("../../outside/new.txt", root.join("src/dangling-out")).unwrap();
         let r = Root::open(&root).unwrap();
         let loc = r
-            .locate(&RelPath::parse("src/link.txt").unwrap(), false)
+            .locate(&RelPath::parse("src/link.txt").unwrap(), false, None)
             .unwrap();
         assert_eq!(loc.name.unwrap().as_bytes(), b"a.txt");
         assert!(matches!(
-            r.locate(&RelPath::parse("src/dangling-out").unwrap(), false),
+            r.locate(&RelPath::parse("src/dangling-out").unwrap(), false, None),
             Err(PathError::OutsideRoot)
         ));
     }
@@ -545,14 +587,20 @@ mod tests {
         let (tmp, root) = fixture();
         let r = Root::open(&root).unwrap();
         let rel = RelPath::parse("new/sub/file.txt").unwrap();
-        assert!(matches!(r.locate(&rel, false), Err(PathError::NotFound)));
-        let loc = r.locate(&rel, true).unwrap();
+        assert!(matches!(
+            r.locate(&rel, false, None),
+            Err(PathError::NotFound)
+        ));
+        let loc = r.locate(&rel, true, None).unwrap();
         assert_eq!(loc.name.unwrap().as_bytes(), b"file.txt");
         assert!(root.join("new/sub").is_dir());
         // Through a link that leaves, nothing is created outside.
         symlink("../outside", root.join("out")).unwrap();
         let rel = RelPath::parse("out/made/file.txt").unwrap();
-        assert!(matches!(r.locate(&rel, true), Err(PathError::OutsideRoot)));
+        assert!(matches!(
+            r.locate(&rel, true, None),
+            Err(PathError::OutsideRoot)
+        ));
         assert!(!tmp.path().join("outside/made").exists());
     }
 
@@ -592,7 +640,7 @@ mod tests {
                     Err(other) => panic!("unexpected {other:?}"),
                 }
                 let rel = RelPath::parse(&format!("swap/new-{i}/f")).unwrap();
-                if let Ok(loc) = r.locate(&rel, true) {
+                if let Ok(loc) = r.locate(&rel, true, None) {
                     let name = loc.name.unwrap();
                     let _ = crate::fs::open_at(
                         loc.parent.as_fd(),
@@ -626,7 +674,7 @@ mod tests {
         symlink(".", root.join("self")).unwrap();
         let loc = Root::open(&root)
             .unwrap()
-            .locate(&RelPath::parse("self").unwrap(), false)
+            .locate(&RelPath::parse("self").unwrap(), false, None)
             .unwrap();
         assert!(loc.name.is_none());
     }

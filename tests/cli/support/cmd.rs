@@ -40,11 +40,22 @@ enum Input {
     Held,
 }
 
+/// Where the child's stdout goes.
+enum Sink {
+    /// A pipe the test reads.
+    Captured,
+    /// `/dev/full`: every write fails with `ENOSPC`.
+    DevFull,
+    /// A pipe whose read end is closed before the child starts: every write is `EPIPE`.
+    ClosedPipe,
+}
+
 /// One run of the binary under test, built up fluently.
 #[must_use = "a Cmd does nothing until .run() or .spawn()"]
 pub struct Cmd {
     args: Vec<OsString>,
     stdin: Input,
+    stdout: Sink,
     /// In order; `None` removes the variable.
     env: Vec<(OsString, Option<OsString>)>,
     cwd: Option<PathBuf>,
@@ -63,6 +74,7 @@ impl Cmd {
         Cmd {
             args: Vec::new(),
             stdin: Input::Bytes(Vec::new()),
+            stdout: Sink::Captured,
             env: Vec::new(),
             cwd: None,
             data_limit: None,
@@ -106,6 +118,19 @@ impl Cmd {
     /// child waits for its request for as long as the test wants.
     pub fn stdin_held(mut self) -> Cmd {
         self.stdin = Input::Held;
+        self
+    }
+
+    /// stdout is `/dev/full` (every write fails): the output reads as empty.
+    pub fn stdout_dev_full(mut self) -> Cmd {
+        self.stdout = Sink::DevFull;
+        self
+    }
+
+    /// stdout is a pipe nobody reads, closed before the child starts (a reader that went
+    /// away, as `| head -c0` does at once): the output reads as empty.
+    pub fn stdout_closed_pipe(mut self) -> Cmd {
+        self.stdout = Sink::ClosedPipe;
         self
     }
 
@@ -154,10 +179,16 @@ impl Cmd {
     pub fn spawn(self) -> Running {
         let shown = show_args(&self.args);
         let mut command = Command::new(super::super::bin());
-        command
-            .args(&self.args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        command.args(&self.args).stderr(Stdio::piped());
+        match self.stdout {
+            Sink::Captured => command.stdout(Stdio::piped()),
+            Sink::DevFull => command.stdout(File::create("/dev/full").expect("open /dev/full")),
+            Sink::ClosedPipe => {
+                let (reader, writer) = rustix::pipe::pipe().expect("pipe");
+                drop(reader);
+                command.stdout(Stdio::from(writer))
+            }
+        };
         if !self.env.iter().any(|(name, _)| name == BRIDGE_VAR) {
             command.env_remove(BRIDGE_VAR);
         }
@@ -232,7 +263,14 @@ impl Cmd {
             (None, pipe) if held => (None, pipe),
             _ => (None, None),
         };
-        let stdout = read_all(child.stdout.take().unwrap(), start);
+        let stdout = match child.stdout.take() {
+            Some(pipe) => read_all(pipe, start),
+            None => {
+                let (tx, rx) = mpsc::channel();
+                let _ = tx.send((Vec::new(), None));
+                rx
+            }
+        };
         let stderr = read_all(child.stderr.take().unwrap(), start);
         Running {
             child: Some(child),
