@@ -18,6 +18,8 @@ pub mod envelope;
 pub mod error;
 pub mod exec;
 pub mod fs;
+/// The bodies of the fuzz targets, for `fuzz/` and `tests/cli/fuzz_regressions.rs` only.
+#[cfg(any(test, feature = "test-support"))]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod hostenv;
@@ -30,7 +32,6 @@ pub mod replay;
 pub mod schema;
 pub mod signal;
 pub mod terminal;
-pub mod test_adapter;
 pub mod toolmap;
 pub mod transcript;
 pub mod validate;
@@ -195,8 +196,6 @@ pub fn run(cli: Cli) -> u8 {
         Some(Command::Adapter(cli::AdapterCommand::Mcp { tool_map, server })) => {
             adapter::mcp::run(adapter::mcp::Options { tool_map, server })
         }
-        Some(Command::TestAdapter(args)) => test_adapter::run(&args.steps),
-        Some(Command::TestMcpServer(args)) => adapter::mcp::test_server::run(&args.script),
         Some(Command::Delegation(command)) => delegation::main(&command),
         Some(Command::Replay(args)) => replay::run(&args),
         Some(Command::Schema(args)) => schema::print(args.kind),

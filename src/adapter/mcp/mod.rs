@@ -27,7 +27,6 @@
 
 mod client;
 mod server;
-pub mod test_server;
 /// The JSON-RPC grammar (crate-visible for the `mcp` fuzz target in `crate::fuzzing`).
 pub(crate) mod wire;
 
