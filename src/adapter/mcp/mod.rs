@@ -9,8 +9,8 @@
 //!
 //! Owns: the request side (reading, checking, mapping), the time budget, the server's
 //! environment, the table of error codes ([`Code`]) and the envelope. The process and its
-//! pipes live in `server.rs`, the JSON-RPC grammar in `wire.rs`, the session in `client.rs`,
-//! and the scripted server of the test suite in `test_server.rs`.
+//! pipes live in `server.rs`, the JSON-RPC grammar in `wire.rs`, the session in `client.rs`;
+//! the scripted server of the test suite is `ptd-test mcp-server` (`tests/tools/`).
 //!
 //! Invariants:
 //! - the server is shut down on every path (the MCP stdio order: stdin closed, a wait,
@@ -30,6 +30,8 @@ mod server;
 /// The JSON-RPC grammar (crate-visible for the `mcp` fuzz target in `crate::fuzzing`).
 pub(crate) mod wire;
 
+/// For the `mcp` fuzz target (`crate::fuzzing`).
+#[cfg(any(test, feature = "test-support"))]
 pub(crate) use client::{call_result, CallResult};
 pub use client::{Revision, LEGACY, MODERN};
 
