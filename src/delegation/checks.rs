@@ -11,7 +11,7 @@
 //! [`Scope`] of a request only holds values that passed their own rule, so a malformed
 //! request digest can never be "matched". This module reads no file and prints nothing.
 
-use super::codes::{IssueKind, Status};
+use super::codes::{DelegationStatus, IssueKind};
 use super::{REQUEST_SCHEMA, RESULT_SCHEMA};
 use crate::json::raw::{self, Fields};
 use crate::json::Kind;
@@ -215,7 +215,7 @@ pub fn check_request(text: &str) -> (Scope, Findings) {
 /// An adapter's answer that passed every check: what the envelope takes from it.
 #[derive(Debug, Clone)]
 pub struct Answer<'t> {
-    pub status: Status,
+    pub status: DelegationStatus,
     /// `provider`, the adapter's own name for itself.
     pub provider: Option<Cow<'t, str>>,
     /// `result` as written (an object, or `null`).
@@ -380,7 +380,7 @@ pub fn check_answer<'t>(text: &'t str, scope: &Scope) -> Result<Answer<'t>, Find
 }
 
 /// `status`, or `success` alone: `false` → failed, `true` → completed. Both given must agree.
-fn answer_status(top: &Fields, f: &mut Findings) -> Option<Status> {
+fn answer_status(top: &Fields, f: &mut Findings) -> Option<DelegationStatus> {
     let success = match top.get("success") {
         None => None,
         Some(raw) => match raw::boolean(raw) {
@@ -396,7 +396,10 @@ fn answer_status(top: &Fields, f: &mut Findings) -> Option<Status> {
         },
     };
     let status = match top.get("status") {
-        Some(raw) => match raw::string(raw).as_deref().and_then(Status::parse) {
+        Some(raw) => match raw::string(raw)
+            .as_deref()
+            .and_then(DelegationStatus::parse)
+        {
             Some(status) => status,
             None => {
                 f.push(
@@ -411,8 +414,8 @@ fn answer_status(top: &Fields, f: &mut Findings) -> Option<Status> {
             }
         },
         None => match success {
-            Some(false) => Status::Failed,
-            Some(true) => Status::Completed,
+            Some(false) => DelegationStatus::Failed,
+            Some(true) => DelegationStatus::Completed,
             None => {
                 f.push(
                     IssueKind::StatusInvalid,
@@ -739,13 +742,13 @@ mod tests {
                "result":{{"session_id":"s1","source_digest":"{A}","ok":true}}}}"#
         );
         let answer = check_answer(&text, &scope()).unwrap();
-        assert_eq!(answer.status, Status::Completed);
+        assert_eq!(answer.status, DelegationStatus::Completed);
         assert_eq!(answer.provider.as_deref(), Some("p"));
         assert!(answer.result.unwrap().contains("\"ok\":true"));
         let answer = check_answer(r#"{"success":false}"#, &scope()).unwrap();
-        assert_eq!(answer.status, Status::Failed);
+        assert_eq!(answer.status, DelegationStatus::Failed);
         let answer = check_answer(r#"{"success":true,"result":null}"#, &scope()).unwrap();
-        assert_eq!(answer.status, Status::Completed);
+        assert_eq!(answer.status, DelegationStatus::Completed);
     }
 
     #[test]

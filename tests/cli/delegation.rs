@@ -6,7 +6,7 @@
 //! redaction, the generated files).
 
 use super::*;
-use parent_tool_dispatch::delegation::codes::{Code, Event, Status, ISSUE_CODES};
+use parent_tool_dispatch::delegation::codes::{Code, DelegationStatus, Event, ISSUE_CODES};
 use parent_tool_dispatch::delegation::{schema, SchemaKind};
 
 /// Slack on top of a time bound, for a loaded 2-core machine.
@@ -109,11 +109,11 @@ fn check_envelope_shape(e: &Value, diffs: &mut Vec<String>) {
         "schema",
     );
     need(e["execution"] == "host-delegation", "execution");
-    let status = e["status"].as_str().and_then(Status::parse);
+    let status = e["status"].as_str().and_then(DelegationStatus::parse);
     need(status.is_some(), "status in the set");
     let success = e["success"].as_bool();
     need(
-        success == status.map(Status::is_success),
+        success == status.map(DelegationStatus::is_success),
         "success follows the status",
     );
     need(e["request_id"].as_str().is_some(), "request_id");
@@ -993,7 +993,7 @@ fn schemas_name_the_same_ids_statuses_and_events_as_the_code() {
         assert_eq!(s["$id"], id);
         assert_eq!(s["properties"]["schema"]["const"], id);
     }
-    let statuses: Vec<_> = Status::ALL.iter().map(|s| s.as_str()).collect();
+    let statuses: Vec<_> = DelegationStatus::ALL.iter().map(|s| s.as_str()).collect();
     let events: Vec<_> = Event::ALL.iter().map(|e| e.as_str()).collect();
     assert_eq!(result["properties"]["status"]["enum"], json!(statuses));
     assert_eq!(event["properties"]["event"]["enum"], json!(events));
