@@ -27,7 +27,6 @@ use crate::terminal::error_line;
 use crate::toolmap::ToolMap;
 use crate::transcript::{self, safe_name, ArtifactDir, Call};
 use crate::validate::Issue;
-use anyhow::Context as _;
 use std::io::Write;
 use std::rc::Rc;
 use std::time::{Instant, SystemTime};
@@ -67,10 +66,9 @@ impl<'a> Report<'a> {
             )));
         }
         let tool_map = match &args.tool_map {
-            // A human error at the edge: anyhow carries the context, the chain is printed.
+            // The error's own message already names its cause (and the file): printed once.
             Some(arg) => ToolMap::parse(arg)
-                .context("the --tool-map value cannot be used")
-                .map_err(|err| UsageError(format!("{err:#}")))?,
+                .map_err(|err| UsageError(format!("the --tool-map value cannot be used: {err}")))?,
             None => ToolMap::Identity,
         };
         let mut redactor = Redactor::new();

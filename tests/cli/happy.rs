@@ -290,3 +290,17 @@ fn a_bad_tool_map_is_a_usage_error() {
         .stdout_empty()
         .stderr_contains("--tool-map");
 }
+
+#[test]
+fn an_unreadable_tool_map_file_is_named_with_its_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("map.json");
+    let run = Dispatch::adapter(&["echo"])
+        .args(&["--tool-map", &format!("@{}", missing.display())])
+        .run();
+    run.output().exit(2).stdout_empty().stderr_eq(format!(
+        "error[usage]: the --tool-map value cannot be used: reading tool map file {}: \
+         No such file or directory (os error 2)\n",
+        missing.display()
+    ));
+}
