@@ -177,12 +177,6 @@ pub enum Command {
     /// Reference host adapters that speak the request-on-stdin / result-on-stdout protocol.
     #[command(subcommand)]
     Adapter(AdapterCommand),
-    /// A scriptable misbehaving adapter for the test suite and the README's examples.
-    #[command(name = "__test-adapter", hide = true)]
-    TestAdapter(TestAdapterArgs),
-    /// A scriptable MCP server on the stdio transport for the test suite.
-    #[command(name = "__test-mcp-server", hide = true)]
-    TestMcpServer(TestMcpServerArgs),
     /// Host delegation: check wp-codebox/host-delegation-request/v1 and -result/v1 envelopes,
     /// or run a product host adapter between the two checks.
     #[command(subcommand)]
@@ -341,24 +335,6 @@ pub enum AdapterCommand {
         #[arg(last = true, required = true, num_args = 1.., value_name = "SERVER_ARGV")]
         server: Vec<String>,
     },
-}
-
-/// Arguments of the hidden test adapter: a list of steps run in order.
-#[derive(Debug, Args)]
-pub struct TestAdapterArgs {
-    /// Steps, e.g. `read-stdin`, `echo`, `sleep:500`, `ignore-term`, `exit:3`. See
-    /// `src/test_adapter.rs` for the list.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub steps: Vec<String>,
-}
-
-/// Arguments of the hidden test MCP server: settings and rules, see
-/// `src/adapter/mcp/test_server.rs`.
-#[derive(Debug, Args)]
-pub struct TestMcpServerArgs {
-    /// Settings (`era:modern`, `log:PATH`, ...) and rules (`on:tools/call sleep:500 reply`).
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub script: Vec<String>,
 }
 
 /// The `delegation` subcommands (SPEC §8).

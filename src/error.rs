@@ -5,44 +5,124 @@
 //! `tests/cli/codes.rs` all come from [`ErrorCode::ALL`] and [`EXIT_STATUSES`].
 //! Changing a row here is a breaking change of the public interface.
 
-use std::fmt;
+/// Declares a table of stable wire names: an enum with one row per variant, written once next
+/// to the variant, and generated from the rows `ALL` (row order), `as_str`, `parse` (exact:
+/// no trimming, no case folding) and `Display`. Every lookup is an exhaustive `match`, so a
+/// new variant without a row does not compile.
+///
+/// A code table adds two columns, `status` (a variant of the named status enum) and
+/// `retryable`, and optionally a third, `exit_code`:
+///
+/// ```text
+/// wire_table! { pub enum Code(status: Status) { NotFound = ("not_found", Failed, false), } }
+/// wire_table! { pub enum Code(status: Status, exit) { Bad = ("bad", Failed, false, 65), } }
+/// ```
+///
+/// Every code table of the crate is declared with it: [`ErrorCode`], the delegation codes, the
+/// workspace and MCP adapters' codes; and so are the statuses they point to.
+macro_rules! wire_table {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident = $wire:literal, )+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        $vis enum $name {
+            $( $(#[$vmeta])* $variant, )+
+        }
 
-/// The five statuses of a `wp-codebox/parent-tool-result/v1` envelope.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Status {
-    Succeeded,
-    Denied,
-    Unavailable,
-    Timeout,
-    Failed,
+        impl $name {
+            /// Every value, in the table's order.
+            pub const ALL: [$name; [$(stringify!($variant)),+].len()] = [$($name::$variant),+];
+
+            /// The stable wire spelling.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $( $name::$variant => $wire, )+
+                }
+            }
+
+            /// Parse the wire spelling (exactly: no trimming, no case folding).
+            pub fn parse(s: &str) -> Option<$name> {
+                $name::ALL.into_iter().find(|value| value.as_str() == s)
+            }
+        }
+
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident(status: $status:ident) {
+            $( $(#[$vmeta:meta])* $variant:ident = ($wire:literal, $st:ident, $retry:literal), )+
+        }
+    ) => {
+        $crate::error::wire_table! {
+            $(#[$meta])*
+            $vis enum $name {
+                $( $(#[$vmeta])* $variant = $wire, )+
+            }
+        }
+
+        impl $name {
+            /// The status of an envelope failing with this code.
+            pub fn status(self) -> $status {
+                match self {
+                    $( $name::$variant => $status::$st, )+
+                }
+            }
+
+            /// Whether the same call may succeed when retried unchanged.
+            pub fn retryable(self) -> bool {
+                match self {
+                    $( $name::$variant => $retry, )+
+                }
+            }
+        }
+    };
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident(status: $status:ident, exit) {
+            $( $(#[$vmeta:meta])* $variant:ident = ($wire:literal, $st:ident, $retry:literal, $exit:expr), )+
+        }
+    ) => {
+        $crate::error::wire_table! {
+            $(#[$meta])*
+            $vis enum $name(status: $status) {
+                $( $(#[$vmeta])* $variant = ($wire, $st, $retry), )+
+            }
+        }
+
+        impl $name {
+            /// The exit status for this code (with its status from the table).
+            pub fn exit_code(self) -> u8 {
+                match self {
+                    $( $name::$variant => $exit, )+
+                }
+            }
+        }
+    };
+}
+pub(crate) use wire_table;
+
+wire_table! {
+    /// The five statuses of a `wp-codebox/parent-tool-result/v1` envelope, in the order the
+    /// contract lists them.
+    pub enum Status {
+        Succeeded = "succeeded",
+        Denied = "denied",
+        Unavailable = "unavailable",
+        Timeout = "timeout",
+        Failed = "failed",
+    }
 }
 
 impl Status {
-    /// Every status, in the order the contract lists them.
-    pub const ALL: [Status; 5] = [
-        Status::Succeeded,
-        Status::Denied,
-        Status::Unavailable,
-        Status::Timeout,
-        Status::Failed,
-    ];
-
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Succeeded => "succeeded",
-            Status::Denied => "denied",
-            Status::Unavailable => "unavailable",
-            Status::Timeout => "timeout",
-            Status::Failed => "failed",
-        }
-    }
-
-    /// Parse the wire spelling.
-    pub fn parse(s: &str) -> Option<Status> {
-        Status::ALL.into_iter().find(|status| status.as_str() == s)
-    }
-
     /// The exit status that summarises an envelope with this status when no more specific
     /// error code decides it (SPEC §3.1: the exit status always follows the printed status).
     pub fn exit_code(self) -> u8 {
@@ -53,12 +133,6 @@ impl Status {
             Status::Timeout => exit::TIMEOUT,
             Status::Failed => exit::FAILED,
         }
-    }
-}
-
-impl fmt::Display for Status {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -153,145 +227,43 @@ pub const EXIT_STATUSES: [ExitStatusRow; 9] = [
     },
 ];
 
-/// A stable error code of SPEC §6, produced by the dispatcher itself.
-///
-/// An adapter's own codes pass through as strings and never become an `ErrorCode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorCode {
-    BridgeInvalid,
-    DispatchModeUnsupported,
-    RequestInvalid,
-    RequestTooLarge,
-    ToolNotAllowed,
-    BridgeRefMismatch,
-    AdapterNotFound,
-    AdapterNotExecutable,
-    CwdUnavailable,
-    ArtifactDirUnavailable,
-    DispatchTimeout,
-    Interrupted,
-    AdapterExitNonzero,
-    AdapterSignaled,
-    ResultInvalid,
-    ResultTooLarge,
-    InternalError,
-    EndpointUnconfigured,
-    EndpointUnreachable,
-    EndpointHttpStatus,
+wire_table! {
+    /// A stable error code of SPEC §6, produced by the dispatcher itself, in the order of the
+    /// SPEC §6 table: its spelling, the status an envelope with it carries, whether retrying
+    /// the same call may succeed, and the exit status of the main job (with that status).
+    ///
+    /// For the two authorization codes the status is the default; the bridge's
+    /// `authorization.failure_status` may turn it into `unavailable`. For
+    /// `endpoint_http_status` the row is that of a retryable HTTP status (408, 429, 5xx);
+    /// [`http_status_class`] gives the row for any other.
+    ///
+    /// An adapter's own codes pass through as strings and never become an `ErrorCode`.
+    pub enum ErrorCode(status: Status, exit) {
+        BridgeInvalid = ("bridge_invalid", Unavailable, false, exit::UNAVAILABLE),
+        DispatchModeUnsupported = ("dispatch_mode_unsupported", Unavailable, false, exit::UNAVAILABLE),
+        RequestInvalid = ("request_invalid", Failed, false, exit::DATA_INVALID),
+        RequestTooLarge = ("request_too_large", Failed, false, exit::DATA_INVALID),
+        ToolNotAllowed = ("tool_not_allowed", Denied, false, exit::DENIED),
+        BridgeRefMismatch = ("bridge_ref_mismatch", Denied, false, exit::DENIED),
+        AdapterNotFound = ("adapter_not_found", Unavailable, false, exit::UNAVAILABLE),
+        AdapterNotExecutable = ("adapter_not_executable", Unavailable, false, exit::UNAVAILABLE),
+        CwdUnavailable = ("cwd_unavailable", Unavailable, false, exit::UNAVAILABLE),
+        ArtifactDirUnavailable = ("artifact_dir_unavailable", Unavailable, false, exit::UNAVAILABLE),
+        DispatchTimeout = ("dispatch_timeout", Timeout, true, exit::TIMEOUT),
+        Interrupted = ("interrupted", Failed, true, exit::FAILED),
+        AdapterExitNonzero = ("adapter_exit_nonzero", Failed, false, exit::FAILED),
+        AdapterSignaled = ("adapter_signaled", Failed, true, exit::FAILED),
+        ResultInvalid = ("result_invalid", Failed, false, exit::FAILED),
+        ResultTooLarge = ("result_too_large", Failed, false, exit::FAILED),
+        InternalError = ("internal_error", Failed, false, exit::INTERNAL),
+        EndpointUnconfigured = ("endpoint_unconfigured", Unavailable, false, exit::UNAVAILABLE),
+        EndpointUnreachable = ("endpoint_unreachable", Unavailable, true, exit::UNAVAILABLE),
+        // The retryable half of the row; `http_status_class` has the other.
+        EndpointHttpStatus = ("endpoint_http_status", Unavailable, true, exit::UNAVAILABLE),
+    }
 }
 
 impl ErrorCode {
-    /// Every code, in the order of the SPEC §6 table.
-    pub const ALL: [ErrorCode; 20] = [
-        ErrorCode::BridgeInvalid,
-        ErrorCode::DispatchModeUnsupported,
-        ErrorCode::RequestInvalid,
-        ErrorCode::RequestTooLarge,
-        ErrorCode::ToolNotAllowed,
-        ErrorCode::BridgeRefMismatch,
-        ErrorCode::AdapterNotFound,
-        ErrorCode::AdapterNotExecutable,
-        ErrorCode::CwdUnavailable,
-        ErrorCode::ArtifactDirUnavailable,
-        ErrorCode::DispatchTimeout,
-        ErrorCode::Interrupted,
-        ErrorCode::AdapterExitNonzero,
-        ErrorCode::AdapterSignaled,
-        ErrorCode::ResultInvalid,
-        ErrorCode::ResultTooLarge,
-        ErrorCode::InternalError,
-        ErrorCode::EndpointUnconfigured,
-        ErrorCode::EndpointUnreachable,
-        ErrorCode::EndpointHttpStatus,
-    ];
-
-    /// The stable snake_case spelling.
-    pub fn as_str(self) -> &'static str {
-        self.row().0
-    }
-
-    /// The status an envelope with this code carries. For the two authorization codes this is
-    /// the default; the bridge's `authorization.failure_status` may turn it into `unavailable`.
-    /// For `endpoint_http_status` it is the status of a retryable HTTP status (408, 429, 5xx);
-    /// [`http_status_class`] gives the row for any other.
-    pub fn status(self) -> Status {
-        self.row().1
-    }
-
-    /// Whether retrying the same call may succeed.
-    pub fn retryable(self) -> bool {
-        self.row().2
-    }
-
-    /// The exit status of the main job for this code (with the default status).
-    pub fn exit_code(self) -> u8 {
-        self.row().3
-    }
-
-    /// One line of the SPEC §6 table. Exhaustive on purpose: a new code must get a row.
-    fn row(self) -> (&'static str, Status, bool, u8) {
-        use ErrorCode::*;
-        use Status as S;
-        match self {
-            BridgeInvalid => ("bridge_invalid", S::Unavailable, false, exit::UNAVAILABLE),
-            DispatchModeUnsupported => (
-                "dispatch_mode_unsupported",
-                S::Unavailable,
-                false,
-                exit::UNAVAILABLE,
-            ),
-            RequestInvalid => ("request_invalid", S::Failed, false, exit::DATA_INVALID),
-            RequestTooLarge => ("request_too_large", S::Failed, false, exit::DATA_INVALID),
-            ToolNotAllowed => ("tool_not_allowed", S::Denied, false, exit::DENIED),
-            BridgeRefMismatch => ("bridge_ref_mismatch", S::Denied, false, exit::DENIED),
-            AdapterNotFound => (
-                "adapter_not_found",
-                S::Unavailable,
-                false,
-                exit::UNAVAILABLE,
-            ),
-            AdapterNotExecutable => (
-                "adapter_not_executable",
-                S::Unavailable,
-                false,
-                exit::UNAVAILABLE,
-            ),
-            CwdUnavailable => ("cwd_unavailable", S::Unavailable, false, exit::UNAVAILABLE),
-            ArtifactDirUnavailable => (
-                "artifact_dir_unavailable",
-                S::Unavailable,
-                false,
-                exit::UNAVAILABLE,
-            ),
-            DispatchTimeout => ("dispatch_timeout", S::Timeout, true, exit::TIMEOUT),
-            Interrupted => ("interrupted", S::Failed, true, exit::FAILED),
-            AdapterExitNonzero => ("adapter_exit_nonzero", S::Failed, false, exit::FAILED),
-            AdapterSignaled => ("adapter_signaled", S::Failed, true, exit::FAILED),
-            ResultInvalid => ("result_invalid", S::Failed, false, exit::FAILED),
-            ResultTooLarge => ("result_too_large", S::Failed, false, exit::FAILED),
-            InternalError => ("internal_error", S::Failed, false, exit::INTERNAL),
-            EndpointUnconfigured => (
-                "endpoint_unconfigured",
-                S::Unavailable,
-                false,
-                exit::UNAVAILABLE,
-            ),
-            EndpointUnreachable => (
-                "endpoint_unreachable",
-                S::Unavailable,
-                true,
-                exit::UNAVAILABLE,
-            ),
-            // The retryable half of the row; `http_status_class` has the other.
-            EndpointHttpStatus => (
-                "endpoint_http_status",
-                S::Unavailable,
-                true,
-                exit::UNAVAILABLE,
-            ),
-        }
-    }
-
     /// The status, retryable and exit columns as the README and the man page print them: the
     /// row itself, except where it depends on the HTTP status (`endpoint_http_status`).
     pub fn columns(self) -> [String; 3] {
@@ -311,11 +283,6 @@ impl ErrorCode {
             ],
         }
     }
-
-    /// Look a code up by its spelling.
-    pub fn parse(s: &str) -> Option<ErrorCode> {
-        ErrorCode::ALL.into_iter().find(|code| code.as_str() == s)
-    }
 }
 
 /// Status and retryable of an `endpoint_http_status` failure for this HTTP status (SPEC §6):
@@ -328,12 +295,6 @@ pub fn http_status_class(http_status: u16) -> (Status, bool) {
             ErrorCode::EndpointHttpStatus.retryable(),
         ),
         _ => (Status::Failed, false),
-    }
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

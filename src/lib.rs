@@ -21,6 +21,8 @@ pub mod envelope;
 pub mod error;
 pub mod exec;
 pub mod fs;
+/// The bodies of the fuzz targets, for `fuzz/` and `tests/cli/fuzz_regressions.rs` only.
+#[cfg(any(test, feature = "test-support"))]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod hostenv;
@@ -34,7 +36,6 @@ pub mod schema;
 pub mod signal;
 pub mod stdout;
 pub mod terminal;
-pub mod test_adapter;
 pub mod toolmap;
 pub mod transcript;
 pub mod validate;
@@ -85,8 +86,10 @@ pub fn main() -> ExitCode {
 }
 
 /// The message for a first positional argument that is not an existing file but is close to a
-/// visible subcommand's name (`valdate`, `sandbox_env`), which clap would otherwise take as the
-/// REQUEST path and answer with a misleading error. `None` when the command line looks fine.
+/// visible subcommand's name (`valdate`, `sandbox_env`), or is spelled like a hidden one
+/// (`__test-adapter`: the product has none, the test tools are a binary of their own), which
+/// clap would otherwise take as the REQUEST path and answer with a misleading error. `None`
+/// when the command line looks fine.
 pub fn mistyped_subcommand(args: &[OsString]) -> Option<String> {
     let mut cmd = Cli::command();
     cmd.build();
@@ -104,6 +107,12 @@ fn mistyped_in(cmd: &clap::Command, args: &[OsString]) -> Option<String> {
         .collect();
     if names.contains(&word) || std::path::Path::new(word).exists() {
         return None;
+    }
+    if word.starts_with("__") {
+        return Some(format!(
+            "error: unrecognized subcommand '{}'\n\nFor more information, try '--help'.\n",
+            terminal::escape(word)
+        ));
     }
     let near = validate::did_you_mean(word, names.iter().copied())?;
     Some(format!(
@@ -153,29 +162,31 @@ fn first_positional<'a>(cmd: &clap::Command, args: &'a [OsString]) -> Option<&'a
 /// The command for shell completions: the real one with hidden subcommands and arguments left
 /// out (clap_complete offers them otherwise), at every level.
 pub fn completion_command() -> clap::Command {
-    fn visible(cmd: &clap::Command) -> clap::Command {
-        let mut out = clap::Command::new(cmd.get_name().to_string())
-            .args(cmd.get_arguments().filter(|a| !a.is_hide_set()).cloned())
-            .subcommands(
-                cmd.get_subcommands()
-                    .filter(|s| !s.is_hide_set())
-                    .map(visible),
-            )
-            .args_conflicts_with_subcommands(cmd.is_args_conflicts_with_subcommands_set())
-            .subcommand_negates_reqs(cmd.is_subcommand_negates_reqs_set())
-            .subcommand_required(cmd.is_subcommand_required_set());
-        if let Some(about) = cmd.get_about() {
-            out = out.about(about.clone());
-        }
-        if let Some(about) = cmd.get_long_about() {
-            out = out.long_about(about.clone());
-        }
-        if let Some(version) = cmd.get_version() {
-            out = out.version(version.to_string());
-        }
-        out
-    }
     visible(&Cli::command())
+}
+
+/// `cmd` without its hidden subcommands and arguments, at every level.
+fn visible(cmd: &clap::Command) -> clap::Command {
+    let mut out = clap::Command::new(cmd.get_name().to_string())
+        .args(cmd.get_arguments().filter(|a| !a.is_hide_set()).cloned())
+        .subcommands(
+            cmd.get_subcommands()
+                .filter(|s| !s.is_hide_set())
+                .map(visible),
+        )
+        .args_conflicts_with_subcommands(cmd.is_args_conflicts_with_subcommands_set())
+        .subcommand_negates_reqs(cmd.is_subcommand_negates_reqs_set())
+        .subcommand_required(cmd.is_subcommand_required_set());
+    if let Some(about) = cmd.get_about() {
+        out = out.about(about.clone());
+    }
+    if let Some(about) = cmd.get_long_about() {
+        out = out.long_about(about.clone());
+    }
+    if let Some(version) = cmd.get_version() {
+        out = out.version(version.to_string());
+    }
+    out
 }
 
 /// Run a parsed command line; returns the exit status.
@@ -213,8 +224,6 @@ pub fn run(cli: Cli) -> u8 {
         Some(Command::Adapter(cli::AdapterCommand::Mcp { tool_map, server })) => {
             adapter::mcp::run(adapter::mcp::Options { tool_map, server })
         }
-        Some(Command::TestAdapter(args)) => test_adapter::run(&args.steps),
-        Some(Command::TestMcpServer(args)) => adapter::mcp::test_server::run(&args.script),
         Some(Command::Delegation(command)) => delegation::main(&command),
         Some(Command::Replay(args)) => replay::run(&args),
         Some(Command::Schema(args)) => schema::print(args.kind),
@@ -254,13 +263,37 @@ mod tests {
         shape(&Cli::command(), &mut real, "");
         shape(&completion_command(), &mut shown, "");
         assert_eq!(real, shown);
-        let completion = completion_command();
-        assert!(completion
-            .get_subcommands()
-            .all(|s| s.get_name() != "__test-adapter"));
-        assert!(Cli::command()
-            .get_subcommands()
-            .any(|s| s.get_name() == "__test-adapter" && s.is_hide_set()));
+        // The product has no hidden subcommand (the test tools are a binary of their own);
+        // one added later is left out at any level, and so is a hidden argument.
+        assert!(Cli::command().get_subcommands().all(|s| !s.is_hide_set()));
+        let with_hidden = Cli::command()
+            .arg(clap::Arg::new("secret").long("secret").hide(true))
+            .mut_subcommand("adapter", |adapter| {
+                adapter.subcommand(clap::Command::new("__hidden").hide(true))
+            })
+            .subcommand(clap::Command::new("__hidden").hide(true));
+        let (mut with, mut without) = (Vec::new(), Vec::new());
+        shape(&with_hidden, &mut with, "");
+        shape(&visible(&with_hidden), &mut without, "");
+        // (mut_subcommand moves `adapter` to the end: compare as sets.)
+        real.sort();
+        with.sort();
+        without.sort();
+        assert_eq!(with, real);
+        assert_eq!(without, real);
+        let names = |cmd: &clap::Command| -> Vec<String> {
+            cmd.get_subcommands()
+                .map(|s| s.get_name().to_string())
+                .collect()
+        };
+        assert!(names(&with_hidden).contains(&"__hidden".to_string()));
+        assert!(!names(&visible(&with_hidden)).contains(&"__hidden".to_string()));
+        let adapter = visible(&with_hidden);
+        let adapter = adapter.find_subcommand("adapter").unwrap();
+        assert!(!names(adapter).contains(&"__hidden".to_string()));
+        assert!(visible(&with_hidden)
+            .get_arguments()
+            .all(|a| a.get_id() != "secret"));
     }
 
     #[test]
@@ -287,6 +320,32 @@ mod tests {
                     .unwrap()
             )));
         }
+    }
+
+    #[test]
+    fn a_hidden_looking_subcommand_is_unrecognized() {
+        for line in [
+            &["__test-adapter", "echo"][..],
+            &["__test-mcp-server"][..],
+            &["--parent-tool-bridge", "{}", "__test-adapter", "read-stdin"][..],
+        ] {
+            let word = line.iter().find(|a| a.starts_with("__")).unwrap();
+            assert_eq!(
+                mistyped_subcommand(&args(line)).as_deref(),
+                Some(
+                    format!(
+                        "error: unrecognized subcommand '{word}'\n\nFor more information, try '--help'.\n"
+                    )
+                    .as_str()
+                ),
+                "{line:?}"
+            );
+        }
+        // A request file of that name is still a request file.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("__request.json");
+        std::fs::write(&file, "{}").unwrap();
+        assert_eq!(mistyped_subcommand(&args(&[file.to_str().unwrap()])), None);
     }
 
     #[test]

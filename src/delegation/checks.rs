@@ -11,7 +11,7 @@
 //! [`Scope`] of a request only holds values that passed their own rule, so a malformed
 //! request digest can never be "matched". This module reads no file and prints nothing.
 
-use super::codes::{IssueKind, Status};
+use super::codes::{DelegationStatus, IssueKind};
 use super::{REQUEST_SCHEMA, RESULT_SCHEMA};
 use crate::json::raw::{self, Fields};
 use crate::json::Kind;
@@ -215,7 +215,7 @@ pub fn check_request(text: &str) -> (Scope, Findings) {
 /// An adapter's answer that passed every check: what the envelope takes from it.
 #[derive(Debug, Clone)]
 pub struct Answer<'t> {
-    pub status: Status,
+    pub status: DelegationStatus,
     /// `provider`, the adapter's own name for itself.
     pub provider: Option<Cow<'t, str>>,
     /// `result` as written (an object, or `null`).
@@ -382,7 +382,7 @@ pub fn check_answer<'t>(text: &'t str, scope: &Scope) -> Result<Answer<'t>, Find
 /// `status`; without one, the default of upstream's PHP validator (SPEC §8): `success: false`
 /// → failed; no `success` but an `error` (not null) → failed; anything else → completed.
 /// `success` and `status` both given must agree.
-fn answer_status(top: &Fields, f: &mut Findings) -> Option<Status> {
+fn answer_status(top: &Fields, f: &mut Findings) -> Option<DelegationStatus> {
     let success = match top.get("success") {
         None => None,
         Some(raw) => match raw::boolean(raw) {
@@ -398,7 +398,10 @@ fn answer_status(top: &Fields, f: &mut Findings) -> Option<Status> {
         },
     };
     let status = match top.get("status") {
-        Some(raw) => match raw::string(raw).as_deref().and_then(Status::parse) {
+        Some(raw) => match raw::string(raw)
+            .as_deref()
+            .and_then(DelegationStatus::parse)
+        {
             Some(status) => status,
             None => {
                 f.push(
@@ -413,14 +416,14 @@ fn answer_status(top: &Fields, f: &mut Findings) -> Option<Status> {
             }
         },
         None => match success {
-            Some(false) => Status::Failed,
+            Some(false) => DelegationStatus::Failed,
             None if top
                 .get("error")
                 .is_some_and(|raw| Kind::of(raw) != Kind::Null) =>
             {
-                Status::Failed
+                DelegationStatus::Failed
             }
-            Some(true) | None => Status::Completed,
+            Some(true) | None => DelegationStatus::Completed,
         },
     };
     match success {
@@ -738,13 +741,13 @@ mod tests {
                "result":{{"session_id":"s1","source_digest":"{A}","ok":true}}}}"#
         );
         let answer = check_answer(&text, &scope()).unwrap();
-        assert_eq!(answer.status, Status::Completed);
+        assert_eq!(answer.status, DelegationStatus::Completed);
         assert_eq!(answer.provider.as_deref(), Some("p"));
         assert!(answer.result.unwrap().contains("\"ok\":true"));
         let answer = check_answer(r#"{"success":false}"#, &scope()).unwrap();
-        assert_eq!(answer.status, Status::Failed);
+        assert_eq!(answer.status, DelegationStatus::Failed);
         let answer = check_answer(r#"{"success":true,"result":null}"#, &scope()).unwrap();
-        assert_eq!(answer.status, Status::Completed);
+        assert_eq!(answer.status, DelegationStatus::Completed);
     }
 
     #[test]
@@ -789,20 +792,20 @@ mod tests {
     #[test]
     fn a_missing_status_defaults_as_upstream_does() {
         for (text, want) in [
-            (r#"{"success":false}"#, Status::Failed),
-            (r#"{"success":false,"result":{"x":1}}"#, Status::Failed),
+            (r#"{"success":false}"#, DelegationStatus::Failed),
+            (r#"{"success":false,"result":{"x":1}}"#, DelegationStatus::Failed),
             (
                 r#"{"error":{"code":"quota","message":"spent"}}"#,
-                Status::Failed,
+                DelegationStatus::Failed,
             ),
-            (r#"{"error":null}"#, Status::Completed),
-            (r#"{}"#, Status::Completed),
-            (r#"{"result":{"ok":true}}"#, Status::Completed),
-            (r#"{"success":true}"#, Status::Completed),
+            (r#"{"error":null}"#, DelegationStatus::Completed),
+            (r#"{}"#, DelegationStatus::Completed),
+            (r#"{"result":{"ok":true}}"#, DelegationStatus::Completed),
+            (r#"{"success":true}"#, DelegationStatus::Completed),
             // success says how it went; the error is only passed on.
             (
                 r#"{"success":true,"error":{"code":"warn","message":"w"}}"#,
-                Status::Completed,
+                DelegationStatus::Completed,
             ),
         ] {
             let answer = check_answer(text, &scope()).unwrap_or_else(|f| panic!("{text}: {f:?}"));

@@ -6,236 +6,84 @@
 //! pages (through [`after_help`]) and the pinning test in `tests/cli/delegation.rs` all follow
 //! it. Changing a row is a breaking change. It holds no logic beyond lookups.
 
-use crate::error::exit;
-use std::fmt;
+use crate::error::{exit, wire_table};
 
-/// The four statuses of a `wp-codebox/host-delegation-result/v1` envelope.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Status {
-    /// The host took the work on; it finishes later (counts as success).
-    Accepted,
-    /// The host did the work.
-    Completed,
-    /// The work failed, or its answer could not be trusted.
-    Failed,
-    /// No host adapter could take the work.
-    Unavailable,
+wire_table! {
+    /// The four statuses of a `wp-codebox/host-delegation-result/v1` envelope, in the
+    /// contract's order. A vocabulary of its own, not the parent-tool
+    /// [`Status`](crate::error::Status): a delegation envelope can be neither `denied` nor
+    /// `succeeded`, and the types keep it so.
+    pub enum DelegationStatus {
+        /// The host took the work on; it finishes later (counts as success).
+        Accepted = "accepted",
+        /// The host did the work.
+        Completed = "completed",
+        /// The work failed, or its answer could not be trusted.
+        Failed = "failed",
+        /// No host adapter could take the work.
+        Unavailable = "unavailable",
+    }
 }
 
-impl Status {
-    /// Every status, in the contract's order.
-    pub const ALL: [Status; 4] = [
-        Status::Accepted,
-        Status::Completed,
-        Status::Failed,
-        Status::Unavailable,
-    ];
-
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Accepted => "accepted",
-            Status::Completed => "completed",
-            Status::Failed => "failed",
-            Status::Unavailable => "unavailable",
-        }
-    }
-
-    /// Parse the wire spelling (exactly; no trimming, no case folding).
-    pub fn parse(s: &str) -> Option<Status> {
-        Status::ALL.into_iter().find(|status| status.as_str() == s)
-    }
-
+impl DelegationStatus {
     /// `success` of an envelope with this status: `accepted` and `completed` (upstream).
     pub fn is_success(self) -> bool {
-        matches!(self, Status::Accepted | Status::Completed)
+        matches!(
+            self,
+            DelegationStatus::Accepted | DelegationStatus::Completed
+        )
     }
 
     /// The exit status of `delegation run` for an envelope with this status, when no failure
     /// code of the dispatcher's decides it.
     pub fn exit_code(self) -> u8 {
         match self {
-            Status::Accepted | Status::Completed => exit::SUCCESS,
-            Status::Failed => exit::FAILED,
-            Status::Unavailable => exit::UNAVAILABLE,
+            DelegationStatus::Accepted | DelegationStatus::Completed => exit::SUCCESS,
+            DelegationStatus::Failed => exit::FAILED,
+            DelegationStatus::Unavailable => exit::UNAVAILABLE,
         }
     }
 
     /// The event that ends a run with this status.
     pub fn final_event(self) -> Event {
         match self {
-            Status::Accepted => Event::Accepted,
-            Status::Completed => Event::Completed,
-            Status::Failed => Event::Failed,
-            Status::Unavailable => Event::Unavailable,
+            DelegationStatus::Accepted => Event::Accepted,
+            DelegationStatus::Completed => Event::Completed,
+            DelegationStatus::Failed => Event::Failed,
+            DelegationStatus::Unavailable => Event::Unavailable,
         }
     }
 }
 
-impl fmt::Display for Status {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+wire_table! {
+    /// The lifecycle events of a `wp-codebox/host-delegation-event/v1`, in the contract's
+    /// order.
+    pub enum Event {
+        Requested = "host-delegation.requested",
+        Unavailable = "host-delegation.unavailable",
+        Accepted = "host-delegation.accepted",
+        Completed = "host-delegation.completed",
+        Failed = "host-delegation.failed",
     }
 }
 
-/// The lifecycle events of a `wp-codebox/host-delegation-event/v1`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Event {
-    Requested,
-    Unavailable,
-    Accepted,
-    Completed,
-    Failed,
-}
-
-impl Event {
-    /// Every event, in the contract's order.
-    pub const ALL: [Event; 5] = [
-        Event::Requested,
-        Event::Unavailable,
-        Event::Accepted,
-        Event::Completed,
-        Event::Failed,
-    ];
-
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Event::Requested => "host-delegation.requested",
-            Event::Unavailable => "host-delegation.unavailable",
-            Event::Accepted => "host-delegation.accepted",
-            Event::Completed => "host-delegation.completed",
-            Event::Failed => "host-delegation.failed",
-        }
-    }
-}
-
-/// A failure of `delegation run` that the dispatcher detected (the adapter's own failures keep
-/// their own codes). Every one is spelled `wp_codebox_host_delegation_<suffix>`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Code {
-    RequestInvalid,
-    SourceDigestInvalid,
-    Unavailable,
-    ProviderResultInvalid,
-    ProviderResultSchemaInvalid,
-    ProviderStatusInvalid,
-    RequestIdMismatch,
-    ScopeMismatch,
-    SourceDigestMismatch,
-    Timeout,
-    Interrupted,
-}
-
-impl Code {
-    /// Every code, in the README's order.
-    pub const ALL: [Code; 11] = [
-        Code::RequestInvalid,
-        Code::SourceDigestInvalid,
-        Code::Unavailable,
-        Code::ProviderResultInvalid,
-        Code::ProviderResultSchemaInvalid,
-        Code::ProviderStatusInvalid,
-        Code::RequestIdMismatch,
-        Code::ScopeMismatch,
-        Code::SourceDigestMismatch,
-        Code::Timeout,
-        Code::Interrupted,
-    ];
-
-    /// The stable spelling.
-    pub fn as_str(self) -> &'static str {
-        self.row().0
-    }
-
-    /// The status of an envelope failing with this code.
-    pub fn status(self) -> Status {
-        self.row().1
-    }
-
-    /// Whether the same request may succeed when sent again.
-    pub fn retryable(self) -> bool {
-        self.row().2
-    }
-
-    /// The exit status of `delegation run`.
-    pub fn exit_code(self) -> u8 {
-        self.row().3
-    }
-
-    /// One row of the table. Exhaustive on purpose: a new code must get a row.
-    fn row(self) -> (&'static str, Status, bool, u8) {
-        use Code::*;
-        use Status::{Failed as F, Unavailable as U};
-        match self {
-            RequestInvalid => (
-                "wp_codebox_host_delegation_request_invalid",
-                F,
-                false,
-                exit::DATA_INVALID,
-            ),
-            SourceDigestInvalid => (
-                "wp_codebox_host_delegation_source_digest_invalid",
-                F,
-                false,
-                exit::DATA_INVALID,
-            ),
-            Unavailable => (
-                "wp_codebox_host_delegation_unavailable",
-                U,
-                false,
-                exit::UNAVAILABLE,
-            ),
-            ProviderResultInvalid => (
-                "wp_codebox_host_delegation_provider_result_invalid",
-                F,
-                false,
-                exit::FAILED,
-            ),
-            ProviderResultSchemaInvalid => (
-                "wp_codebox_host_delegation_provider_result_schema_invalid",
-                F,
-                false,
-                exit::FAILED,
-            ),
-            ProviderStatusInvalid => (
-                "wp_codebox_host_delegation_provider_status_invalid",
-                F,
-                false,
-                exit::FAILED,
-            ),
-            RequestIdMismatch => (
-                "wp_codebox_host_delegation_request_id_mismatch",
-                F,
-                false,
-                exit::FAILED,
-            ),
-            ScopeMismatch => (
-                "wp_codebox_host_delegation_scope_mismatch",
-                F,
-                false,
-                exit::FAILED,
-            ),
-            SourceDigestMismatch => (
-                "wp_codebox_host_delegation_source_digest_mismatch",
-                F,
-                false,
-                exit::FAILED,
-            ),
-            Timeout => ("wp_codebox_host_delegation_timeout", F, true, exit::TIMEOUT),
-            Interrupted => (
-                "wp_codebox_host_delegation_interrupted",
-                F,
-                true,
-                exit::FAILED,
-            ),
-        }
-    }
-}
-
-impl fmt::Display for Code {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+wire_table! {
+    /// A failure of `delegation run` that the dispatcher detected (the adapter's own failures
+    /// keep their own codes), in the README's order: its spelling (every one is
+    /// `wp_codebox_host_delegation_<suffix>`), the status of the envelope, whether the same
+    /// request may succeed when sent again, and the exit status of `delegation run`.
+    pub enum Code(status: DelegationStatus, exit) {
+        RequestInvalid = ("wp_codebox_host_delegation_request_invalid", Failed, false, exit::DATA_INVALID),
+        SourceDigestInvalid = ("wp_codebox_host_delegation_source_digest_invalid", Failed, false, exit::DATA_INVALID),
+        Unavailable = ("wp_codebox_host_delegation_unavailable", Unavailable, false, exit::UNAVAILABLE),
+        ProviderResultInvalid = ("wp_codebox_host_delegation_provider_result_invalid", Failed, false, exit::FAILED),
+        ProviderResultSchemaInvalid = ("wp_codebox_host_delegation_provider_result_schema_invalid", Failed, false, exit::FAILED),
+        ProviderStatusInvalid = ("wp_codebox_host_delegation_provider_status_invalid", Failed, false, exit::FAILED),
+        RequestIdMismatch = ("wp_codebox_host_delegation_request_id_mismatch", Failed, false, exit::FAILED),
+        ScopeMismatch = ("wp_codebox_host_delegation_scope_mismatch", Failed, false, exit::FAILED),
+        SourceDigestMismatch = ("wp_codebox_host_delegation_source_digest_mismatch", Failed, false, exit::FAILED),
+        Timeout = ("wp_codebox_host_delegation_timeout", Failed, true, exit::TIMEOUT),
+        Interrupted = ("wp_codebox_host_delegation_interrupted", Failed, true, exit::FAILED),
     }
 }
 

@@ -7,7 +7,7 @@
 //! envelope whose status is not a success never carries `result`, and always carries `error`
 //! when the dispatcher decided the failure. It builds no tree of the payload and does no I/O.
 
-use super::codes::{Code, Event, Status};
+use super::codes::{Code, DelegationStatus, Event};
 use super::{EVENT_SCHEMA, RESULT_SCHEMA};
 use crate::envelope::result::redact_raw;
 use crate::json::raw::ObjectWriter;
@@ -56,7 +56,7 @@ pub enum ErrorPart<'a> {
 pub struct EventRecord {
     pub event: Event,
     pub time: SystemTime,
-    pub status: Option<Status>,
+    pub status: Option<DelegationStatus>,
     /// The adapter's `provider`, once its answer named one.
     pub provider: Option<String>,
 }
@@ -64,7 +64,7 @@ pub struct EventRecord {
 /// A result envelope, before rendering.
 #[derive(Debug, Clone)]
 pub struct Envelope<'a> {
-    pub status: Status,
+    pub status: DelegationStatus,
     pub request_id: &'a str,
     /// The request as validated and sent (compact JSON), or `None` when it was no JSON object.
     pub request: Option<&'a str>,
@@ -182,7 +182,7 @@ mod tests {
     use super::*;
     use std::time::{Duration, UNIX_EPOCH};
 
-    fn envelope(status: Status, error: Option<ErrorPart<'static>>) -> Envelope<'static> {
+    fn envelope(status: DelegationStatus, error: Option<ErrorPart<'static>>) -> Envelope<'static> {
         let t = UNIX_EPOCH + Duration::from_millis(1_700_000_000_123);
         Envelope {
             status,
@@ -214,7 +214,7 @@ mod tests {
     #[test]
     fn a_success_carries_the_result_and_no_error() {
         let text = envelope(
-            Status::Completed,
+            DelegationStatus::Completed,
             Some(ErrorPart::Answer(r#"{"code":"x","message":"m"}"#)),
         )
         .render(&Redactor::new());
@@ -236,7 +236,8 @@ mod tests {
     #[test]
     fn a_failure_never_carries_the_result() {
         let body = ErrorBody::new(Code::ScopeMismatch, "m", None);
-        let text = envelope(Status::Failed, Some(ErrorPart::Own(body))).render(&Redactor::new());
+        let text =
+            envelope(DelegationStatus::Failed, Some(ErrorPart::Own(body))).render(&Redactor::new());
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["success"], false);
         assert!(v.get("result").is_none(), "{text}");

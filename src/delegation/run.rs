@@ -13,7 +13,7 @@
 //! in `checks`, the shapes in `envelopes`, the codes in `codes`.
 
 use super::checks::{check_answer, check_request, Answer, Findings, Scope};
-use super::codes::{Code, Event, IssueKind, Status};
+use super::codes::{Code, Event, DelegationStatus, IssueKind};
 use super::envelopes::{Envelope, ErrorBody, ErrorPart, EventRecord};
 use super::{REQUEST_SCHEMA, RESULT_SCHEMA};
 use crate::cli::DelegationRunArgs;
@@ -410,7 +410,7 @@ impl Learned {
 
 /// How the run ended, as the envelope and stderr show it.
 struct Ended<'a> {
-    status: Status,
+    status: DelegationStatus,
     provider: Option<&'a str>,
     result: Option<&'a str>,
     error: Option<ErrorPart<'a>>,

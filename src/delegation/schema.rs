@@ -7,7 +7,7 @@
 //! document the shapes. Nothing here reads or validates anything.
 
 use super::checks::{DIGEST_KEYS, MAX_REQUEST_ID_BYTES, OBJECT_FIELDS};
-use super::codes::{Event, Status};
+use super::codes::{DelegationStatus, Event};
 use super::{EVENT_SCHEMA, REQUEST_SCHEMA, RESULT_SCHEMA};
 use serde_json::{json, Map, Value};
 
@@ -52,7 +52,7 @@ pub fn schema(kind: Kind) -> Value {
 }
 
 fn statuses() -> Vec<&'static str> {
-    Status::ALL.iter().map(|s| s.as_str()).collect()
+    DelegationStatus::ALL.iter().map(|s| s.as_str()).collect()
 }
 
 fn digest() -> Value {

@@ -30,7 +30,6 @@ use crate::plan::{self, FileTransport, ResultFile};
 use crate::toolmap::ToolMap;
 use crate::transcript::{safe_name, ArtifactDir};
 use crate::validate::Issue;
-use anyhow::Context as _;
 use std::cell::Cell;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -147,10 +146,9 @@ pub fn check_usage(args: &DispatchArgs) -> Result<ToolMap, UsageError> {
         )));
     }
     match &args.tool_map {
-        // A human error at the edge: anyhow carries the context, the chain is printed.
+        // The error's own message already names its cause (and the file): printed once.
         Some(arg) => ToolMap::parse(arg)
-            .context("the --tool-map value cannot be used")
-            .map_err(|err| UsageError(format!("{err:#}"))),
+            .map_err(|err| UsageError(format!("the --tool-map value cannot be used: {err}"))),
         None => Ok(ToolMap::Identity),
     }
 }

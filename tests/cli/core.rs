@@ -306,10 +306,10 @@ fn limits_are_named_with_the_flag_that_raises_them() {
 #[test]
 fn the_test_adapter_refuses_a_step_it_cannot_read() {
     for step in ["sleep:abc", "exit:", "flood:-1", "no-such-step"] {
-        Cmd::new(["__test-adapter", step])
+        Cmd::ptd_test(["adapter", step])
             .run()
             .exit(2)
             .stdout_empty()
-            .stderr_starts_with("__test-adapter: ");
+            .stderr_starts_with("ptd-test adapter: ");
     }
 }

@@ -1,12 +1,12 @@
 //! Host delegation (SPEC §8): `delegation check-request`, `check-result` and `run`.
 //!
 //! The self-describing cases in `fixtures/delegation/cases/` (request, adapter answer, expected
-//! outcome) are replayed here through the real binary, the adapter played by `__test-adapter`;
+//! outcome) are replayed here through the real binary, the adapter played by `ptd-test adapter`;
 //! the tests below them cover what a case file cannot say (time, signals, leftovers, caps,
 //! redaction, the generated files).
 
 use super::*;
-use parent_tool_dispatch::delegation::codes::{Code, Event, Status, ISSUE_CODES};
+use parent_tool_dispatch::delegation::codes::{Code, DelegationStatus, Event, ISSUE_CODES};
 use parent_tool_dispatch::delegation::{schema, SchemaKind};
 
 /// Slack on top of a time bound, for a loaded 2-core machine.
@@ -39,10 +39,10 @@ fn run_adapter_env(
     steps: &[&str],
     env: &[(&str, &str)],
 ) -> Output {
-    let bin = bin().display().to_string();
+    let ptd_test = test_bin().display().to_string();
     let mut args = vec!["run"];
     args.extend_from_slice(options);
-    args.extend_from_slice(&["--", &bin, "__test-adapter"]);
+    args.extend_from_slice(&["--", &ptd_test, "adapter"]);
     args.extend_from_slice(steps);
     delegation_env(&args, request.to_string().as_bytes(), env)
 }
@@ -109,11 +109,11 @@ fn check_envelope_shape(e: &Value, diffs: &mut Vec<String>) {
         "schema",
     );
     need(e["execution"] == "host-delegation", "execution");
-    let status = e["status"].as_str().and_then(Status::parse);
+    let status = e["status"].as_str().and_then(DelegationStatus::parse);
     need(status.is_some(), "status in the set");
     let success = e["success"].as_bool();
     need(
-        success == status.map(Status::is_success),
+        success == status.map(DelegationStatus::is_success),
         "success follows the status",
     );
     need(e["request_id"].as_str().is_some(), "request_id");
@@ -183,14 +183,14 @@ fn replay(path: &Path) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let out = match case["command"].as_str().unwrap() {
         "run" => {
-            let bin = bin().display().to_string();
+            let ptd_test = test_bin().display().to_string();
             let print = format!("print:{}", answer_text.unwrap_or_default());
             let exit = format!("exit:{}", case["adapter_exit"].as_u64().unwrap_or(0));
             let args = [
                 "run",
                 "--",
-                &bin,
-                "__test-adapter",
+                &ptd_test,
+                "adapter",
                 "read-stdin",
                 &print,
                 &exit,
@@ -371,7 +371,7 @@ fn the_request_comes_from_a_file_or_stdin() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("request.json");
     std::fs::write(&file, example_request().to_string()).unwrap();
-    let bin = bin().display().to_string();
+    let ptd_test = test_bin().display().to_string();
     for (request_arg, stdin) in [
         (Some(file.to_str().unwrap()), "not read".as_bytes()),
         (
@@ -387,14 +387,20 @@ fn the_request_comes_from_a_file_or_stdin() {
         if let Some(r) = request_arg {
             args.extend(["--request", r]);
         }
-        args.extend(["--", &bin, "__test-adapter", "delegation-echo"]);
+        args.extend(["--", &ptd_test, "adapter", "delegation-echo"]);
         let out = delegation(&args, stdin);
         let e = out.exit(0).stderr_empty().json();
         assert_eq!(e["status"], "completed", "{e}");
         assert_eq!(e["request_id"], "hd-demo-1");
     }
     let out = delegation(
-        &["run", "--request", "/nonexistent/request.json", "--", &bin],
+        &[
+            "run",
+            "--request",
+            "/nonexistent/request.json",
+            "--",
+            &ptd_test,
+        ],
         b"",
     );
     // stderr names the file for the operator.
@@ -564,13 +570,13 @@ fn an_adapter_killed_by_a_signal_gives_no_answer() {
 fn sigterm_to_the_dispatcher_stops_the_adapter_and_reports_interrupted() {
     let dir = tempfile::tempdir().unwrap();
     let pids = dir.path().join("pids");
-    let bin_path = bin().display().to_string();
+    let ptd_test = test_bin().display().to_string();
     let pid_step = format!("pidfile:{}", pids.display());
     let grandchild = format!("spawn-setsid:{pid_step}+sleep:60000");
     let running = Cmd::new(["delegation", "run", "--kill-grace-ms", "300", "--"])
         .args([
-            &bin_path,
-            "__test-adapter",
+            &ptd_test,
+            "adapter",
             &pid_step,
             &grandchild,
             "read-stdin",
@@ -1013,7 +1019,7 @@ fn schemas_name_the_same_ids_statuses_and_events_as_the_code() {
         assert_eq!(s["$id"], id);
         assert_eq!(s["properties"]["schema"]["const"], id);
     }
-    let statuses: Vec<_> = Status::ALL.iter().map(|s| s.as_str()).collect();
+    let statuses: Vec<_> = DelegationStatus::ALL.iter().map(|s| s.as_str()).collect();
     let events: Vec<_> = Event::ALL.iter().map(|e| e.as_str()).collect();
     assert_eq!(result["properties"]["status"]["enum"], json!(statuses));
     assert_eq!(event["properties"]["event"]["enum"], json!(events));

@@ -140,7 +140,7 @@ fn argv_reaches_the_adapter_unchanged_with_no_shell() {
     let run = Dispatch::adapter(&steps).run();
     run.expect("succeeded", None, 0);
     let argv: Vec<String> = serde_json::from_value(run.envelope["output"]["argv"].clone()).unwrap();
-    assert_eq!(argv[1..4], ["__test-adapter", "echo", "--"]);
+    assert_eq!(argv[1..4], ["adapter", "echo", "--"]);
     assert_eq!(argv[4..], nasty);
     assert!(!marker.exists(), "a shell interpreted argv");
 }
@@ -160,10 +160,10 @@ fn cwd_env_sets_the_adapters_working_directory() {
 #[test]
 fn relative_argv0_is_resolved_against_the_dispatchers_directory() {
     let dir = tempfile::tempdir().unwrap();
-    let bin_dir = bin().parent().unwrap().to_path_buf();
+    let bin_dir = test_bin().parent().unwrap().to_path_buf();
     let run = Dispatch::adapter(&["echo"])
         .bridge(|b| {
-            b["dispatcher"]["command"]["argv"][0] = json!("./parent-tool-dispatch");
+            b["dispatcher"]["command"]["argv"][0] = json!("./ptd-test");
             b["dispatcher"]["command"]["cwd_env"] = json!("ADAPTER_CWD");
         })
         .env("ADAPTER_CWD", dir.path().to_str().unwrap())
@@ -171,7 +171,7 @@ fn relative_argv0_is_resolved_against_the_dispatchers_directory() {
         .run();
     run.expect("succeeded", None, 0);
     // argv[0] itself is passed exactly as written.
-    assert_eq!(run.envelope["output"]["argv"][0], "./parent-tool-dispatch");
+    assert_eq!(run.envelope["output"]["argv"][0], "./ptd-test");
 }
 
 #[test]
@@ -289,4 +289,18 @@ fn a_bad_tool_map_is_a_usage_error() {
         .exit(2)
         .stdout_empty()
         .stderr_contains("--tool-map");
+}
+
+#[test]
+fn an_unreadable_tool_map_file_is_named_with_its_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("map.json");
+    let run = Dispatch::adapter(&["echo"])
+        .args(&["--tool-map", &format!("@{}", missing.display())])
+        .run();
+    run.output().exit(2).stdout_empty().stderr_eq(format!(
+        "error[usage]: the --tool-map value cannot be used: reading tool map file {}: \
+         No such file or directory (os error 2)\n",
+        missing.display()
+    ));
 }

@@ -340,7 +340,7 @@ fn workspace_adapter_messages_escape_hostile_request_paths() {
 fn completions_leave_hidden_subcommands_out() {
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
         let out = Cmd::new(["completions", shell]).run();
-        // No __test-adapter on offer.
+        // No hidden subcommand on offer.
         let stdout = out
             .exit(0)
             .stderr_empty()

@@ -45,9 +45,15 @@ pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_parent-tool-dispatch"))
 }
 
-/// argv running the built-in test adapter with these steps.
+/// The test suite's scripted processes (`tests/tools/`): `ptd-test adapter STEP…` and
+/// `ptd-test mcp-server SCRIPT…`. Built by `cargo test`, never part of the binary under test.
+pub fn test_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_ptd-test"))
+}
+
+/// argv running the test adapter with these steps.
 pub fn test_adapter(steps: &[&str]) -> Value {
-    let mut argv = vec![bin().display().to_string(), "__test-adapter".to_string()];
+    let mut argv = vec![test_bin().display().to_string(), "adapter".to_string()];
     argv.extend(steps.iter().map(|s| s.to_string()));
     json!(argv)
 }

@@ -1,5 +1,5 @@
 //! `adapter mcp` (the MCP adapter) driven through the dispatcher, end to end: a bridge whose
-//! argv is `[<binary>, "adapter", "mcp", …, "--", <binary>, "__test-mcp-server", SCRIPT…]`.
+//! argv is `[<binary>, "adapter", "mcp", …, "--", <ptd-test>, "mcp-server", SCRIPT…]`.
 //! The scripted server records every line it reads (`log:`) and its pid (`pidfile:`), so each
 //! test checks the envelope, the exit status, the dispatcher's stderr, what the server was
 //! sent, and that nothing is left running. One opt-in test runs the reference filesystem
@@ -38,8 +38,8 @@ impl Server {
         argv.extend(adapter.iter().map(|s| s.to_string()));
         argv.extend([
             "--".into(),
-            bin().display().to_string(),
-            "__test-mcp-server".into(),
+            test_bin().display().to_string(),
+            "mcp-server".into(),
             format!("log:{}", self.log().display()),
             self.pid_step(),
         ]);

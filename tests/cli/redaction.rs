@@ -291,16 +291,16 @@ fn the_adapters_program_path_and_working_directory_never_appear() {
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .unwrap();
     let work_s = work.path().display().to_string();
-    let program = bin().display().to_string();
+    let program = test_bin().display().to_string();
     let path = format!(
         "{}:{}",
-        bin().parent().unwrap().display(),
+        test_bin().parent().unwrap().display(),
         std::env::var("PATH").unwrap_or_default()
     );
     let says = format!("eprint:running {program} in {work_s}/sub\n");
     let run = Dispatch::adapter(&["read-stdin", &says, "exit:3"])
         .bridge(|b| {
-            b["dispatcher"]["command"]["argv"][0] = json!("parent-tool-dispatch");
+            b["dispatcher"]["command"]["argv"][0] = json!("ptd-test");
             b["dispatcher"]["command"]["cwd_env"] = json!("ADAPTER_CWD");
         })
         .env("ADAPTER_CWD", &work_s)

@@ -19,14 +19,19 @@ fn closing(stdout: &str) -> (usize, usize) {
     (p.parse().unwrap(), f.parse().unwrap())
 }
 
-/// Run `replay ARGS` from the repository root with the binary on PATH (as `.ci/run` does), so
-/// that argv cases can name `parent-tool-dispatch`.
+/// Run `replay ARGS` from the repository root with the binaries on PATH (as `.ci/run` does), so
+/// that argv cases can name `parent-tool-dispatch` and the test adapter `ptd-test`.
 fn replay(args: &[&str]) -> Output {
     replay_with(args, &[])
 }
 
 fn replay_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     let dir = bin().parent().unwrap().to_path_buf();
+    assert_eq!(
+        test_bin().parent(),
+        Some(dir.as_path()),
+        "ptd-test is built next to it"
+    );
     let path = format!(
         "{}:{}",
         dir.display(),
@@ -690,7 +695,7 @@ fn argv_cases_run_through_the_main_job_with_options_and_env() {
         "name": "argv with cwd_env and tool map",
         "bridge": b,
         "request": req,
-        "adapter": {"argv": ["parent-tool-dispatch", "__test-adapter", "echo"]},
+        "adapter": {"argv": ["ptd-test", "adapter", "echo"]},
         "env": {"PTD_CASE_DIR": tmp.path().to_str().unwrap()},
         "options": ["--tool-map", "provider-safe"],
         "expect": {"status": "succeeded", "exit_code": 0, "result": {

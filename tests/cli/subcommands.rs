@@ -130,7 +130,7 @@ fn sandbox_env_prints_the_metadata_variables_with_the_bridge_ref() {
             ),
         ]
     );
-    assert!(!stdout.contains("__test-adapter"), "no argv: {stdout}");
+    assert!(!stdout.contains("ptd-test"), "no argv: {stdout}");
     Cmd::new([
         "sandbox-env",
         "--format",
@@ -210,4 +210,35 @@ fn help_never_shows_the_bridge_from_the_environment() {
         .stdout_contains("PARENT_TOOL_DISPATCH_BRIDGE")
         .stdout_lacks("do-not-show")
         .stderr_empty();
+}
+
+#[test]
+fn the_test_tools_are_not_subcommands_of_the_product() {
+    // The test adapter and the test MCP server are the test-only `ptd-test` binary; the
+    // product answers their old names as unknown subcommands, with or without a bridge.
+    let bridge = bridge(&["echo"]).to_string();
+    for line in [
+        &["__test-adapter", "read-stdin", "echo"][..],
+        &["__test-mcp-server", "era:modern"][..],
+        &["--parent-tool-bridge", &bridge, "__test-adapter", "echo"][..],
+    ] {
+        let word = line.iter().find(|a| a.starts_with("__")).unwrap();
+        Cmd::new(line)
+            .stdin(request().to_string())
+            .run()
+            .exit(2)
+            .stdout_empty()
+            .stderr_eq(format!(
+                "error: unrecognized subcommand '{word}'\n\nFor more information, try '--help'.\n"
+            ));
+    }
+    // …and never mentions them.
+    let help = Cmd::new(["--help"]).run();
+    help.exit(0).stderr_empty().stdout_lacks("__test");
+    // The test binary itself refuses anything but its two roles.
+    Cmd::ptd_test(["__test-adapter", "echo"])
+        .run()
+        .exit(2)
+        .stdout_empty()
+        .stderr_eq("usage: ptd-test adapter STEP… | ptd-test mcp-server SCRIPT…\n");
 }

@@ -9,8 +9,8 @@
 //!
 //! Owns: the request side (reading, checking, mapping), the time budget, the server's
 //! environment, the table of error codes ([`Code`]) and the envelope. The process and its
-//! pipes live in `server.rs`, the JSON-RPC grammar in `wire.rs`, the session in `client.rs`,
-//! and the scripted server of the test suite in `test_server.rs`.
+//! pipes live in `server.rs`, the JSON-RPC grammar in `wire.rs`, the session in `client.rs`;
+//! the scripted server of the test suite is `ptd-test mcp-server` (`tests/tools/`).
 //!
 //! Invariants:
 //! - the server is shut down on every path (the MCP stdio order: stdin closed, a wait,
@@ -27,16 +27,17 @@
 
 mod client;
 mod server;
-pub mod test_server;
 /// The JSON-RPC grammar (crate-visible for the `mcp` fuzz target in `crate::fuzzing`).
 pub(crate) mod wire;
 
+/// For the `mcp` fuzz target (`crate::fuzzing`).
+#[cfg(any(test, feature = "test-support"))]
 pub(crate) use client::{call_result, CallResult};
 pub use client::{Revision, LEGACY, MODERN};
 
 use crate::envelope::request::{Echo, Request};
 use crate::envelope::result::{Audience, ErrorBody, ResultEnvelope};
-use crate::error::Status;
+use crate::error::{wire_table, Status};
 use crate::exec::SpawnError;
 use crate::interrupt::Interrupts;
 use crate::json::raw;
@@ -81,109 +82,47 @@ pub mod limits {
     pub const EXCERPT_BYTES: usize = 200;
 }
 
-/// The adapter's error codes, each with its status and retryability — one table, one `match`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Code {
-    /// The request is not a well-formed request envelope.
-    RequestInvalid,
-    /// The request is larger than [`limits::MAX_REQUEST_BYTES`].
-    RequestTooLarge,
-    /// `operation` is not `call`.
-    UnknownOperation,
-    /// `input` is not a JSON object (MCP `arguments` must be one).
-    InputInvalid,
-    /// `--tool-map` cannot be read or parsed.
-    ToolMapInvalid,
-    /// The server's program does not exist (or is not on `PATH`).
-    McpServerNotFound,
-    /// It exists but cannot be executed.
-    McpServerNotExecutable,
-    /// The kernel refused to start it for another reason (resources).
-    McpServerStartFailed,
-    /// The server speaks none of the supported protocol revisions.
-    McpProtocolUnsupported,
-    /// The server wrote something that is not JSON-RPC, too long a line, an unknown id, or a
-    /// malformed result.
-    McpProtocolError,
-    /// The server exited, or closed its stdout, before it answered.
-    McpServerExited,
-    /// The server did not answer within the adapter's budget.
-    McpTimeout,
-    /// The server answered `tools/call` with a JSON-RPC error.
-    McpError,
-    /// The server does not have the tool.
-    UnknownTool,
-    /// The tool ran and reported an error (`isError: true`).
-    ToolError,
-    /// The tool asked for client input (sampling, elicitation, roots) the adapter never gives.
-    McpInputRequired,
-    /// The adapter received SIGINT, SIGTERM or SIGHUP.
-    Interrupted,
-    /// A bug: the adapter panicked.
-    InternalError,
-}
-
-impl Code {
-    /// Every code, in table order.
-    pub const ALL: [Code; 18] = [
-        Code::RequestInvalid,
-        Code::RequestTooLarge,
-        Code::UnknownOperation,
-        Code::InputInvalid,
-        Code::ToolMapInvalid,
-        Code::McpServerNotFound,
-        Code::McpServerNotExecutable,
-        Code::McpServerStartFailed,
-        Code::McpProtocolUnsupported,
-        Code::McpProtocolError,
-        Code::McpServerExited,
-        Code::McpTimeout,
-        Code::McpError,
-        Code::UnknownTool,
-        Code::ToolError,
-        Code::McpInputRequired,
-        Code::Interrupted,
-        Code::InternalError,
-    ];
-
-    /// The stable snake_case spelling.
-    pub fn as_str(self) -> &'static str {
-        self.row().0
-    }
-
-    /// The status of an envelope carrying this code.
-    pub fn status(self) -> Status {
-        self.row().1
-    }
-
-    /// Whether the same call may succeed when retried unchanged.
-    pub fn retryable(self) -> bool {
-        self.row().2
-    }
-
-    fn row(self) -> (&'static str, Status, bool) {
-        use Code::*;
-        use Status::{Failed, Timeout, Unavailable};
-        match self {
-            RequestInvalid => ("request_invalid", Failed, false),
-            RequestTooLarge => ("request_too_large", Failed, false),
-            UnknownOperation => ("unknown_operation", Failed, false),
-            InputInvalid => ("input_invalid", Failed, false),
-            ToolMapInvalid => ("tool_map_invalid", Unavailable, false),
-            McpServerNotFound => ("mcp_server_not_found", Unavailable, false),
-            McpServerNotExecutable => ("mcp_server_not_executable", Unavailable, false),
-            McpServerStartFailed => ("mcp_server_start_failed", Unavailable, true),
-            McpProtocolUnsupported => ("mcp_protocol_unsupported", Unavailable, false),
-            McpProtocolError => ("mcp_protocol_error", Failed, false),
-            McpServerExited => ("mcp_server_exited", Unavailable, true),
-            McpTimeout => ("mcp_timeout", Timeout, true),
-            McpError => ("mcp_error", Failed, false),
-            UnknownTool => ("unknown_tool", Failed, false),
-            ToolError => ("tool_error", Failed, false),
-            McpInputRequired => ("mcp_input_required", Failed, false),
-            Interrupted => ("interrupted", Failed, true),
-            InternalError => ("internal_error", Failed, false),
-        }
+wire_table! {
+    /// The adapter's error codes, in table order: each with the status of an envelope carrying
+    /// it and whether the same call may succeed when retried unchanged.
+    pub enum Code(status: Status) {
+        /// The request is not a well-formed request envelope.
+        RequestInvalid = ("request_invalid", Failed, false),
+        /// The request is larger than [`limits::MAX_REQUEST_BYTES`].
+        RequestTooLarge = ("request_too_large", Failed, false),
+        /// `operation` is not `call`.
+        UnknownOperation = ("unknown_operation", Failed, false),
+        /// `input` is not a JSON object (MCP `arguments` must be one).
+        InputInvalid = ("input_invalid", Failed, false),
+        /// `--tool-map` cannot be read or parsed.
+        ToolMapInvalid = ("tool_map_invalid", Unavailable, false),
+        /// The server's program does not exist (or is not on `PATH`).
+        McpServerNotFound = ("mcp_server_not_found", Unavailable, false),
+        /// It exists but cannot be executed.
+        McpServerNotExecutable = ("mcp_server_not_executable", Unavailable, false),
+        /// The kernel refused to start it for another reason (resources).
+        McpServerStartFailed = ("mcp_server_start_failed", Unavailable, true),
+        /// The server speaks none of the supported protocol revisions.
+        McpProtocolUnsupported = ("mcp_protocol_unsupported", Unavailable, false),
+        /// The server wrote something that is not JSON-RPC, too long a line, an unknown id, or a
+        /// malformed result.
+        McpProtocolError = ("mcp_protocol_error", Failed, false),
+        /// The server exited, or closed its stdout, before it answered.
+        McpServerExited = ("mcp_server_exited", Unavailable, true),
+        /// The server did not answer within the adapter's budget.
+        McpTimeout = ("mcp_timeout", Timeout, true),
+        /// The server answered `tools/call` with a JSON-RPC error.
+        McpError = ("mcp_error", Failed, false),
+        /// The server does not have the tool.
+        UnknownTool = ("unknown_tool", Failed, false),
+        /// The tool ran and reported an error (`isError: true`).
+        ToolError = ("tool_error", Failed, false),
+        /// The tool asked for client input (sampling, elicitation, roots) the adapter never gives.
+        McpInputRequired = ("mcp_input_required", Failed, false),
+        /// The adapter received SIGINT, SIGTERM or SIGHUP.
+        Interrupted = ("interrupted", Failed, true),
+        /// A bug: the adapter panicked.
+        InternalError = ("internal_error", Failed, false),
     }
 }
 

@@ -26,7 +26,7 @@ mod search;
 
 use crate::envelope::request::Echo;
 use crate::envelope::result::{Audience, ErrorBody, ResultEnvelope};
-use crate::error::Status;
+use crate::error::{wire_table, Status};
 use crate::json::{self, JsonIssue};
 use crate::redact::Redactor;
 use crate::validate::{codes, Checker, Issue};
@@ -72,121 +72,53 @@ pub mod limits {
     pub const MAX_SEARCH_DEPTH: usize = 64;
 }
 
-/// The adapter's error codes, each with its status and retryability — one table, one `match`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Code {
-    /// The request is not a well-formed request envelope.
-    RequestInvalid,
-    /// The request is larger than [`limits::MAX_REQUEST_BYTES`].
-    RequestTooLarge,
-    /// The root cannot be opened as a directory.
-    RootUnavailable,
-    /// `tool` is not one of the four workspace tools.
-    UnknownTool,
-    /// `operation` is neither `call` nor the tool's verb.
-    UnknownOperation,
-    /// `input` is not an object, a field is missing, mistyped, out of range or unknown.
-    InvalidInput,
-    /// Absolute path, `..` above the root, or a symlink resolving outside it.
-    PathOutsideRoot,
-    /// `write`/`edit` inside a git directory (`.git` in any case, or what git would use as
-    /// one), without `--allow-git-dir`.
-    GitDirDenied,
-    /// The path (or, for `write`, its parent directory) does not exist.
-    NotFound,
-    /// The path is a directory or a special file where a regular file is needed.
-    NotAFile,
-    /// A component on the way is a regular file, not a directory.
-    NotADirectory,
-    /// Too many symlinks, or a symlink swapped in during the call.
-    SymlinkLoop,
-    /// Content or file over the size limits.
-    TooLarge,
-    /// The file contains a NUL byte.
-    BinaryFile,
-    /// The file is not valid UTF-8.
-    NotUtf8,
-    /// `pattern` or `glob` does not compile.
-    InvalidPattern,
-    /// `edit`: `old` does not occur.
-    NoMatch,
-    /// `edit`: `old` occurs more than once.
-    AmbiguousMatch,
-    /// The host file system refused access (EACCES, EPERM, EROFS).
-    PermissionDenied,
-    /// Any other operating-system error (EIO, ENOSPC, …).
-    IoError,
-    /// A bug: the adapter panicked.
-    InternalError,
-}
-
-impl Code {
-    /// Every code, in table order.
-    pub const ALL: [Code; 21] = [
-        Code::RequestInvalid,
-        Code::RequestTooLarge,
-        Code::RootUnavailable,
-        Code::UnknownTool,
-        Code::UnknownOperation,
-        Code::InvalidInput,
-        Code::PathOutsideRoot,
-        Code::GitDirDenied,
-        Code::NotFound,
-        Code::NotAFile,
-        Code::NotADirectory,
-        Code::SymlinkLoop,
-        Code::TooLarge,
-        Code::BinaryFile,
-        Code::NotUtf8,
-        Code::InvalidPattern,
-        Code::NoMatch,
-        Code::AmbiguousMatch,
-        Code::PermissionDenied,
-        Code::IoError,
-        Code::InternalError,
-    ];
-
-    /// The stable snake_case spelling.
-    pub fn as_str(self) -> &'static str {
-        self.row().0
-    }
-
-    /// The status of an envelope carrying this code.
-    pub fn status(self) -> Status {
-        self.row().1
-    }
-
-    /// Whether the same call may succeed when retried unchanged.
-    pub fn retryable(self) -> bool {
-        self.row().2
-    }
-
-    fn row(self) -> (&'static str, Status, bool) {
-        use Code::*;
-        use Status::{Denied, Failed, Unavailable};
-        match self {
-            RequestInvalid => ("request_invalid", Failed, false),
-            RequestTooLarge => ("request_too_large", Failed, false),
-            RootUnavailable => ("root_unavailable", Unavailable, false),
-            UnknownTool => ("unknown_tool", Failed, false),
-            UnknownOperation => ("unknown_operation", Failed, false),
-            InvalidInput => ("invalid_input", Failed, false),
-            PathOutsideRoot => ("path_outside_root", Denied, false),
-            GitDirDenied => ("git_dir_denied", Denied, false),
-            NotFound => ("not_found", Failed, false),
-            NotAFile => ("not_a_file", Failed, false),
-            NotADirectory => ("not_a_directory", Failed, false),
-            SymlinkLoop => ("symlink_loop", Failed, false),
-            TooLarge => ("too_large", Failed, false),
-            BinaryFile => ("binary_file", Failed, false),
-            NotUtf8 => ("not_utf8", Failed, false),
-            InvalidPattern => ("invalid_pattern", Failed, false),
-            NoMatch => ("no_match", Failed, false),
-            AmbiguousMatch => ("ambiguous_match", Failed, false),
-            PermissionDenied => ("permission_denied", Failed, false),
-            IoError => ("io_error", Failed, true),
-            InternalError => ("internal_error", Failed, false),
-        }
+wire_table! {
+    /// The adapter's error codes, in table order: each with the status of an envelope carrying
+    /// it and whether the same call may succeed when retried unchanged.
+    pub enum Code(status: Status) {
+        /// The request is not a well-formed request envelope.
+        RequestInvalid = ("request_invalid", Failed, false),
+        /// The request is larger than [`limits::MAX_REQUEST_BYTES`].
+        RequestTooLarge = ("request_too_large", Failed, false),
+        /// The root cannot be opened as a directory.
+        RootUnavailable = ("root_unavailable", Unavailable, false),
+        /// `tool` is not one of the four workspace tools.
+        UnknownTool = ("unknown_tool", Failed, false),
+        /// `operation` is neither `call` nor the tool's verb.
+        UnknownOperation = ("unknown_operation", Failed, false),
+        /// `input` is not an object, a field is missing, mistyped, out of range or unknown.
+        InvalidInput = ("invalid_input", Failed, false),
+        /// Absolute path, `..` above the root, or a symlink resolving outside it.
+        PathOutsideRoot = ("path_outside_root", Denied, false),
+        /// `write`/`edit` inside a git directory (`.git` in any case, or what git would use as
+        /// one), without `--allow-git-dir`.
+        GitDirDenied = ("git_dir_denied", Denied, false),
+        /// The path (or, for `write`, its parent directory) does not exist.
+        NotFound = ("not_found", Failed, false),
+        /// The path is a directory or a special file where a regular file is needed.
+        NotAFile = ("not_a_file", Failed, false),
+        /// A component on the way is a regular file, not a directory.
+        NotADirectory = ("not_a_directory", Failed, false),
+        /// Too many symlinks, or a symlink swapped in during the call.
+        SymlinkLoop = ("symlink_loop", Failed, false),
+        /// Content or file over the size limits.
+        TooLarge = ("too_large", Failed, false),
+        /// The file contains a NUL byte.
+        BinaryFile = ("binary_file", Failed, false),
+        /// The file is not valid UTF-8.
+        NotUtf8 = ("not_utf8", Failed, false),
+        /// `pattern` or `glob` does not compile.
+        InvalidPattern = ("invalid_pattern", Failed, false),
+        /// `edit`: `old` does not occur.
+        NoMatch = ("no_match", Failed, false),
+        /// `edit`: `old` occurs more than once.
+        AmbiguousMatch = ("ambiguous_match", Failed, false),
+        /// The host file system refused access (EACCES, EPERM, EROFS).
+        PermissionDenied = ("permission_denied", Failed, false),
+        /// Any other operating-system error (EIO, ENOSPC, …).
+        IoError = ("io_error", Failed, true),
+        /// A bug: the adapter panicked.
+        InternalError = ("internal_error", Failed, false),
     }
 }
 

@@ -53,6 +53,7 @@ enum Sink {
 /// One run of the binary under test, built up fluently.
 #[must_use = "a Cmd does nothing until .run() or .spawn()"]
 pub struct Cmd {
+    program: PathBuf,
     args: Vec<OsString>,
     stdin: Input,
     stdout: Sink,
@@ -71,7 +72,26 @@ impl Cmd {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
+        Cmd::of(super::super::bin(), args)
+    }
+
+    /// The test suite's own `ptd-test` (the test adapter, the test MCP server) with these
+    /// arguments, for the tests of the test tools themselves.
+    pub fn ptd_test<I, S>(args: I) -> Cmd
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        Cmd::of(super::super::test_bin(), args)
+    }
+
+    fn of<I, S>(program: PathBuf, args: I) -> Cmd
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
         Cmd {
+            program,
             args: Vec::new(),
             stdin: Input::Bytes(Vec::new()),
             stdout: Sink::Captured,
@@ -177,8 +197,8 @@ impl Cmd {
 
     /// Start the child: stdin is being fed, stdout and stderr are being read.
     pub fn spawn(self) -> Running {
-        let shown = show_args(&self.args);
-        let mut command = Command::new(super::super::bin());
+        let shown = show_args(&self.program, &self.args);
+        let mut command = Command::new(&self.program);
         command.args(&self.args).stderr(Stdio::piped());
         match self.stdout {
             Sink::Captured => command.stdout(Stdio::piped()),
@@ -693,8 +713,9 @@ impl Drop for Output {
 }
 
 /// Arguments as a shell would show them, each shortened (bridges are long).
-fn show_args(args: &[OsString]) -> String {
-    let mut shown = String::from("parent-tool-dispatch");
+fn show_args(program: &Path, args: &[OsString]) -> String {
+    let name = program.file_name().unwrap_or(program.as_os_str());
+    let mut shown = name.to_string_lossy().into_owned();
     for arg in args {
         let arg = arg.to_string_lossy();
         let short: String = arg.chars().take(120).collect();

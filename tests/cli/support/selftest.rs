@@ -104,7 +104,7 @@ fn the_watchdog_kills_a_hung_child_and_fails_the_test() {
     let dir = tempfile::tempdir().unwrap();
     let pids = dir.path().join("pids");
     let message = panic_message(|| {
-        let _ = Cmd::new(["__test-adapter"])
+        let _ = Cmd::ptd_test(["adapter"])
             .arg(format!("pidfile:{}", pids.display()))
             .arg("sleep:60000")
             .watchdog(Duration::from_millis(1500))
@@ -121,7 +121,7 @@ fn the_watchdog_kills_a_hung_child_and_fails_the_test() {
 #[test]
 fn a_signal_reaches_the_child_and_held_stdin_stays_open() {
     // Without a signal the adapter would wait for its stdin until the watchdog.
-    let running = Cmd::new(["__test-adapter", "read-stdin", "echo"])
+    let running = Cmd::ptd_test(["adapter", "read-stdin", "echo"])
         .stdin_held()
         .watchdog(Duration::from_secs(20))
         .spawn();

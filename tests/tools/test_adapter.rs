@@ -1,7 +1,7 @@
-//! `parent-tool-dispatch __test-adapter STEP…`: a scriptable adapter for the test suite and
-//! the README, so that no runtime beyond this binary is needed to exercise every misbehaviour.
+//! `ptd-test adapter STEP…`: a scriptable adapter for the test suite and the README, so that no
+//! runtime beyond the Rust toolchain is needed to exercise every misbehaviour.
 //!
-//! Hidden from `--help`; not part of the product's interface. Steps run in order:
+//! Part of the test-only `ptd-test` binary, never of the product's. Steps run in order:
 //!
 //! | step | effect |
 //! |---|---|
@@ -25,6 +25,7 @@
 //! | `delegation-echo[:STATUS]` | host delegation: read the request on stdin and answer it (`status` default `completed`, its `request_id`, `sandbox_session_id` and `source_digest` echoed, `provider: "test-adapter"`); `result` reports `request` (as parsed), `newline` (whether stdin ended with one), `argv` and `env`; a failure status adds an `error` |
 //! | `litter-tree:OUTSIDE` | file transport: leave nested folders, a folder without write permission, and symlinks to OUTSIDE in the private folder |
 
+use parent_tool_dispatch::json;
 use serde_json::{json, Map, Value};
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
@@ -35,13 +36,13 @@ use std::time::{Duration, Instant};
 fn number<T: std::str::FromStr>(step: &str, arg: &str) -> Option<T> {
     let n = arg.parse().ok();
     if n.is_none() {
-        eprintln!("__test-adapter: step {step:?} needs a number, not {arg:?}");
+        eprintln!("ptd-test adapter: step {step:?} needs a number, not {arg:?}");
     }
     n
 }
 
 /// Run the steps; returns the exit status.
-pub fn run(steps: &[String]) -> u8 {
+pub(crate) fn run(steps: &[String]) -> u8 {
     let mut stdin: Option<Vec<u8>> = None;
     for step in steps {
         let (name, arg) = step.split_once(':').unwrap_or((step.as_str(), ""));
@@ -185,7 +186,7 @@ pub fn run(steps: &[String]) -> u8 {
                 }
             }
             _ => {
-                eprintln!("__test-adapter: unknown step {step:?}");
+                eprintln!("ptd-test adapter: unknown step {step:?}");
                 return 2;
             }
         }
@@ -222,7 +223,7 @@ fn spawn_copy(steps: &str, setsid: bool) {
         return;
     };
     let mut cmd = std::process::Command::new(exe);
-    cmd.arg("__test-adapter")
+    cmd.arg("adapter")
         .args(steps.split('+'))
         .stdin(std::process::Stdio::null());
     if setsid {
@@ -280,13 +281,13 @@ fn fork_chain(arg: &str) {
 fn respond(stdin: &[u8], arg: &str) -> Value {
     // Read the ids with the product's own reader: a request may hold numbers a tree cannot
     // (1e400), and the echo must still work.
-    let request = crate::json::Document::parse(stdin.to_vec(), usize::MAX).ok();
+    let request = json::Document::parse(stdin.to_vec(), usize::MAX).ok();
     let field = |k: &str| {
         Value::String(
             request
                 .as_ref()
                 .and_then(|d| d.get(k))
-                .and_then(crate::json::raw::string)
+                .and_then(json::raw::string)
                 .map(|s| s.into_owned())
                 .unwrap_or_default(),
         )

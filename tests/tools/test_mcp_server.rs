@@ -1,6 +1,6 @@
-//! `parent-tool-dispatch __test-mcp-server SCRIPT…`: a scriptable MCP server on the stdio
-//! transport, for the test suite, so that every revision and every misbehaviour can be played
-//! without a runtime beyond this binary. Hidden from `--help`; not part of the product.
+//! `ptd-test mcp-server SCRIPT…`: a scriptable MCP server on the stdio transport, for the test
+//! suite, so that every revision and every misbehaviour can be played without a runtime beyond
+//! the Rust toolchain. Part of the test-only `ptd-test` binary, never of the product's.
 //!
 //! A script is a list of arguments: settings, and rules `on:METHOD` followed by the actions to
 //! take when that method arrives (until the next `on:` or setting). Several rules for one
@@ -34,7 +34,7 @@
 //! | `flood-stderr:N` | N bytes on stderr |
 //! | `sleep:MS` / `exit:N` / `raise:SIG` | sleep / exit / kill itself |
 //! | `close-stdout` | close stdout (and go on) |
-//! | `spawn:STEPS` | start `__test-adapter STEPS` (steps separated by `+`) sharing its stdout and stderr, without waiting |
+//! | `spawn:STEPS` | start `ptd-test adapter STEPS` (steps separated by `+`) sharing its stdout and stderr, without waiting |
 //!
 //! Default answers: `initialize` negotiates (legacy and dual; a modern-only server refuses it
 //! with -32601); `server/discover` lists `versions` (modern and dual; -32601 for legacy);
@@ -45,12 +45,11 @@
 //! a legacy `tools/call` or `tools/list` before `initialize` and `notifications/initialized` is
 //! -32600. Modern results carry `resultType: "complete"`.
 
+use parent_tool_dispatch::adapter::mcp::{LEGACY, MODERN};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::time::Duration;
-
-const MODERN: &str = super::MODERN;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Era {
@@ -82,17 +81,17 @@ struct State {
 }
 
 /// Run the script; returns the exit status.
-pub fn run(args: &[String]) -> u8 {
+pub(crate) fn run(args: &[String]) -> u8 {
     let script = match parse(args) {
         Ok(script) => script,
         Err(message) => {
-            eprintln!("__test-mcp-server: {message}");
+            eprintln!("ptd-test mcp-server: {message}");
             return 2;
         }
     };
     let era = script.era.unwrap_or(Era::Legacy);
     let versions = script.versions.clone().unwrap_or_else(|| {
-        let legacy = super::LEGACY.iter().map(|v| v.to_string());
+        let legacy = LEGACY.iter().map(|v| v.to_string());
         match era {
             Era::Legacy => legacy.collect(),
             Era::Modern => vec![MODERN.to_string()],
@@ -333,14 +332,14 @@ impl State {
                 "spawn" => {
                     if let Ok(exe) = std::env::current_exe() {
                         let _ = std::process::Command::new(exe)
-                            .arg("__test-adapter")
+                            .arg("adapter")
                             .args(arg.split('+'))
                             .stdin(std::process::Stdio::null())
                             .spawn();
                     }
                 }
                 _ => {
-                    eprintln!("__test-mcp-server: unknown action {action:?}");
+                    eprintln!("ptd-test mcp-server: unknown action {action:?}");
                     return Some(2);
                 }
             }
