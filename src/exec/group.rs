@@ -1,5 +1,6 @@
-//! [`ProcessGroup`]: one child in its own process group, held through a pidfd, with the kill
-//! ladder and the sweep of everything it leaves behind. [`run`](super::run) is built on it;
+//! [`ProcessGroup`]: one child in a session and process group of its own (started through
+//! the one child-setup path, `child.rs`), held through a pidfd, with the kill ladder and the
+//! sweep of everything it leaves behind. [`run`](super::run) is built on it;
 //! so can be any other caller that keeps a child with interactive pipes (an MCP server).
 //!
 //! Invariants:
@@ -10,12 +11,13 @@
 //! - other processes are signalled by pid only while they are our own unreaped children
 //!   (their pid is pinned the same way), or through a pidfd opened and checked first; other
 //!   groups only through the pidfd of their leader, and only in a session the adapter's
-//!   lineage created (see `sweep.rs`);
+//!   lineage created — the adapter's own session included (see `sweep.rs`);
 //! - the sweep ends only when the process has no child left besides the leader, and then
 //!   none at all (`ECHILD`), or when its deadline passes — never on one empty `/proc` scan
 //!   while something may still be forking;
 //! - dropping the value, unwinding included, kills the group and sweeps (bounded).
 
+use super::child::Setup;
 use super::sweep::{kill_descendants, own_children, Sweeper};
 use super::{SpawnError, Termination, KILL_WAIT, SWEEP_BUDGET};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
@@ -25,17 +27,16 @@ use rustix::process::{
     kill_process_group, pidfd_open, waitid, Pid, PidfdFlags, Signal, WaitId, WaitIdOptions,
     WaitIdStatus,
 };
-use std::ffi::OsStr;
 use std::io;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{ChildStderr, ChildStdin, ChildStdout, Stdio};
 use std::time::{Duration, Instant};
 
 /// What to start.
 #[derive(Debug, Clone, Copy)]
 pub struct Launch<'a> {
-    /// The program to execute (resolved through the child's `PATH` when it has no `/`).
+    /// The program to execute (resolved through the `PATH` of `env` when it has no `/`, and
+    /// started with `execve`: never through a shell).
     pub program: &'a Path,
     /// argv exactly as given; `argv[0]` is what the child sees as its name.
     pub argv: &'a [String],
@@ -105,34 +106,24 @@ pub struct ProcessGroup {
 }
 
 impl ProcessGroup {
-    /// Start `launch` in a new process group with a cleared environment and piped
-    /// stdout/stderr, and make this process a child subreaper.
+    /// Start `launch` in a session and process group of its own (no controlling terminal)
+    /// with exactly the environment given, piped stdout/stderr and no other descriptor,
+    /// through the one child-setup path (`child.rs`), and make this process a child
+    /// subreaper. Call it from a thread that outlives the child (the parent-death signal is
+    /// tied to the forking thread).
     pub fn spawn(launch: &Launch<'_>) -> Result<(ProcessGroup, Pipes), SpawnError> {
         become_subreaper();
-        let arg0 = launch
-            .argv
-            .first()
-            .map_or(launch.program.as_os_str(), OsStr::new);
-        let mut command = Command::new(launch.program);
+        let env = launch.env.iter().map(|(k, v)| (k, v));
+        let setup = Setup::new(launch.program, launch.argv, env, launch.cwd)?;
+        let mut command = setup.into_command(launch.cwd);
         command
-            .arg0(arg0)
-            .args(launch.argv.iter().skip(1))
-            .env_clear()
-            .envs(launch.env.iter().map(|(k, v)| (k, v)))
             .stdin(if launch.stdin {
                 Stdio::piped()
             } else {
                 Stdio::null()
             })
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        if let Some(cwd) = launch.cwd {
-            command.current_dir(cwd);
-        }
-        // No `pre_exec` hook (no PR_SET_PDEATHSIG, say): it would move std from posix_spawn
-        // to fork + execvp, and glibc's execvp runs a file with an unknown format through
-        // /bin/sh — a shell the SPEC forbids — where posix_spawn reports ENOEXEC.
+            .stderr(Stdio::piped());
         let mut child = command.spawn().map_err(classify_spawn_error)?;
         // A spawned child always has a positive pid and the pipes asked for above; should
         // std ever answer otherwise, end the child rather than run it unsupervised.
@@ -491,6 +482,65 @@ mod tests {
         assert_eq!(group.try_exit(), Some(Termination::Unreaped));
         let err = group.signal(Signal::TERM).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::ESRCH));
+    }
+
+    #[test]
+    fn the_child_leads_a_session_of_its_own_and_inherits_no_descriptor() {
+        if !isolated(
+            "exec::group::tests::the_child_leads_a_session_of_its_own_and_inherits_no_descriptor",
+        ) {
+            return;
+        }
+        use std::os::fd::AsRawFd;
+        // A descriptor without close-on-exec, as the host may leave one open.
+        let file = std::fs::File::open("/dev/null").unwrap();
+        // SAFETY: dup of our own descriptor; closed below.
+        let fd = unsafe { libc::dup(file.as_raw_fd()) };
+        assert!(fd > 2);
+        let script = format!(
+            "if [ -e /proc/$$/fd/{fd} ]; then echo open; else echo closed; fi; exec sleep 30"
+        );
+        let argv = argv(&["/bin/sh", "-c", &script]);
+        let (group, mut pipes) = ProcessGroup::spawn(&launch(&argv, &[])).unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(&mut pipes.stdout), &mut line)
+            .unwrap();
+        let pid = group.id() as i32;
+        let stat = super::super::sweep::Stat::read(pid).unwrap();
+        let tty = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let tty_nr = tty[tty.rfind(')').unwrap() + 1..].split_whitespace().nth(4);
+        drop(group);
+        // SAFETY: closing our own duplicate.
+        unsafe { libc::close(fd) };
+        assert_eq!(line.trim(), "closed", "the child saw fd {fd}");
+        assert_eq!(
+            (stat.session, stat.pgrp),
+            (pid, pid),
+            "session and group leader"
+        );
+        assert_eq!(tty_nr, Some("0"), "no controlling terminal");
+    }
+
+    #[test]
+    fn a_file_without_an_interpreter_line_is_not_run_through_a_shell() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let script = dir.path().join("script");
+        std::fs::write(&script, format!("touch {}\n", marker.display())).unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let env = [("PATH".to_string(), dir.path().display().to_string())];
+        for program in [script.display().to_string(), "script".to_string()] {
+            let argv = argv(&[&program]);
+            assert!(
+                matches!(
+                    ProcessGroup::spawn(&launch(&argv, &env)),
+                    Err(SpawnError::NotExecutable)
+                ),
+                "{program}"
+            );
+            assert!(!marker.exists(), "{program} was run by a shell");
+        }
     }
 
     #[test]

@@ -32,6 +32,7 @@
 #[cfg(not(target_os = "linux"))]
 compile_error!("exec needs Linux: pidfds, PR_SET_CHILD_SUBREAPER and /proc");
 
+mod child;
 mod group;
 mod ladder;
 mod sink;
