@@ -125,3 +125,23 @@ fn a_sigkilled_dispatcher_takes_its_adapter_with_it() {
     // The parent-death signal: the adapter is gone shortly after, not at its 60 s.
     assert_all_gone(&pidfile);
 }
+
+#[test]
+fn a_file_without_an_interpreter_line_is_not_run_through_a_shell() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran-by-a-shell");
+    let script = dir.path().join("shell-less-adapter");
+    std::fs::write(&script, format!("touch {}\n", marker.display())).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:/usr/bin:/bin", dir.path().display());
+    // By its path, and by its name through PATH (where glibc's execvp would fall back to sh).
+    for argv0 in [script.to_str().unwrap(), "shell-less-adapter"] {
+        let run = Dispatch::adapter(&[])
+            .bridge(|b| b["dispatcher"]["command"]["argv"] = json!([argv0]))
+            .env("PATH", &path)
+            .run();
+        run.expect("unavailable", Some("adapter_not_executable"), 69);
+        assert!(!marker.exists(), "{argv0} was run by a shell");
+    }
+}
