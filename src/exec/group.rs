@@ -18,9 +18,11 @@
 //! - dropping the value, unwinding included, kills the group and sweeps (bounded).
 
 use super::child::Setup;
+use super::ladder::{walk, Target};
 use super::sweep::{kill_descendants, own_children, Sweeper};
+use super::timespec;
 use super::{SpawnError, Termination, KILL_WAIT, SWEEP_BUDGET};
-use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::io::Errno;
 use rustix::process::{
@@ -206,10 +208,11 @@ impl ProcessGroup {
     }
 
     /// Send `sig` to the whole group.
-    pub fn signal(&self, sig: Signal) -> io::Result<()> {
+    pub fn signal(&self, sig: crate::signal::Signal) -> io::Result<()> {
         if self.released {
             return Err(io::Error::from(Errno::SRCH));
         }
+        let sig = sig.to_rustix().ok_or(io::Error::from(Errno::INVAL))?;
         kill_process_group(self.pid, sig).map_err(io::Error::from)
     }
 
@@ -222,20 +225,13 @@ impl ProcessGroup {
         kill_descendants(self.pid);
     }
 
-    /// The kill ladder outside [`run`](super::run): SIGTERM to the group, up to `grace` for
-    /// the leader to exit, then SIGKILL to everything and a short wait. Returns how the leader
-    /// ended (`Unreaped` if it outlived SIGKILL); call [`finish`](Self::finish) afterwards.
+    /// The kill ladder outside [`run`](super::run) ([`walk`] with no first wait): SIGTERM to
+    /// the group, up to `grace` for the leader to exit, then SIGKILL to everything and
+    /// [`KILL_WAIT`]. Returns how the leader ended (`Unreaped` if it outlived SIGKILL); call
+    /// [`finish`](Self::finish) afterwards.
     pub fn terminate(&mut self, grace: Duration) -> Termination {
-        if let Some(termination) = self.try_exit() {
-            return termination;
-        }
-        let _ = self.signal(Signal::TERM);
-        if let Some(termination) = self.wait_exit(Instant::now() + grace) {
-            return termination;
-        }
-        self.kill();
-        self.wait_exit(Instant::now() + KILL_WAIT)
-            .unwrap_or(Termination::Unreaped)
+        walk(self, Duration::ZERO, grace);
+        self.try_exit().unwrap_or(Termination::Unreaped)
     }
 
     /// After the leader exited (or [`terminate`](Self::terminate) gave up on it): kill and
@@ -301,6 +297,20 @@ impl ProcessGroup {
     }
 }
 
+impl Target for ProcessGroup {
+    fn wait_exit(&mut self, until: Instant) -> bool {
+        ProcessGroup::wait_exit(self, until).is_some()
+    }
+
+    fn signal(&mut self, sig: crate::signal::Signal) {
+        let _ = ProcessGroup::signal(self, sig);
+    }
+
+    fn kill(&mut self) {
+        ProcessGroup::kill(self);
+    }
+}
+
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
         if self.released || self.finished {
@@ -322,21 +332,19 @@ pub fn become_subreaper() {
 }
 
 fn termination_of(status: &WaitIdStatus) -> Termination {
-    match (status.exit_status(), status.terminating_signal()) {
+    match (
+        status.exit_status(),
+        status
+            .terminating_signal()
+            .and_then(crate::signal::Signal::from_raw),
+    ) {
         (Some(code), _) => Termination::Exited(code),
         (None, Some(sig)) => Termination::Signaled(sig),
         (None, None) => Termination::Unreaped,
     }
 }
 
-pub(super) fn timespec(d: Duration) -> Timespec {
-    Timespec::try_from(d).unwrap_or(Timespec {
-        tv_sec: i64::MAX,
-        tv_nsec: 0,
-    })
-}
-
-fn classify_spawn_error(err: io::Error) -> SpawnError {
+pub(super) fn classify_spawn_error(err: io::Error) -> SpawnError {
     match err.raw_os_error() {
         Some(libc::ENOENT) => SpawnError::NotFound,
         Some(libc::EACCES | libc::ENOEXEC | libc::EISDIR | libc::EPERM) => {
@@ -426,7 +434,10 @@ mod tests {
         let sleeper = read_line(&mut pipes.stdout);
         let start = Instant::now();
         let termination = group.terminate(Duration::from_millis(200));
-        assert_eq!(termination, Termination::Signaled(libc::SIGKILL));
+        assert_eq!(
+            termination,
+            Termination::Signaled(crate::signal::Signal::KILL)
+        );
         assert!(start.elapsed() >= Duration::from_millis(200));
         assert!(
             start.elapsed() < Duration::from_secs(5),
@@ -435,7 +446,10 @@ mod tests {
         );
         let leader = group.id() as i32;
         let swept = group.finish(Instant::now() + SWEEP_BUDGET);
-        assert_eq!(swept.termination, Termination::Signaled(libc::SIGKILL));
+        assert_eq!(
+            swept.termination,
+            Termination::Signaled(crate::signal::Signal::KILL)
+        );
         assert!(gone(leader) && gone(sleeper));
         assert_eq!(
             waitid(WaitId::All, WaitIdOptions::EXITED | WaitIdOptions::NOHANG).unwrap_err(),
@@ -480,7 +494,7 @@ mod tests {
         let pid = Pid::from_raw(group.id() as i32).unwrap();
         waitid(WaitId::Pid(pid), WaitIdOptions::EXITED).unwrap();
         assert_eq!(group.try_exit(), Some(Termination::Unreaped));
-        let err = group.signal(Signal::TERM).unwrap_err();
+        let err = group.signal(crate::signal::Signal::TERM).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::ESRCH));
     }
 
