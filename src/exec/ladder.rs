@@ -239,6 +239,51 @@ mod tests {
         assert_eq!(l.deadline(), t1 + 100 * MS, "the kill wait is not extended");
     }
 
+    /// A process that exits once it has been sent `exits_after` actions (never: `usize::MAX`).
+    struct Fake {
+        sent: Vec<&'static str>,
+        exits_after: usize,
+    }
+
+    impl Target for Fake {
+        fn wait_exit(&mut self, until: Instant) -> bool {
+            if self.sent.len() >= self.exits_after {
+                return true;
+            }
+            std::thread::sleep(until.saturating_duration_since(Instant::now()));
+            false
+        }
+        fn signal(&mut self, sig: Signal) {
+            assert_eq!(sig, Signal::TERM);
+            self.sent.push("TERM");
+        }
+        fn kill(&mut self) {
+            self.sent.push("KILL");
+        }
+    }
+
+    #[test]
+    fn walk_climbs_until_the_target_exits() {
+        for (exits_after, rung, sent) in [
+            (0, Rung::Exited, &[][..]),
+            (1, Rung::Terminated, &["TERM"][..]),
+            (2, Rung::Killed, &["TERM", "KILL"][..]),
+            (usize::MAX, Rung::GaveUp, &["TERM", "KILL"][..]),
+        ] {
+            let mut fake = Fake {
+                sent: Vec::new(),
+                exits_after,
+            };
+            let start = Instant::now();
+            assert_eq!(walk(&mut fake, 20 * MS, 20 * MS), rung);
+            assert_eq!(fake.sent, sent);
+            if rung == Rung::GaveUp {
+                // first + grace + KILL_WAIT, each waited in full.
+                assert!(start.elapsed() >= 40 * MS + KILL_WAIT);
+            }
+        }
+    }
+
     #[test]
     fn the_first_reason_wins() {
         let t0 = Instant::now();

@@ -2,8 +2,10 @@
 //! ladder, sweep, reap.
 //!
 //! Invariants:
-//! - the adapter runs in its own process group, with the environment the caller built (the
-//!   host's is never inherited) and no shell;
+//! - the adapter runs in a session and process group of its own (no controlling terminal),
+//!   with the environment the caller built (the host's is never inherited), no descriptor
+//!   beyond stdin, stdout and stderr, a parent-death signal, and no shell: every child is
+//!   started through `child.rs`, the one child-setup path (SPEC §13.1);
 //! - stdin is written while stdout and stderr are drained, all non-blocking from one `poll(2)`
 //!   loop (no thread per run), so no pipe size can deadlock;
 //! - the call returns by `timeout + kill_grace + 250 ms` whatever the adapter's descendants
@@ -22,9 +24,14 @@
 //! separate processes.
 //!
 //! For other children that need the same guarantees — an MCP server kept with interactive
-//! pipes — use [`ProcessGroup`] directly: [`ProcessGroup::spawn`] (own group, cleared env),
-//! [`ProcessGroup::terminate`] (the SIGTERM → grace → SIGKILL ladder),
-//! [`ProcessGroup::finish`] (sweep and reap), and sweep-on-drop.
+//! pipes — use [`ProcessGroup`] directly: [`ProcessGroup::spawn`] (own session and group,
+//! cleared env), [`walk`] or [`ProcessGroup::terminate`] (the SIGTERM → grace → SIGKILL
+//! ladder), [`ProcessGroup::finish`] (sweep and reap), and sweep-on-drop. A child that must not
+//! be swept (replay's child dispatchers, many at once) is a [`Watched`].
+//!
+//! This module owns the timeout policy: the deadline, the grace, the one ladder
+//! (`ladder.rs`), the sweep, and the bound after the ladder ([`AFTER_LADDER`], [`bound`]).
+//! Nothing outside it sends a signal.
 //!
 //! Linux only (pidfds: kernel 5.4 or later). This module knows nothing about JSON or
 //! envelopes; `judge.rs` interprets what it returns.
