@@ -532,7 +532,7 @@ pub enum Failure {
     /// The deadline passed.
     Timeout,
     /// A termination signal arrived.
-    Interrupted(i32),
+    Interrupted(crate::signal::Signal),
     /// The body is over the cap; reading stopped there.
     TooLarge,
     /// No HTTP exchange could be completed.

@@ -352,7 +352,7 @@ pub fn result(data: &[u8]) {
         0..=3 => Ending::Exited(0),
         4 => Ending::Exited(1),
         5 => Ending::Exited(i32::from(how)),
-        6 => Ending::Signaled(9),
+        6 => Ending::Signaled(crate::signal::Signal::KILL),
         _ => Ending::HttpStatus(200 + u16::from(how)),
     };
     let sent = Echo {

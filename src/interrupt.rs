@@ -15,21 +15,21 @@
 //!
 //! It owns no process handling itself.
 
+use crate::signal::Signal;
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The signals taken over, in the order their flags are read.
-const HANDLED: [i32; 3] = [SIGHUP, SIGINT, SIGTERM];
+const HANDLED: [Signal; 3] = [Signal::HUP, Signal::INT, Signal::TERM];
 
 #[derive(Default)]
 struct Inner {
     /// One flag per handled signal: set by the handler, cleared by [`Interrupts::take_pending`].
-    flags: Vec<(i32, Arc<AtomicBool>)>,
-    /// The first signal seen (0: none yet). Never cleared.
+    flags: Vec<(Signal, Arc<AtomicBool>)>,
+    /// The number of the first signal seen (0: none yet). Never cleared.
     first: AtomicI32,
     /// Read end of the wake-up pipe (non-blocking); readable once a signal arrived.
     wake: Option<OwnedFd>,
@@ -68,8 +68,8 @@ impl Interrupts {
         for (sig, writer) in HANDLED.into_iter().zip(writers) {
             let flag = Arc::new(AtomicBool::new(false));
             // signal-hook runs a signal's actions in registration order: flag, then byte.
-            signal_hook::flag::register(sig, Arc::clone(&flag))?;
-            signal_hook::low_level::pipe::register(sig, writer)?;
+            signal_hook::flag::register(sig.raw(), Arc::clone(&flag))?;
+            signal_hook::low_level::pipe::register(sig.raw(), writer)?;
             flags.push((sig, flag));
         }
         Ok(Inner {
@@ -85,7 +85,7 @@ impl Interrupts {
     }
 
     /// The first signal received, if any.
-    pub fn received(&self) -> Option<i32> {
+    pub fn received(&self) -> Option<Signal> {
         if let Some(sig) = self.first() {
             return Some(sig);
         }
@@ -102,14 +102,14 @@ impl Interrupts {
     /// The signals that arrived since the last call (each at most once, however often it
     /// was sent), emptying the wake-up pipe. [`received`](Self::received) still reports
     /// the first one afterwards.
-    pub fn take_pending(&self) -> Vec<i32> {
+    pub fn take_pending(&self) -> Vec<Signal> {
         if let Some(wake) = &self.inner.wake {
             let mut buf = [0u8; 64];
             // Drain before reading the flags: a byte written after this point belongs to a
             // flag that is set after it, which the next call sees.
             while matches!(rustix::io::read(wake, &mut buf), Ok(n) if n > 0) {}
         }
-        let pending: Vec<i32> = self
+        let pending: Vec<Signal> = self
             .inner
             .flags
             .iter()
@@ -129,7 +129,7 @@ impl Interrupts {
     }
 
     /// Block until a signal has been received or `timeout` passed; returns the first signal.
-    pub fn wait(&self, timeout: Duration) -> Option<i32> {
+    pub fn wait(&self, timeout: Duration) -> Option<Signal> {
         if let Some(sig) = self.received() {
             return Some(sig);
         }
@@ -140,18 +140,15 @@ impl Interrupts {
         self.received()
     }
 
-    fn first(&self) -> Option<i32> {
-        match self.inner.first.load(Ordering::SeqCst) {
-            0 => None,
-            sig => Some(sig),
-        }
+    fn first(&self) -> Option<Signal> {
+        Signal::from_raw(self.inner.first.load(Ordering::SeqCst))
     }
 
-    fn note_first(&self, sig: i32) {
+    fn note_first(&self, sig: Signal) {
         let _ = self
             .inner
             .first
-            .compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+            .compare_exchange(0, sig.raw(), Ordering::SeqCst, Ordering::SeqCst);
     }
 }
 
@@ -188,16 +185,16 @@ mod tests {
         };
         flags[2].1.store(true, Ordering::SeqCst);
         rustix::io::write(&write, b"X").unwrap();
-        assert_eq!(interrupts.wait(Duration::from_secs(5)), Some(SIGTERM));
-        assert_eq!(interrupts.take_pending(), vec![SIGTERM]);
+        assert_eq!(interrupts.wait(Duration::from_secs(5)), Some(Signal::TERM));
+        assert_eq!(interrupts.take_pending(), vec![Signal::TERM]);
         assert!(interrupts.take_pending().is_empty());
 
         flags[1].1.store(true, Ordering::SeqCst);
         rustix::io::write(&write, b"X").unwrap();
-        assert_eq!(interrupts.take_pending(), vec![SIGINT]);
+        assert_eq!(interrupts.take_pending(), vec![Signal::INT]);
         assert_eq!(
             interrupts.received(),
-            Some(SIGTERM),
+            Some(Signal::TERM),
             "the first signal wins"
         );
         // The pipe was drained: nothing wakes a waiter now.

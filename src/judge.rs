@@ -19,7 +19,7 @@ pub enum Ending {
     /// It exited with this code.
     Exited(i32),
     /// A signal it did not ask for ended it.
-    Signaled(i32),
+    Signaled(crate::signal::Signal),
     /// The dispatcher stopped it.
     Stopped(Stop),
     /// Its end could not be observed (stuck in the kernel after SIGKILL).
@@ -225,10 +225,13 @@ mod tests {
             (Ending::Stopped(Stop::Timeout), ErrorCode::DispatchTimeout),
             (Ending::Stopped(Stop::OutputCap), ErrorCode::ResultTooLarge),
             (
-                Ending::Stopped(Stop::Interrupted(15)),
+                Ending::Stopped(Stop::Interrupted(crate::signal::Signal::TERM)),
                 ErrorCode::Interrupted,
             ),
-            (Ending::Signaled(9), ErrorCode::AdapterSignaled),
+            (
+                Ending::Signaled(crate::signal::Signal::KILL),
+                ErrorCode::AdapterSignaled,
+            ),
             (Ending::Unobserved, ErrorCode::InternalError),
         ];
         for (ending, code) in cases {

@@ -48,6 +48,7 @@ use std::process::ExitCode;
 
 /// Parse the command line, run, and return the exit status.
 pub fn main() -> ExitCode {
+    become_non_dumpable();
     let args: Vec<OsString> = std::env::args_os().collect();
     // The command tree is built once per run (it is a good part of start-up): for the
     // mistyped-subcommand check and for parsing.
@@ -83,6 +84,18 @@ pub fn main() -> ExitCode {
         }
     };
     ExitCode::from(run(cli))
+}
+
+/// Make this process non-dumpable before it starts anything (README "What an adapter cannot
+/// reach"): its `/proc/<pid>/` entries (`fd/`, `environ`, `mem`, …) then belong to root, so
+/// what it starts — which runs as the same user — cannot re-open its stdout to forge an
+/// envelope or read a host credential from its environment. No core dump is written either.
+/// A process started by `execve` is dumpable again, so the adapter's own entries are as usual.
+/// Root with `CAP_SYS_PTRACE` still passes the kernel's check: an adapter running as root can
+/// still reach the dispatcher (only confinement keeps it out).
+fn become_non_dumpable() {
+    // PR_SET_DUMPABLE with 0 cannot fail on Linux (only an argument other than 0 or 1 can).
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
 }
 
 /// The message for a first positional argument that is not an existing file but is close to a

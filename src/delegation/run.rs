@@ -322,7 +322,7 @@ fn answer_message(code: Code) -> &'static str {
     }
 }
 
-fn interrupted(signal: i32, adapter_started: bool) -> Failure {
+fn interrupted(signal: crate::signal::Signal, adapter_started: bool) -> Failure {
     let when = if adapter_started {
         "and stopped the host adapter"
     } else {

@@ -33,7 +33,7 @@ pub enum DispatchError {
     /// A signal arrived before an answer.
     #[error("interrupted")]
     Interrupted {
-        signal: i32,
+        signal: crate::signal::Signal,
         /// Whether the adapter had started (the signal was forwarded to it).
         adapter_started: bool,
     },
@@ -83,7 +83,7 @@ pub enum DispatchError {
     ResultTooLarge { max_bytes: usize, in_file: bool },
     /// A signal the dispatcher did not send ended the adapter.
     #[error("the adapter was killed by a signal")]
-    AdapterSignaled { signal: i32 },
+    AdapterSignaled { signal: crate::signal::Signal },
     /// The adapter exited 0 without a valid result envelope.
     #[error("the adapter's answer is not a valid result envelope")]
     ResultInvalid { issues: Vec<Issue> },
@@ -121,7 +121,7 @@ pub enum DispatchError {
     EndpointTimeout { timeout_ms: u64 },
     /// A signal arrived while waiting for the endpoint.
     #[error("interrupted")]
-    EndpointInterrupted { signal: i32 },
+    EndpointInterrupted { signal: crate::signal::Signal },
     /// The endpoint's answer is over `--max-output-bytes`.
     #[error("the answer is too large")]
     EndpointTooLarge { max_bytes: usize },

@@ -743,7 +743,7 @@ pub enum ReadStop {
     /// The file or stdin could not be read.
     Failed(std::io::Error),
     /// This signal arrived first.
-    Interrupted(i32),
+    Interrupted(crate::signal::Signal),
 }
 
 /// Read an envelope's bytes (`path`, or stdin for `None`), at most `max_bytes + 1` of them,

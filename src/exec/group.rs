@@ -1,5 +1,6 @@
-//! [`ProcessGroup`]: one child in its own process group, held through a pidfd, with the kill
-//! ladder and the sweep of everything it leaves behind. [`run`](super::run) is built on it;
+//! [`ProcessGroup`]: one child in a session and process group of its own (started through
+//! the one child-setup path, `child.rs`), held through a pidfd, with the kill ladder and the
+//! sweep of everything it leaves behind. [`run`](super::run) is built on it;
 //! so can be any other caller that keeps a child with interactive pipes (an MCP server).
 //!
 //! Invariants:
@@ -10,32 +11,34 @@
 //! - other processes are signalled by pid only while they are our own unreaped children
 //!   (their pid is pinned the same way), or through a pidfd opened and checked first; other
 //!   groups only through the pidfd of their leader, and only in a session the adapter's
-//!   lineage created (see `sweep.rs`);
+//!   lineage created — the adapter's own session included (see `sweep.rs`);
 //! - the sweep ends only when the process has no child left besides the leader, and then
 //!   none at all (`ECHILD`), or when its deadline passes — never on one empty `/proc` scan
 //!   while something may still be forking;
 //! - dropping the value, unwinding included, kills the group and sweeps (bounded).
 
+use super::child::Setup;
+use super::ladder::{walk, Target};
 use super::sweep::{kill_descendants, own_children, Sweeper};
+use super::timespec;
 use super::{SpawnError, Termination, KILL_WAIT, SWEEP_BUDGET};
-use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::io::Errno;
 use rustix::process::{
     kill_process_group, pidfd_open, waitid, Pid, PidfdFlags, Signal, WaitId, WaitIdOptions,
     WaitIdStatus,
 };
-use std::ffi::OsStr;
 use std::io;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{ChildStderr, ChildStdin, ChildStdout, Stdio};
 use std::time::{Duration, Instant};
 
 /// What to start.
 #[derive(Debug, Clone, Copy)]
 pub struct Launch<'a> {
-    /// The program to execute (resolved through the child's `PATH` when it has no `/`).
+    /// The program to execute (resolved through the `PATH` of `env` when it has no `/`, and
+    /// started with `execve`: never through a shell).
     pub program: &'a Path,
     /// argv exactly as given; `argv[0]` is what the child sees as its name.
     pub argv: &'a [String],
@@ -105,34 +108,24 @@ pub struct ProcessGroup {
 }
 
 impl ProcessGroup {
-    /// Start `launch` in a new process group with a cleared environment and piped
-    /// stdout/stderr, and make this process a child subreaper.
+    /// Start `launch` in a session and process group of its own (no controlling terminal)
+    /// with exactly the environment given, piped stdout/stderr and no other descriptor,
+    /// through the one child-setup path (`child.rs`), and make this process a child
+    /// subreaper. Call it from a thread that outlives the child (the parent-death signal is
+    /// tied to the forking thread).
     pub fn spawn(launch: &Launch<'_>) -> Result<(ProcessGroup, Pipes), SpawnError> {
         become_subreaper();
-        let arg0 = launch
-            .argv
-            .first()
-            .map_or(launch.program.as_os_str(), OsStr::new);
-        let mut command = Command::new(launch.program);
+        let env = launch.env.iter().map(|(k, v)| (k, v));
+        let setup = Setup::new(launch.program, launch.argv, env, launch.cwd)?;
+        let mut command = setup.into_command(launch.cwd);
         command
-            .arg0(arg0)
-            .args(launch.argv.iter().skip(1))
-            .env_clear()
-            .envs(launch.env.iter().map(|(k, v)| (k, v)))
             .stdin(if launch.stdin {
                 Stdio::piped()
             } else {
                 Stdio::null()
             })
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        if let Some(cwd) = launch.cwd {
-            command.current_dir(cwd);
-        }
-        // No `pre_exec` hook (no PR_SET_PDEATHSIG, say): it would move std from posix_spawn
-        // to fork + execvp, and glibc's execvp runs a file with an unknown format through
-        // /bin/sh — a shell the SPEC forbids — where posix_spawn reports ENOEXEC.
+            .stderr(Stdio::piped());
         let mut child = command.spawn().map_err(classify_spawn_error)?;
         // A spawned child always has a positive pid and the pipes asked for above; should
         // std ever answer otherwise, end the child rather than run it unsupervised.
@@ -215,10 +208,11 @@ impl ProcessGroup {
     }
 
     /// Send `sig` to the whole group.
-    pub fn signal(&self, sig: Signal) -> io::Result<()> {
+    pub fn signal(&self, sig: crate::signal::Signal) -> io::Result<()> {
         if self.released {
             return Err(io::Error::from(Errno::SRCH));
         }
+        let sig = sig.to_rustix().ok_or(io::Error::from(Errno::INVAL))?;
         kill_process_group(self.pid, sig).map_err(io::Error::from)
     }
 
@@ -231,20 +225,13 @@ impl ProcessGroup {
         kill_descendants(self.pid);
     }
 
-    /// The kill ladder outside [`run`](super::run): SIGTERM to the group, up to `grace` for
-    /// the leader to exit, then SIGKILL to everything and a short wait. Returns how the leader
-    /// ended (`Unreaped` if it outlived SIGKILL); call [`finish`](Self::finish) afterwards.
+    /// The kill ladder outside [`run`](super::run) ([`walk`] with no first wait): SIGTERM to
+    /// the group, up to `grace` for the leader to exit, then SIGKILL to everything and
+    /// [`KILL_WAIT`]. Returns how the leader ended (`Unreaped` if it outlived SIGKILL); call
+    /// [`finish`](Self::finish) afterwards.
     pub fn terminate(&mut self, grace: Duration) -> Termination {
-        if let Some(termination) = self.try_exit() {
-            return termination;
-        }
-        let _ = self.signal(Signal::TERM);
-        if let Some(termination) = self.wait_exit(Instant::now() + grace) {
-            return termination;
-        }
-        self.kill();
-        self.wait_exit(Instant::now() + KILL_WAIT)
-            .unwrap_or(Termination::Unreaped)
+        walk(self, Duration::ZERO, grace);
+        self.try_exit().unwrap_or(Termination::Unreaped)
     }
 
     /// After the leader exited (or [`terminate`](Self::terminate) gave up on it): kill and
@@ -310,6 +297,20 @@ impl ProcessGroup {
     }
 }
 
+impl Target for ProcessGroup {
+    fn wait_exit(&mut self, until: Instant) -> bool {
+        ProcessGroup::wait_exit(self, until).is_some()
+    }
+
+    fn signal(&mut self, sig: crate::signal::Signal) {
+        let _ = ProcessGroup::signal(self, sig);
+    }
+
+    fn kill(&mut self) {
+        ProcessGroup::kill(self);
+    }
+}
+
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
         if self.released || self.finished {
@@ -331,21 +332,19 @@ pub fn become_subreaper() {
 }
 
 fn termination_of(status: &WaitIdStatus) -> Termination {
-    match (status.exit_status(), status.terminating_signal()) {
+    match (
+        status.exit_status(),
+        status
+            .terminating_signal()
+            .and_then(crate::signal::Signal::from_raw),
+    ) {
         (Some(code), _) => Termination::Exited(code),
         (None, Some(sig)) => Termination::Signaled(sig),
         (None, None) => Termination::Unreaped,
     }
 }
 
-pub(super) fn timespec(d: Duration) -> Timespec {
-    Timespec::try_from(d).unwrap_or(Timespec {
-        tv_sec: i64::MAX,
-        tv_nsec: 0,
-    })
-}
-
-fn classify_spawn_error(err: io::Error) -> SpawnError {
+pub(super) fn classify_spawn_error(err: io::Error) -> SpawnError {
     match err.raw_os_error() {
         Some(libc::ENOENT) => SpawnError::NotFound,
         Some(libc::EACCES | libc::ENOEXEC | libc::EISDIR | libc::EPERM) => {
@@ -435,7 +434,10 @@ mod tests {
         let sleeper = read_line(&mut pipes.stdout);
         let start = Instant::now();
         let termination = group.terminate(Duration::from_millis(200));
-        assert_eq!(termination, Termination::Signaled(libc::SIGKILL));
+        assert_eq!(
+            termination,
+            Termination::Signaled(crate::signal::Signal::KILL)
+        );
         assert!(start.elapsed() >= Duration::from_millis(200));
         assert!(
             start.elapsed() < Duration::from_secs(5),
@@ -444,7 +446,10 @@ mod tests {
         );
         let leader = group.id() as i32;
         let swept = group.finish(Instant::now() + SWEEP_BUDGET);
-        assert_eq!(swept.termination, Termination::Signaled(libc::SIGKILL));
+        assert_eq!(
+            swept.termination,
+            Termination::Signaled(crate::signal::Signal::KILL)
+        );
         assert!(gone(leader) && gone(sleeper));
         assert_eq!(
             waitid(WaitId::All, WaitIdOptions::EXITED | WaitIdOptions::NOHANG).unwrap_err(),
@@ -489,8 +494,67 @@ mod tests {
         let pid = Pid::from_raw(group.id() as i32).unwrap();
         waitid(WaitId::Pid(pid), WaitIdOptions::EXITED).unwrap();
         assert_eq!(group.try_exit(), Some(Termination::Unreaped));
-        let err = group.signal(Signal::TERM).unwrap_err();
+        let err = group.signal(crate::signal::Signal::TERM).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::ESRCH));
+    }
+
+    #[test]
+    fn the_child_leads_a_session_of_its_own_and_inherits_no_descriptor() {
+        if !isolated(
+            "exec::group::tests::the_child_leads_a_session_of_its_own_and_inherits_no_descriptor",
+        ) {
+            return;
+        }
+        use std::os::fd::AsRawFd;
+        // A descriptor without close-on-exec, as the host may leave one open.
+        let file = std::fs::File::open("/dev/null").unwrap();
+        // SAFETY: dup of our own descriptor; closed below.
+        let fd = unsafe { libc::dup(file.as_raw_fd()) };
+        assert!(fd > 2);
+        let script = format!(
+            "if [ -e /proc/$$/fd/{fd} ]; then echo open; else echo closed; fi; exec sleep 30"
+        );
+        let argv = argv(&["/bin/sh", "-c", &script]);
+        let (group, mut pipes) = ProcessGroup::spawn(&launch(&argv, &[])).unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(&mut pipes.stdout), &mut line)
+            .unwrap();
+        let pid = group.id() as i32;
+        let stat = super::super::sweep::Stat::read(pid).unwrap();
+        let tty = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let tty_nr = tty[tty.rfind(')').unwrap() + 1..].split_whitespace().nth(4);
+        drop(group);
+        // SAFETY: closing our own duplicate.
+        unsafe { libc::close(fd) };
+        assert_eq!(line.trim(), "closed", "the child saw fd {fd}");
+        assert_eq!(
+            (stat.session, stat.pgrp),
+            (pid, pid),
+            "session and group leader"
+        );
+        assert_eq!(tty_nr, Some("0"), "no controlling terminal");
+    }
+
+    #[test]
+    fn a_file_without_an_interpreter_line_is_not_run_through_a_shell() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let script = dir.path().join("script");
+        std::fs::write(&script, format!("touch {}\n", marker.display())).unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let env = [("PATH".to_string(), dir.path().display().to_string())];
+        for program in [script.display().to_string(), "script".to_string()] {
+            let argv = argv(&[&program]);
+            assert!(
+                matches!(
+                    ProcessGroup::spawn(&launch(&argv, &env)),
+                    Err(SpawnError::NotExecutable)
+                ),
+                "{program}"
+            );
+            assert!(!marker.exists(), "{program} was run by a shell");
+        }
     }
 
     #[test]

@@ -2,8 +2,10 @@
 //! ladder, sweep, reap.
 //!
 //! Invariants:
-//! - the adapter runs in its own process group, with the environment the caller built (the
-//!   host's is never inherited) and no shell;
+//! - the adapter runs in a session and process group of its own (no controlling terminal),
+//!   with the environment the caller built (the host's is never inherited), no descriptor
+//!   beyond stdin, stdout and stderr, a parent-death signal, and no shell: every child is
+//!   started through `child.rs`, the one child-setup path (SPEC §13.1);
 //! - stdin is written while stdout and stderr are drained, all non-blocking from one `poll(2)`
 //!   loop (no thread per run), so no pipe size can deadlock;
 //! - the call returns by `timeout + kill_grace + 250 ms` whatever the adapter's descendants
@@ -22,9 +24,14 @@
 //! separate processes.
 //!
 //! For other children that need the same guarantees — an MCP server kept with interactive
-//! pipes — use [`ProcessGroup`] directly: [`ProcessGroup::spawn`] (own group, cleared env),
-//! [`ProcessGroup::terminate`] (the SIGTERM → grace → SIGKILL ladder),
-//! [`ProcessGroup::finish`] (sweep and reap), and sweep-on-drop.
+//! pipes — use [`ProcessGroup`] directly: [`ProcessGroup::spawn`] (own session and group,
+//! cleared env), [`walk`] or [`ProcessGroup::terminate`] (the SIGTERM → grace → SIGKILL
+//! ladder), [`ProcessGroup::finish`] (sweep and reap), and sweep-on-drop. A child that must not
+//! be swept (replay's child dispatchers, many at once) is a [`Watched`].
+//!
+//! This module owns the timeout policy: the deadline, the grace, the one ladder
+//! (`ladder.rs`), the sweep, and the bound after the ladder ([`AFTER_LADDER`], [`bound`]).
+//! Nothing outside it sends a signal.
 //!
 //! Linux only (pidfds: kernel 5.4 or later). This module knows nothing about JSON or
 //! envelopes; `judge.rs` interprets what it returns.
@@ -32,17 +39,21 @@
 #[cfg(not(target_os = "linux"))]
 compile_error!("exec needs Linux: pidfds, PR_SET_CHILD_SUBREAPER and /proc");
 
+mod child;
 mod group;
 mod ladder;
 mod sink;
 mod supervise;
 mod sweep;
+mod watched;
 
 pub use group::{become_subreaper, Launch, Pipes, ProcessGroup, Swept};
+pub use ladder::{walk, Rung, Target};
+pub use watched::{Watch, Watched};
 
 use crate::interrupt::Interrupts;
+pub use crate::signal::Signal;
 use ladder::{Action, Ladder};
-use rustix::process::Signal;
 use std::io;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -55,10 +66,26 @@ pub const KILL_WAIT: Duration = Duration::from_millis(100);
 /// How long the final sweep may spend killing and reaping leftovers.
 pub const SWEEP_BUDGET: Duration = Duration::from_millis(100);
 /// How long to wait for pipe EOF once everything that could hold a pipe was killed.
-const EOF_WAIT: Duration = Duration::from_millis(40);
+pub const EOF_WAIT: Duration = Duration::from_millis(40);
 /// The SPEC's bound after `timeout + kill_grace`: the kill wait, the sweep and the last EOF
 /// wait (or the leak window, the sweep and the EOF wait after a normal exit) fit in it.
-const AFTER_LADDER: Duration = Duration::from_millis(250);
+pub const AFTER_LADDER: Duration = Duration::from_millis(250);
+
+/// The SPEC §4.3 bound on one run: it returns by `timeout + kill_grace + AFTER_LADDER`
+/// whatever the adapter and its descendants do.
+pub fn bound(timeout: Duration, kill_grace: Duration) -> Duration {
+    timeout
+        .saturating_add(kill_grace)
+        .saturating_add(AFTER_LADDER)
+}
+
+/// `d` for `poll(2)`, saturated (a wait too long to represent is a very long one).
+pub(crate) fn timespec(d: Duration) -> rustix::event::Timespec {
+    rustix::event::Timespec::try_from(d).unwrap_or(rustix::event::Timespec {
+        tv_sec: i64::MAX,
+        tv_nsec: 0,
+    })
+}
 /// Size of the stderr tail reported in diagnostics (after redaction).
 pub const STDERR_TAIL_BYTES: usize = 64 * 1024;
 /// How much of the end of stderr is kept raw: twice the reported tail, so that redaction sees
@@ -103,7 +130,7 @@ pub enum Termination {
     /// It exited with this code.
     Exited(i32),
     /// It was killed by this signal.
-    Signaled(i32),
+    Signaled(Signal),
     /// It could not be reaped in time (stuck in the kernel after SIGKILL).
     Unreaped,
     /// It was never started: the dispatcher was interrupted first.
@@ -118,7 +145,7 @@ pub enum Stop {
     /// stdout went past the cap.
     OutputCap,
     /// The dispatcher received this signal and forwarded it.
-    Interrupted(i32),
+    Interrupted(Signal),
 }
 
 /// Everything observed about one run.
@@ -165,7 +192,7 @@ pub fn run(spec: Spec, interrupts: &Interrupts) -> Result<Finished, SpawnError> 
     crate::dispatch::panic_point::reach(crate::dispatch::PanicPoint::AdapterStarted);
     let mut io = Io::new(pipes, spec.stdin, spec.max_stdout_bytes, STDERR_KEEP_BYTES)
         .map_err(|err| SpawnError::Other(err.kind()))?;
-    let hard = start + spec.timeout + spec.kill_grace + AFTER_LADDER;
+    let hard = start + bound(spec.timeout, spec.kill_grace);
 
     let mut ladder = Ladder::new(start, spec.timeout, spec.kill_grace, KILL_WAIT);
     loop {
@@ -222,9 +249,7 @@ fn carry_out(action: Action, group: &ProcessGroup) -> bool {
     match action {
         Action::Nothing => {}
         Action::Signal(sig) => {
-            if let Some(sig) = Signal::from_named_raw(sig) {
-                let _ = group.signal(sig);
-            }
+            let _ = group.signal(sig);
         }
         Action::KillAll => group.kill(),
         Action::GiveUp => return true,
@@ -242,7 +267,7 @@ pub fn tail_str(text: &str, max_bytes: usize) -> &str {
     &text[cut..]
 }
 
-fn not_started(sig: i32, start: Instant) -> Finished {
+fn not_started(sig: Signal, start: Instant) -> Finished {
     Finished {
         termination: Termination::NotStarted,
         stopped: Some(Stop::Interrupted(sig)),

@@ -3,8 +3,9 @@
 //! wake-up descriptor. No thread, no blocking read or write: a round never waits past the
 //! deadline it is given.
 
-use super::group::{timespec, Pipes};
+use super::group::Pipes;
 use super::sink::{HeadSink, TailSink};
+use super::timespec;
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::io::Errno;

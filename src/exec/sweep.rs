@@ -10,7 +10,7 @@
 //!
 //! [`ProcessGroup`]: super::ProcessGroup
 
-use super::group::timespec;
+use super::timespec;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::fd::OwnedFd;
 use rustix::process::{

@@ -50,8 +50,8 @@ pub enum ReadError {
     #[error("it is larger than {limit} bytes")]
     TooLarge { limit: u64 },
     /// This signal arrived while [`read_stream`] waited.
-    #[error("interrupted by signal {0}")]
-    Interrupted(i32),
+    #[error("interrupted by {}", .0.name())]
+    Interrupted(crate::signal::Signal),
 }
 
 impl From<ReadError> for io::Error {

@@ -11,8 +11,10 @@
 //!   as the bridge's `dispatcher.command.argv`, the options, the variables and the request on
 //!   stdin. The child owns the adapter's guarantees (process group, deadline, kill ladder,
 //!   subreaper), and each adapter run has a dispatcher process of its own, so parallel cases
-//!   never share a reaper. A watchdog stops a child that outlives its own bound by far
-//!   (SIGTERM, then SIGKILL): a broken dispatcher fails its case, it does not hang the suite.
+//!   never share a reaper. The child is started and watched by `exec::Watched` (a session of
+//!   its own, the parent-death signal, no inherited descriptor): past its own bound by far,
+//!   exec's ladder stops it (SIGTERM, then SIGKILL), so a broken dispatcher fails its case,
+//!   it does not hang the suite.
 //!
 //! It must not compare anything (that is `diff`) nor print.
 
@@ -20,12 +22,13 @@ use super::cases::{Adapter, Case};
 use crate::cli::{Cli, DispatchArgs};
 use crate::dispatch::{self, Concluded, UsageError};
 use crate::envelope::bridge::DEFAULT_TIMEOUT_MS;
+use crate::exec::{self, Watch, Watched};
 use crate::hostenv::HostEnv;
 use clap::Parser;
 use serde_json::{Map, Value};
+use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -61,7 +64,7 @@ pub enum RunError {
     #[error("could not write the bridge to a temp file: {0}")]
     BridgeFile(std::io::Error),
     #[error("could not start the dispatcher: {0}")]
-    Spawn(std::io::Error),
+    Spawn(crate::exec::SpawnError),
     /// The watchdog's account: the child could not be waited for, or had to be stopped.
     #[error("{0}")]
     Watchdog(String),
@@ -254,8 +257,10 @@ fn in_child(case: &Case, argv: &[String], exe: &Path) -> Result<Actual, RunError
         .and_then(|d| d.get("timeout_ms"))
         .and_then(Value::as_u64)
         .unwrap_or(DEFAULT_TIMEOUT_MS);
-    let bound = Duration::from_millis(timeout_ms.saturating_add(kill_grace_ms).saturating_add(250))
-        + WATCHDOG_MARGIN;
+    let bound = exec::bound(
+        Duration::from_millis(timeout_ms),
+        Duration::from_millis(kill_grace_ms),
+    ) + WATCHDOG_MARGIN;
 
     let bridge_file;
     let bridge_arg = if text.len() > INLINE_BRIDGE_BYTES {
@@ -270,18 +275,16 @@ fn in_child(case: &Case, argv: &[String], exe: &Path) -> Result<Actual, RunError
         text
     };
 
-    let mut child = Command::new(exe)
-        .arg("--parent-tool-bridge")
-        .arg(&bridge_arg)
-        .args(&case.options)
-        .envs(case.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+    let argv: Vec<OsString> = [exe.as_os_str(), OsStr::new("--parent-tool-bridge")]
+        .into_iter()
+        .map(OsStr::to_os_string)
+        .chain([OsString::from(&bridge_arg)])
+        .chain(case.options.iter().map(OsString::from))
+        .collect();
+    let (mut child, pipes) = Watched::spawn(exe, &argv, child_env(&case.env))
         .map_err(RunError::Spawn)?;
     let (tx, rx) = mpsc::channel();
-    if let Some(mut stdin) = child.stdin.take() {
+    if let Some(mut stdin) = pipes.stdin {
         let request = case.request.clone();
         // A dispatcher that stops reading (request too large) closes the pipe: not an error.
         std::thread::spawn(move || {
@@ -289,25 +292,21 @@ fn in_child(case: &Case, argv: &[String], exe: &Path) -> Result<Actual, RunError
         });
     }
     let stdout_cap = max_output_bytes.saturating_add(STDOUT_SLACK_BYTES);
-    if let Some(stdout) = child.stdout.take() {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            let _ = tx.send(Stream::Stdout(read_capped(stdout, stdout_cap, false)));
-        });
-    }
-    if let Some(stderr) = child.stderr.take() {
-        std::thread::spawn(move || {
-            let _ = tx.send(Stream::Stderr(read_capped(
-                stderr,
-                STDERR_KEEP_BYTES as u64,
-                true,
-            )));
-        });
-    }
+    let stdout = pipes.stdout;
+    let out_tx = tx.clone();
+    std::thread::spawn(move || {
+        let _ = out_tx.send(Stream::Stdout(read_capped(stdout, stdout_cap, false)));
+    });
+    let stderr = pipes.stderr;
+    std::thread::spawn(move || {
+        let _ = tx.send(Stream::Stderr(read_capped(
+            stderr,
+            STDERR_KEEP_BYTES as u64,
+            true,
+        )));
+    });
 
-    let started = Instant::now();
-    let status =
-        wait_bounded(&mut child, started + bound, kill_grace_ms).map_err(RunError::Watchdog)?;
+    let status = wait_bounded(&mut child, bound, kill_grace_ms).map_err(RunError::Watchdog)?;
     drop(bridge_file);
 
     // The dispatcher is gone; its pipes close with it unless something it failed to clean up
@@ -377,44 +376,34 @@ fn read_capped(mut pipe: impl Read, cap: u64, keep_tail: bool) -> (Vec<u8>, bool
     (kept, dropped)
 }
 
-/// Wait for the child until `deadline`; past it, SIGTERM (the dispatcher forwards it to its
-/// adapter and still prints an envelope), then SIGKILL after the grace.
+/// The child dispatcher's environment: this process's, with the case's variables on top.
+fn child_env(case_env: &[(String, String)]) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
+        .filter(|(name, _)| !case_env.iter().any(|(k, _)| OsStr::new(k) == name))
+        .collect();
+    env.extend(
+        case_env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+    );
+    env
+}
+
+/// Wait for the child up to `bound`; past it, exec's ladder: SIGTERM (the dispatcher forwards
+/// it to its adapter and still prints an envelope), then SIGKILL after the grace.
 fn wait_bounded(
-    child: &mut std::process::Child,
-    deadline: Instant,
+    child: &mut Watched,
+    bound: Duration,
     kill_grace_ms: u64,
 ) -> Result<std::process::ExitStatus, String> {
-    let mut pause = Duration::from_millis(1);
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Ok(status),
-            Ok(None) => {}
-            Err(e) => return Err(format!("could not wait for the dispatcher: {e}")),
-        }
-        if Instant::now() >= deadline {
-            break;
-        }
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(20));
+    let grace = Duration::from_millis(kill_grace_ms) + Duration::from_secs(1);
+    match child.wait_within(bound, grace) {
+        Watch::Exited(status) => Ok(status),
+        Watch::Stopped(_) => Err(format!(
+            "the dispatcher did not finish within its own bound plus {} s and was stopped",
+            WATCHDOG_MARGIN.as_secs()
+        )),
     }
-    // Not reaped yet, so the pid is still this child's: signalling it cannot hit a stranger.
-    if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
-        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-    }
-    let grace_until =
-        Instant::now() + Duration::from_millis(kill_grace_ms) + Duration::from_secs(1);
-    while Instant::now() < grace_until {
-        if let Ok(Some(_)) = child.try_wait() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    Err(format!(
-        "the dispatcher did not finish within its own bound plus {} s and was stopped",
-        WATCHDOG_MARGIN.as_secs()
-    ))
 }
 
 #[cfg(test)]
@@ -453,15 +442,25 @@ mod tests {
     #[test]
     fn a_child_dispatcher_past_its_bound_is_stopped_and_reaped() {
         // One that obeys SIGTERM, and one that ignores it (SIGKILL after the grace).
+        let env = [("PATH", "/usr/bin:/bin")];
         for script in ["exec sleep 30", "trap '' TERM; exec sleep 30"] {
-            let mut child = Command::new("sh").args(["-c", script]).spawn().unwrap();
+            let argv = ["sh", "-c", script];
+            let (mut child, _pipes) = Watched::spawn(Path::new("/bin/sh"), &argv, env).unwrap();
+            let pid = child.id();
             let started = Instant::now();
-            let deadline = started + Duration::from_millis(200);
-            let err = wait_bounded(&mut child, deadline, 100).unwrap_err();
+            let err = wait_bounded(&mut child, Duration::from_millis(200), 100).unwrap_err();
             assert!(err.contains("was stopped"), "{err}");
             assert!(started.elapsed() < Duration::from_secs(10), "{script}");
-            assert!(child.try_wait().unwrap().is_some(), "{script}: reaped");
+            assert!(
+                !Path::new(&format!("/proc/{pid}")).exists(),
+                "{script}: reaped"
+            );
         }
+        // One that ends in time is reaped with its status.
+        let argv = ["sh", "-c", "exit 3"];
+        let (mut child, _pipes) = Watched::spawn(Path::new("/bin/sh"), &argv, env).unwrap();
+        let status = wait_bounded(&mut child, Duration::from_secs(20), 100).unwrap();
+        assert_eq!(status.code(), Some(3));
     }
 
     #[test]

@@ -479,7 +479,8 @@ fn an_adapter_that_times_out_is_failed_retryable_with_exit_124() {
         ["host-delegation.requested", "host-delegation.failed"]
     );
     assert!(
-        out.elapsed() < Duration::from_millis(300 + 300 + 250) + MARGIN,
+        out.elapsed()
+            < Duration::from_millis(300 + 300) + parent_tool_dispatch::exec::AFTER_LADDER + MARGIN,
         "{:?}",
         out.elapsed()
     );
@@ -591,7 +592,10 @@ fn sigterm_to_the_dispatcher_stops_the_adapter_and_reports_interrupted() {
     let sent = Instant::now();
     running.signal(rustix::process::Signal::TERM);
     let out = running.wait();
-    assert!(sent.elapsed() < Duration::from_millis(300 + 250) + MARGIN);
+    assert!(
+        sent.elapsed()
+            < Duration::from_millis(300) + parent_tool_dispatch::exec::AFTER_LADDER + MARGIN
+    );
     let e = out
         .exit(1)
         .stderr_starts_with(

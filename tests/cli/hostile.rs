@@ -3,6 +3,7 @@
 //! Time bounds here carry generous margins: they check that it returned, not how fast.
 
 use super::*;
+use parent_tool_dispatch::exec::AFTER_LADDER;
 
 /// Slack on top of the SPEC bound for a loaded 2-core CI machine.
 const MARGIN: Duration = Duration::from_millis(1500);
@@ -12,7 +13,10 @@ fn with_timeout(d: Dispatch, timeout_ms: u64) -> Dispatch {
 }
 
 fn bound(timeout_ms: u64, grace_ms: u64) -> Duration {
-    Duration::from_millis(timeout_ms + grace_ms + 250) + MARGIN
+    parent_tool_dispatch::exec::bound(
+        Duration::from_millis(timeout_ms),
+        Duration::from_millis(grace_ms),
+    ) + MARGIN
 }
 
 struct Pids {
@@ -433,7 +437,7 @@ fn interrupt_with(signal: rustix::process::Signal, name: &str) {
     running.signal(signal);
     let out = running.wait();
     assert!(
-        sent.elapsed() < Duration::from_millis(300 + 250) + MARGIN,
+        sent.elapsed() < Duration::from_millis(300) + AFTER_LADDER + MARGIN,
         "{:?}",
         sent.elapsed()
     );
@@ -633,7 +637,7 @@ fn setsid_fork_chain_never_outlives_the_dispatcher() {
         run.expect("succeeded", None, 0);
         assert!(run.stderr.is_empty(), "stderr: {}", run.stderr);
         assert!(
-            run.elapsed < Duration::from_millis(50 + 250) + MARGIN,
+            run.elapsed < Duration::from_millis(50) + AFTER_LADDER + MARGIN,
             "round {round}: returned after {:?}",
             run.elapsed
         );

@@ -388,23 +388,13 @@ fn sandbox_env_help_promises_no_envelope() {
 /// read; the request typed (here: written to the pty) is then validated as usual.
 #[test]
 fn validate_hints_when_reading_from_a_terminal() {
-    use rustix::pty::{grantpt, openpt, ptsname, unlockpt, OpenptFlags};
     use std::io::Write;
-    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
-    grantpt(&master).unwrap();
-    unlockpt(&master).unwrap();
-    let name = ptsname(&master, Vec::new()).unwrap();
-    let slave = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(name.to_str().unwrap())
-        .unwrap();
+    let (mut master, slave) = pty();
     // Bounded: a hint-less build would still end, but a broken Ctrl-D must not hang the suite.
     let running = Cmd::new(["validate", "request"])
         .stdin_file(slave)
         .watchdog(Duration::from_secs(20))
         .spawn();
-    let mut master = std::fs::File::from(master);
     // One line, then Ctrl-D at the start of the next: end of input in canonical mode.
     master
         .write_all(format!("{}\n\u{4}", request()).as_bytes())

@@ -15,6 +15,7 @@ mod file_transport;
 mod fuzz_regressions;
 mod generated;
 mod happy;
+mod host_reach;
 mod hostile;
 mod human;
 mod man_pages;

@@ -23,6 +23,10 @@
 //! | `result-as:KIND[:TARGET]` | file transport: make the result path a `fifo`, a `dir`, a `socket`, or a `symlink` to TARGET, instead of a file |
 //! | `litter:N` | file transport: leave N hard links to the request file in the private folder |
 //! | `delegation-echo[:STATUS]` | host delegation: read the request on stdin and answer it (`status` default `completed`, its `request_id`, `sandbox_session_id` and `source_digest` echoed, `provider: "test-adapter"`); `result` reports `request` (as parsed), `newline` (whether stdin ended with one), `argv` and `env`; a failure status adds an `error` |
+//! | `probe-tty:TEXT` | open `/dev/tty`, write TEXT to it and push TEXT into its input (`TIOCSTI`), and try `TIOCSTI` on stdin, stdout and stderr; report on stderr (`host-reach: dev-tty=…`, `tiocsti=…`) |
+//! | `list-fds` | report its open descriptors on stderr (`host-reach: fds=0,1,2`) |
+//! | `parent-environ:NAME` | read `/proc/<ppid>/environ` and report whether NAME is in it (`host-reach: parent-environ=refused\|found\|absent`) |
+//! | `parent-stdout:TEXT` | open `/proc/<ppid>/fd/1` and write TEXT and a newline to it (`host-reach: parent-stdout=refused\|written`) |
 //! | `litter-tree:OUTSIDE` | file transport: leave nested folders, a folder without write permission, and symlinks to OUTSIDE in the private folder |
 
 use parent_tool_dispatch::json;
@@ -174,6 +178,10 @@ pub(crate) fn run(steps: &[String]) -> u8 {
                     .open(arg)
                     .and_then(|mut f| f.write_all(line.as_bytes()));
             }
+            "probe-tty" => reach(&probe_tty(arg.as_bytes())),
+            "list-fds" => reach(&format!("fds={}", open_fds().join(","))),
+            "parent-environ" => reach(&parent_environ(arg)),
+            "parent-stdout" => reach(&parent_stdout(arg)),
             "close-stdin" => {
                 // The pipe's read end is closed by putting /dev/null in its place: fd 0 stays a
                 // valid descriptor for std's stdin, and the dispatcher's writes get EPIPE.
@@ -198,6 +206,99 @@ fn read_stdin() -> Vec<u8> {
     let mut buf = Vec::new();
     let _ = std::io::stdin().read_to_end(&mut buf);
     buf
+}
+
+/// One `host-reach:` line on stderr: what a reach into the host got.
+fn reach(finding: &str) {
+    let _ = writeln!(std::io::stderr(), "host-reach: {finding}");
+}
+
+/// How an attempt ended: `refused(ERRNO)` or what the caller says it did.
+fn refused(err: &std::io::Error) -> String {
+    format!("refused({})", err.raw_os_error().unwrap_or(0))
+}
+
+/// `probe-tty`: reach the operator's terminal through `/dev/tty` (writing, and pushing
+/// keystrokes), then through any standard descriptor that is a terminal.
+fn probe_tty(text: &[u8]) -> String {
+    use std::os::fd::AsRawFd;
+    let push = |fd: i32| -> bool {
+        text.iter().all(|byte| {
+            // SAFETY: TIOCSTI reads one byte through the pointer, which is valid for the call.
+            unsafe { libc::ioctl(fd, libc::TIOCSTI, std::ptr::from_ref(byte)) == 0 }
+        })
+    };
+    let mut found = Vec::new();
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+    {
+        Ok(mut tty) => {
+            let wrote = tty.write_all(text).is_ok();
+            found.push(format!("dev-tty=opened(wrote={wrote})"));
+            let pushed = push(tty.as_raw_fd());
+            found.push(format!(
+                "tiocsti={}",
+                if pushed { "pushed" } else { "refused" }
+            ));
+        }
+        Err(err) => found.push(format!("dev-tty={}", refused(&err))),
+    }
+    for fd in 0..3 {
+        // SAFETY: isatty on a number only asks.
+        if unsafe { libc::isatty(fd) } == 1 {
+            found.push(format!(
+                "fd{fd}-tiocsti={}",
+                if push(fd) { "pushed" } else { "refused" }
+            ));
+        }
+    }
+    found.join(" ")
+}
+
+/// The descriptors this process has open (the listing's own one left out).
+fn open_fds() -> Vec<String> {
+    let listed: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    listed
+        .into_iter()
+        // SAFETY: F_GETFD on a number only asks; the listing's descriptor is closed by now.
+        .filter(|&fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0)
+        .map(|fd| fd.to_string())
+        .collect()
+}
+
+/// `parent-environ:NAME`: read the dispatcher's environment through `/proc`.
+fn parent_environ(name: &str) -> String {
+    let path = format!("/proc/{}/environ", std::os::unix::process::parent_id());
+    match std::fs::read(path) {
+        Err(err) => format!("parent-environ={}", refused(&err)),
+        Ok(bytes) => {
+            let prefix = format!("{name}=");
+            let found = bytes
+                .split(|&b| b == 0)
+                .any(|var| var.starts_with(prefix.as_bytes()));
+            format!("parent-environ={}", if found { "found" } else { "absent" })
+        }
+    }
+}
+
+/// `parent-stdout:TEXT`: write a line to the dispatcher's own stdout through `/proc`.
+fn parent_stdout(text: &str) -> String {
+    let path = format!("/proc/{}/fd/1", std::os::unix::process::parent_id());
+    match std::fs::OpenOptions::new().write(true).open(path) {
+        Err(err) => format!("parent-stdout={}", refused(&err)),
+        Ok(mut out) => match out.write_all(format!("{text}\n").as_bytes()) {
+            Ok(()) => "parent-stdout=written".to_string(),
+            Err(err) => format!("parent-stdout={}", refused(&err)),
+        },
+    }
 }
 
 fn write_out(bytes: &[u8]) {

@@ -362,8 +362,9 @@ impl<'s> Client<'s> {
                     return Err(Failure::new(
                         Code::Interrupted,
                         format!(
-                            "the adapter received signal {sig} while waiting for the MCP \
-                             server's answer to {method}"
+                            "the adapter received signal {} while waiting for the MCP \
+                             server's answer to {method}",
+                            sig.raw()
                         ),
                     ))
                 }
@@ -443,8 +444,8 @@ impl<'s> Client<'s> {
                 format!("the MCP server exited with status {code}")
             }
             Ending::Exited(Termination::Signaled(sig)) => {
-                details.insert("signal".into(), sig.into());
-                format!("the MCP server was killed by signal {sig}")
+                details.insert("signal".into(), sig.raw().into());
+                format!("the MCP server was killed by signal {}", sig.raw())
             }
             Ending::Exited(_) => "the MCP server ended".to_string(),
             Ending::StdoutClosed => "the MCP server closed its stdout".to_string(),

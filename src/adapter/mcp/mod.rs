@@ -190,8 +190,9 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// What is kept for the shutdown's fixed steps (SIGKILL wait, sweep) and printing.
-    const FIXED: Duration = Duration::from_millis(250);
+    /// What is kept for the shutdown's fixed steps (SIGKILL wait, sweep) and printing: the
+    /// dispatcher's own bound after its ladder.
+    const FIXED: Duration = crate::exec::AFTER_LADDER;
 
     /// The budget for the dispatcher's timeout, as given in `WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS`
     /// (`None`, or not a positive integer: [`limits::DEFAULT_TIMEOUT`]; at most
@@ -346,7 +347,10 @@ fn serve(bytes: Vec<u8>, cx: &Context<'_>, echo: &mut Echo) -> Result<String, Fa
     if let Some(sig) = cx.interrupts.received() {
         return Err(Failure::new(
             Code::Interrupted,
-            format!("the adapter received signal {sig} before it started the MCP server"),
+            format!(
+                "the adapter received signal {} before it started the MCP server",
+                sig.raw()
+            ),
         ));
     }
 

@@ -17,12 +17,15 @@
 //!   must still be able to exit), then sweeps and reaps everything the server left; if the
 //!   adapter unwinds instead, `ProcessGroup`'s drop kills and sweeps.
 
-use crate::exec::{Launch, ProcessGroup, SpawnError, Termination, KILL_WAIT, SWEEP_BUDGET};
+use crate::exec::{
+    self, timespec, Launch, ProcessGroup, Rung, SpawnError, Target, Termination, EOF_WAIT,
+    SWEEP_BUDGET,
+};
 use crate::interrupt::Interrupts;
-use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use crate::signal::Signal;
+use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::io::Errno;
-use rustix::process::Signal;
 use std::collections::VecDeque;
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -37,8 +40,6 @@ const EOF_AFTER_EXIT: Duration = Duration::from_millis(200);
 /// How long the server may take to exit once it closed its stdout, before that is reported
 /// as a closed stdout rather than an exit.
 const EXIT_AFTER_EOF: Duration = Duration::from_millis(100);
-/// How long to wait for the last stderr bytes once everything was killed.
-const EOF_WAIT: Duration = Duration::from_millis(40);
 /// The most of the server's stderr passed on to the adapter's stderr; the rest is counted.
 pub const MAX_STDERR_FORWARD_BYTES: usize = 1 << 20;
 /// The end of the server's stderr kept for the adapter's own messages.
@@ -56,7 +57,7 @@ pub(super) enum Event {
     /// `until` passed.
     Deadline,
     /// The adapter received this signal.
-    Interrupted(i32),
+    Interrupted(Signal),
 }
 
 /// How the server stopped talking.
@@ -199,16 +200,12 @@ impl Server {
     pub(super) fn shutdown(mut self, close_wait: Duration, term_grace: Duration) -> Shutdown {
         self.stdin = None;
         self.outbox.clear();
-        let mut step = Step::StdinClosed;
-        if !self.await_exit(Instant::now() + close_wait) {
-            step = Step::Terminated;
-            let _ = self.group.signal(Signal::TERM);
-            if !self.await_exit(Instant::now() + term_grace) {
-                step = Step::Killed;
-                self.group.kill();
-                self.await_exit(Instant::now() + KILL_WAIT);
-            }
-        }
+        // exec's one ladder, its first wait being the one after closing stdin.
+        let step = match exec::walk(&mut self, close_wait, term_grace) {
+            Rung::Exited => Step::StdinClosed,
+            Rung::Terminated => Step::Terminated,
+            Rung::Killed | Rung::GaveUp => Step::Killed,
+        };
         let Server {
             group,
             stdout,
@@ -364,6 +361,22 @@ impl Server {
     }
 }
 
+/// The ladder acts on the server's group while its pipes are served (a server blocked
+/// writing must still be able to exit).
+impl Target for Server {
+    fn wait_exit(&mut self, until: Instant) -> bool {
+        self.await_exit(until)
+    }
+
+    fn signal(&mut self, sig: Signal) {
+        let _ = self.group.signal(sig);
+    }
+
+    fn kill(&mut self) {
+        self.group.kill();
+    }
+}
+
 /// What to do with stdout lines while serving the pipes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Lines {
@@ -384,13 +397,6 @@ fn read_some(fd: &OwnedFd, buf: &mut [u8], mut sink: impl FnMut(&[u8])) -> bool 
         }
     }
     true
-}
-
-fn timespec(d: Duration) -> Timespec {
-    Timespec::try_from(d).unwrap_or(Timespec {
-        tv_sec: i64::MAX,
-        tv_nsec: 0,
-    })
 }
 
 /// Splits stdout into lines, refusing one longer than `max` without keeping more of it.

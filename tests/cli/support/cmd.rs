@@ -62,6 +62,12 @@ pub struct Cmd {
     cwd: Option<PathBuf>,
     data_limit: Option<u64>,
     umask: Option<u32>,
+    /// Descriptors the child inherits without close-on-exec: (number in the child, file).
+    extra_fds: Vec<(i32, OwnedFd)>,
+    /// A terminal that becomes the child's controlling terminal (in a new session).
+    terminal: Option<OwnedFd>,
+    /// (uid, gid) the child runs as, its supplementary groups dropped.
+    user: Option<(u32, u32)>,
     watchdog: Duration,
 }
 
@@ -99,6 +105,9 @@ impl Cmd {
             cwd: None,
             data_limit: None,
             umask: None,
+            extra_fds: Vec::new(),
+            terminal: None,
+            user: None,
             watchdog: WATCHDOG,
         }
         .args(args)
@@ -188,6 +197,27 @@ impl Cmd {
         self
     }
 
+    /// The child starts with `file` open as descriptor `fd` (≥ 3), not close-on-exec: a
+    /// descriptor its host left open.
+    pub fn inherit_fd(mut self, fd: i32, file: impl Into<OwnedFd>) -> Cmd {
+        assert!(fd > 2, "an extra descriptor is 3 or more");
+        self.extra_fds.push((fd, file.into()));
+        self
+    }
+
+    /// The child runs in a new session with `terminal` (a pty's slave) as its controlling
+    /// terminal, as under an operator's shell.
+    pub fn controlling_terminal(mut self, terminal: impl Into<OwnedFd>) -> Cmd {
+        self.terminal = Some(terminal.into());
+        self
+    }
+
+    /// The child runs as `uid`:`gid` with no supplementary groups (the suite runs as root).
+    pub fn user(mut self, uid: u32, gid: u32) -> Cmd {
+        self.user = Some((uid, gid));
+        self
+    }
+
     /// Kill the child and fail the test when it has not exited (and closed its stdout and
     /// stderr) this long after it started.
     pub fn watchdog(mut self, limit: Duration) -> Cmd {
@@ -232,6 +262,37 @@ impl Cmd {
                 });
             }
         }
+        if let Some((uid, gid)) = self.user {
+            use std::os::unix::process::CommandExt;
+            // std drops the supplementary groups when root sets a uid.
+            command.uid(uid).gid(gid);
+        }
+        let extra: Vec<(i32, i32)> = self
+            .extra_fds
+            .iter()
+            .map(|(at, fd)| (*at, std::os::fd::AsRawFd::as_raw_fd(fd)))
+            .collect();
+        let terminal = self.terminal.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+        if !extra.is_empty() || terminal.is_some() {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: only async-signal-safe system calls on numbers between fork and exec.
+            unsafe {
+                command.pre_exec(move || {
+                    for &(at, fd) in &extra {
+                        // dup2 leaves the new descriptor without FD_CLOEXEC.
+                        if libc::dup2(fd, at) < 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                    }
+                    if let Some(fd) = terminal {
+                        if libc::setsid() < 0 || libc::ioctl(fd, libc::TIOCSCTTY, 0) < 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                    }
+                    Ok(())
+                });
+            }
+        }
         let (bytes, held) = match self.stdin {
             Input::Bytes(bytes) => {
                 command.stdin(Stdio::piped());
@@ -252,11 +313,29 @@ impl Cmd {
             .unwrap_or_else(|e| panic!("spawning {shown}: {e}"));
         // Dropped now, so that the child holds the only copy of a stdin file (a pty's slave).
         drop(command);
+        drop(self.extra_fds);
+        drop(self.terminal);
         let pidfd = rustix::process::pidfd_open(
             rustix::process::Pid::from_child(&child),
             rustix::process::PidfdFlags::empty(),
         )
         .expect("pidfd_open on the child");
+        if let Some((uid, gid)) = self.user {
+            // The child's stdout and stderr pipes belong to its user, as those of a shell
+            // pipeline run by that user do. Done before the request is written: the
+            // dispatcher starts nothing until it has read it.
+            for pipe in [
+                std::os::fd::AsFd::as_fd(child.stdout.as_ref().unwrap()),
+                std::os::fd::AsFd::as_fd(child.stderr.as_ref().unwrap()),
+            ] {
+                rustix::fs::fchown(
+                    pipe,
+                    Some(rustix::fs::Uid::from_raw(uid)),
+                    Some(rustix::fs::Gid::from_raw(gid)),
+                )
+                .expect("give the pipes to the child's user");
+            }
+        }
         if let Some(limit) = self.data_limit {
             // Set before the request is written: the dispatcher allocates nothing big until it
             // has read it.

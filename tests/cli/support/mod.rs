@@ -14,6 +14,21 @@ pub use cmd::{Cmd, Output, Running};
 
 use serde_json::Value;
 
+/// A new pseudo-terminal: (master, slave), the slave opened read-write.
+pub fn pty() -> (std::fs::File, std::fs::File) {
+    use rustix::pty::{grantpt, openpt, ptsname, unlockpt, OpenptFlags};
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+    grantpt(&master).unwrap();
+    unlockpt(&master).unwrap();
+    let name = ptsname(&master, Vec::new()).unwrap();
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(name.to_str().unwrap())
+        .unwrap();
+    (std::fs::File::from(master), slave)
+}
+
 /// SHA-256 of `bytes`, in lower-case hex: the digests transcripts, refs and file names carry.
 pub fn sha256_hex(bytes: impl AsRef<[u8]>) -> String {
     use sha2::Digest;

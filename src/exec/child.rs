@@ -1,0 +1,439 @@
+//! The one path from `fork` to `execve` (SPEC §13.1) for every process the dispatcher starts
+//! for a call: the `host_command` adapter (main job, `delegation run`), the MCP adapter's
+//! server (through [`ProcessGroup`](super::ProcessGroup)) and replay's child dispatchers
+//! (through [`Watched`](super::Watched)).
+//!
+//! In the child, in this order: `setsid` → parent-death signal (SIGKILL), then a check that
+//! the parent did not die before it was armed → *confinement, first half* (join the cgroups,
+//! rlimits, new namespaces) → `close_range(3, ~0, CLOSE_RANGE_CLOEXEC)` → *confinement,
+//! second half* (`no_new_privs`, Landlock, seccomp — with TIOCSTI/TIOCLINUX refused) →
+//! `execve`. The confinement steps are the slots of [`Confinement`], empty until confinement
+//! is built; nothing else may be added to the child anywhere else.
+//!
+//! Invariants:
+//! - everything that can fail or allocate happens before the fork ([`Setup::new`]): the
+//!   program resolved and checked, argv and envp as C strings with their pointer arrays; the
+//!   child only makes system calls on them, which is async-signal-safe (the parent may have
+//!   other threads);
+//! - the program is started with `execve`, never `execvp`: glibc's `execvp` runs a file
+//!   without `#!` through `/bin/sh`; here that file fails with `ENOEXEC` (not executable);
+//! - a new session: the child has no controlling terminal (`/dev/tty` cannot be opened, no
+//!   `TIOCSTI` into the operator's terminal) and leads its own process group, whose id is its
+//!   pid — what the kill ladder and the sweep signal;
+//! - the child keeps exactly stdin, stdout and stderr: every other descriptor becomes
+//!   close-on-exec (std's own exec-error pipe already is, so it still reports a failed
+//!   `execve`, and it closes at a successful one);
+//! - a failure of any step reaches the parent as the error of `spawn()` (its errno), and the
+//!   child exits without running anything.
+//!
+//! `PR_SET_PDEATHSIG` fires when the *thread* that forked exits, not the process: the caller
+//! spawns from a thread that outlives the child (every caller waits for it on the same thread).
+//! It covers the child only: what the child starts itself is not killed by it when the
+//! dispatcher dies hard, but stays in the child's session and group (see the README).
+
+use super::SpawnError;
+use rustix::process::{Pid, Signal};
+use std::ffi::{CString, OsStr};
+use std::io;
+use std::os::fd::RawFd;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// glibc's search path when the environment has no `PATH` (`confstr(_CS_PATH)`), as `execvp`
+/// used it before the dispatcher resolved programs itself.
+const DEFAULT_PATH: &str = "/bin:/usr/bin";
+
+/// NUL-terminated strings and the NULL-terminated pointer array `execve` takes.
+struct CStrings {
+    _owned: Vec<CString>,
+    ptrs: Vec<*const libc::c_char>,
+}
+
+// SAFETY: the pointers point into the heap buffers of `_owned`, which live as long as the
+// value and are never changed after construction; nothing is shared mutably.
+unsafe impl Send for CStrings {}
+// SAFETY: as above; the value is read-only after construction.
+unsafe impl Sync for CStrings {}
+
+impl CStrings {
+    fn new(items: impl IntoIterator<Item = Vec<u8>>) -> Result<CStrings, SpawnError> {
+        let owned = items
+            .into_iter()
+            .map(CString::new)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| SpawnError::Other(io::ErrorKind::InvalidInput))?;
+        let mut ptrs: Vec<*const libc::c_char> = owned.iter().map(|s| s.as_ptr()).collect();
+        ptrs.push(std::ptr::null());
+        Ok(CStrings {
+            _owned: owned,
+            ptrs,
+        })
+    }
+}
+
+/// The confinement steps (SPEC §13), built before the fork and applied in the child in
+/// SPEC §13.1's order. Empty for now: confinement is not built yet, so there is nothing to
+/// apply; its pieces (cgroup files, rlimits, namespace flags, the Landlock ruleset, the
+/// seccomp program) go here, and are applied in the two slots below and nowhere else.
+#[derive(Debug, Default)]
+pub(crate) struct Confinement {}
+
+impl Confinement {
+    /// Slot between the parent-death signal and `close_range`: join the cgroups, set the
+    /// rlimits, enter new namespaces. Runs in the child: system calls only.
+    fn before_close(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// Slot between `close_range` and `execve`: `no_new_privs`, Landlock, seccomp (which will
+    /// also refuse `TIOCSTI` and `TIOCLINUX`). Runs in the child: system calls only.
+    fn before_exec(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Everything the child needs between `fork` and `execve`, built before the fork.
+pub(crate) struct Setup {
+    program: CString,
+    argv: CStrings,
+    envp: CStrings,
+    /// The process that forks: the child checks it is still its parent once the parent-death
+    /// signal is armed.
+    parent: Pid,
+    /// Descriptors open before the fork, for kernels without `CLOSE_RANGE_CLOEXEC` (5.11).
+    fallback_fds: Vec<RawFd>,
+    confinement: Confinement,
+}
+
+impl Setup {
+    /// Resolve `program` (through the `PATH` of `env` when it has no `/`, as `execvp` would,
+    /// relative entries against `cwd`) and build argv and envp. `env` is the child's whole
+    /// environment.
+    pub(crate) fn new<A, K, V>(
+        program: &Path,
+        argv: &[A],
+        env: impl IntoIterator<Item = (K, V)>,
+        cwd: Option<&Path>,
+    ) -> Result<Setup, SpawnError>
+    where
+        A: AsRef<OsStr>,
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
+        let env: Vec<Vec<u8>> = env
+            .into_iter()
+            .map(|(k, v)| {
+                let mut entry = k.as_ref().as_bytes().to_vec();
+                entry.push(b'=');
+                entry.extend_from_slice(v.as_ref().as_bytes());
+                entry
+            })
+            .collect();
+        let path_var = env
+            .iter()
+            .rev()
+            .find_map(|entry| entry.strip_prefix(b"PATH="))
+            .map(OsStr::from_bytes);
+        let resolved = resolve(program, path_var, cwd)?;
+        // An empty argv still gives the program a name: the program as given.
+        let argv = match argv {
+            [] => CStrings::new([program.as_os_str().as_bytes().to_vec()])?,
+            _ => CStrings::new(argv.iter().map(|a| a.as_ref().as_bytes().to_vec()))?,
+        };
+        let program = CString::new(resolved.into_os_string().into_vec())
+            .map_err(|_| SpawnError::Other(io::ErrorKind::InvalidInput))?;
+        let fallback_fds = if close_range_cloexec_works() {
+            Vec::new()
+        } else {
+            open_fds()
+        };
+        Ok(Setup {
+            program,
+            argv,
+            envp: CStrings::new(env)?,
+            parent: rustix::process::getpid(),
+            fallback_fds,
+            confinement: Confinement::default(),
+        })
+    }
+
+    /// The resolved program.
+    pub(crate) fn program(&self) -> &Path {
+        Path::new(OsStr::from_bytes(self.program.as_bytes()))
+    }
+
+    /// A `Command` that runs this setup in the child and `execve`s the program with exactly
+    /// this argv and environment, in `cwd`. The caller sets stdin, stdout and stderr; std
+    /// puts them in place (and changes to `cwd`) before the setup runs.
+    pub(crate) fn into_command(self, cwd: Option<&Path>) -> Command {
+        let mut command = Command::new(self.program());
+        command.env_clear();
+        if let Some(cwd) = cwd {
+            command.current_dir(cwd);
+        }
+        // SAFETY: the closure runs in the child between fork and exec; `enter` makes only
+        // async-signal-safe system calls on memory built before the fork, and allocates
+        // nothing.
+        unsafe {
+            command.pre_exec(move || Err(self.enter()));
+        }
+        command
+    }
+
+    /// The child's side, in SPEC §13.1's order; returns only when a step failed.
+    fn enter(&self) -> io::Error {
+        if let Err(err) = rustix::process::setsid() {
+            return err.into();
+        }
+        if let Err(err) = rustix::process::set_parent_process_death_signal(Some(Signal::KILL)) {
+            return err.into();
+        }
+        // The parent may have died between the fork and the line above: then no signal comes.
+        if rustix::process::getppid() != Some(self.parent) {
+            return io::Error::from_raw_os_error(libc::ESRCH);
+        }
+        if let Err(err) = self.confinement.before_close() {
+            return err;
+        }
+        if let Err(err) = close_inherited(&self.fallback_fds) {
+            return err;
+        }
+        if let Err(err) = self.confinement.before_exec() {
+            return err;
+        }
+        // SAFETY: three NUL-terminated strings / NULL-terminated arrays of them, built before
+        // the fork and alive for the call.
+        unsafe {
+            libc::execve(
+                self.program.as_ptr(),
+                self.argv.ptrs.as_ptr(),
+                self.envp.ptrs.as_ptr(),
+            );
+        }
+        io::Error::last_os_error()
+    }
+}
+
+/// Where `execvp` would find `program`: itself when it has a `/`; else the first entry of
+/// `path_var` (default [`DEFAULT_PATH`]) holding a regular file this process may execute.
+/// Entries that hold something that is not (a directory, a file without execute permission)
+/// make the answer "not executable" instead of "not found", as `execvp`'s `EACCES` does.
+fn resolve(
+    program: &Path,
+    path_var: Option<&OsStr>,
+    cwd: Option<&Path>,
+) -> Result<PathBuf, SpawnError> {
+    let name = program.as_os_str().as_bytes();
+    if name.is_empty() {
+        return Err(SpawnError::NotFound);
+    }
+    if name.contains(&b'/') {
+        // The kernel's own answer (ENOENT, EACCES, ENOEXEC) classifies it at execve.
+        return Ok(program.to_path_buf());
+    }
+    let path_var = path_var.unwrap_or(OsStr::new(DEFAULT_PATH));
+    let mut denied = false;
+    for dir in path_var.as_bytes().split(|&b| b == b':') {
+        // An empty entry is the working directory, as for execvp.
+        let candidate = Path::new(OsStr::from_bytes(dir)).join(program);
+        let at = match cwd {
+            Some(cwd) if candidate.is_relative() => cwd.join(&candidate),
+            _ => candidate.clone(),
+        };
+        match std::fs::metadata(&at) {
+            Ok(meta)
+                if meta.is_file()
+                    && rustix::fs::access(&at, rustix::fs::Access::EXEC_OK).is_ok() =>
+            {
+                return Ok(candidate);
+            }
+            Ok(_) => denied = true,
+            Err(err) if err.raw_os_error() == Some(libc::EACCES) => denied = true,
+            Err(_) => {}
+        }
+    }
+    Err(if denied {
+        SpawnError::NotExecutable
+    } else {
+        SpawnError::NotFound
+    })
+}
+
+/// Whether this kernel has `close_range(2)` with `CLOSE_RANGE_CLOEXEC` (Linux 5.11), asked
+/// once with an empty range.
+fn close_range_cloexec_works() -> bool {
+    static WORKS: OnceLock<bool> = OnceLock::new();
+    *WORKS.get_or_init(|| {
+        // SAFETY: close_range on a range holding no descriptor only reports support.
+        unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                libc::c_uint::MAX,
+                libc::c_uint::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            ) == 0
+        }
+    })
+}
+
+/// The descriptors from 3 up that this process has open now (`/proc/self/fd`).
+fn open_fds() -> Vec<RawFd> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<RawFd>().ok())
+        .filter(|&fd| fd > 2)
+        .collect()
+}
+
+/// Make every descriptor from 3 up close-on-exec: `close_range(3, ~0, CLOSE_RANGE_CLOEXEC)`,
+/// or on an older kernel each one of `fallback` (listed before the fork; the process opens
+/// its own descriptors close-on-exec, so only inherited ones can lack the flag). Runs in the
+/// child: system calls only.
+fn close_inherited(fallback: &[RawFd]) -> io::Result<()> {
+    // SAFETY: close_range takes two numbers and a flag word; CLOEXEC closes nothing now.
+    let done = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if done == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    if !matches!(err.raw_os_error(), Some(libc::ENOSYS | libc::EINVAL)) {
+        return Err(err);
+    }
+    mark_cloexec(fallback)
+}
+
+/// Set `FD_CLOEXEC` on each of `fds` that is still open.
+fn mark_cloexec(fds: &[RawFd]) -> io::Result<()> {
+    for &fd in fds {
+        // SAFETY: fcntl F_GETFD/F_SETFD on a number: at worst EBADF for one closed since.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        if flags < 0 {
+            continue;
+        }
+        // SAFETY: as above.
+        if unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn file(dir: &Path, name: &str, text: &str, mode: u32) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path
+    }
+
+    #[test]
+    fn bare_names_are_found_through_the_child_s_path_as_execvp_would() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        // Not executable in the first entry, a directory of that name in the second: both
+        // are skipped for the executable file in the third.
+        file(&a, "tool", "#!/bin/sh\n", 0o644);
+        std::fs::create_dir(b.join("tool")).unwrap();
+        let c = dir.path().join("c");
+        std::fs::create_dir(&c).unwrap();
+        file(&c, "tool", "#!/bin/sh\n", 0o755);
+        let path = std::env::join_paths([&a, &b, &c]).unwrap();
+        let found = resolve(Path::new("tool"), Some(&path), None).unwrap();
+        assert_eq!(found, c.join("tool"));
+        // Without the third entry: something was there but none of it executable.
+        let path = std::env::join_paths([&a, &b]).unwrap();
+        assert!(matches!(
+            resolve(Path::new("tool"), Some(&path), None),
+            Err(SpawnError::NotExecutable)
+        ));
+        assert!(matches!(
+            resolve(Path::new("no-such-tool"), Some(&path), None),
+            Err(SpawnError::NotFound)
+        ));
+        assert!(matches!(
+            resolve(Path::new(""), Some(&path), None),
+            Err(SpawnError::NotFound)
+        ));
+        // An empty entry is the child's working directory.
+        let found = resolve(
+            Path::new("tool"),
+            Some(OsStr::new(":/nonexistent")),
+            Some(&c),
+        );
+        assert_eq!(found.unwrap(), Path::new("tool"));
+        // A path is left to the kernel.
+        assert_eq!(
+            resolve(Path::new("./x/y"), None, None).unwrap(),
+            Path::new("./x/y")
+        );
+    }
+
+    #[test]
+    fn no_path_means_glibc_s_default() {
+        // `sh` is in /bin or /usr/bin on every system this runs on.
+        let found = resolve(Path::new("sh"), None, None).unwrap();
+        assert!(
+            found == Path::new("/bin/sh") || found == Path::new("/usr/bin/sh"),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn a_nul_byte_is_refused_before_the_fork() {
+        let err = Setup::new(
+            Path::new("/bin/true"),
+            &["true", "a\0b"],
+            [("PATH", "/bin")],
+            None,
+        )
+        .err();
+        assert!(matches!(
+            err,
+            Some(SpawnError::Other(io::ErrorKind::InvalidInput))
+        ));
+        let err = Setup::new(Path::new("/bin/true"), &["true"], [("A", "b\0")], None).err();
+        assert!(matches!(
+            err,
+            Some(SpawnError::Other(io::ErrorKind::InvalidInput))
+        ));
+    }
+
+    #[test]
+    fn the_fallback_marks_open_descriptors_close_on_exec() {
+        assert!(close_range_cloexec_works(), "this kernel has close_range");
+        let file = std::fs::File::open("/dev/null").unwrap();
+        // A duplicate without FD_CLOEXEC, as a descriptor the host left open would be.
+        // SAFETY: dup of a descriptor we own; the new one is closed below.
+        let fd = unsafe { libc::dup(file.as_raw_fd()) };
+        assert!(fd > 2);
+        // SAFETY: reading the flags of our own descriptor.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        assert_eq!(flags & libc::FD_CLOEXEC, 0);
+        assert!(open_fds().contains(&fd));
+        mark_cloexec(&[fd, 1 << 20]).unwrap();
+        // SAFETY: as above; then closing our own duplicate.
+        unsafe {
+            assert_ne!(libc::fcntl(fd, libc::F_GETFD) & libc::FD_CLOEXEC, 0);
+            libc::close(fd);
+        }
+    }
+}
