@@ -500,6 +500,18 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_lists_everything_withheld_from_etc() {
+        let readme = include_str!("../../README.md");
+        let section = readme.split("## Confinement (in progress)").nth(1).unwrap();
+        for pattern in ETC_WITHHELD {
+            assert!(
+                section.contains(&format!("`{pattern}")),
+                "{pattern} is not in the README"
+            );
+        }
+    }
+
+    #[test]
     fn the_suggestion_is_the_installation() {
         assert_eq!(
             suggestion(Path::new("/root/.pyenv/shims/python3")),

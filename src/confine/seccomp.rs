@@ -235,6 +235,19 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_lists_every_denied_call() {
+        let readme = include_str!("../../README.md");
+        let section = readme.split("## Confinement (in progress)").nth(1).unwrap();
+        for denied in DENIED {
+            let name = denied.name.trim_start_matches("SYS_");
+            assert!(
+                section.contains(&format!("`{name}`")),
+                "{name} is not in the README"
+            );
+        }
+    }
+
+    #[test]
     fn the_program_starts_with_the_arch_check_then_the_x32_guard() {
         let filter = compile().unwrap();
         assert!(!filter.is_empty());
