@@ -181,6 +181,8 @@ pub enum Limit {
     Memory,
     Pids,
     FileSize,
+    /// Named by SPEC §13, never inferred here: a hit `RLIMIT_NOFILE` is only an `EMFILE`
+    /// inside the adapter, which leaves no trace the dispatcher can read.
     OpenFiles,
 }
 
