@@ -577,3 +577,68 @@ pub fn seccomp() -> Result<Probe, SeccompError> {
         counter: None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forbidden_thing_that_works_is_reported_as_not_refused() {
+        // What `doctor` must catch (exit 70): the attempt got through.
+        assert_eq!(
+            fork_probe(|| refused_or(3, Ok(()))),
+            Outcome::NotRefused { attempt: 3 }
+        );
+        let held = Probe {
+            mechanism: "m",
+            attempt: "a",
+            outcome: Outcome::NotRefused { attempt: 0 },
+            counter: None,
+        };
+        assert!(!held.held());
+    }
+
+    #[test]
+    fn a_failed_step_and_a_kill_come_back_as_such() {
+        let outcome = fork_probe(|| failed(Step::Landlock)(Errno::NOSYS));
+        assert_eq!(
+            outcome,
+            Outcome::SetupFailed {
+                step: Step::Landlock,
+                errno: libc::ENOSYS
+            }
+        );
+        let killed = fork_probe(|| {
+            let _ = rustix::process::kill_process(
+                rustix::process::getpid(),
+                rustix::process::Signal::TERM,
+            );
+            Record::NotRefused(0)
+        });
+        assert_eq!(
+            killed,
+            Outcome::Killed {
+                signal: libc::SIGTERM
+            }
+        );
+    }
+
+    #[test]
+    fn every_step_survives_the_record() {
+        for i in 0..=6 {
+            let step = Step::from_index(i);
+            assert_eq!(step.index(), i);
+            let bytes = encode(Record::Failed(ChildError {
+                step,
+                errno: Errno::ACCESS,
+            }));
+            assert_eq!(
+                decode(bytes),
+                Outcome::SetupFailed {
+                    step,
+                    errno: libc::EACCES
+                }
+            );
+        }
+    }
+}
