@@ -14,6 +14,7 @@
 pub mod adapter;
 pub mod authorize;
 pub mod cli;
+pub mod confine;
 pub mod delegation;
 pub mod dispatch;
 pub mod endpoint;

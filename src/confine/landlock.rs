@@ -1,0 +1,529 @@
+//! Landlock for the adapter (SPEC §13 "File system"): the rules, built before the fork, and
+//! the one system call the child makes to put them in force.
+//!
+//! [`prepare`] (parent, may allocate and fail) works out the grants — the base set, the
+//! program and its interpreters, the private `TMPDIR`, the file transport's folder, the
+//! `--fs-*` paths — opens each with `O_PATH`, builds the ruleset with the `landlock` crate and
+//! keeps only its descriptor. [`PreparedLandlock::enforce`] (child, after `no_new_privs`) is
+//! `landlock_restrict_self(fd, 0)` and nothing else: no allocation, no lock, safe between
+//! `fork` and `execve`. (The crate's own `RulesetCreated::restrict_self` does not allocate
+//! either — 0.4.8: `prctl(PR_SET_NO_NEW_PRIVS)`, the system call, `io::Error::last_os_error`,
+//! `close` — but it consumes the ruleset and sets `no_new_privs` itself, which SPEC §13.1
+//! orders as a step of its own; so the child makes the call directly on the kept descriptor.)
+//!
+//! Fail closed: no Landlock, or an ABI older than [`MIN_ABI`], is an error naming what is
+//! missing; rights the kernel knows are all handled (what is not granted is refused), and
+//! the crate is told `HardRequirement`, so nothing is silently dropped. Scopes (signals and
+//! abstract unix sockets, ABI 6) are added where the kernel has them and reported.
+//!
+//! Must not: grant a path it did not resolve itself (every grant is a canonical path opened
+//! here), follow a symlink out of `/etc` to anything but the base, or grant `/etc` as a whole.
+
+use super::interpreter::{self, InterpreterError};
+use ::landlock::{
+    Access, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, Scope, ABI,
+};
+use rustix::fd::{AsRawFd, OwnedFd};
+use rustix::fs::{FileType, OFlags};
+use rustix::io::Errno;
+use std::ffi::OsStr;
+use std::path::{Component, Path, PathBuf};
+
+/// The oldest Landlock ABI confinement accepts: 3 is the first that can refuse `truncate`;
+/// below it a read-only grant (the whole base) could still be emptied by an adapter.
+pub const MIN_ABI: u32 = 3;
+/// The newest ABI whose rights this build knows (the `landlock` crate's).
+const KNOWN_ABI: u32 = 9;
+/// The ABI that brought scopes (signals, abstract unix sockets).
+const SCOPE_ABI: u32 = 6;
+
+/// Directories beside the `/lib*` entries of `/` that the adapter may read and execute.
+const BASE_EXEC: [&str; 3] = ["/usr", "/bin", "/sbin"];
+/// Devices the adapter may read and write.
+const BASE_DEVICES: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/urandom"];
+
+/// What is withheld from `/etc`, relative to it: a component ending in `*` matches any name
+/// with that prefix. Credential stores and secrets of the common distributions and daemons.
+pub const ETC_WITHHELD: &[&str] = &[
+    "shadow*",
+    "gshadow*",
+    "master.passwd",
+    "security/opasswd",
+    "sudoers*",
+    "ssh",
+    "ssl/private",
+    "pki/tls/private",
+    "pki/CA/private",
+    "krb5.keytab",
+    "ipsec.secrets",
+    "ipsec.d/private",
+    "wireguard",
+    "openvpn",
+    "letsencrypt",
+    "NetworkManager/system-connections",
+    "ppp/chap-secrets",
+    "ppp/pap-secrets",
+    "sssd",
+    "credstore",
+    "credstore.encrypted",
+    "docker/key.json",
+    "libvirt/secrets",
+];
+
+/// What one rule allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Grant {
+    /// Read (files and directory listings), no execute: `/etc`, `/proc`.
+    Read,
+    /// Read and execute: the base, `--fs-read`.
+    ReadExecute,
+    /// Read and open for writing (truncation included), no execute, creation or removal:
+    /// the devices.
+    ReadWriteFile,
+    /// Everything: `--fs-write`, the private `TMPDIR`, the transport folder.
+    Full,
+}
+
+/// Why Landlock cannot be put in place.
+#[derive(Debug, thiserror::Error)]
+pub enum LandlockError {
+    #[error("Landlock is not available in this kernel ({0})")]
+    Unsupported(Errno),
+    #[error("Landlock ABI {found} is too old: {MIN_ABI} or later is needed (to refuse truncate)")]
+    AbiTooOld { found: u32 },
+    #[error(transparent)]
+    Interpreter(#[from] InterpreterError),
+    #[error("the adapter's interpreter {interpreter} (run for {program}) is outside the base; allow it and its libraries with --fs-read {suggestion}")]
+    InterpreterOutsideBase {
+        program: PathBuf,
+        interpreter: PathBuf,
+        suggestion: PathBuf,
+    },
+    #[error("cannot open {path} for a Landlock rule: {error}")]
+    Open { path: PathBuf, error: Errno },
+    #[error("cannot create the private TMPDIR in {parent}: {error}")]
+    TmpDir { parent: PathBuf, error: String },
+    #[error("the Landlock ruleset could not be built: {0}")]
+    Ruleset(String),
+}
+
+impl LandlockError {
+    /// What SPEC §13's `error.details.missing` says.
+    pub fn missing(&self) -> String {
+        match self {
+            LandlockError::Unsupported(_) => "landlock".into(),
+            LandlockError::AbiTooOld { .. } => format!("landlock_abi_{MIN_ABI}"),
+            LandlockError::InterpreterOutsideBase { interpreter, .. } => {
+                format!("fs_read:{}", interpreter.display())
+            }
+            LandlockError::Interpreter(_) => "landlock_program".into(),
+            LandlockError::Open { .. } | LandlockError::TmpDir { .. } => "landlock_path".into(),
+            LandlockError::Ruleset(_) => "landlock".into(),
+        }
+    }
+}
+
+/// What the adapter gets beside the base.
+#[derive(Debug, Clone, Copy)]
+pub struct FsRequest<'a> {
+    /// `--fs-read`, canonical.
+    pub read: &'a [PathBuf],
+    /// `--fs-write`, canonical.
+    pub write: &'a [PathBuf],
+    /// The program `execve` will run (resolved by the caller).
+    pub program: &'a Path,
+    /// The child's `PATH`, for `#!/usr/bin/env NAME`.
+    pub path_var: Option<&'a OsStr>,
+    /// The file transport's private folder, when the run has one.
+    pub transport_dir: Option<&'a Path>,
+    /// Where to create the private `TMPDIR` (the dispatcher's temporary directory).
+    pub tmp_parent: &'a Path,
+}
+
+/// A ruleset ready for the child, and what it grants.
+#[derive(Debug)]
+pub struct PreparedLandlock {
+    ruleset: OwnedFd,
+    /// The kernel's Landlock ABI.
+    pub abi: u32,
+    /// Whether signals and abstract unix sockets are scoped to the adapter's domain.
+    pub scoped: bool,
+    /// Every rule, canonical path and what it allows (for diagnostics, through redaction).
+    pub grants: Vec<(PathBuf, Grant)>,
+    /// What was withheld from `/etc` (present entries only).
+    pub withheld: Vec<PathBuf>,
+    tmpdir: tempfile::TempDir,
+}
+
+impl PreparedLandlock {
+    /// The private temporary directory (0700, removed when this value is dropped): the
+    /// adapter's `TMPDIR`.
+    pub fn tmpdir(&self) -> &Path {
+        self.tmpdir.path()
+    }
+
+    /// Put the rules in force on the calling process and all it starts. Child side: one
+    /// system call, async-signal-safe. Needs `no_new_privs` (or `CAP_SYS_ADMIN`) first.
+    pub fn enforce(&self) -> Result<(), Errno> {
+        // SAFETY: landlock_restrict_self(2) takes a ruleset descriptor (owned by `self`, so
+        // open) and a flags word; it reads no memory of ours.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_restrict_self,
+                self.ruleset.as_raw_fd(),
+                0u32,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(last_errno())
+        }
+    }
+}
+
+/// The errno of the last failed libc call (no allocation: `io::Error`'s OS variant).
+pub(super) fn last_errno() -> Errno {
+    Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::IO)
+}
+
+/// The kernel's Landlock ABI version, or why there is none (`ENOSYS`: not built in;
+/// `EOPNOTSUPP`: disabled at boot).
+pub fn kernel_abi() -> Result<u32, Errno> {
+    const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1;
+    // SAFETY: with a null attribute pointer, size 0 and the VERSION flag, the call only
+    // returns the ABI version; it reads and writes no memory.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if rc < 0 {
+        Err(last_errno())
+    } else {
+        Ok(u32::try_from(rc).unwrap_or(0))
+    }
+}
+
+fn access(grant: Grant, abi: ABI) -> BitFlags<AccessFs> {
+    match grant {
+        Grant::Read => AccessFs::ReadFile | AccessFs::ReadDir,
+        Grant::ReadExecute => AccessFs::from_read(abi),
+        Grant::ReadWriteFile => AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate,
+        Grant::Full => AccessFs::from_all(abi),
+    }
+}
+
+/// Build the ruleset for `request` (before the fork).
+pub fn prepare(request: &FsRequest<'_>) -> Result<PreparedLandlock, LandlockError> {
+    let abi = kernel_abi().map_err(LandlockError::Unsupported)?;
+    if abi < MIN_ABI {
+        return Err(LandlockError::AbiTooOld { found: abi });
+    }
+    let (mut grants, withheld) = base_grants();
+    let exec_roots: Vec<PathBuf> = grants
+        .iter()
+        .filter(|(_, g)| *g == Grant::ReadExecute)
+        .map(|(p, _)| p.clone())
+        .chain(request.read.iter().cloned())
+        .chain(request.write.iter().cloned())
+        .collect();
+    let chain = interpreter::chain(request.program, request.path_var)?;
+    for interpreter in chain.iter().skip(1) {
+        if !exec_roots.iter().any(|root| interpreter.starts_with(root)) {
+            return Err(LandlockError::InterpreterOutsideBase {
+                program: request.program.to_path_buf(),
+                interpreter: interpreter.clone(),
+                suggestion: suggestion(interpreter),
+            });
+        }
+    }
+    for program in chain {
+        grants.push((program, Grant::ReadExecute));
+    }
+    let tmpdir = tempfile::Builder::new()
+        .prefix("ptd-tmp-")
+        .tempdir_in(request.tmp_parent)
+        .map_err(|e| LandlockError::TmpDir {
+            parent: request.tmp_parent.to_path_buf(),
+            error: e.to_string(),
+        })?;
+    let tmp = std::fs::canonicalize(tmpdir.path()).map_err(|e| LandlockError::TmpDir {
+        parent: request.tmp_parent.to_path_buf(),
+        error: e.to_string(),
+    })?;
+    grants.push((tmp, Grant::Full));
+    if let Some(dir) = request.transport_dir {
+        grants.push((dir.to_path_buf(), Grant::Full));
+    }
+    grants.extend(request.read.iter().map(|p| (p.clone(), Grant::ReadExecute)));
+    grants.extend(request.write.iter().map(|p| (p.clone(), Grant::Full)));
+
+    let effective = ABI::from(abi.min(KNOWN_ABI) as i32);
+    let scoped = abi >= SCOPE_ABI;
+    let ruleset = build(&grants, effective, scoped)?;
+    Ok(PreparedLandlock {
+        ruleset,
+        abi,
+        scoped,
+        grants,
+        withheld,
+        tmpdir,
+    })
+}
+
+/// Where the error suggests to allow: the installation above a `bin`/`shims` folder (a pyenv
+/// shim `~/.pyenv/shims/python3` → `~/.pyenv`), else the interpreter's folder.
+fn suggestion(interpreter: &Path) -> PathBuf {
+    let parent = interpreter.parent().unwrap_or(interpreter);
+    match parent.file_name().and_then(OsStr::to_str) {
+        Some("bin" | "shims" | "sbin") => parent.parent().unwrap_or(parent).to_path_buf(),
+        _ => parent.to_path_buf(),
+    }
+}
+
+fn build(grants: &[(PathBuf, Grant)], abi: ABI, scoped: bool) -> Result<OwnedFd, LandlockError> {
+    let failed = |e: ::landlock::RulesetError| LandlockError::Ruleset(e.to_string());
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(failed)?;
+    if scoped {
+        ruleset = ruleset.scope(Scope::from_all(abi)).map_err(failed)?;
+    }
+    let mut created = ruleset.create().map_err(failed)?.no_new_privs(false);
+    for (path, grant) in grants {
+        let fd = match rustix::fs::open(
+            path,
+            OFlags::PATH | OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(error) => {
+                return Err(LandlockError::Open {
+                    path: path.clone(),
+                    error,
+                })
+            }
+        };
+        let is_dir = rustix::fs::fstat(&fd)
+            .map(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory)
+            .map_err(|error| LandlockError::Open {
+                path: path.clone(),
+                error,
+            })?;
+        let mut allowed = access(*grant, abi);
+        if !is_dir {
+            allowed &= AccessFs::from_file(abi);
+        }
+        created = created
+            .add_rule(PathBeneath::new(fd, allowed))
+            .map_err(failed)?;
+    }
+    Option::<OwnedFd>::from(created)
+        .ok_or_else(|| LandlockError::Ruleset("the kernel gave no ruleset descriptor".into()))
+}
+
+/// The base of SPEC §13: `/usr`, `/bin`, `/sbin` and the `/lib*` entries of `/` (read and
+/// execute), `/etc` entry by entry less [`ETC_WITHHELD`] (read), `/proc` (read), the devices
+/// (read and write). Missing entries are left out. Returns the grants and what `/etc` withheld.
+pub fn base_grants() -> (Vec<(PathBuf, Grant)>, Vec<PathBuf>) {
+    let mut exec: Vec<PathBuf> = BASE_EXEC.iter().map(PathBuf::from).collect();
+    if let Ok(root) = std::fs::read_dir("/") {
+        let mut libs: Vec<PathBuf> = root
+            .flatten()
+            .filter(|e| e.file_name().as_encoded_bytes().starts_with(b"lib"))
+            .map(|e| e.path())
+            .collect();
+        libs.sort();
+        exec.extend(libs);
+    }
+    let mut grants: Vec<(PathBuf, Grant)> = Vec::new();
+    for dir in exec {
+        if let Ok(canonical) = std::fs::canonicalize(&dir) {
+            if canonical.is_dir() && !grants.iter().any(|(p, _)| *p == canonical) {
+                grants.push((canonical, Grant::ReadExecute));
+            }
+        }
+    }
+    let exec_roots: Vec<PathBuf> = grants.iter().map(|(p, _)| p.clone()).collect();
+    let mut withheld = Vec::new();
+    etc_grants(
+        Path::new("/etc"),
+        &[],
+        &exec_roots,
+        &mut grants,
+        &mut withheld,
+    );
+    grants.push((PathBuf::from("/proc"), Grant::Read));
+    for device in BASE_DEVICES {
+        if Path::new(device).exists() {
+            grants.push((PathBuf::from(device), Grant::ReadWriteFile));
+        }
+    }
+    (grants, withheld)
+}
+
+/// Whether `/etc/<rel>` is withheld (`Some(true)`), holds something withheld further down
+/// (`Some(false)`: descend), or neither (`None`: grant whole).
+fn withheld(rel: &[&OsStr]) -> Option<bool> {
+    let mut descend = false;
+    for pattern in ETC_WITHHELD {
+        let parts: Vec<&str> = pattern.split('/').collect();
+        let matches = |i: usize| {
+            let (Some(part), Some(name)) = (parts.get(i), rel.get(i)) else {
+                return false;
+            };
+            match part.strip_suffix('*') {
+                Some(prefix) => name.as_encoded_bytes().starts_with(prefix.as_bytes()),
+                None => name.as_encoded_bytes() == part.as_bytes(),
+            }
+        };
+        let common = parts.len().min(rel.len());
+        if (0..common).all(matches) {
+            if parts.len() <= rel.len() {
+                return Some(true);
+            }
+            descend = true;
+        }
+    }
+    descend.then_some(false)
+}
+
+fn etc_grants(
+    dir: &Path,
+    rel: &[&OsStr],
+    exec_roots: &[PathBuf],
+    grants: &mut Vec<(PathBuf, Grant)>,
+    withheld_out: &mut Vec<PathBuf>,
+) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let name = entry.file_name();
+        let mut here: Vec<&OsStr> = rel.to_vec();
+        here.push(&name);
+        let path = entry.path();
+        match withheld(&here) {
+            Some(true) => withheld_out.push(path),
+            Some(false) if entry.file_type().is_ok_and(|t| t.is_dir()) => {
+                etc_grants(&path, &here, exec_roots, grants, withheld_out)
+            }
+            _ => {
+                let is_link = entry.file_type().is_ok_and(|t| t.is_symlink());
+                if !is_link {
+                    grants.push((path, Grant::Read));
+                } else if let Some(target) = link_target(&path, exec_roots) {
+                    grants.push((target, Grant::Read));
+                } else {
+                    withheld_out.push(path);
+                }
+            }
+        }
+    }
+}
+
+/// The target of a symlink in `/etc`, when it may be granted: inside the base (the exec
+/// roots, `/proc`, `/etc` less what is withheld), or a regular file under `/run` (a
+/// `resolv.conf` kept by a resolver daemon).
+fn link_target(link: &Path, exec_roots: &[PathBuf]) -> Option<PathBuf> {
+    let target = std::fs::canonicalize(link).ok()?;
+    if exec_roots.iter().any(|r| target.starts_with(r)) || target.starts_with("/proc") {
+        return Some(target);
+    }
+    if let Ok(rel) = target.strip_prefix("/etc") {
+        let parts: Vec<&OsStr> = rel
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n),
+                _ => None,
+            })
+            .collect();
+        let clean = (1..=parts.len()).all(|n| withheld(&parts[..n]) != Some(true));
+        return clean.then_some(target);
+    }
+    (target.starts_with("/run") && target.is_file()).then_some(target)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rel(path: &str) -> Vec<&OsStr> {
+        path.split('/').map(OsStr::new).collect()
+    }
+
+    #[test]
+    fn credential_stores_are_withheld_and_their_folders_descended() {
+        assert_eq!(withheld(&rel("shadow")), Some(true));
+        assert_eq!(withheld(&rel("shadow-")), Some(true));
+        assert_eq!(withheld(&rel("gshadow")), Some(true));
+        assert_eq!(withheld(&rel("sudoers.d")), Some(true));
+        assert_eq!(withheld(&rel("ssh")), Some(true));
+        assert_eq!(withheld(&rel("ssl")), Some(false));
+        assert_eq!(withheld(&rel("ssl/private")), Some(true));
+        assert_eq!(withheld(&rel("ssl/certs")), None);
+        assert_eq!(withheld(&rel("pki")), Some(false));
+        assert_eq!(withheld(&rel("pki/tls")), Some(false));
+        assert_eq!(withheld(&rel("passwd")), None);
+        assert_eq!(withheld(&rel("hosts")), None);
+    }
+
+    #[test]
+    fn the_base_grants_etc_entries_but_not_etc_or_its_secrets() {
+        let (grants, withheld) = base_grants();
+        let has = |p: &str| grants.iter().any(|(g, _)| g == Path::new(p));
+        assert!(!has("/etc"), "/etc as a whole would grant shadow");
+        assert!(has("/etc/passwd") && has("/proc") && has("/dev/null"));
+        assert!(grants
+            .iter()
+            .any(|(g, k)| g.starts_with("/usr") && *k == Grant::ReadExecute));
+        for secret in ["/etc/shadow", "/etc/gshadow"] {
+            assert!(!has(secret), "{secret}");
+            if Path::new(secret).exists() {
+                assert!(withheld.iter().any(|w| w == Path::new(secret)), "{secret}");
+            }
+        }
+        assert!(grants
+            .iter()
+            .all(|(g, _)| !g.starts_with("/etc/ssh") && !g.starts_with("/etc/ssl/private")));
+        if Path::new("/etc/ssl/certs").exists() {
+            assert!(has("/etc/ssl/certs"), "ssl/ is granted entry by entry");
+        }
+    }
+
+    #[test]
+    fn the_readme_lists_everything_withheld_from_etc() {
+        let readme = include_str!("../../README.md");
+        let section = readme.split("## Confinement (in progress)").nth(1).unwrap();
+        for pattern in ETC_WITHHELD {
+            assert!(
+                section.contains(&format!("`{pattern}")),
+                "{pattern} is not in the README"
+            );
+        }
+    }
+
+    #[test]
+    fn the_suggestion_is_the_installation() {
+        assert_eq!(
+            suggestion(Path::new("/root/.pyenv/shims/python3")),
+            Path::new("/root/.pyenv")
+        );
+        assert_eq!(
+            suggestion(Path::new("/opt/py/bin/python3")),
+            Path::new("/opt/py")
+        );
+        assert_eq!(
+            suggestion(Path::new("/opt/tools/run")),
+            Path::new("/opt/tools")
+        );
+    }
+}
