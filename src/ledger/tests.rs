@@ -627,7 +627,7 @@ fn unusable_ledger_files_are_refused_without_being_changed() {
     );
     rustix::fs::mkfifoat(
         rustix::fs::CWD,
-        &d.join("fifo.db"),
+        d.join("fifo.db"),
         rustix::fs::Mode::from_raw_mode(0o600),
     )
     .unwrap();
@@ -900,7 +900,7 @@ fn sigkill_at_any_moment_leaves_the_ledger_consistent_and_no_key_runs_twice() {
             .collect();
         for child in children.iter_mut() {
             std::thread::sleep(Duration::from_millis(xorshift(&mut seed) % 40));
-            if xorshift(&mut seed) % 3 != 0 {
+            if !xorshift(&mut seed).is_multiple_of(3) {
                 let _ = child.kill();
             }
         }

@@ -17,6 +17,7 @@ mod generated;
 mod happy;
 mod hostile;
 mod human;
+mod ledger;
 mod man_pages;
 mod mcp;
 mod properties;
