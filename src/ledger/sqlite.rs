@@ -197,7 +197,7 @@ impl SqliteStore {
         }
         drop(fd);
         let mut store = SqliteStore { conn, deadline };
-        store.prepare()?;
+        store.prepare(create)?;
         Ok(store)
     }
 
@@ -208,8 +208,9 @@ impl SqliteStore {
             .map_err(db)
     }
 
-    /// Check the file is our ledger (or empty, then make it one), WAL, synchronous FULL.
-    fn prepare(&mut self) -> Result<(), LedgerError> {
+    /// Check the file is our ledger (or empty, then make it one when `create`), WAL,
+    /// synchronous FULL.
+    fn prepare(&mut self, create: bool) -> Result<(), LedgerError> {
         self.arm()?;
         self.conn
             .execute_batch("PRAGMA trusted_schema = OFF; PRAGMA cell_size_check = ON;")
@@ -224,6 +225,10 @@ impl SqliteStore {
                 return Err(LedgerError::Foreign(
                     "a database of another application".into(),
                 ));
+            }
+            if !create {
+                // `audit` never writes: an empty file is not (yet) a ledger.
+                return Err(LedgerError::Foreign("an empty file".into()));
             }
             self.create_schema()?;
         } else if id != APPLICATION_ID {

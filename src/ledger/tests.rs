@@ -616,6 +616,12 @@ fn unusable_ledger_files_are_refused_without_being_changed() {
         LedgerError::Missing
     ));
     assert!(!d.join("none.db").exists());
+    std::fs::write(d.join("empty.db"), b"").unwrap();
+    assert!(matches!(
+        Ledger::open_existing(&d.join("empty.db"), soon()).unwrap_err(),
+        LedgerError::Foreign(m) if m == "an empty file"
+    ));
+    assert_eq!(std::fs::read(d.join("empty.db")).unwrap(), b"");
     std::os::unix::fs::symlink(d.join("target.db"), d.join("link.db")).unwrap();
     assert!(matches!(
         err(&d.join("link.db")),
