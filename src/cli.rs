@@ -210,6 +210,15 @@ pub enum Command {
     /// authority for what JSON Schema cannot express (duplicate keys, nesting depth, lengths in
     /// bytes).
     Schema(SchemaArgs),
+    /// Check or print the ledger's audit trail (SPEC 14.3).
+    ///
+    /// `verify` recomputes the hash chain of every record and prints {"intact":true,
+    /// "records":N,"head":HASH} (exit 0), or names the first record that was edited, removed or
+    /// cannot be read (exit 1). `export` prints the records as JSON Lines. Neither creates nor
+    /// changes the ledger; one that cannot be opened (missing, not a regular file, not a
+    /// ledger, corrupt) is `error[ledger_unavailable]` and exit 69.
+    #[command(subcommand)]
+    Audit(AuditCommand),
 }
 
 /// Which envelope `validate` checks.
@@ -501,4 +510,48 @@ pub struct SchemaArgs {
     /// Which schema.
     #[arg(value_enum)]
     pub kind: SchemaKind,
+}
+
+/// Environment variable that may carry the ledger's path instead of `--ledger`.
+pub const LEDGER_ENV: &str = "PARENT_TOOL_DISPATCH_LEDGER";
+
+/// The `audit` subcommands (SPEC 14.3).
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Recompute the audit trail's hash chain: exit 0 if every record holds, 1 naming the
+    /// first that does not.
+    ///
+    /// Each record holds the SHA-256 of the record before it and of its own canonical form,
+    /// covering every stored field, and the ledger keeps the hash of the last one. stdout gets
+    /// {"intact":true,"records":N,"head":HASH} or {"intact":false,"records_intact":K,
+    /// "first_bad":{"seq":S,"reason":R}} with an `error[audit_chain_broken]` line on stderr.
+    /// The head hash can be kept outside the host: whoever can rewrite the whole file can also
+    /// rebuild a consistent chain, which only an outside copy of the head reveals.
+    Verify(AuditVerifyArgs),
+    /// Print the audit records as JSON Lines, oldest first: seq, time (RFC 3339 UTC), the
+    /// record's fields, prev and hash.
+    ///
+    /// A record that cannot be read stops the export with `error[audit_unreadable]` on stderr
+    /// and exit 1 (the lines before it are printed).
+    Export(AuditExportArgs),
+}
+
+/// Arguments of `audit verify`.
+#[derive(Debug, Args)]
+pub struct AuditVerifyArgs {
+    /// The ledger (an SQLite file made by the dispatcher).
+    #[arg(long, value_name = "PATH", env = LEDGER_ENV)]
+    pub ledger: PathBuf,
+}
+
+/// Arguments of `audit export`.
+#[derive(Debug, Args)]
+pub struct AuditExportArgs {
+    /// The ledger (an SQLite file made by the dispatcher).
+    #[arg(long, value_name = "PATH", env = LEDGER_ENV)]
+    pub ledger: PathBuf,
+    /// Only records at or after this time, e.g. 2026-01-31T12:00:00Z or
+    /// 2026-01-31T13:00:00+01:00.
+    #[arg(long, value_name = "RFC3339", value_parser = crate::ledger::flags::since_value)]
+    pub since: Option<u64>,
 }

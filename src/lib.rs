@@ -30,6 +30,7 @@ pub mod hostenv;
 pub mod interrupt;
 pub mod json;
 pub mod judge;
+pub mod ledger;
 pub mod plan;
 pub mod redact;
 pub mod replay;
@@ -241,6 +242,7 @@ pub fn run(cli: Cli) -> u8 {
         Some(Command::Delegation(command)) => delegation::main(&command),
         Some(Command::Replay(args)) => replay::run(&args),
         Some(Command::Schema(args)) => schema::print(args.kind),
+        Some(Command::Audit(command)) => ledger::command::main(&command),
     }
 }
 

@@ -18,6 +18,7 @@ mod happy;
 mod host_reach;
 mod hostile;
 mod human;
+mod ledger;
 mod man_pages;
 mod mcp;
 mod named_files;

@@ -1,0 +1,336 @@
+//! The audit trail (SPEC §14.3): one [`AuditRecord`] per call that got a request, chained.
+//!
+//! A record has only typed metadata fields: identifiers, digests, short rule and code names,
+//! numbers and the transcript ref. There is no field of type JSON value or free text, so a
+//! payload (`input`, `output`) cannot be put in one; text fields are bounded and the short
+//! names are checked against a small alphabet when a record is built AND when one is read back.
+//! The caller hands in values that already went through §5 redaction.
+//!
+//! Chain: the stored body of record `seq` is the canonical JSON (`envelope::canonical`) of the
+//! record's fields plus `seq` and `prev` (the previous record's hash, 64 zeros for the first);
+//! its hash is the SHA-256 of that body. [`check_chain`] recomputes everything from the stored
+//! rows; it owns what "intact" means, the store only hands rows over.
+
+use crate::envelope::canonical;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// `prev` of the first record.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The longest identifier-like field (bridge ref, session, request id, tool, operation,
+/// transcript ref) a record holds.
+pub const MAX_FIELD_BYTES: usize = 1024;
+
+/// A short machine name: 1–64 bytes of `[a-z0-9_.:-]` — a rule (`bridge.allowed_tools`,
+/// `budget:calls`), a status or an error code. Checked on construction and when read back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Name(String);
+
+impl Name {
+    /// `text` if it is a valid name.
+    pub fn new(text: &str) -> Result<Name, String> {
+        let ok = !text.is_empty()
+            && text.len() <= 64
+            && text.bytes().all(|b| {
+                b.is_ascii_lowercase()
+                    || b.is_ascii_digit()
+                    || matches!(b, b'_' | b'.' | b':' | b'-')
+            });
+        if ok {
+            Ok(Name(text.to_string()))
+        } else {
+            Err(format!(
+                "{:?} is not a rule, status or code name ([a-z0-9_.:-], 1-64 bytes)",
+                crate::terminal::escape(text)
+            ))
+        }
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for Name {
+    type Error = String;
+    fn try_from(text: String) -> Result<Name, String> {
+        Name::new(&text)
+    }
+}
+
+impl From<Name> for String {
+    fn from(name: Name) -> String {
+        name.0
+    }
+}
+
+/// What happened to the call, in one word; the `rule` says why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Admitted: the adapter was started.
+    Admit,
+    /// Refused by a policy: allowlist, bridge ref, budget, a reused request id.
+    Deny,
+    /// Answered from the ledger without starting anything.
+    Replay,
+    /// Not started for a reason that is not a policy: concurrency, a held key that did not
+    /// finish in time, an indeterminate key, an unusable ledger, an invalid request.
+    Refuse,
+}
+
+/// What the adapter run used (all optional: a call that never started has none).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resources {
+    /// Peak resident set size of the adapter, KiB.
+    pub max_rss_kb: Option<u64>,
+    /// User CPU time, ms.
+    pub user_cpu_ms: Option<u64>,
+    /// System CPU time, ms.
+    pub system_cpu_ms: Option<u64>,
+    /// Bytes the adapter wrote on stdout.
+    pub stdout_bytes: Option<u64>,
+    /// Bytes the adapter wrote on stderr.
+    pub stderr_bytes: Option<u64>,
+}
+
+/// One audit record: metadata only (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditRecord {
+    /// When the call ended, ms since the Unix epoch.
+    pub time_ms: u64,
+    /// The bridge ref (SPEC §4.6).
+    pub bridge_ref: String,
+    /// `sandbox_session.sandbox_session_id`, empty when the request has none.
+    pub session_id: String,
+    /// The request's `request_id`.
+    pub request_id: String,
+    /// The canonical tool id.
+    pub tool: String,
+    /// The request's `operation`.
+    pub operation: String,
+    /// SHA-256 of the canonical request.
+    pub request_digest: String,
+    /// The key's attempt (1 for a first run; 0 when the call never reached the ledger's key).
+    pub attempt: u32,
+    /// The decision.
+    pub decision: Verdict,
+    /// The rule that made it, e.g. `bridge.allowed_tools`, `budget:calls`, `ledger:replay`.
+    pub rule: Name,
+    /// The final status of the envelope.
+    pub status: Name,
+    /// The envelope's `error.code`, if any.
+    pub code: Option<Name>,
+    /// The whole call, ms.
+    pub duration_ms: u64,
+    /// The adapter's wall time, ms (what `--budget-adapter-ms` counts), if it ran.
+    pub adapter_ms: Option<u64>,
+    /// The dispatcher's exit status.
+    pub exit_status: u8,
+    /// What the adapter used.
+    pub resources: Resources,
+    /// The transcript ref, if a transcript was written.
+    pub transcript_ref: Option<String>,
+}
+
+impl AuditRecord {
+    /// Every bound a stored record must keep; the store calls it before appending and
+    /// [`check_chain`] after reading.
+    pub fn check(&self) -> Result<(), String> {
+        for (name, value) in [
+            ("bridge_ref", self.bridge_ref.as_str()),
+            ("session_id", &self.session_id),
+            ("request_id", &self.request_id),
+            ("tool", &self.tool),
+            ("operation", &self.operation),
+            ("request_digest", &self.request_digest),
+            (
+                "transcript_ref",
+                self.transcript_ref.as_deref().unwrap_or(""),
+            ),
+        ] {
+            if value.len() > MAX_FIELD_BYTES {
+                return Err(format!("{name} is longer than {MAX_FIELD_BYTES} bytes"));
+            }
+            if value.chars().any(char::is_control) {
+                return Err(format!("{name} holds a control character"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A record as the store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredRecord {
+    /// Position in the chain, from 1.
+    pub seq: u64,
+    /// `time_ms` again, as a column the store can index for `--since`.
+    pub time_ms: u64,
+    /// The previous record's hash.
+    pub prev: String,
+    /// SHA-256 of `body`.
+    pub hash: String,
+    /// The canonical JSON of the record with `seq` and `prev`.
+    pub body: String,
+}
+
+/// The body and hash of `record` as record `seq` after `prev`.
+pub fn seal(record: &AuditRecord, seq: u64, prev: &str) -> Result<StoredRecord, String> {
+    record.check()?;
+    let Value::Object(mut map) = serde_json::to_value(record).map_err(|e| e.to_string())? else {
+        return Err("an audit record is not a JSON object".into());
+    };
+    map.insert("seq".into(), Value::from(seq));
+    map.insert("prev".into(), Value::from(prev));
+    let body = canonical::to_string(&Value::Object(map));
+    Ok(StoredRecord {
+        seq,
+        time_ms: record.time_ms,
+        prev: prev.to_string(),
+        hash: canonical::sha256_hex(body.as_bytes()),
+        body,
+    })
+}
+
+/// The record inside a stored body, with its `seq` and `prev`; an error says why it is not one.
+pub fn open(body: &str) -> Result<(u64, String, AuditRecord), String> {
+    let value: Value = serde_json::from_str(body).map_err(|e| format!("unreadable body: {e}"))?;
+    let Value::Object(mut map): Value = value else {
+        return Err("the body is not a JSON object".into());
+    };
+    let seq = map
+        .remove("seq")
+        .and_then(|v| v.as_u64())
+        .ok_or("the body has no seq")?;
+    let prev = match map.remove("prev") {
+        Some(Value::String(s)) => s,
+        _ => return Err("the body has no prev".into()),
+    };
+    let record: AuditRecord = serde_json::from_value(Value::Object(map))
+        .map_err(|e| format!("the body is not an audit record: {e}"))?;
+    record.check()?;
+    Ok((seq, prev, record))
+}
+
+/// Why the chain is broken, at the first record that does not hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Break {
+    /// The record's position (for a missing record, the position it should have had).
+    pub seq: u64,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// What [`check_chain`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verification {
+    /// Every record holds; `head` is the last hash (or [`GENESIS`] for an empty trail).
+    Intact {
+        /// How many records.
+        records: u64,
+        /// The hash of the last record, for anchoring outside the file.
+        head: String,
+    },
+    /// The first record that does not hold, after `intact` records that do.
+    Broken {
+        /// Records before it that hold.
+        intact: u64,
+        /// The first bad one.
+        at: Break,
+    },
+}
+
+/// Incremental chain check: feed rows in `seq` order with [`Chain::push`], then
+/// [`Chain::finish`] with the head the store recorded.
+#[derive(Debug)]
+pub struct Chain {
+    next: u64,
+    prev: String,
+}
+
+impl Default for Chain {
+    fn default() -> Chain {
+        Chain {
+            next: 1,
+            prev: GENESIS.to_string(),
+        }
+    }
+}
+
+impl Chain {
+    /// Check one stored row (or the reason it could not be read) against everything before it.
+    pub fn push(&mut self, row: Result<StoredRecord, Break>) -> Result<(), Break> {
+        let row = row?;
+        let at = |reason: String| Break {
+            seq: row.seq,
+            reason,
+        };
+        if row.seq != self.next {
+            return Err(Break {
+                seq: self.next,
+                reason: format!("missing (the next record found is {})", row.seq),
+            });
+        }
+        let (seq, prev, record) = open(&row.body).map_err(at)?;
+        if seq != row.seq || prev != row.prev || record.time_ms != row.time_ms {
+            return Err(at("its columns do not match its body (edited)".into()));
+        }
+        let resealed = seal(&record, seq, &prev).map_err(at)?;
+        if resealed.body != row.body {
+            return Err(at("its body is not in canonical form (edited)".into()));
+        }
+        if resealed.hash != row.hash {
+            return Err(at("its hash does not match its content (edited)".into()));
+        }
+        if row.prev != self.prev {
+            return Err(at(
+                "its prev does not match the hash of the record before it (a record was \
+                 removed or replaced)"
+                    .into(),
+            ));
+        }
+        self.next += 1;
+        self.prev = row.hash;
+        Ok(())
+    }
+
+    /// The outcome, given the head (`seq`, hash) the store recorded with its last append.
+    pub fn finish(self, head: Option<(u64, String)>) -> Result<(u64, String), Break> {
+        let records = self.next - 1;
+        let (head_seq, head_hash) = head.unwrap_or((0, GENESIS.to_string()));
+        if head_seq != records || head_hash != self.prev {
+            return Err(Break {
+                seq: records + 1,
+                reason: format!(
+                    "missing: the ledger's head is record {head_seq}, the trail ends at {records}"
+                ),
+            });
+        }
+        Ok((records, self.prev))
+    }
+}
+
+/// One record as `audit export` prints it: the record's fields, `seq`, `prev`, `hash`, and
+/// `time` (RFC 3339 UTC, from `time_ms`).
+pub fn export_line(row: &StoredRecord) -> Result<String, String> {
+    let (_, _, record) = open(&row.body)?;
+    let Value::Object(fields) = serde_json::to_value(&record).map_err(|e| e.to_string())? else {
+        return Err("an audit record is not a JSON object".into());
+    };
+    let mut out = Map::new();
+    out.insert("seq".into(), Value::from(row.seq));
+    out.insert(
+        "time".into(),
+        Value::from(super::flags::format_rfc3339_ms(record.time_ms)),
+    );
+    out.extend(fields);
+    out.insert("prev".into(), Value::from(row.prev.as_str()));
+    out.insert("hash".into(), Value::from(row.hash.as_str()));
+    Ok(Value::Object(out).to_string())
+}

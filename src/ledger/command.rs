@@ -1,0 +1,110 @@
+//! `audit verify` and `audit export` (SPEC §14.3).
+//!
+//! `verify` prints one JSON object — `{"intact":true,"records":N,"head":HASH}` (exit 0) or
+//! `{"intact":false,"records_intact":K,"first_bad":{"seq":S,"reason":R}}` (exit 1, with an
+//! `error[audit_chain_broken]` line on stderr). `export` prints one JSON object per record
+//! (JSON Lines) and stops with exit 1 at a record it cannot read. A ledger that cannot be
+//! opened is `error[ledger_unavailable]` on stderr, nothing on stdout, exit 69. Neither
+//! creates a ledger, and neither writes to one.
+
+use super::{audit, Ledger, Verification};
+use crate::cli::AuditCommand;
+use crate::error::exit;
+use crate::terminal::error_line;
+use serde_json::json;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+/// How long `audit` waits for a ledger locked by writers (reads do not wait in WAL; opening
+/// may, while another process recovers the WAL after a crash).
+const LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// Run `audit …`; returns the exit status.
+pub fn main(command: &AuditCommand) -> u8 {
+    let (path, since) = match command {
+        AuditCommand::Verify(args) => (&args.ledger, None),
+        AuditCommand::Export(args) => (&args.ledger, Some(args.since.unwrap_or(0))),
+    };
+    let mut ledger = match Ledger::open_existing(path, Instant::now() + LOCK_WAIT) {
+        Ok(ledger) => ledger,
+        Err(err) => {
+            eprintln!("{}", error_line(err.code(), &err.to_string()));
+            return exit::UNAVAILABLE;
+        }
+    };
+    match since {
+        None => verify(&mut ledger),
+        Some(since) => export(&mut ledger, since),
+    }
+}
+
+fn verify(ledger: &mut Ledger) -> u8 {
+    let outcome = match ledger.verify() {
+        Ok(outcome) => outcome,
+        Err(err) => {
+            eprintln!("{}", error_line(err.code(), &err.to_string()));
+            return exit::UNAVAILABLE;
+        }
+    };
+    match outcome {
+        Verification::Intact { records, head } => {
+            println!(
+                "{}",
+                json!({"intact": true, "records": records, "head": head})
+            );
+            exit::SUCCESS
+        }
+        Verification::Broken { intact, at } => {
+            println!(
+                "{}",
+                json!({"intact": false, "records_intact": intact,
+                       "first_bad": {"seq": at.seq, "reason": at.reason}})
+            );
+            eprintln!(
+                "{}",
+                error_line(
+                    "audit_chain_broken",
+                    &format!("record {}: {}", at.seq, at.reason)
+                )
+            );
+            exit::FAILED
+        }
+    }
+}
+
+fn export(ledger: &mut Ledger, since: u64) -> u8 {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut failure: Option<String> = None;
+    let scanned = ledger.scan(since, &mut |row| {
+        let line = row
+            .map_err(|at| format!("record {}: {}", at.seq, at.reason))
+            .and_then(|row| {
+                audit::export_line(&row).map_err(|reason| format!("record {}: {reason}", row.seq))
+            });
+        match line.and_then(|line| writeln!(out, "{line}").map_err(|e| format!("stdout: {e}"))) {
+            Ok(()) => true,
+            Err(message) => {
+                failure = Some(message);
+                false
+            }
+        }
+    });
+    let flushed = out.flush();
+    if let Err(err) = scanned {
+        eprintln!("{}", error_line(err.code(), &err.to_string()));
+        return exit::UNAVAILABLE;
+    }
+    if let Some(message) = failure {
+        eprintln!("{}", error_line("audit_unreadable", &message));
+        return exit::FAILED;
+    }
+    if let Err(err) = flushed {
+        eprintln!(
+            "{}",
+            error_line("audit_unreadable", &format!("stdout: {err}"))
+        );
+        return exit::FAILED;
+    }
+    exit::SUCCESS
+}

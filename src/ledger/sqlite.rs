@@ -1,0 +1,639 @@
+//! The [`Store`] on one SQLite file (rusqlite, SQLite compiled in): the only place that knows
+//! the ledger is SQLite.
+//!
+//! - **The file.** Created by us with `O_CREAT | O_EXCL | O_NOFOLLOW`, mode exactly 0600,
+//!   before SQLite sees it; an existing one must be a regular file (never a symlink, FIFO,
+//!   device or folder: looked at with `lstat` and again with `fstat` on what was opened),
+//!   writable by its owner, and still the same inode when SQLite has opened it (SQLite opens
+//!   it with `SQLITE_OPEN_NOFOLLOW` and without `SQLITE_OPEN_CREATE`). Our descriptor is closed
+//!   before SQLite takes any lock: closing a descriptor drops the process's POSIX locks on the
+//!   file.
+//! - **Ours or refused.** `PRAGMA application_id` is [`APPLICATION_ID`] and `user_version` is
+//!   [`SCHEMA_VERSION`]; an empty file gets the schema; anything else (another application's
+//!   database, a newer schema, not a database) is refused without writing to it.
+//!   `trusted_schema = OFF`, so a crafted file's views and triggers cannot call functions.
+//! - **Concurrency and durability.** WAL (readers never block writers), every write step one
+//!   short `BEGIN IMMEDIATE` transaction (the write lock taken up front, so no deadlock and no
+//!   `SQLITE_BUSY` on upgrade), the busy handler waiting until the caller's deadline, and
+//!   `synchronous = FULL`: the WAL is fsynced at every commit, so a `running` row is on disk
+//!   before the adapter starts and an outcome before its envelope is printed, power loss
+//!   included (`NORMAL` would keep them through a crash of the process but not of the host,
+//!   and a call lost that way could run twice).
+
+use super::audit::{self, Break, StoredRecord, GENESIS};
+use super::{
+    AuditRecord, Call, CallRow, CallState, Claim, Decision, Finished, Key, Lease, LedgerError,
+    Outcome, Recorded, Snapshot, Store,
+};
+use crate::fs::{self as pfs, FileType, Mode, OFlags};
+use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// `PRAGMA application_id` of a ledger: "PTDL".
+pub(super) const APPLICATION_ID: i64 = 0x5054_444c;
+/// `PRAGMA user_version` of this schema.
+pub(super) const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS calls (
+    bridge_ref  TEXT NOT NULL,
+    session_id  TEXT NOT NULL,
+    request_id  TEXT NOT NULL,
+    digest      TEXT NOT NULL,
+    tool        TEXT NOT NULL,
+    state       TEXT NOT NULL CHECK (state IN ('running', 'retryable', 'final')),
+    attempt     INTEGER NOT NULL,
+    lease_boot  TEXT NOT NULL,
+    lease_pid   INTEGER NOT NULL,
+    lease_start INTEGER NOT NULL,
+    envelope    TEXT,
+    exit_status INTEGER,
+    updated_ms  INTEGER NOT NULL,
+    PRIMARY KEY (bridge_ref, session_id, request_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS calls_running ON calls (bridge_ref, session_id) WHERE state = 'running';
+CREATE TABLE IF NOT EXISTS session_usage (
+    bridge_ref TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    calls      INTEGER NOT NULL,
+    adapter_ms INTEGER NOT NULL,
+    PRIMARY KEY (bridge_ref, session_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tool_usage (
+    bridge_ref TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    tool       TEXT NOT NULL,
+    calls      INTEGER NOT NULL,
+    PRIMARY KEY (bridge_ref, session_id, tool)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS audit (
+    seq     INTEGER PRIMARY KEY,
+    time_ms INTEGER NOT NULL,
+    prev    TEXT NOT NULL,
+    hash    TEXT NOT NULL,
+    body    TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_time ON audit (time_ms);
+CREATE TABLE IF NOT EXISTS head (
+    only INTEGER PRIMARY KEY CHECK (only = 1),
+    seq  INTEGER NOT NULL,
+    hash TEXT NOT NULL
+);
+";
+
+/// The ledger on SQLite.
+pub(super) struct SqliteStore {
+    conn: Connection,
+    deadline: Instant,
+}
+
+fn db(err: rusqlite::Error) -> LedgerError {
+    match err.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => LedgerError::Locked,
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
+            LedgerError::Corrupt(err.to_string())
+        }
+        Some(ErrorCode::ReadOnly) => LedgerError::ReadOnly,
+        _ => LedgerError::Database(err.to_string()),
+    }
+}
+
+fn kind_name(kind: FileType) -> &'static str {
+    match kind {
+        FileType::Directory => "folder",
+        FileType::Symlink => "symlink",
+        FileType::Fifo => "FIFO",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice => "character device",
+        FileType::BlockDevice => "block device",
+        _ => "special file",
+    }
+}
+
+/// Open (or create) the file itself, checked as the module docs say; returns its descriptor.
+fn open_file(
+    dir: std::os::fd::BorrowedFd<'_>,
+    name: &std::ffi::CStr,
+    create: bool,
+) -> Result<std::os::fd::OwnedFd, LedgerError> {
+    // Two rounds at most: a concurrent creator can win the O_EXCL race once.
+    for _ in 0..2 {
+        match pfs::lstat_at(dir, name) {
+            Ok(st) => {
+                let kind = pfs::kind(&st);
+                if kind != FileType::RegularFile {
+                    return Err(LedgerError::NotRegular(kind_name(kind)));
+                }
+                if st.st_mode & 0o200 == 0 {
+                    return Err(LedgerError::ReadOnly);
+                }
+                let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY;
+                return pfs::open_at(dir, name, flags, Mode::empty()).map_err(LedgerError::Open);
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
+                let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
+                match pfs::open_at(dir, name, flags, Mode::from_raw_mode(0o600)) {
+                    Ok(fd) => {
+                        // The umask may have taken bits away; 0600 exactly.
+                        pfs::set_mode(fd.as_fd(), Mode::from_raw_mode(0o600))
+                            .map_err(LedgerError::Open)?;
+                        return Ok(fd);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                    Err(e) => return Err(LedgerError::Open(e)),
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(LedgerError::Missing),
+            Err(e) => return Err(LedgerError::Open(e)),
+        }
+    }
+    Err(LedgerError::Replaced)
+}
+
+fn identity(st: &pfs::Stat) -> (u64, u64) {
+    (st.st_dev, st.st_ino)
+}
+
+impl SqliteStore {
+    /// Open the ledger at `path` (creating it when `create`), waiting for other writers until
+    /// `deadline`.
+    pub(super) fn open(
+        path: &Path,
+        create: bool,
+        deadline: Instant,
+    ) -> Result<SqliteStore, LedgerError> {
+        let name = path.file_name().ok_or(LedgerError::NoFileName)?;
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let parent = std::path::absolute(parent).map_err(LedgerError::Folder)?;
+        let dir = pfs::open_dir_path(&parent).map_err(LedgerError::Folder)?;
+        let cname = pfs::cstring(name.as_bytes()).map_err(LedgerError::Open)?;
+        let fd = open_file(dir.as_fd(), &cname, create)?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| LedgerError::Open(e.into()))?;
+        if pfs::kind(&st) != FileType::RegularFile {
+            return Err(LedgerError::NotRegular(kind_name(pfs::kind(&st))));
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let conn = Connection::open_with_flags(parent.join(name), flags).map_err(|e| {
+            match e.sqlite_error_code() {
+                Some(ErrorCode::CannotOpen) => {
+                    LedgerError::Open(io::Error::other("SQLite cannot open the file"))
+                }
+                _ => db(e),
+            }
+        })?;
+        // SQLite opens lazily: nothing was read or locked yet. Same inode as ours?
+        match pfs::lstat_at(dir.as_fd(), &cname) {
+            Ok(now) if identity(&now) == identity(&st) => {}
+            _ => return Err(LedgerError::Replaced),
+        }
+        drop(fd);
+        let mut store = SqliteStore { conn, deadline };
+        store.prepare(create)?;
+        Ok(store)
+    }
+
+    fn arm(&mut self) -> Result<(), LedgerError> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        self.conn
+            .busy_timeout(left.max(Duration::from_millis(1)))
+            .map_err(db)
+    }
+
+    /// Check the file is our ledger (or empty, then make it one when `create`), WAL,
+    /// synchronous FULL.
+    fn prepare(&mut self, create: bool) -> Result<(), LedgerError> {
+        self.arm()?;
+        self.conn
+            .execute_batch("PRAGMA trusted_schema = OFF; PRAGMA cell_size_check = ON;")
+            .map_err(db)?;
+        let id = self.pragma_int("application_id")?;
+        if id == 0 {
+            let objects: i64 = self
+                .conn
+                .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+                .map_err(db)?;
+            if objects != 0 {
+                return Err(LedgerError::Foreign(
+                    "a database of another application".into(),
+                ));
+            }
+            if !create {
+                // `audit` never writes: an empty file is not (yet) a ledger.
+                return Err(LedgerError::Foreign("an empty file".into()));
+            }
+            self.create_schema()?;
+        } else if id != APPLICATION_ID {
+            return Err(LedgerError::Foreign(format!(
+                "a database of another application (application_id {id:#x})"
+            )));
+        }
+        let version = self.pragma_int("user_version")?;
+        if version != SCHEMA_VERSION {
+            return Err(LedgerError::Foreign(format!(
+                "schema version {version}, this dispatcher reads {SCHEMA_VERSION}"
+            )));
+        }
+        let mode: String = self
+            .conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(db)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(LedgerError::Database(format!(
+                "the ledger cannot use WAL (journal mode {mode})"
+            )));
+        }
+        self.conn
+            .execute_batch("PRAGMA synchronous = FULL;")
+            .map_err(db)
+    }
+
+    fn pragma_int(&self, name: &str) -> Result<i64, LedgerError> {
+        self.conn
+            .query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+            .map_err(db)
+    }
+
+    fn create_schema(&mut self) -> Result<(), LedgerError> {
+        // WAL before the first table: switching needs no transaction open.
+        let _: String = self
+            .conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(db)?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db)?;
+        // Another process may have made it ours between our look and our lock.
+        let id: i64 = tx
+            .query_row("PRAGMA application_id", [], |r| r.get(0))
+            .map_err(db)?;
+        if id == 0 {
+            tx.execute_batch(SCHEMA).map_err(db)?;
+            tx.execute_batch(&format!(
+                "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"
+            ))
+            .map_err(db)?;
+        }
+        tx.commit().map_err(db)
+    }
+
+    fn immediate(&mut self) -> Result<rusqlite::Transaction<'_>, LedgerError> {
+        self.arm()?;
+        self.conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db)
+    }
+}
+
+fn i64_of(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn read_call(tx: &Connection, key: &Key) -> Result<Option<CallRow>, LedgerError> {
+    let row = tx
+        .query_row(
+            "SELECT digest, state, attempt, lease_boot, lease_pid, lease_start, envelope, \
+             exit_status FROM calls WHERE bridge_ref = ?1 AND session_id = ?2 AND request_id = ?3",
+            params![key.bridge_ref, key.session_id, key.request_id],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, i64>(5)?,
+                    r.get::<_, Option<String>>(6)?,
+                    r.get::<_, Option<i64>>(7)?,
+                ))
+            },
+        )
+        .optional()
+        .map_err(db)?;
+    let Some((digest, state, attempt, boot_id, pid, start, envelope, exit)) = row else {
+        return Ok(None);
+    };
+    let corrupt = |what: &str| LedgerError::Corrupt(format!("a call row has an invalid {what}"));
+    let state = match state.as_str() {
+        "running" => CallState::Running,
+        "retryable" => CallState::Retryable,
+        "final" => CallState::Final,
+        _ => return Err(corrupt("state")),
+    };
+    let outcome = match (envelope, exit) {
+        (Some(envelope), Some(exit)) => Some(Recorded {
+            envelope,
+            exit_status: u8::try_from(exit).map_err(|_| corrupt("exit status"))?,
+        }),
+        _ => None,
+    };
+    Ok(Some(CallRow {
+        digest,
+        state,
+        attempt: u32::try_from(attempt).map_err(|_| corrupt("attempt"))?,
+        lease: Lease {
+            boot_id,
+            pid: u32::try_from(pid).map_err(|_| corrupt("lease"))?,
+            start_ticks: u64::try_from(start).map_err(|_| corrupt("lease"))?,
+        },
+        outcome,
+    }))
+}
+
+fn append(tx: &Connection, record: &AuditRecord) -> Result<(), LedgerError> {
+    let head: Option<(i64, String)> = tx
+        .query_row("SELECT seq, hash FROM head WHERE only = 1", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()
+        .map_err(db)?;
+    let (seq, prev) = head.unwrap_or((0, GENESIS.to_string()));
+    let seq = u64::try_from(seq)
+        .map_err(|_| LedgerError::Corrupt("the audit head is invalid".into()))?
+        + 1;
+    let sealed = audit::seal(record, seq, &prev).map_err(LedgerError::Record)?;
+    tx.execute(
+        "INSERT INTO audit (seq, time_ms, prev, hash, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![
+            i64_of(sealed.seq),
+            i64_of(sealed.time_ms),
+            sealed.prev,
+            sealed.hash,
+            sealed.body
+        ],
+    )
+    .map_err(db)?;
+    tx.execute(
+        "INSERT INTO head (only, seq, hash) VALUES (1, ?1, ?2) \
+         ON CONFLICT (only) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+        params![i64_of(sealed.seq), sealed.hash],
+    )
+    .map_err(db)?;
+    Ok(())
+}
+
+impl Store for SqliteStore {
+    fn set_deadline(&mut self, deadline: Instant) {
+        self.deadline = deadline;
+    }
+
+    fn begin(
+        &mut self,
+        call: &Call<'_>,
+        lease: &Lease,
+        decide: &mut dyn FnMut(&Snapshot) -> (Decision, Claim),
+    ) -> Result<Decision, LedgerError> {
+        let key = call.key;
+        let tx = self.immediate()?;
+        let row = read_call(&tx, key)?;
+        let (calls, adapter_ms): (i64, i64) = tx
+            .query_row(
+                "SELECT calls, adapter_ms FROM session_usage WHERE bridge_ref = ?1 AND session_id = ?2",
+                params![key.bridge_ref, key.session_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(db)?
+            .unwrap_or((0, 0));
+        let tool_calls: i64 = tx
+            .query_row(
+                "SELECT calls FROM tool_usage WHERE bridge_ref = ?1 AND session_id = ?2 AND tool = ?3",
+                params![key.bridge_ref, key.session_id, call.tool],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db)?
+            .unwrap_or(0);
+        let running = {
+            let mut stmt = tx
+                .prepare_cached(
+                    "SELECT lease_boot, lease_pid, lease_start FROM calls WHERE bridge_ref = ?1 \
+                     AND session_id = ?2 AND state = 'running' AND request_id <> ?3",
+                )
+                .map_err(db)?;
+            let rows = stmt
+                .query_map(
+                    params![key.bridge_ref, key.session_id, key.request_id],
+                    |r| {
+                        Ok(Lease {
+                            boot_id: r.get(0)?,
+                            pid: u32::try_from(r.get::<_, i64>(1)?).unwrap_or(u32::MAX),
+                            start_ticks: u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
+                        })
+                    },
+                )
+                .map_err(db)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(db)?
+        };
+        let snap = Snapshot {
+            row,
+            calls: u64::try_from(calls).unwrap_or(0),
+            tool_calls: u64::try_from(tool_calls).unwrap_or(0),
+            adapter_ms: u64::try_from(adapter_ms).unwrap_or(0),
+            running,
+        };
+        let (decision, claim) = decide(&snap);
+        let now = i64_of(super::now_ms());
+        match claim {
+            Claim::None => {}
+            Claim::Admit { attempt } => {
+                tx.execute(
+                    "INSERT INTO calls (bridge_ref, session_id, request_id, digest, tool, state, \
+                     attempt, lease_boot, lease_pid, lease_start, envelope, exit_status, updated_ms) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8, ?9, NULL, NULL, ?10) \
+                     ON CONFLICT (bridge_ref, session_id, request_id) DO UPDATE SET \
+                     state = 'running', attempt = excluded.attempt, lease_boot = excluded.lease_boot, \
+                     lease_pid = excluded.lease_pid, lease_start = excluded.lease_start, \
+                     envelope = NULL, exit_status = NULL, updated_ms = excluded.updated_ms",
+                    params![
+                        key.bridge_ref,
+                        key.session_id,
+                        key.request_id,
+                        call.digest,
+                        call.tool,
+                        i64::from(attempt),
+                        lease.boot_id,
+                        i64::from(lease.pid),
+                        i64_of(lease.start_ticks),
+                        now
+                    ],
+                )
+                .map_err(db)?;
+                tx.execute(
+                    "INSERT INTO session_usage (bridge_ref, session_id, calls, adapter_ms) \
+                     VALUES (?1, ?2, 1, 0) ON CONFLICT (bridge_ref, session_id) \
+                     DO UPDATE SET calls = calls + 1",
+                    params![key.bridge_ref, key.session_id],
+                )
+                .map_err(db)?;
+                tx.execute(
+                    "INSERT INTO tool_usage (bridge_ref, session_id, tool, calls) \
+                     VALUES (?1, ?2, ?3, 1) ON CONFLICT (bridge_ref, session_id, tool) \
+                     DO UPDATE SET calls = calls + 1",
+                    params![key.bridge_ref, key.session_id, call.tool],
+                )
+                .map_err(db)?;
+            }
+            Claim::TakeOver => {
+                tx.execute(
+                    "UPDATE calls SET lease_boot = ?4, lease_pid = ?5, lease_start = ?6, \
+                     state = 'running', updated_ms = ?7 \
+                     WHERE bridge_ref = ?1 AND session_id = ?2 AND request_id = ?3",
+                    params![
+                        key.bridge_ref,
+                        key.session_id,
+                        key.request_id,
+                        lease.boot_id,
+                        i64::from(lease.pid),
+                        i64_of(lease.start_ticks),
+                        now
+                    ],
+                )
+                .map_err(db)?;
+            }
+        }
+        tx.commit().map_err(db)?;
+        Ok(decision)
+    }
+
+    fn finish(
+        &mut self,
+        key: &Key,
+        lease: &Lease,
+        outcome: &Outcome<'_>,
+        record: &AuditRecord,
+    ) -> Result<Finished, LedgerError> {
+        let tx = self.immediate()?;
+        append(&tx, record)?;
+        let state = if outcome.retryable {
+            "retryable"
+        } else {
+            "final"
+        };
+        let changed = tx
+            .execute(
+                "UPDATE calls SET state = ?4, envelope = ?5, exit_status = ?6, updated_ms = ?7 \
+                 WHERE bridge_ref = ?1 AND session_id = ?2 AND request_id = ?3 \
+                 AND state = 'running' AND lease_boot = ?8 AND lease_pid = ?9 AND lease_start = ?10",
+                params![
+                    key.bridge_ref,
+                    key.session_id,
+                    key.request_id,
+                    state,
+                    outcome.envelope,
+                    i64::from(outcome.exit_status),
+                    i64_of(super::now_ms()),
+                    lease.boot_id,
+                    i64::from(lease.pid),
+                    i64_of(lease.start_ticks)
+                ],
+            )
+            .map_err(db)?;
+        if outcome.adapter_ms > 0 {
+            tx.execute(
+                "INSERT INTO session_usage (bridge_ref, session_id, calls, adapter_ms) \
+                 VALUES (?1, ?2, 0, ?3) ON CONFLICT (bridge_ref, session_id) \
+                 DO UPDATE SET adapter_ms = adapter_ms + excluded.adapter_ms",
+                params![key.bridge_ref, key.session_id, i64_of(outcome.adapter_ms)],
+            )
+            .map_err(db)?;
+        }
+        tx.commit().map_err(db)?;
+        Ok(if changed == 1 {
+            Finished::Stored
+        } else {
+            Finished::NotHolder
+        })
+    }
+
+    fn append(&mut self, record: &AuditRecord) -> Result<(), LedgerError> {
+        let tx = self.immediate()?;
+        append(&tx, record)?;
+        tx.commit().map_err(db)
+    }
+
+    fn call(&mut self, key: &Key) -> Result<Option<CallRow>, LedgerError> {
+        self.arm()?;
+        read_call(&self.conn, key)
+    }
+
+    fn scan(
+        &mut self,
+        since_ms: u64,
+        visit: &mut dyn FnMut(Result<StoredRecord, Break>) -> bool,
+    ) -> Result<Option<(u64, String)>, LedgerError> {
+        self.arm()?;
+        // One read transaction: the rows and the head are one snapshot.
+        let tx = self.conn.transaction().map_err(db)?;
+        {
+            let mut stmt = tx
+                .prepare(
+                    "SELECT seq, time_ms, prev, hash, body FROM audit \
+                     WHERE ?1 = 0 OR time_ms >= ?1 ORDER BY seq",
+                )
+                .map_err(db)?;
+            let mut rows = stmt.query(params![i64_of(since_ms)]).map_err(db)?;
+            let mut last = 0u64;
+            loop {
+                let row = match rows.next() {
+                    Ok(Some(row)) => row,
+                    Ok(None) => break,
+                    Err(e) => {
+                        visit(Err(Break {
+                            seq: last + 1,
+                            reason: format!("cannot be read: {e}"),
+                        }));
+                        return Ok(None);
+                    }
+                };
+                let seq = row
+                    .get::<_, i64>(0)
+                    .ok()
+                    .and_then(|s| u64::try_from(s).ok());
+                let read = || -> rusqlite::Result<StoredRecord> {
+                    Ok(StoredRecord {
+                        seq: seq.unwrap_or(0),
+                        time_ms: u64::try_from(row.get::<_, i64>(1)?).unwrap_or(u64::MAX),
+                        prev: row.get(2)?,
+                        hash: row.get(3)?,
+                        body: row.get(4)?,
+                    })
+                };
+                let item = match (seq, read()) {
+                    (Some(seq), Ok(record)) => {
+                        last = seq;
+                        Ok(record)
+                    }
+                    (seq, Err(e)) => Err(Break {
+                        seq: seq.unwrap_or(last + 1),
+                        reason: format!("cannot be read: {e}"),
+                    }),
+                    (None, Ok(_)) => Err(Break {
+                        seq: last + 1,
+                        reason: "its seq cannot be read".into(),
+                    }),
+                };
+                if !visit(item) {
+                    return Ok(None);
+                }
+            }
+        }
+        let head: Option<(i64, String)> = tx
+            .query_row("SELECT seq, hash FROM head WHERE only = 1", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()
+            .map_err(db)?;
+        tx.commit().map_err(db)?;
+        Ok(head.map(|(seq, hash)| (u64::try_from(seq).unwrap_or(u64::MAX), hash)))
+    }
+}
