@@ -793,7 +793,10 @@ mod tests {
     fn a_missing_status_defaults_as_upstream_does() {
         for (text, want) in [
             (r#"{"success":false}"#, DelegationStatus::Failed),
-            (r#"{"success":false,"result":{"x":1}}"#, DelegationStatus::Failed),
+            (
+                r#"{"success":false,"result":{"x":1}}"#,
+                DelegationStatus::Failed,
+            ),
             (
                 r#"{"error":{"code":"quota","message":"spent"}}"#,
                 DelegationStatus::Failed,

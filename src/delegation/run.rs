@@ -13,7 +13,7 @@
 //! in `checks`, the shapes in `envelopes`, the codes in `codes`.
 
 use super::checks::{check_answer, check_request, Answer, Findings, Scope};
-use super::codes::{Code, Event, DelegationStatus, IssueKind};
+use super::codes::{Code, DelegationStatus, Event, IssueKind};
 use super::envelopes::{Envelope, ErrorBody, ErrorPart, EventRecord};
 use super::{REQUEST_SCHEMA, RESULT_SCHEMA};
 use crate::cli::DelegationRunArgs;

@@ -281,8 +281,8 @@ fn in_child(case: &Case, argv: &[String], exe: &Path) -> Result<Actual, RunError
         .chain([OsString::from(&bridge_arg)])
         .chain(case.options.iter().map(OsString::from))
         .collect();
-    let (mut child, pipes) = Watched::spawn(exe, &argv, child_env(&case.env))
-        .map_err(RunError::Spawn)?;
+    let (mut child, pipes) =
+        Watched::spawn(exe, &argv, child_env(&case.env)).map_err(RunError::Spawn)?;
     let (tx, rx) = mpsc::channel();
     if let Some(mut stdin) = pipes.stdin {
         let request = case.request.clone();
