@@ -138,3 +138,18 @@ fn no_document_holds_a_merge_conflict_marker() {
         }
     }
 }
+
+/// The README's first command is `cargo run -- …`: with the test tool `ptd-test` a second
+/// binary of the package, cargo refuses to guess unless `default-run` names the product.
+#[test]
+fn cargo_run_runs_the_product() {
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).expect("Cargo.toml");
+    let bins = manifest.matches("[[bin]]").count();
+    assert!(bins >= 1, "the manifest declares its binaries");
+    if bins > 1 {
+        assert!(
+            manifest.contains("\ndefault-run = \"parent-tool-dispatch\"\n"),
+            "{bins} binaries and no default-run: `cargo run -- …` in the README would fail"
+        );
+    }
+}
