@@ -85,7 +85,6 @@ pub struct Scope {
 /// Check a request (SPEC §8): every issue, and the scope an answer must match.
 pub fn check_request(text: &str) -> (Scope, Findings) {
     let mut f = Findings::default();
-    let mut scope = Scope::default();
     let Some(top) = Fields::parse(text) else {
         f.push(
             IssueKind::RequestInvalid,
@@ -95,18 +94,37 @@ pub fn check_request(text: &str) -> (Scope, Findings) {
                 Kind::of(text).name()
             ),
         );
-        return (scope, f);
+        return (Scope::default(), f);
     };
+    check_schema(&top, REQUEST_SCHEMA, &mut f);
+    check_goal(&top, &mut f);
+    check_request_shapes(&top, &mut f);
+    let request_id = request_id(&top, &mut f);
+    let session = request_session(&top, &mut f);
+    let source_digest = request_digest(&top, &mut f);
+    let scope = Scope {
+        request_id,
+        session,
+        source_digest,
+    };
+    (scope, f)
+}
+
+/// `schema`, when present, must be `want`.
+fn check_schema(top: &Fields, want: &str, f: &mut Findings) {
     if let Some(raw) = top.get("schema") {
-        if raw::string(raw).as_deref() != Some(REQUEST_SCHEMA) {
+        if raw::string(raw).as_deref() != Some(want) {
             f.push(
                 IssueKind::SchemaInvalid,
                 "/schema",
-                format!("schema must be {REQUEST_SCHEMA:?}, found {}", quote(raw)),
+                format!("schema must be {want:?}, found {}", quote(raw)),
             );
         }
     }
+}
 
+/// A request needs a non-empty `goal` or `task`; each present must be a string.
+fn check_goal(top: &Fields, f: &mut Findings) {
     let mut has_goal = false;
     for key in ["goal", "task"] {
         let Some(raw) = top.get(key) else { continue };
@@ -126,51 +144,61 @@ pub fn check_request(text: &str) -> (Scope, Findings) {
             "a host delegation request needs a non-empty goal or task",
         );
     }
+}
 
+/// The members that must be objects ([`OBJECT_FIELDS`]) or an array (`expected_artifacts`).
+fn check_request_shapes(top: &Fields, f: &mut Findings) {
     for key in OBJECT_FIELDS {
         if let Some(raw) = top.get(key) {
-            expect_kind(&mut f, IssueKind::RequestInvalid, raw, key, Kind::Object);
+            expect_kind(f, IssueKind::RequestInvalid, raw, key, Kind::Object);
         }
     }
     if let Some(raw) = top.get("expected_artifacts") {
         expect_kind(
-            &mut f,
+            f,
             IssueKind::RequestInvalid,
             raw,
             "expected_artifacts",
             Kind::Array,
         );
     }
+}
 
-    if let Some(raw) = top.get("request_id") {
-        match raw::string(raw) {
-            None => f.push(
-                IssueKind::RequestInvalid,
-                "/request_id",
-                format!(
-                    "request_id must be a string, found {}",
-                    Kind::of(raw).name()
-                ),
+/// The request's `request_id`, trimmed, when it is a valid one.
+fn request_id(top: &Fields, f: &mut Findings) -> Option<String> {
+    let raw = top.get("request_id")?;
+    match raw::string(raw) {
+        None => f.push(
+            IssueKind::RequestInvalid,
+            "/request_id",
+            format!(
+                "request_id must be a string, found {}",
+                Kind::of(raw).name()
             ),
-            Some(id) if id.trim().is_empty() => f.push(
-                IssueKind::RequestInvalid,
-                "/request_id",
-                "request_id must not be empty (leave it out to have one generated)",
-            ),
-            Some(id) if id.len() > MAX_REQUEST_ID_BYTES => f.push(
-                IssueKind::RequestInvalid,
-                "/request_id",
-                format!("request_id is longer than {MAX_REQUEST_ID_BYTES} bytes"),
-            ),
-            Some(id) if id.contains('\0') => f.push(
-                IssueKind::RequestInvalid,
-                "/request_id",
-                "request_id must not contain a NUL character",
-            ),
-            Some(id) => scope.request_id = Some(id.trim().to_string()),
-        }
+        ),
+        Some(id) if id.trim().is_empty() => f.push(
+            IssueKind::RequestInvalid,
+            "/request_id",
+            "request_id must not be empty (leave it out to have one generated)",
+        ),
+        Some(id) if id.len() > MAX_REQUEST_ID_BYTES => f.push(
+            IssueKind::RequestInvalid,
+            "/request_id",
+            format!("request_id is longer than {MAX_REQUEST_ID_BYTES} bytes"),
+        ),
+        Some(id) if id.contains('\0') => f.push(
+            IssueKind::RequestInvalid,
+            "/request_id",
+            "request_id must not contain a NUL character",
+        ),
+        Some(id) => return Some(id.trim().to_string()),
     }
+    None
+}
 
+/// The request's session, trimmed: `sandbox_session_id`, else `session_id` (both given must
+/// agree).
+fn request_session(top: &Fields, f: &mut Findings) -> Option<String> {
     let mut sessions = Vec::new();
     for key in ["sandbox_session_id", "session_id"] {
         let Some(raw) = top.get(key) else { continue };
@@ -197,19 +225,23 @@ pub fn check_request(text: &str) -> (Scope, Findings) {
             );
         }
     }
-    scope.session = sessions.into_iter().next();
+    sessions.into_iter().next()
+}
 
-    if let Some(raw) = top.get("source_digest") {
-        match digest(raw) {
-            Ok(hex) => scope.source_digest = Some(hex),
-            Err(why) => f.push(
+/// The request's `source_digest` as lowercase hex, when it is a valid one.
+fn request_digest(top: &Fields, f: &mut Findings) -> Option<String> {
+    let raw = top.get("source_digest")?;
+    match digest(raw) {
+        Ok(hex) => Some(hex),
+        Err(why) => {
+            f.push(
                 IssueKind::SourceDigestInvalid,
                 "/source_digest",
                 format!("source_digest must be a 64-character SHA-256 hex digest: {why}"),
-            ),
+            );
+            None
         }
     }
-    (scope, f)
 }
 
 /// An adapter's answer that passed every check: what the envelope takes from it.
@@ -239,34 +271,55 @@ pub fn check_answer<'t>(text: &'t str, scope: &Scope) -> Result<Answer<'t>, Find
         );
         return Err(f);
     };
-    if let Some(raw) = top.get("schema") {
-        if raw::string(raw).as_deref() != Some(RESULT_SCHEMA) {
+    check_schema(&top, RESULT_SCHEMA, &mut f);
+    let status = answer_status(&top, &mut f);
+    let result = top.get("result");
+    let nested = result.and_then(|raw| answer_result(raw, &mut f));
+    let provider = top
+        .get("provider")
+        .and_then(|raw| answer_provider(raw, &mut f));
+    let error = top.get("error");
+    if let Some(raw) = error {
+        check_error(&mut f, raw);
+    }
+    check_request_id_matches(&top, scope, &mut f);
+    let empty = Fields::default();
+    let places: [(&Fields, &str); 2] = [(&top, ""), (nested.as_ref().unwrap_or(&empty), "/result")];
+    for (fields, base) in places {
+        check_sessions_match(fields, base, scope, &mut f);
+        check_digest_matches(fields, base, scope, &mut f);
+    }
+
+    match status {
+        Some(status) if f.is_clean() => Ok(Answer {
+            status,
+            provider,
+            result,
+            error,
+        }),
+        _ => Err(f),
+    }
+}
+
+/// The members of `result` (an object or `null`), when it is an object.
+fn answer_result<'t>(raw: &'t str, f: &mut Findings) -> Option<Fields<'t>> {
+    match Kind::of(raw) {
+        Kind::Null => None,
+        Kind::Object => Fields::parse(raw),
+        kind => {
             f.push(
-                IssueKind::SchemaInvalid,
-                "/schema",
-                format!("schema must be {RESULT_SCHEMA:?}, found {}", quote(raw)),
+                IssueKind::ResultInvalid,
+                "/result",
+                format!("result must be an object or null, found {}", kind.name()),
             );
+            None
         }
     }
-    let status = answer_status(&top, &mut f);
+}
 
-    let result = top.get("result");
-    let nested = match result {
-        None => None,
-        Some(raw) => match Kind::of(raw) {
-            Kind::Null => None,
-            Kind::Object => Fields::parse(raw),
-            kind => {
-                f.push(
-                    IssueKind::ResultInvalid,
-                    "/result",
-                    format!("result must be an object or null, found {}", kind.name()),
-                );
-                None
-            }
-        },
-    };
-    let provider = top.get("provider").and_then(|raw| match raw::string(raw) {
+/// `provider`, when it is a non-empty string.
+fn answer_provider<'t>(raw: &'t str, f: &mut Findings) -> Option<Cow<'t, str>> {
+    match raw::string(raw) {
         Some(name) if !name.trim().is_empty() => Some(name),
         _ => {
             f.push(
@@ -279,103 +332,97 @@ pub fn check_answer<'t>(text: &'t str, scope: &Scope) -> Result<Answer<'t>, Find
             );
             None
         }
-    });
-    let error = top.get("error");
-    if let Some(raw) = error {
-        check_error(&mut f, raw);
     }
+}
 
-    if let Some(raw) = top.get("request_id") {
-        match raw::string(raw) {
-            None => f.push(
-                IssueKind::ResultInvalid,
+/// The answer's `request_id`, when present, must be a string and the request's.
+fn check_request_id_matches(top: &Fields, scope: &Scope, f: &mut Findings) {
+    let Some(raw) = top.get("request_id") else {
+        return;
+    };
+    let Some(got) = raw::string(raw) else {
+        f.push(
+            IssueKind::ResultInvalid,
+            "/request_id",
+            format!(
+                "request_id must be a string, found {}",
+                Kind::of(raw).name()
+            ),
+        );
+        return;
+    };
+    if let Some(want) = &scope.request_id {
+        if got.trim() != want {
+            f.push(
+                IssueKind::RequestIdMismatch,
                 "/request_id",
                 format!(
-                    "request_id must be a string, found {}",
-                    Kind::of(raw).name()
+                    "the answer is for request {}, not {}",
+                    quote_str(&got),
+                    quote_str(want)
                 ),
-            ),
-            Some(got) => {
-                if let Some(want) = &scope.request_id {
-                    if got.trim() != want {
-                        f.push(
-                            IssueKind::RequestIdMismatch,
-                            "/request_id",
-                            format!(
-                                "the answer is for request {}, not {}",
-                                quote_str(&got),
-                                quote_str(want)
-                            ),
-                        );
-                    }
-                }
+            );
+        }
+    }
+}
+
+/// Each session id in `fields` (under `base`), when present, must be a string and the
+/// request's session.
+fn check_sessions_match(fields: &Fields, base: &str, scope: &Scope, f: &mut Findings) {
+    for key in ["sandbox_session_id", "session_id"] {
+        let Some(raw) = fields.get(key) else { continue };
+        let path = join(base, key);
+        let Some(got) = raw::string(raw) else {
+            f.push(
+                IssueKind::ResultInvalid,
+                path,
+                format!("{key} must be a string, found {}", Kind::of(raw).name()),
+            );
+            continue;
+        };
+        if let Some(want) = &scope.session {
+            if got.trim() != want {
+                f.push(
+                    IssueKind::ScopeMismatch,
+                    path,
+                    format!(
+                        "the answer is for session {}, not {}",
+                        quote_str(&got),
+                        quote_str(want)
+                    ),
+                );
             }
         }
     }
+}
 
-    let empty = Fields::default();
-    let places: [(&Fields, &str); 2] = [(&top, ""), (nested.as_ref().unwrap_or(&empty), "/result")];
-    for (fields, base) in places {
-        for key in ["sandbox_session_id", "session_id"] {
-            let Some(raw) = fields.get(key) else { continue };
-            let path = join(base, key);
-            match raw::string(raw) {
-                None => f.push(
-                    IssueKind::ResultInvalid,
-                    path,
-                    format!("{key} must be a string, found {}", Kind::of(raw).name()),
-                ),
-                Some(got) => {
-                    if let Some(want) = &scope.session {
-                        if got.trim() != want {
-                            f.push(
-                                IssueKind::ScopeMismatch,
-                                path,
-                                format!(
-                                    "the answer is for session {}, not {}",
-                                    quote_str(&got),
-                                    quote_str(want)
-                                ),
-                            );
-                        }
-                    }
+/// The `source_digest` in `fields` (under `base`), when present, must be a valid digest and
+/// the request's.
+fn check_digest_matches(fields: &Fields, base: &str, scope: &Scope, f: &mut Findings) {
+    let Some(raw) = fields.get("source_digest") else {
+        return;
+    };
+    let path = join(base, "source_digest");
+    match digest(raw) {
+        Err(why) => f.push(
+            IssueKind::ResultInvalid,
+            path,
+            format!("source_digest must be a 64-character SHA-256 hex digest: {why}"),
+        ),
+        Ok(got) => {
+            if let Some(want) = &scope.source_digest {
+                if &got != want {
+                    f.push(
+                        IssueKind::SourceDigestMismatch,
+                        path,
+                        format!(
+                            "the answer was made from source {got}, not {want} (a stale \
+                             or foreign source)"
+                        ),
+                    );
                 }
             }
         }
-        if let Some(raw) = fields.get("source_digest") {
-            let path = join(base, "source_digest");
-            match digest(raw) {
-                Err(why) => f.push(
-                    IssueKind::ResultInvalid,
-                    path,
-                    format!("source_digest must be a 64-character SHA-256 hex digest: {why}"),
-                ),
-                Ok(got) => {
-                    if let Some(want) = &scope.source_digest {
-                        if &got != want {
-                            f.push(
-                                IssueKind::SourceDigestMismatch,
-                                path,
-                                format!(
-                                    "the answer was made from source {got}, not {want} (a stale \
-                                     or foreign source)"
-                                ),
-                            );
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    match status {
-        Some(status) if f.is_clean() => Ok(Answer {
-            status,
-            provider,
-            result,
-            error,
-        }),
-        _ => Err(f),
     }
 }
 

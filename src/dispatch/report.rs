@@ -112,13 +112,19 @@ pub(super) fn run_diagnostics(finished: &Finished, redactor: &Redactor) -> RunDi
         signal,
         stdout_bytes: finished.stdout_bytes,
         stdin_bytes_written: finished.stdin_bytes_written,
-        stdin_error: finished.stdin_error.as_ref().map(|e| match e.as_str() {
-            "broken_pipe" => StdinError::BrokenPipe,
-            other => StdinError::Other(other.to_string()),
-        }),
+        stdin_error: finished.stdin_error.map(stdin_error),
         stderr_truncated: finished.stderr_truncated || tail_cut,
         stderr_tail,
         leaked_processes: finished.leaked_processes,
+    }
+}
+
+/// The envelope's form of a stdin write error: an unexpected one by the name of its
+/// `io::ErrorKind` in lower case (`"permissiondenied"`).
+fn stdin_error(error: exec::StdinError) -> StdinError {
+    match error {
+        exec::StdinError::BrokenPipe => StdinError::BrokenPipe,
+        exec::StdinError::Other(kind) => StdinError::Other(format!("{kind:?}").to_lowercase()),
     }
 }
 
@@ -466,5 +472,22 @@ impl Concluded {
         let mut line = self.envelope.into_bytes();
         line.push(b'\n');
         crate::stdout::print(&line, "the envelope", self.exit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stdin_errors_keep_their_envelope_spelling() {
+        let json = |e| serde_json::to_value(stdin_error(e)).unwrap();
+        assert_eq!(json(exec::StdinError::BrokenPipe), "broken_pipe");
+        assert_eq!(
+            json(exec::StdinError::Other(
+                std::io::ErrorKind::PermissionDenied
+            )),
+            "permissiondenied"
+        );
     }
 }

@@ -333,6 +333,33 @@ pub enum Audience {
     Transcript,
 }
 
+/// The ids a result echoes (`[request_id, tool, operation]`, each when it is a string) must
+/// be the request's; `tool` may also be the request's canonical tool id.
+fn check_echo(c: &mut Checker, expect: &Expect, [request_id, tool, operation]: [Option<&str>; 3]) {
+    let sent = expect.sent;
+    if request_id.is_some_and(|id| id != sent.request_id) {
+        c.push(
+            codes::REQUEST_ID_MISMATCH,
+            "/request_id",
+            "the result's request_id does not echo the request's",
+        );
+    }
+    if tool.is_some_and(|t| t != sent.tool && t != expect.canonical_tool) {
+        c.push(
+            codes::TOOL_MISMATCH,
+            "/tool",
+            "the result's tool does not echo the request's",
+        );
+    }
+    if operation.is_some_and(|op| op != sent.operation) {
+        c.push(
+            codes::OPERATION_MISMATCH,
+            "/operation",
+            "the result's operation does not echo the request's",
+        );
+    }
+}
+
 impl<'a> ResultEnvelope<'a> {
     /// The one constructor of an envelope the dispatcher (or a reference adapter) writes:
     /// `status` with `error` when given, empty artifacts, diagnostics and metadata.
@@ -399,31 +426,8 @@ impl<'a> ResultEnvelope<'a> {
         let tool = c.check_str(&top, "", &fields::TOOL);
         let operation = c.check_str(&top, "", &fields::OPERATION);
         if let Some(expect) = expect {
-            let sent = expect.sent;
-            if request_id.as_ref().is_some_and(|id| *id != sent.request_id) {
-                c.push(
-                    codes::REQUEST_ID_MISMATCH,
-                    "/request_id",
-                    "the result's request_id does not echo the request's",
-                );
-            }
-            if tool
-                .as_ref()
-                .is_some_and(|t| *t != sent.tool && *t != expect.canonical_tool)
-            {
-                c.push(
-                    codes::TOOL_MISMATCH,
-                    "/tool",
-                    "the result's tool does not echo the request's",
-                );
-            }
-            if operation.as_ref().is_some_and(|op| *op != sent.operation) {
-                c.push(
-                    codes::OPERATION_MISMATCH,
-                    "/operation",
-                    "the result's operation does not echo the request's",
-                );
-            }
+            let got = [&request_id, &tool, &operation].map(|s| s.as_deref());
+            check_echo(&mut c, &expect, got);
         }
         let status = c
             .check_str(&top, "", &fields::STATUS)

@@ -164,11 +164,21 @@ pub struct Finished {
     /// More was written to stderr than `stderr_tail` holds.
     pub stderr_truncated: bool,
     pub stdin_bytes_written: u64,
-    /// Set when writing stdin failed: `"broken_pipe"` when the adapter closed it early (normal).
-    pub stdin_error: Option<String>,
+    /// Set when writing stdin failed: [`StdinError::BrokenPipe`] when the adapter closed it
+    /// early (normal).
+    pub stdin_error: Option<StdinError>,
     pub duration: Duration,
     /// Processes still alive after the adapter was gone (and the leak window), all killed.
     pub leaked_processes: usize,
+}
+
+/// Why writing the request to the adapter's stdin stopped before all of it was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StdinError {
+    /// EPIPE: the adapter closed its stdin early (normal for adapters that need no request).
+    BrokenPipe,
+    /// Any other write error, by its kind.
+    Other(io::ErrorKind),
 }
 
 /// Run the adapter to completion under the bounds in `spec`.

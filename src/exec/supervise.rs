@@ -5,7 +5,7 @@
 
 use super::group::Pipes;
 use super::sink::{HeadSink, TailSink};
-use super::timespec;
+use super::{timespec, StdinError};
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::io::Errno;
@@ -44,7 +44,7 @@ pub(crate) struct Io {
     pub(crate) out: HeadSink,
     pub(crate) err: TailSink,
     pub(crate) stdin_written: u64,
-    pub(crate) stdin_error: Option<String>,
+    pub(crate) stdin_error: Option<StdinError>,
     buf: Vec<u8>,
 }
 
@@ -203,7 +203,7 @@ impl Io {
     }
 
     /// Write to stdin until the pipe is full, done, or broken. EPIPE (the adapter closed its
-    /// stdin early) is normal and recorded as `"broken_pipe"`.
+    /// stdin early) is normal and recorded as [`StdinError::BrokenPipe`].
     fn feed(&mut self) {
         let Some(feed) = &mut self.stdin else {
             return;
@@ -219,11 +219,8 @@ impl Io {
                 }
                 Err(Errno::AGAIN) => break None,
                 Err(Errno::INTR) => {}
-                Err(Errno::PIPE) => break Some(Some("broken_pipe".to_string())),
-                Err(err) => {
-                    let kind = io::Error::from(err).kind();
-                    break Some(Some(format!("{kind:?}").to_lowercase()));
-                }
+                Err(Errno::PIPE) => break Some(Some(StdinError::BrokenPipe)),
+                Err(err) => break Some(Some(StdinError::Other(io::Error::from(err).kind()))),
             }
         };
         self.stdin_written = feed.written as u64;

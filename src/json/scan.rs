@@ -168,31 +168,14 @@ impl<'t> Scanner<'t> {
             }
             let kind = match self.peek() {
                 Some(b'{') => {
-                    self.open()?;
-                    self.pos += 1;
-                    self.skip_space();
-                    if self.peek() == Some(b'}') {
-                        self.pos += 1;
-                    } else {
-                        let key = self.key()?;
-                        self.stack.push(Frame::Object {
-                            keys: Keys::Few(vec![key.clone()]),
-                            key,
-                        });
-                        self.colon()?;
+                    if self.open_object()? {
                         root_kind.get_or_insert(Kind::Object);
                         continue;
                     }
                     Kind::Object
                 }
                 Some(b'[') => {
-                    self.open()?;
-                    self.pos += 1;
-                    self.skip_space();
-                    if self.peek() == Some(b']') {
-                        self.pos += 1;
-                    } else {
-                        self.stack.push(Frame::Array { index: 0 });
+                    if self.open_array()? {
                         root_kind.get_or_insert(Kind::Array);
                         continue;
                     }
@@ -219,14 +202,7 @@ impl<'t> Scanner<'t> {
                     return Ok(root_kind.unwrap_or(kind));
                 }
                 if self.stack.len() == root + 1 {
-                    let span = member_start..self.pos;
-                    let canonical = self.rewrites == rewrites_before;
-                    match &self.stack[root] {
-                        Frame::Object { key, .. } => {
-                            on_member(Member::Key(key.clone(), span, canonical))
-                        }
-                        Frame::Array { .. } => on_member(Member::Item(span)),
-                    }
+                    self.report_member(root, member_start, rewrites_before, on_member);
                 }
                 self.skip_space();
                 let next = self.peek();
@@ -259,6 +235,59 @@ impl<'t> Scanner<'t> {
                     (false, _) => return self.syntax("expected ',' or '}' after an object member"),
                 }
             }
+        }
+    }
+
+    /// Enter the object at `{`: `true` when it has a first member (its key and colon read, its
+    /// frame pushed), `false` when it is empty (and read whole).
+    #[inline]
+    fn open_object(&mut self) -> Scan<bool> {
+        self.open()?;
+        self.pos += 1;
+        self.skip_space();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok(false);
+        }
+        let key = self.key()?;
+        self.stack.push(Frame::Object {
+            keys: Keys::Few(vec![key.clone()]),
+            key,
+        });
+        self.colon()?;
+        Ok(true)
+    }
+
+    /// Enter the array at `[`: `true` when it has a first item (its frame pushed), `false`
+    /// when it is empty (and read whole).
+    #[inline]
+    fn open_array(&mut self) -> Scan<bool> {
+        self.open()?;
+        self.pos += 1;
+        self.skip_space();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+            return Ok(false);
+        }
+        self.stack.push(Frame::Array { index: 0 });
+        Ok(true)
+    }
+
+    /// Hand the direct member of the root (at `root` in the stack) that just ended to
+    /// `on_member`: it began at `member_start`, after `rewrites_before` rewrites.
+    #[inline]
+    fn report_member(
+        &self,
+        root: usize,
+        member_start: usize,
+        rewrites_before: usize,
+        on_member: &mut dyn FnMut(Member<'t>),
+    ) {
+        let span = member_start..self.pos;
+        let canonical = self.rewrites == rewrites_before;
+        match &self.stack[root] {
+            Frame::Object { key, .. } => on_member(Member::Key(key.clone(), span, canonical)),
+            Frame::Array { .. } => on_member(Member::Item(span)),
         }
     }
 

@@ -381,6 +381,127 @@ fn append(tx: &Connection, record: &AuditRecord) -> Result<(), LedgerError> {
     Ok(())
 }
 
+/// What the ledger holds about `call`, its session and the session's other running calls.
+fn read_snapshot(tx: &Connection, call: &Call<'_>) -> Result<Snapshot, LedgerError> {
+    let key = call.key;
+    let row = read_call(tx, key)?;
+    let (calls, adapter_ms): (i64, i64) = tx
+        .query_row(
+            "SELECT calls, adapter_ms FROM session_usage WHERE bridge_ref = ?1 AND session_id = ?2",
+            params![key.bridge_ref, key.session_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(db)?
+        .unwrap_or((0, 0));
+    let tool_calls: i64 = tx
+        .query_row(
+            "SELECT calls FROM tool_usage WHERE bridge_ref = ?1 AND session_id = ?2 AND tool = ?3",
+            params![key.bridge_ref, key.session_id, call.tool],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(db)?
+        .unwrap_or(0);
+    let running = {
+        let mut stmt = tx
+            .prepare_cached(
+                "SELECT lease_boot, lease_pid, lease_start FROM calls WHERE bridge_ref = ?1 \
+                 AND session_id = ?2 AND state = 'running' AND request_id <> ?3",
+            )
+            .map_err(db)?;
+        let rows = stmt
+            .query_map(
+                params![key.bridge_ref, key.session_id, key.request_id],
+                |r| {
+                    Ok(Lease {
+                        boot_id: r.get(0)?,
+                        pid: u32::try_from(r.get::<_, i64>(1)?).unwrap_or(u32::MAX),
+                        start_ticks: u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
+                    })
+                },
+            )
+            .map_err(db)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(db)?
+    };
+    Ok(Snapshot {
+        row,
+        calls: u64::try_from(calls).unwrap_or(0),
+        tool_calls: u64::try_from(tool_calls).unwrap_or(0),
+        adapter_ms: u64::try_from(adapter_ms).unwrap_or(0),
+        running,
+    })
+}
+
+/// Record `call` as admitted (running, attempt `attempt`, under `lease`) and count it in the
+/// session's and the tool's usage.
+fn write_admit(
+    tx: &Connection,
+    call: &Call<'_>,
+    lease: &Lease,
+    attempt: u32,
+    now: i64,
+) -> Result<(), LedgerError> {
+    let key = call.key;
+    tx.execute(
+        "INSERT INTO calls (bridge_ref, session_id, request_id, digest, tool, state, \
+         attempt, lease_boot, lease_pid, lease_start, envelope, exit_status, updated_ms) \
+         VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8, ?9, NULL, NULL, ?10) \
+         ON CONFLICT (bridge_ref, session_id, request_id) DO UPDATE SET \
+         state = 'running', attempt = excluded.attempt, lease_boot = excluded.lease_boot, \
+         lease_pid = excluded.lease_pid, lease_start = excluded.lease_start, \
+         envelope = NULL, exit_status = NULL, updated_ms = excluded.updated_ms",
+        params![
+            key.bridge_ref,
+            key.session_id,
+            key.request_id,
+            call.digest,
+            call.tool,
+            i64::from(attempt),
+            lease.boot_id,
+            i64::from(lease.pid),
+            i64_of(lease.start_ticks),
+            now
+        ],
+    )
+    .map_err(db)?;
+    tx.execute(
+        "INSERT INTO session_usage (bridge_ref, session_id, calls, adapter_ms) \
+         VALUES (?1, ?2, 1, 0) ON CONFLICT (bridge_ref, session_id) \
+         DO UPDATE SET calls = calls + 1",
+        params![key.bridge_ref, key.session_id],
+    )
+    .map_err(db)?;
+    tx.execute(
+        "INSERT INTO tool_usage (bridge_ref, session_id, tool, calls) \
+         VALUES (?1, ?2, ?3, 1) ON CONFLICT (bridge_ref, session_id, tool) \
+         DO UPDATE SET calls = calls + 1",
+        params![key.bridge_ref, key.session_id, call.tool],
+    )
+    .map_err(db)?;
+    Ok(())
+}
+
+/// Take over `key`'s running call: its lease becomes `lease`.
+fn write_takeover(tx: &Connection, key: &Key, lease: &Lease, now: i64) -> Result<(), LedgerError> {
+    tx.execute(
+        "UPDATE calls SET lease_boot = ?4, lease_pid = ?5, lease_start = ?6, \
+         state = 'running', updated_ms = ?7 \
+         WHERE bridge_ref = ?1 AND session_id = ?2 AND request_id = ?3",
+        params![
+            key.bridge_ref,
+            key.session_id,
+            key.request_id,
+            lease.boot_id,
+            i64::from(lease.pid),
+            i64_of(lease.start_ticks),
+            now
+        ],
+    )
+    .map_err(db)?;
+    Ok(())
+}
+
 impl Store for SqliteStore {
     fn set_deadline(&mut self, deadline: Instant) {
         self.deadline = deadline;
@@ -392,114 +513,14 @@ impl Store for SqliteStore {
         lease: &Lease,
         decide: &mut dyn FnMut(&Snapshot) -> (Decision, Claim),
     ) -> Result<Decision, LedgerError> {
-        let key = call.key;
         let tx = self.immediate()?;
-        let row = read_call(&tx, key)?;
-        let (calls, adapter_ms): (i64, i64) = tx
-            .query_row(
-                "SELECT calls, adapter_ms FROM session_usage WHERE bridge_ref = ?1 AND session_id = ?2",
-                params![key.bridge_ref, key.session_id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()
-            .map_err(db)?
-            .unwrap_or((0, 0));
-        let tool_calls: i64 = tx
-            .query_row(
-                "SELECT calls FROM tool_usage WHERE bridge_ref = ?1 AND session_id = ?2 AND tool = ?3",
-                params![key.bridge_ref, key.session_id, call.tool],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(db)?
-            .unwrap_or(0);
-        let running = {
-            let mut stmt = tx
-                .prepare_cached(
-                    "SELECT lease_boot, lease_pid, lease_start FROM calls WHERE bridge_ref = ?1 \
-                     AND session_id = ?2 AND state = 'running' AND request_id <> ?3",
-                )
-                .map_err(db)?;
-            let rows = stmt
-                .query_map(
-                    params![key.bridge_ref, key.session_id, key.request_id],
-                    |r| {
-                        Ok(Lease {
-                            boot_id: r.get(0)?,
-                            pid: u32::try_from(r.get::<_, i64>(1)?).unwrap_or(u32::MAX),
-                            start_ticks: u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
-                        })
-                    },
-                )
-                .map_err(db)?;
-            rows.collect::<Result<Vec<_>, _>>().map_err(db)?
-        };
-        let snap = Snapshot {
-            row,
-            calls: u64::try_from(calls).unwrap_or(0),
-            tool_calls: u64::try_from(tool_calls).unwrap_or(0),
-            adapter_ms: u64::try_from(adapter_ms).unwrap_or(0),
-            running,
-        };
+        let snap = read_snapshot(&tx, call)?;
         let (decision, claim) = decide(&snap);
         let now = i64_of(super::now_ms());
         match claim {
             Claim::None => {}
-            Claim::Admit { attempt } => {
-                tx.execute(
-                    "INSERT INTO calls (bridge_ref, session_id, request_id, digest, tool, state, \
-                     attempt, lease_boot, lease_pid, lease_start, envelope, exit_status, updated_ms) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8, ?9, NULL, NULL, ?10) \
-                     ON CONFLICT (bridge_ref, session_id, request_id) DO UPDATE SET \
-                     state = 'running', attempt = excluded.attempt, lease_boot = excluded.lease_boot, \
-                     lease_pid = excluded.lease_pid, lease_start = excluded.lease_start, \
-                     envelope = NULL, exit_status = NULL, updated_ms = excluded.updated_ms",
-                    params![
-                        key.bridge_ref,
-                        key.session_id,
-                        key.request_id,
-                        call.digest,
-                        call.tool,
-                        i64::from(attempt),
-                        lease.boot_id,
-                        i64::from(lease.pid),
-                        i64_of(lease.start_ticks),
-                        now
-                    ],
-                )
-                .map_err(db)?;
-                tx.execute(
-                    "INSERT INTO session_usage (bridge_ref, session_id, calls, adapter_ms) \
-                     VALUES (?1, ?2, 1, 0) ON CONFLICT (bridge_ref, session_id) \
-                     DO UPDATE SET calls = calls + 1",
-                    params![key.bridge_ref, key.session_id],
-                )
-                .map_err(db)?;
-                tx.execute(
-                    "INSERT INTO tool_usage (bridge_ref, session_id, tool, calls) \
-                     VALUES (?1, ?2, ?3, 1) ON CONFLICT (bridge_ref, session_id, tool) \
-                     DO UPDATE SET calls = calls + 1",
-                    params![key.bridge_ref, key.session_id, call.tool],
-                )
-                .map_err(db)?;
-            }
-            Claim::TakeOver => {
-                tx.execute(
-                    "UPDATE calls SET lease_boot = ?4, lease_pid = ?5, lease_start = ?6, \
-                     state = 'running', updated_ms = ?7 \
-                     WHERE bridge_ref = ?1 AND session_id = ?2 AND request_id = ?3",
-                    params![
-                        key.bridge_ref,
-                        key.session_id,
-                        key.request_id,
-                        lease.boot_id,
-                        i64::from(lease.pid),
-                        i64_of(lease.start_ticks),
-                        now
-                    ],
-                )
-                .map_err(db)?;
-            }
+            Claim::Admit { attempt } => write_admit(&tx, call, lease, attempt, now)?,
+            Claim::TakeOver => write_takeover(&tx, call.key, lease, now)?,
         }
         tx.commit().map_err(db)?;
         Ok(decision)

@@ -116,41 +116,8 @@ impl<'a, 'o> JsonPass<'a, 'o> {
             self.skip_whitespace();
             match self.peek() {
                 Some(open @ (b'{' | b'[')) => {
-                    self.pos += 1;
-                    let object = open == b'{';
-                    let close = if object { b'}' } else { b']' };
-                    let mute = match mode {
-                        Mode::Keep => {
-                            self.out.push(char::from(open));
-                            false
-                        }
-                        Mode::Hide => {
-                            self.write_marker();
-                            true
-                        }
-                        Mode::Mute => true,
-                    };
-                    self.skip_whitespace();
-                    if self.peek() == Some(close) {
-                        self.pos += 1;
-                        if !mute {
-                            self.out.push(char::from(close));
-                        }
-                    } else {
-                        let mut frame = Frame {
-                            object,
-                            mute,
-                            keys_from: self.keys.len(),
-                            names: None,
-                        };
-                        mode = if object {
-                            // The depth the frame has once pushed.
-                            self.key(&mut frame, stack.len() + 1)?
-                        } else if mute {
-                            Mode::Mute
-                        } else {
-                            Mode::Keep
-                        };
+                    if let Some((frame, next)) = self.open_container(open, mode, stack.len())? {
+                        mode = next;
                         stack.push(frame);
                         continue 'value;
                     }
@@ -207,6 +174,55 @@ impl<'a, 'o> JsonPass<'a, 'o> {
             return Err(self.error("trailing characters after the document"));
         }
         Ok(())
+    }
+
+    /// Enter the container at `open` (`{` or `[`), written as `mode` says, with `outer` open
+    /// containers around it. An empty one is read (and written) whole: `None`; otherwise its
+    /// frame, and how its first value is written (an object's first key and `:` already read).
+    #[inline]
+    fn open_container(
+        &mut self,
+        open: u8,
+        mode: Mode,
+        outer: usize,
+    ) -> Result<Option<(Frame, Mode)>, InvalidJson> {
+        self.pos += 1;
+        let object = open == b'{';
+        let close = if object { b'}' } else { b']' };
+        let mute = match mode {
+            Mode::Keep => {
+                self.out.push(char::from(open));
+                false
+            }
+            Mode::Hide => {
+                self.write_marker();
+                true
+            }
+            Mode::Mute => true,
+        };
+        self.skip_whitespace();
+        if self.peek() == Some(close) {
+            self.pos += 1;
+            if !mute {
+                self.out.push(char::from(close));
+            }
+            return Ok(None);
+        }
+        let mut frame = Frame {
+            object,
+            mute,
+            keys_from: self.keys.len(),
+            names: None,
+        };
+        let first = if object {
+            // The depth the frame has once pushed.
+            self.key(&mut frame, outer + 1)?
+        } else if mute {
+            Mode::Mute
+        } else {
+            Mode::Keep
+        };
+        Ok(Some((frame, first)))
     }
 
     /// Read one object key and its `:`, write them, and say how the value after them is

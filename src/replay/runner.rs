@@ -262,18 +262,7 @@ fn in_child(case: &Case, argv: &[String], exe: &Path) -> Result<Actual, RunError
         Duration::from_millis(kill_grace_ms),
     ) + WATCHDOG_MARGIN;
 
-    let bridge_file;
-    let bridge_arg = if text.len() > INLINE_BRIDGE_BYTES {
-        let mut file = tempfile::NamedTempFile::new().map_err(RunError::BridgeFile)?;
-        file.write_all(text.as_bytes())
-            .map_err(RunError::BridgeFile)?;
-        let arg = format!("@{}", file.path().display());
-        bridge_file = Some(file);
-        arg
-    } else {
-        bridge_file = None;
-        text
-    };
+    let (bridge_arg, bridge_file) = bridge_arg(text)?;
 
     let argv: Vec<OsString> = [exe.as_os_str(), OsStr::new("--parent-tool-bridge")]
         .into_iter()
@@ -311,17 +300,7 @@ fn in_child(case: &Case, argv: &[String], exe: &Path) -> Result<Actual, RunError
 
     // The dispatcher is gone; its pipes close with it unless something it failed to clean up
     // still holds them. Never wait for that without a bound.
-    let mut stdout = None;
-    let mut stderr = None;
-    let until = Instant::now() + Duration::from_secs(2);
-    while stdout.is_none() || stderr.is_none() {
-        let left = until.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(Stream::Stdout(out)) => stdout = Some(out),
-            Ok(Stream::Stderr(err)) => stderr = Some(err),
-            Err(_) => break,
-        }
-    }
+    let (stdout, stderr) = receive_streams(&rx, Duration::from_secs(2));
     let (stdout, truncated) = stdout.unwrap_or_default();
     let (stderr, _) = stderr.unwrap_or_default();
     let stderr: Vec<String> = String::from_utf8_lossy(&stderr)
@@ -340,6 +319,38 @@ fn in_child(case: &Case, argv: &[String], exe: &Path) -> Result<Actual, RunError
         ));
     }
     Ok(actual)
+}
+
+/// The `--parent-tool-bridge` argument for `text`: the text itself, or `@file` for a bridge
+/// too long for an argument (the file lives as long as the returned handle).
+fn bridge_arg(text: String) -> Result<(String, Option<tempfile::NamedTempFile>), RunError> {
+    if text.len() <= INLINE_BRIDGE_BYTES {
+        return Ok((text, None));
+    }
+    let mut file = tempfile::NamedTempFile::new().map_err(RunError::BridgeFile)?;
+    file.write_all(text.as_bytes())
+        .map_err(RunError::BridgeFile)?;
+    let arg = format!("@{}", file.path().display());
+    Ok((arg, Some(file)))
+}
+
+/// What a reader thread read of one pipe (and whether it had to cut it), if it finished.
+type Captured = Option<(Vec<u8>, bool)>;
+
+/// What the reader threads send on `rx` (stdout, stderr), waiting at most `wait` for both.
+fn receive_streams(rx: &mpsc::Receiver<Stream>, wait: Duration) -> (Captured, Captured) {
+    let mut stdout = None;
+    let mut stderr = None;
+    let until = Instant::now() + wait;
+    while stdout.is_none() || stderr.is_none() {
+        let left = until.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(Stream::Stdout(out)) => stdout = Some(out),
+            Ok(Stream::Stderr(err)) => stderr = Some(err),
+            Err(_) => break,
+        }
+    }
+    (stdout, stderr)
 }
 
 enum Stream {

@@ -279,6 +279,25 @@ pub fn envelope(echo: Echo, outcome: Result<String, Failure>) -> String {
 }
 
 fn serve(bytes: Vec<u8>, cx: &Context<'_>, echo: &mut Echo) -> Result<String, Failure> {
+    let request = parse_request(bytes, echo)?;
+    let tool_map = tool_map(cx.options)?;
+    let (name, input) = call_target(&request, &tool_map)?;
+    let arguments = raw::minify(input);
+    if let Some(sig) = cx.interrupts.received() {
+        return Err(Failure::new(
+            Code::Interrupted,
+            format!(
+                "the adapter received signal {} before it started the MCP server",
+                sig.raw()
+            ),
+        ));
+    }
+    call_server(cx, &name, &arguments)
+}
+
+/// The request envelope in `bytes`; `echo` gets what can be echoed of it even when it is
+/// invalid.
+fn parse_request(bytes: Vec<u8>, echo: &mut Echo) -> Result<Request, Failure> {
     let doc = Document::parse(bytes, limits::MAX_REQUEST_BYTES).map_err(|e| match e {
         JsonIssue::TooLarge { .. } => Failure::new(Code::RequestTooLarge, e.to_string()),
         _ => Failure::new(
@@ -291,7 +310,7 @@ fn serve(bytes: Vec<u8>, cx: &Context<'_>, echo: &mut Echo) -> Result<String, Fa
         .with_details(json!({"issues": [Issue::from_json(&e)]})),
     })?;
     *echo = Echo::best_effort(Some(&doc));
-    let request = Request::from_document(Rc::new(doc)).map_err(|issues| {
+    Request::from_document(Rc::new(doc)).map_err(|issues| {
         let first = issues
             .first()
             .map(|i| crate::terminal::escape(&i.message).into_owned())
@@ -301,9 +320,13 @@ fn serve(bytes: Vec<u8>, cx: &Context<'_>, echo: &mut Echo) -> Result<String, Fa
             format!("the request envelope is invalid: {first}"),
         )
         .with_details(json!({ "issues": issues }))
-    })?;
-    let tool_map = match &cx.options.tool_map {
-        None => ToolMap::Identity,
+    })
+}
+
+/// The adapter's `--tool-map`, or the identity map without one.
+fn tool_map(options: &Options) -> Result<ToolMap, Failure> {
+    match &options.tool_map {
+        None => Ok(ToolMap::Identity),
         Some(arg) => ToolMap::parse(arg).map_err(|e| {
             Failure::new(
                 Code::ToolMapInvalid,
@@ -312,8 +335,12 @@ fn serve(bytes: Vec<u8>, cx: &Context<'_>, echo: &mut Echo) -> Result<String, Fa
                     crate::terminal::escape(&e.to_string())
                 ),
             )
-        })?,
-    };
+        }),
+    }
+}
+
+/// The MCP tool name and the arguments (the request's `input` object) of a `call` request.
+fn call_target<'r>(request: &'r Request, tool_map: &ToolMap) -> Result<(String, &'r str), Failure> {
     if request.echo.operation != "call" {
         return Err(Failure::new(
             Code::UnknownOperation,
@@ -343,17 +370,11 @@ fn serve(bytes: Vec<u8>, cx: &Context<'_>, echo: &mut Echo) -> Result<String, Fa
             ),
         ));
     }
-    let arguments = raw::minify(input);
-    if let Some(sig) = cx.interrupts.received() {
-        return Err(Failure::new(
-            Code::Interrupted,
-            format!(
-                "the adapter received signal {} before it started the MCP server",
-                sig.raw()
-            ),
-        ));
-    }
+    Ok((name, input))
+}
 
+/// Start the MCP server, make the call and shut the server down, whatever the call's outcome.
+fn call_server(cx: &Context<'_>, name: &str, arguments: &str) -> Result<String, Failure> {
     let mut server = Server::spawn(&cx.options.server, &cx.env, limits::MAX_MESSAGE_BYTES)
         .map_err(spawn_failure)?;
     let deadline = cx.start + cx.budget.exchange;
@@ -362,8 +383,14 @@ fn serve(bytes: Vec<u8>, cx: &Context<'_>, echo: &mut Echo) -> Result<String, Fa
             client::Client::new(&mut server, cx.interrupts, deadline, cx.budget.exchange);
         client
             .connect()
-            .and_then(|_| client.call_tool(&name, &arguments))
+            .and_then(|_| client.call_tool(name, arguments))
     };
+    shut_down(server, cx);
+    outcome
+}
+
+/// Close the server's stdin and escalate as needed, saying on stderr what it took.
+fn shut_down(server: Server, cx: &Context<'_>) {
     // A signal cuts the ladder short: the dispatcher's own grace is running.
     let (close_wait, term_grace) = match cx.interrupts.received() {
         Some(_) => (
@@ -387,7 +414,6 @@ fn serve(bytes: Vec<u8>, cx: &Context<'_>, echo: &mut Echo) -> Result<String, Fa
             shutdown.leaked_processes
         );
     }
-    outcome
 }
 
 fn spawn_failure(err: SpawnError) -> Failure {
