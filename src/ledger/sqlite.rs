@@ -158,6 +158,9 @@ fn identity(st: &pfs::Stat) -> (u64, u64) {
     (st.st_dev, st.st_ino)
 }
 
+/// The pause between two looks at a ledger another dispatcher is setting up.
+const PREPARE_RETRY: std::time::Duration = std::time::Duration::from_millis(5);
+
 impl SqliteStore {
     /// Open the ledger at `path` (creating it when `create`), waiting for other writers until
     /// `deadline`.
@@ -197,8 +200,17 @@ impl SqliteStore {
         }
         drop(fd);
         let mut store = SqliteStore { conn, deadline };
-        store.prepare(create)?;
-        Ok(store)
+        // While another dispatcher creates the ledger or switches it to WAL, SQLite may answer
+        // BUSY at once, without its busy handler (a lock it will not wait for, to avoid a
+        // deadlock): look again until the deadline, as the handler would.
+        loop {
+            match store.prepare(create) {
+                Err(LedgerError::Locked) if Instant::now() < deadline => {
+                    std::thread::sleep(PREPARE_RETRY);
+                }
+                done => return done.map(|()| store),
+            }
+        }
     }
 
     fn arm(&mut self) -> Result<(), LedgerError> {
@@ -215,23 +227,29 @@ impl SqliteStore {
         self.conn
             .execute_batch("PRAGMA trusted_schema = OFF; PRAGMA cell_size_check = ON;")
             .map_err(db)?;
-        let id = self.pragma_int("application_id")?;
+        let mut id = self.pragma_int("application_id")?;
         if id == 0 {
-            let objects: i64 = self
-                .conn
-                .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
-                .map_err(db)?;
-            if objects != 0 {
-                return Err(LedgerError::Foreign(
-                    "a database of another application".into(),
-                ));
-            }
-            if !create {
+            if object_count(&self.conn)? != 0 {
+                // Tables but no id of ours: another application's database — unless another
+                // dispatcher made this file a ledger between the two looks (its tables and
+                // id are one transaction, so the id says which). Nothing is written.
+                id = self.pragma_int("application_id")?;
+                if id == 0 {
+                    return Err(LedgerError::Foreign(
+                        "a database of another application".into(),
+                    ));
+                }
+            } else if !create {
                 // `audit` never writes: an empty file is not (yet) a ledger.
                 return Err(LedgerError::Foreign("an empty file".into()));
+            } else {
+                // Decided again under the write lock: another dispatcher may be making it
+                // a ledger right now.
+                self.create_schema()?;
+                id = self.pragma_int("application_id")?;
             }
-            self.create_schema()?;
-        } else if id != APPLICATION_ID {
+        }
+        if id != APPLICATION_ID {
             return Err(LedgerError::Foreign(format!(
                 "a database of another application (application_id {id:#x})"
             )));
@@ -277,6 +295,11 @@ impl SqliteStore {
             .query_row("PRAGMA application_id", [], |r| r.get(0))
             .map_err(db)?;
         if id == 0 {
+            if object_count(&tx)? != 0 {
+                return Err(LedgerError::Foreign(
+                    "a database of another application".into(),
+                ));
+            }
             tx.execute_batch(SCHEMA).map_err(db)?;
             tx.execute_batch(&format!(
                 "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"
@@ -292,6 +315,12 @@ impl SqliteStore {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(db)
     }
+}
+
+/// How many tables, indexes and the like the database holds (0: an empty file).
+fn object_count(conn: &rusqlite::Connection) -> Result<i64, LedgerError> {
+    conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+        .map_err(db)
 }
 
 fn i64_of(n: u64) -> i64 {
