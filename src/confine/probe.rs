@@ -172,6 +172,19 @@ fn cstring(path: &Path) -> CString {
 }
 
 /// The outcome of one forbidden attempt, as a record: refused with any errno, or through.
+/// A stream socket of `family` connecting to `target`: refused, or not (attempt 0). The
+/// socket itself is the control: failing to make it is a set-up failure, not a refusal.
+fn connect_stream(
+    family: rustix::net::AddressFamily,
+    target: &impl rustix::net::addr::SocketAddrArg,
+) -> Record {
+    use rustix::net::{SocketFlags, SocketType};
+    match rustix::net::socket_with(family, SocketType::STREAM, SocketFlags::CLOEXEC, None) {
+        Ok(socket) => refused_or(0, rustix::net::connect(&socket, target)),
+        Err(errno) => failed(Step::Control)(errno),
+    }
+}
+
 fn refused_or(attempt: u8, result: Result<(), Errno>) -> Record {
     match result {
         Ok(()) => Record::NotRefused(attempt),
@@ -293,23 +306,14 @@ pub fn landlock_abstract_unix_scope() -> Result<Option<Probe>, LandlockError> {
     let target = rustix::net::SocketAddrUnix::new_abstract_name(name.as_bytes())
         .map_err(|e| io(e.into()))?;
     let outcome = fork_probe(|| {
-        use rustix::net::{AddressFamily, SocketFlags, SocketType};
+        use rustix::net::AddressFamily;
         if let Err(e) = set_no_new_privs() {
             return Record::Failed(e);
         }
         if let Err(errno) = prepared.enforce() {
             return failed(Step::Landlock)(errno);
         }
-        let socket = match rustix::net::socket_with(
-            AddressFamily::UNIX,
-            SocketType::STREAM,
-            SocketFlags::CLOEXEC,
-            None,
-        ) {
-            Ok(s) => s,
-            Err(errno) => return failed(Step::Control)(errno),
-        };
-        refused_or(0, rustix::net::connect(&socket, &target))
+        connect_stream(AddressFamily::UNIX, &target)
     });
     Ok(Some(Probe {
         mechanism: "landlock_abstract_unix_scope",
@@ -325,20 +329,11 @@ pub fn network(netns: &PreparedNetns) -> std::io::Result<Probe> {
     let port = listener.local_addr()?.port();
     let target = std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, port);
     let outcome = fork_probe(|| {
-        use rustix::net::{AddressFamily, SocketFlags, SocketType};
+        use rustix::net::AddressFamily;
         if let Err(errno) = netns.enter() {
             return failed(Step::Namespaces)(errno);
         }
-        let socket = match rustix::net::socket_with(
-            AddressFamily::INET,
-            SocketType::STREAM,
-            SocketFlags::CLOEXEC,
-            None,
-        ) {
-            Ok(s) => s,
-            Err(errno) => return failed(Step::Control)(errno),
-        };
-        refused_or(0, rustix::net::connect(&socket, &target))
+        connect_stream(AddressFamily::INET, &target)
     });
     Ok(Probe {
         mechanism: "network",
