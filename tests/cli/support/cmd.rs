@@ -91,7 +91,8 @@ impl Cmd {
         Cmd::of(super::super::test_bin(), args)
     }
 
-    fn of<I, S>(program: PathBuf, args: I) -> Cmd
+    /// `program` with these arguments, nothing on stdin.
+    pub fn of<I, S>(program: PathBuf, args: I) -> Cmd
     where
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
