@@ -142,6 +142,44 @@ pub struct RunArgs {
     /// Grace between SIGTERM and SIGKILL to the adapter's process group.
     #[arg(long, value_name = "N", default_value_t = 2000)]
     pub kill_grace_ms: u64,
+
+    #[command(flatten)]
+    pub confine: ConfineArgs,
+}
+
+/// The confinement options of SPEC 13, as given (checked by `confine::Options::parse`, which
+/// also reads the PARENT_TOOL_DISPATCH_* variable of each option that has no flag). Any one of
+/// them turns confinement on, and with it no_new_privs and the seccomp filter; then every
+/// requested restriction holds, or the adapter is not started (`confinement_unavailable`).
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Confinement (SPEC 13)")]
+pub struct ConfineArgs {
+    /// The adapter may read and execute beneath PATH (repeatable; Landlock). Also
+    /// PARENT_TOOL_DISPATCH_FS_READ, a `:`-separated list.
+    #[arg(long, value_name = "PATH")]
+    pub fs_read: Vec<std::ffi::OsString>,
+    /// The adapter may read, write, create and remove beneath PATH (repeatable; Landlock; `/`
+    /// is refused). Also PARENT_TOOL_DISPATCH_FS_WRITE, a `:`-separated list.
+    #[arg(long, value_name = "PATH")]
+    pub fs_write: Vec<std::ffi::OsString>,
+    /// `none`: a new, empty network namespace, no route to any host, not even the host's
+    /// loopback; `any` (the default): unchanged. Also PARENT_TOOL_DISPATCH_NETWORK.
+    #[arg(long, value_name = "none|any")]
+    pub network: Option<std::ffi::OsString>,
+    /// The whole process tree together stays under SIZE (a cgroup; e.g. 256M, binary units).
+    /// Also PARENT_TOOL_DISPATCH_LIMIT_MEMORY.
+    #[arg(long, value_name = "SIZE")]
+    pub limit_memory: Option<std::ffi::OsString>,
+    /// At most N processes and threads in the tree at once (a cgroup). Also
+    /// PARENT_TOOL_DISPATCH_LIMIT_PIDS.
+    #[arg(long, value_name = "N")]
+    pub limit_pids: Option<std::ffi::OsString>,
+    /// RLIMIT_NOFILE of each process. Also PARENT_TOOL_DISPATCH_LIMIT_OPEN_FILES.
+    #[arg(long, value_name = "N")]
+    pub limit_open_files: Option<std::ffi::OsString>,
+    /// RLIMIT_FSIZE of each process (e.g. 64M). Also PARENT_TOOL_DISPATCH_LIMIT_FILE_SIZE.
+    #[arg(long, value_name = "SIZE")]
+    pub limit_file_size: Option<std::ffi::OsString>,
 }
 
 /// The subcommands.
@@ -379,7 +417,7 @@ pub enum DelegationCommand {
     /// _RESULT_SCHEMA; SIGTERM at the deadline, SIGKILL after the grace; no process left behind.
     /// A request without request_id gets a generated one (hd-<unix ms>-<pid>).
     #[command(after_help = crate::delegation::codes::after_help())]
-    Run(DelegationRunArgs),
+    Run(Box<DelegationRunArgs>),
 }
 
 /// Arguments of `delegation check-request`.

@@ -260,6 +260,15 @@ wire_table! {
         EndpointUnreachable = ("endpoint_unreachable", Unavailable, true, exit::UNAVAILABLE),
         // The retryable half of the row; `http_status_class` has the other.
         EndpointHttpStatus = ("endpoint_http_status", Unavailable, true, exit::UNAVAILABLE),
+        // Confinement (SPEC §13).
+        ConfinementUnavailable = ("confinement_unavailable", Unavailable, false, exit::UNAVAILABLE),
+        ResourceLimitExceeded = ("resource_limit_exceeded", Failed, false, exit::FAILED),
+        // The ledger (SPEC §14).
+        RequestIdReused = ("request_id_reused", Denied, false, exit::DENIED),
+        DispatchIndeterminate = ("dispatch_indeterminate", Failed, false, exit::FAILED),
+        BudgetExhausted = ("budget_exhausted", Denied, false, exit::DENIED),
+        ConcurrencyLimited = ("concurrency_limited", Unavailable, true, exit::UNAVAILABLE),
+        LedgerUnavailable = ("ledger_unavailable", Unavailable, false, exit::UNAVAILABLE),
     }
 }
 

@@ -134,6 +134,13 @@ impl Options {
         self.limit_memory_bytes.is_some() || self.limit_pids.is_some()
     }
 
+    /// The options of a command line, each flag falling back to its variable in this
+    /// process's environment (SPEC §13), checked.
+    pub fn from_command_line(args: &crate::cli::ConfineArgs) -> Result<Options, OptionError> {
+        let raw = RawOptions::from_args(args).or_env(RawOptions::from_env(|n| std::env::var_os(n)));
+        Options::parse(&raw)
+    }
+
     /// Check raw values (each option's flag values, or else its variable's).
     pub fn parse(raw: &RawOptions) -> Result<Options, OptionError> {
         let mut options = Options::default();
@@ -213,6 +220,30 @@ impl RawOptions {
                 }
             } else {
                 raw.env.push((name, value));
+            }
+        }
+        raw
+    }
+
+    /// The flags as clap parsed them (no variable read).
+    pub fn from_args(args: &crate::cli::ConfineArgs) -> RawOptions {
+        let mut raw = RawOptions::default();
+        for v in &args.fs_read {
+            raw.flag(OptionName::FsRead, v.clone());
+        }
+        for v in &args.fs_write {
+            raw.flag(OptionName::FsWrite, v.clone());
+        }
+        let singles = [
+            (OptionName::Network, &args.network),
+            (OptionName::LimitMemory, &args.limit_memory),
+            (OptionName::LimitPids, &args.limit_pids),
+            (OptionName::LimitOpenFiles, &args.limit_open_files),
+            (OptionName::LimitFileSize, &args.limit_file_size),
+        ];
+        for (name, value) in singles {
+            if let Some(v) = value {
+                raw.flag(name, v.clone());
             }
         }
         raw

@@ -4,7 +4,7 @@
 
 use parent_tool_dispatch::error::{ErrorCode, Status, EXIT_STATUSES};
 
-const TABLE: [(&str, &str, bool, u8); 20] = [
+const TABLE: [(&str, &str, bool, u8); 27] = [
     ("bridge_invalid", "unavailable", false, 69),
     ("dispatch_mode_unsupported", "unavailable", false, 69),
     ("request_invalid", "failed", false, 65),
@@ -26,6 +26,13 @@ const TABLE: [(&str, &str, bool, u8); 20] = [
     ("endpoint_unreachable", "unavailable", true, 69),
     // The retryable half; the README row below and `http_status_class` pin the other.
     ("endpoint_http_status", "unavailable", true, 69),
+    ("confinement_unavailable", "unavailable", false, 69),
+    ("resource_limit_exceeded", "failed", false, 1),
+    ("request_id_reused", "denied", false, 77),
+    ("dispatch_indeterminate", "failed", false, 1),
+    ("budget_exhausted", "denied", false, 77),
+    ("concurrency_limited", "unavailable", true, 69),
+    ("ledger_unavailable", "unavailable", false, 69),
 ];
 
 #[test]
