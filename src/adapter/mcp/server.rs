@@ -458,21 +458,37 @@ impl LineReader {
     }
 }
 
-/// The server's stderr: passed on to the adapter's stderr up to a cap, its end kept.
-#[derive(Debug, Default)]
-struct StderrLog {
+/// The server's stderr: passed on to the adapter's stderr (`out`) up to a cap, its end kept.
+#[derive(Debug)]
+struct StderrLog<W = std::io::Stderr> {
     forwarded: usize,
     dropped: u64,
     tail: Vec<u8>,
+    out: W,
 }
 
-impl StderrLog {
+impl Default for StderrLog {
+    fn default() -> Self {
+        StderrLog::to(std::io::stderr())
+    }
+}
+
+impl<W: Write> StderrLog<W> {
+    fn to(out: W) -> Self {
+        StderrLog {
+            forwarded: 0,
+            dropped: 0,
+            tail: Vec::new(),
+            out,
+        }
+    }
+
     fn push(&mut self, bytes: &[u8]) {
         let room = MAX_STDERR_FORWARD_BYTES - self.forwarded;
         let (now, later) = bytes.split_at(room.min(bytes.len()));
         if !now.is_empty() {
             // The adapter's stderr is the dispatcher's pipe (drained there) or a terminal.
-            let _ = std::io::stderr().write_all(now);
+            let _ = self.out.write_all(now);
             self.forwarded += now.len();
         }
         self.dropped += later.len() as u64;
@@ -490,7 +506,7 @@ impl StderrLog {
         }
         if self.dropped > 0 {
             let _ = writeln!(
-                std::io::stderr(),
+                self.out,
                 "\nadapter mcp: {} more bytes of the MCP server's stderr were not shown",
                 self.dropped
             );
@@ -533,7 +549,8 @@ mod tests {
 
     #[test]
     fn the_stderr_tail_keeps_the_end() {
-        let mut log = StderrLog::default();
+        // Into a buffer, not the test's own stderr: a passing test prints nothing.
+        let mut log = StderrLog::to(Vec::new());
         for _ in 0..10 {
             log.push(&[b'a'; 1000]);
         }
@@ -541,5 +558,27 @@ mod tests {
         log.finish();
         assert_eq!(log.tail.len(), STDERR_TAIL_BYTES);
         assert!(log.tail.ends_with(b"aEND"));
+        // Under the cap everything is passed on, and no note of dropped bytes follows.
+        let mut want = vec![b'a'; 10_000];
+        want.extend_from_slice(b"END");
+        assert_eq!(log.out, want);
+    }
+
+    #[test]
+    fn past_the_cap_the_stderr_is_dropped_and_counted() {
+        let mut log = StderrLog::to(Vec::new());
+        log.push(&vec![b'x'; MAX_STDERR_FORWARD_BYTES - 1]);
+        log.push(b"yz");
+        log.finish();
+        let mut want = vec![b'x'; MAX_STDERR_FORWARD_BYTES - 1];
+        want.extend_from_slice(
+            b"y\nadapter mcp: 1 more bytes of the MCP server's stderr were not shown\n",
+        );
+        assert!(
+            log.out == want,
+            "{:?}",
+            String::from_utf8_lossy(&log.out[log.out.len() - 80..])
+        );
+        assert!(log.tail.ends_with(b"xyz"));
     }
 }
