@@ -14,6 +14,7 @@
 pub mod adapter;
 pub mod authorize;
 pub mod cli;
+pub mod completions;
 pub mod confine;
 pub mod delegation;
 pub mod dispatch;
@@ -216,13 +217,7 @@ pub fn run(cli: Cli) -> u8 {
         Some(Command::SandboxEnv(args)) => commands::sandbox_env(&args),
         Some(Command::Completions { shell }) => {
             // Rendered first: clap_complete panics when its writer fails.
-            let mut script = Vec::new();
-            clap_complete::generate(
-                shell,
-                &mut completion_command(),
-                "parent-tool-dispatch",
-                &mut script,
-            );
+            let script = completions::script(shell, &mut completion_command());
             stdout::print(&script, "the completions", exit::SUCCESS)
         }
         Some(Command::Adapter(cli::AdapterCommand::Workspace {

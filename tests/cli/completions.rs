@@ -1,0 +1,241 @@
+//! Shell completion, tried in the shells themselves: the bash script is sourced in a real bash
+//! and its completion function called as bash calls it (COMP_WORDS, COMP_CWORD), for the words
+//! past the first; fish, where it is installed, answers `complete -C`.
+
+use super::*;
+
+/// The script `completions SHELL` prints, written to a file in `dir`.
+fn script_file(shell: &str, dir: &Path) -> PathBuf {
+    let path = dir.join(format!("completion.{shell}"));
+    Cmd::new(["completions", shell])
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_with(|script| std::fs::write(&path, script).unwrap());
+    path
+}
+
+/// Sources the script, finds the function `complete -p` registered for the binary and calls it
+/// for the command line `words` (the last word is the one being completed); prints COMPREPLY,
+/// one item a line.
+const BASH_DRIVER: &str = r#"
+source "$1" || exit 90
+shift
+spec=$(complete -p parent-tool-dispatch) || exit 91
+case $spec in *" -F "*) ;; *) exit 92 ;; esac
+fn=${spec#* -F }
+fn=${fn%% *}
+COMP_WORDS=("$@")
+COMP_CWORD=$(( $# - 1 ))
+COMP_LINE="$*"
+COMP_POINT=${#COMP_LINE}
+COMPREPLY=()
+"$fn" parent-tool-dispatch "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+printf '%s\n' "${COMPREPLY[@]}"
+"#;
+
+/// What bash offers for `words`, run from the repository root.
+fn bash_offers(script: &Path, words: &[&str]) -> Vec<String> {
+    let out = Cmd::of(
+        PathBuf::from("bash"),
+        ["--norc", "--noprofile", "-c", BASH_DRIVER],
+    )
+    .arg("bash")
+    .arg(script)
+    .args(words)
+    .cwd(env!("CARGO_MANIFEST_DIR"))
+    .run();
+    let mut offered = Vec::new();
+    out.exit(0).stderr_empty().stdout_with(|stdout| {
+        offered = stdout
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect();
+    });
+    offered
+}
+
+fn assert_offers(script: &Path, words: &[&str], want: &[&str]) {
+    let offered = bash_offers(script, words);
+    for item in want {
+        assert!(
+            offered.iter().any(|o| o == item),
+            "{words:?}: bash offers {offered:?}, not {item}"
+        );
+    }
+}
+
+#[test]
+fn bash_completes_past_the_first_word() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = script_file("bash", dir.path());
+    // The first word, as before.
+    assert_eq!(
+        bash_offers(&script, &["parent-tool-dispatch", "sch"]),
+        ["schema"]
+    );
+    // The kinds of `schema` and `validate`.
+    assert_offers(
+        &script,
+        &["parent-tool-dispatch", "schema", ""],
+        &[
+            "bridge",
+            "request",
+            "result",
+            "transcript",
+            "fixture",
+            "delegation-event",
+        ],
+    );
+    assert_eq!(
+        bash_offers(&script, &["parent-tool-dispatch", "validate", "re"]),
+        ["request", "result"]
+    );
+    // A subcommand's options.
+    assert_offers(
+        &script,
+        &["parent-tool-dispatch", "replay", "--"],
+        &[
+            "--parent-tool-bridge",
+            "--junit",
+            "--bless",
+            "--filter",
+            "--jobs",
+        ],
+    );
+    assert_offers(
+        &script,
+        &["parent-tool-dispatch", "validate", "bridge", "--s"],
+        &["--strict"],
+    );
+    // Two levels down.
+    assert_offers(
+        &script,
+        &["parent-tool-dispatch", "adapter", "workspace", "--"],
+        &["--root"],
+    );
+    assert_offers(
+        &script,
+        &["parent-tool-dispatch", "completions", ""],
+        &["bash", "fish"],
+    );
+}
+
+#[test]
+fn bash_completes_file_names_after_an_at() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = script_file("bash", dir.path());
+    assert_eq!(
+        bash_offers(
+            &script,
+            &[
+                "parent-tool-dispatch",
+                "--parent-tool-bridge",
+                "@fixtures/bri"
+            ]
+        ),
+        ["@fixtures/bridge.json"]
+    );
+    // A folder ends in `/`, ready for the next level.
+    assert_eq!(
+        bash_offers(
+            &script,
+            &[
+                "parent-tool-dispatch",
+                "--parent-tool-bridge",
+                "@fixtures/tutor"
+            ]
+        ),
+        ["@fixtures/tutorial/"]
+    );
+    // Nothing typed yet: files, each with its `@`.
+    let offered = bash_offers(
+        &script,
+        &["parent-tool-dispatch", "--parent-tool-bridge", ""],
+    );
+    assert!(offered.contains(&"@fixtures/".to_string()), "{offered:?}");
+    assert!(offered.iter().all(|o| o.starts_with('@')), "{offered:?}");
+    // Inline JSON is not a file name.
+    assert_eq!(
+        bash_offers(
+            &script,
+            &["parent-tool-dispatch", "--parent-tool-bridge", "{"]
+        ),
+        Vec::<String>::new()
+    );
+    // The same in a subcommand, and --tool-map's word.
+    assert_eq!(
+        bash_offers(
+            &script,
+            &[
+                "parent-tool-dispatch",
+                "sandbox-env",
+                "--parent-tool-bridge",
+                "@fixtures/bri"
+            ]
+        ),
+        ["@fixtures/bridge.json"]
+    );
+    assert_eq!(
+        bash_offers(&script, &["parent-tool-dispatch", "--tool-map", "pro"]),
+        ["provider-safe"]
+    );
+    assert_offers(
+        &script,
+        &["parent-tool-dispatch", "--tool-map", "@fixtures/"],
+        &["@fixtures/bridge.json"],
+    );
+}
+
+#[test]
+fn fish_offers_the_kinds_of_validate_and_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = script_file("fish", dir.path());
+    let text = std::fs::read_to_string(&script).unwrap();
+    for (sub, kinds) in [
+        ("validate", &["bridge", "request", "result"][..]),
+        ("schema", &["bridge", "fixture", "delegation-event"][..]),
+    ] {
+        for kind in kinds {
+            let line = format!(
+                "complete -c parent-tool-dispatch -n \"__fish_parent_tool_dispatch_using_subcommand {sub}; and not __fish_seen_subcommand_from "
+            );
+            assert!(
+                text.lines()
+                    .any(|l| l.starts_with(&line) && l.contains(&format!(" -f -a \"{kind}\""))),
+                "fish has no {kind} for {sub}"
+            );
+        }
+    }
+    // Where fish is installed, ask it.
+    let fish = ["/usr/bin/fish", "/usr/local/bin/fish", "/bin/fish"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file());
+    let Some(fish) = fish else { return };
+    let ask = |line: &str| -> Vec<String> {
+        let out = Cmd::of(fish.clone(), ["--no-config", "-c"])
+            .arg(format!("source {}; complete -C '{line}'", script.display()))
+            .env("HOME", dir.path())
+            .env("XDG_CONFIG_HOME", dir.path())
+            .env("XDG_DATA_HOME", dir.path())
+            .run();
+        let mut offered = Vec::new();
+        out.exit(0).stderr_empty().stdout_with(|stdout| {
+            offered = stdout
+                .lines()
+                .map(|l| l.split('\t').next().unwrap().to_string())
+                .collect();
+        });
+        offered
+    };
+    let offered = ask("parent-tool-dispatch schema ");
+    for kind in ["bridge", "request", "fixture", "delegation-result"] {
+        assert!(offered.iter().any(|o| o == kind), "fish offers {offered:?}");
+    }
+    assert_eq!(
+        ask("parent-tool-dispatch validate re"),
+        ["request", "result"]
+    );
+}
