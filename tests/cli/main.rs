@@ -19,6 +19,7 @@ mod happy;
 mod host_reach;
 mod hostile;
 mod human;
+mod launcher;
 mod ledger;
 mod man_pages;
 mod mcp;

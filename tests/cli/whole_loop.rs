@@ -1,5 +1,5 @@
 //! The whole loop: the dispatcher running its own reference workspace adapter (SPEC §9), as
-//! the README's first command does.
+//! the README's first command does (through the launcher `fixtures/bin/parent-tool-dispatch`).
 
 use super::*;
 
@@ -32,7 +32,7 @@ fn call(root: &Path, tool: &str, input: Value) -> Run {
 #[test]
 fn readme_first_command_reads_the_fixture_file() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    // The fixture bridge names target/debug/parent-tool-dispatch, which is this binary.
+    // The fixture bridge names the launcher, which runs the binary that started it: this one.
     let out = Cmd::new([
         "--parent-tool-bridge",
         "@fixtures/bridge.json",
