@@ -1,6 +1,6 @@
 //! The stable error codes of SPEC §6 and the exit statuses of SPEC §3.1.
 //!
-//! This file is the single source of truth: the README tables, the man page's EXIT STATUS and
+//! This file is the single source of truth: the tables of docs/guide.md, the man page's EXIT STATUS and
 //! ERROR CODES sections, the `--help` exit-status lines and the pinning test in
 //! `tests/cli/codes.rs` all come from [`ErrorCode::ALL`] and [`EXIT_STATUSES`].
 //! Changing a row here is a breaking change of the public interface.
@@ -178,7 +178,7 @@ impl ExitStatusRow {
 }
 
 /// The exit statuses of the main job, in order: the one table that `--help`, the man page's
-/// EXIT STATUS section and the README print (a test pins the README's copy).
+/// EXIT STATUS section and docs/guide.md print (a test pins the guide's copy).
 pub const EXIT_STATUSES: [ExitStatusRow; 9] = [
     ExitStatusRow {
         code: exit::SUCCESS,
@@ -273,7 +273,7 @@ wire_table! {
 }
 
 impl ErrorCode {
-    /// The status, retryable and exit columns as the README and the man page print them: the
+    /// The status, retryable and exit columns as docs/guide.md and the man page print them: the
     /// row itself, except where it depends on the HTTP status (`endpoint_http_status`).
     pub fn columns(self) -> [String; 3] {
         match self {

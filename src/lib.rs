@@ -89,7 +89,7 @@ pub fn main() -> ExitCode {
     ExitCode::from(run(cli))
 }
 
-/// Make this process non-dumpable before it starts anything (README "What an adapter cannot
+/// Make this process non-dumpable before it starts anything (docs/guide.md, "What an adapter cannot
 /// reach"): its `/proc/<pid>/` entries (`fd/`, `environ`, `mem`, …) then belong to root, so
 /// what it starts — which runs as the same user — cannot re-open its stdout to forge an
 /// envelope or read a host credential from its environment. No core dump is written either.

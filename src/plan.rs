@@ -227,7 +227,7 @@ pub enum ResultFile {
     Read(Vec<u8>),
 }
 
-/// The file transport (SPEC §4.2; README "How the adapter is run"): a private folder in the
+/// The file transport (SPEC §4.2; docs/guide.md, "How the adapter is run"): a private folder in the
 /// temp dir, 0700 whatever the umask, holding `request.json` (the request, 0600) and the path
 /// where the adapter writes `result.json`.
 ///

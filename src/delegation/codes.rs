@@ -2,7 +2,7 @@
 //! `wp_codebox_host_delegation_*` failure codes with their status, retryability and exit
 //! status, and the upstream issue codes of `check-request` / `check-result`.
 //!
-//! This file is the single source of truth for these tables: the README section, the man
+//! This file is the single source of truth for these tables: docs/delegation.md, the man
 //! pages (through [`after_help`]) and the pinning test in `tests/cli/delegation.rs` all follow
 //! it. Changing a row is a breaking change. It holds no logic beyond lookups.
 
@@ -69,7 +69,7 @@ wire_table! {
 
 wire_table! {
     /// A failure of `delegation run` that the dispatcher detected (the adapter's own failures
-    /// keep their own codes), in the README's order: its spelling (every one is
+    /// keep their own codes), in docs/delegation.md's order: its spelling (every one is
     /// `wp_codebox_host_delegation_<suffix>`), the status of the envelope, whether the same
     /// request may succeed when sent again, and the exit status of `delegation run`.
     pub enum Code(status: DelegationStatus, exit) {

@@ -326,7 +326,7 @@ pub enum PanicPoint {
     Concluding,
 }
 
-/// A test-only hook to prove panic safety end to end (README, "Robustness"): with
+/// A test-only hook to prove panic safety end to end (docs/robustness.md): with
 /// `PARENT_TOOL_DISPATCH_TEST_PANIC=adapter_started[:MS]|judging|concluding` in a **debug**
 /// build, the main job panics at that point (after MS milliseconds at `adapter_started`, so
 /// the adapter is well under way). Release builds never read the variable.

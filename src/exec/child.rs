@@ -29,7 +29,7 @@
 //! `PR_SET_PDEATHSIG` fires when the *thread* that forked exits, not the process: the caller
 //! spawns from a thread that outlives the child (every caller waits for it on the same thread).
 //! It covers the child only: what the child starts itself is not killed by it when the
-//! dispatcher dies hard, but stays in the child's session and group (see the README).
+//! dispatcher dies hard, but stays in the child's session and group (see docs/guide.md).
 
 use super::SpawnError;
 use rustix::process::{Pid, Signal};

@@ -1,5 +1,5 @@
 //! The error-code and exit-status tables are public interface: this pins every row, and checks
-//! that the README prints the same tables (the help text and the man page are generated from
+//! that the guide (`docs/guide.md`) prints the same tables (the help text and the man page are generated from
 //! `error.rs` and checked elsewhere).
 
 use parent_tool_dispatch::error::{ErrorCode, Status, EXIT_STATUSES};
@@ -24,7 +24,7 @@ const TABLE: [(&str, &str, bool, u8); 27] = [
     ("internal_error", "failed", false, 70),
     ("endpoint_unconfigured", "unavailable", false, 69),
     ("endpoint_unreachable", "unavailable", true, 69),
-    // The retryable half; the README row below and `http_status_class` pin the other.
+    // The retryable half; the guide's row below and `http_status_class` pin the other.
     ("endpoint_http_status", "unavailable", true, 69),
     ("confinement_unavailable", "unavailable", false, 69),
     ("resource_limit_exceeded", "failed", false, 1),
@@ -88,8 +88,8 @@ fn endpoint_http_status_depends_on_the_http_status() {
 }
 
 #[test]
-fn readme_prints_the_error_code_table() {
-    let readme = include_str!("../../README.md");
+fn the_guide_prints_the_error_code_table() {
+    let guide = include_str!("../../docs/guide.md");
     for (code, status, retryable, exit) in TABLE {
         let row = match code {
             "endpoint_http_status" => format!(
@@ -97,13 +97,13 @@ fn readme_prints_the_error_code_table() {
             ),
             _ => format!("| `{code}` | {status} | {retryable} | {exit} |"),
         };
-        assert!(readme.contains(&row), "README lacks the row: {row}");
+        assert!(guide.contains(&row), "the guide lacks the row: {row}");
     }
-    // The README's columns are the ones the man page prints.
+    // The guide's columns are the ones the man page prints.
     for code in ErrorCode::ALL {
         let [status, retryable, exit] = code.columns();
         let row = format!("| `{}` | {status} | {retryable} | {exit} |", code.as_str());
-        assert!(readme.contains(&row), "README lacks the row: {row}");
+        assert!(guide.contains(&row), "the guide lacks the row: {row}");
     }
 }
 
@@ -113,12 +113,12 @@ fn exit_statuses_are_pinned() {
     assert_eq!(codes, [0, 1, 2, 65, 69, 70, 74, 77, 124]);
 }
 
-/// The rows of the README's table under `## Exit status`, as written.
-fn readme_exit_rows(readme: &str) -> Vec<String> {
-    let section = readme
+/// The rows of the guide's table under `## Exit status`, as written.
+fn guide_exit_rows(guide: &str) -> Vec<String> {
+    let section = guide
         .split("\n## Exit status\n")
         .nth(1)
-        .expect("README has an Exit status section");
+        .expect("the guide has an Exit status section");
     let section = section.split("\n## ").next().unwrap();
     section
         .lines()
@@ -128,15 +128,15 @@ fn readme_exit_rows(readme: &str) -> Vec<String> {
 }
 
 #[test]
-fn readme_prints_the_exit_status_table() {
-    let readme = include_str!("../../README.md");
+fn the_guide_prints_the_exit_status_table() {
+    let guide = include_str!("../../docs/guide.md");
     let want: Vec<String> = EXIT_STATUSES
         .iter()
         .map(|r| format!("| {} | {} |", r.code, r.meaning))
         .collect();
     assert_eq!(
-        readme_exit_rows(readme),
+        guide_exit_rows(guide),
         want,
-        "the README's exit-status table differs from error::EXIT_STATUSES"
+        "the guide's exit-status table differs from error::EXIT_STATUSES"
     );
 }

@@ -960,7 +960,7 @@ const TABLE: [(&str, &str, bool, u8); 11] = [
 ];
 
 #[test]
-fn the_failure_code_table_is_pinned_and_in_the_readme_and_man_page() {
+fn the_failure_code_table_is_pinned_and_in_the_docs_and_man_page() {
     let actual: Vec<_> = Code::ALL
         .iter()
         .map(|c| {
@@ -973,17 +973,23 @@ fn the_failure_code_table_is_pinned_and_in_the_readme_and_man_page() {
         })
         .collect();
     assert_eq!(actual, TABLE);
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let doc = std::fs::read_to_string(root().join("docs/delegation.md")).unwrap();
     let page =
         std::fs::read_to_string(root().join("man/parent-tool-dispatch-delegation-run.1")).unwrap();
     for (code, status, retryable, exit) in TABLE {
         let row = format!("| `{code}` | {status} | {retryable} | {exit} |");
-        assert!(readme.contains(&row), "README lacks the row: {row}");
+        assert!(
+            doc.contains(&row),
+            "docs/delegation.md lacks the row: {row}"
+        );
         // roff escapes nothing in these names, but may break lines between words.
         assert!(page.contains(code), "the man page lacks {code}");
     }
     for code in ISSUE_CODES {
-        assert!(readme.contains(&format!("`{code}`")), "README lacks {code}");
+        assert!(
+            doc.contains(&format!("`{code}`")),
+            "docs/delegation.md lacks {code}"
+        );
     }
     for exit in ["124", "69", "65"] {
         assert!(page.contains(exit), "the man page lacks exit {exit}");
@@ -1071,9 +1077,9 @@ fn a_printed_envelope_has_every_member_the_result_schema_requires() {
 }
 
 #[test]
-fn the_readme_examples_run_from_the_fixtures() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let examples: Vec<&str> = readme
+fn the_docs_examples_run_from_the_fixtures() {
+    let doc = std::fs::read_to_string(root().join("docs/delegation.md")).unwrap();
+    let examples: Vec<&str> = doc
         .lines()
         .filter_map(|l| l.strip_prefix("cargo run --quiet -- delegation "))
         .collect();

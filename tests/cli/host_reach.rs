@@ -1,10 +1,10 @@
-//! What an adapter can reach of its host (README "What an adapter cannot reach"), tested the
+//! What an adapter can reach of its host (docs/guide.md, "What an adapter cannot reach"), tested the
 //! way it happens: the dispatcher under a terminal, with a descriptor left open, with a
 //! variable only it has, killed hard; the adapter tries to reach each and must get none.
 //!
 //! The `/proc` tests run the dispatcher as an unprivileged user (uid 65534): root with
 //! `CAP_SYS_PTRACE` passes the kernel's check on a non-dumpable process, so only a run as
-//! the same ordinary user as its adapter proves the protection (see the README's root caveat).
+//! the same ordinary user as its adapter proves the protection (see the guide's root caveat).
 
 use super::*;
 use std::io::Read;

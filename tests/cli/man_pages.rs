@@ -226,7 +226,7 @@ fn ascii(text: &str) -> String {
     out
 }
 
-/// What the options list does not say. Kept short; the README has the long form.
+/// What the options list does not say. Kept short; docs/guide.md has the long form.
 fn guide(roff: &mut Roff) {
     roff.control("SH", ["ENVIRONMENT"]);
     roff.control("TP", []);

@@ -799,19 +799,14 @@ fn a_signal_to_the_adapter_stops_the_server_and_is_answered() {
 }
 
 #[test]
-fn the_readme_and_the_help_list_every_adapter_code() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let section = readme
-        .split("## The MCP adapter")
-        .nth(1)
-        .expect("README has a section on the MCP adapter");
-    let section = section.split("\n## ").next().unwrap();
+fn the_docs_and_the_help_list_every_adapter_code() {
+    let section =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/mcp.md")).unwrap();
     let help = parent_tool_dispatch::adapter::mcp::after_help();
     for code in parent_tool_dispatch::adapter::mcp::Code::ALL {
         assert!(
             section.contains(&format!("`{}`", code.as_str())),
-            "README misses {}",
+            "docs/mcp.md misses {}",
             code.as_str()
         );
         assert!(
@@ -823,16 +818,16 @@ fn the_readme_and_the_help_list_every_adapter_code() {
 }
 
 #[test]
-fn the_readme_bridge_example_is_valid_and_shown_as_it_is() {
+fn the_docs_bridge_example_is_valid_and_shown_as_it_is() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(root.join("fixtures/examples/mcp.bridge.json")).unwrap();
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    assert!(readme.contains(&format!("```json\n{text}```\n")));
+    let doc = std::fs::read_to_string(root.join("docs/mcp.md")).unwrap();
+    assert!(doc.contains(&format!("```json\n{text}```\n")));
     let bridge: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(
         bridge["dispatcher"]["command"]["argv"],
         json!([
-            "parent-tool-dispatch",
+            "fixtures/bin/parent-tool-dispatch",
             "adapter",
             "mcp",
             "--tool-map",

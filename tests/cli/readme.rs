@@ -1,9 +1,9 @@
-//! The README's command examples are run: each ```console block in the README is one of the
-//! cases in `tests/cmd/*.md`, which trycmd runs against the built binary from the repository
-//! root (stdout and stderr together, stderr first; `? N` is the exit status; `[..]` matches
-//! anything on one line). Re-bless: `TRYCMD=overwrite cargo test --test cli readme` updates
-//! the cases, then `UPDATE_GENERATED=1 cargo test --test cli readme` copies them into the
-//! README.
+//! The documents' command examples are run: each ```console block of the README, of `docs/`
+//! and of the other top-level documents is one of the cases in `tests/cmd/*.md`, which trycmd
+//! runs against the built binary from the repository root (stdout and stderr together, stderr
+//! first; `? N` is the exit status; `[..]` matches anything on one line). Re-bless:
+//! `TRYCMD=overwrite cargo test --test cli readme` updates the cases, then
+//! `UPDATE_GENERATED=1 cargo test --test cli readme` copies them into the documents.
 
 use std::path::{Path, PathBuf};
 
@@ -11,10 +11,73 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Every document a reader is sent to: the README, CONTRIBUTING.md, ARCHITECTURE.md and every
+/// Markdown file of `docs/`, as (path relative to the root, text).
+pub(crate) fn documents() -> Vec<(PathBuf, String)> {
+    let mut paths: Vec<PathBuf> = ["README.md", "CONTRIBUTING.md", "ARCHITECTURE.md"]
+        .into_iter()
+        .map(PathBuf::from)
+        .collect();
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .map(|p| p.strip_prefix(root()).unwrap().to_path_buf())
+        .collect();
+    docs.sort();
+    paths.extend(docs);
+    paths
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(root().join(&p))
+                .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            (p, text)
+        })
+        .collect()
+}
+
+/// The text of one document (a path relative to the root).
+pub(crate) fn document(path: &str) -> String {
+    std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// trycmd reports every case on the test process's own stderr, past libtest's capture: the
+/// cases run in a child test process (this binary again, running [`trycmd_cases`]), whose
+/// output is shown only when a case failed — a passing suite prints nothing.
 #[test]
 fn readme_examples_run_as_shown() {
-    // The fixture bridge names target/debug/parent-tool-dispatch relative to the repository
-    // root, as the README's first command does.
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "readme::trycmd_cases",
+            "--ignored",
+            "--nocapture",
+            "--quiet",
+        ])
+        .args(["--test-threads", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the documents' examples failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // It ran the cases, not nothing.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Testing tests/cmd/first-command.md"),
+        "{stderr}"
+    );
+}
+
+#[test]
+#[ignore = "run by readme_examples_run_as_shown in a child process, which shows its output only on failure"]
+fn trycmd_cases() {
+    // The fixture bridges name their adapters relative to the repository root, as the
+    // README's first command runs them.
     trycmd::TestCases::new()
         .register_bin("parent-tool-dispatch", super::bin())
         .case("tests/cmd/*.md");
@@ -22,11 +85,18 @@ fn readme_examples_run_as_shown() {
 
 /// The ```console blocks of a Markdown text, each from its opening fence to its closing one.
 fn console_blocks(text: &str) -> Vec<String> {
+    fenced_blocks(text, "console")
+}
+
+/// The blocks of a Markdown text fenced as ```LANG, each from its opening fence to its closing
+/// one.
+fn fenced_blocks(text: &str, lang: &str) -> Vec<String> {
+    let open = format!("```{lang}");
     let mut blocks = Vec::new();
     let mut current: Option<String> = None;
     for line in text.lines() {
         match &mut current {
-            None if line == "```console" => current = Some(String::new()),
+            None if line == open => current = Some(String::new()),
             None => {}
             Some(block) if line == "```" => {
                 blocks.push(std::mem::take(block));
@@ -59,60 +129,160 @@ fn cases() -> Vec<(PathBuf, String)> {
 
 #[test]
 fn readme_shows_exactly_the_tested_examples() {
-    let readme_path = root().join("README.md");
-    let mut readme = std::fs::read_to_string(&readme_path).unwrap();
     let tested: Vec<String> = cases()
         .iter()
         .flat_map(|(_, text)| console_blocks(text))
         .collect();
-    if std::env::var_os("UPDATE_GENERATED").is_some() {
-        // Replace each README block by the tested block that starts with the same command.
-        for shown in console_blocks(&readme) {
-            let first = shown.lines().next().unwrap_or_default();
-            if let Some(fresh) = tested.iter().find(|t| t.lines().next() == Some(first)) {
-                readme = readme.replacen(&shown, fresh, 1);
+    let mut shown = Vec::new();
+    for (path, mut text) in documents() {
+        if std::env::var_os("UPDATE_GENERATED").is_some() {
+            // Replace each block by the tested block that starts with the same command.
+            let before = text.clone();
+            for block in console_blocks(&before) {
+                let first = block.lines().next().unwrap_or_default();
+                if let Some(fresh) = tested.iter().find(|t| t.lines().next() == Some(first)) {
+                    text = text.replacen(&block, fresh, 1);
+                }
+            }
+            if text != before {
+                // Atomically: the other document tests read it concurrently.
+                let target = root().join(&path);
+                let tmp = target.with_extension("md.tmp");
+                std::fs::write(&tmp, &text).unwrap();
+                std::fs::rename(&tmp, &target).unwrap();
             }
         }
-        // Atomically: the other README tests read it concurrently.
-        let tmp = readme_path.with_extension("md.tmp");
-        std::fs::write(&tmp, &readme).unwrap();
-        std::fs::rename(&tmp, &readme_path).unwrap();
-    }
-    let shown = console_blocks(&readme);
-    for block in &shown {
-        assert!(
-            tested.contains(block),
-            "README shows an example that tests/cmd does not run:\n{block}"
-        );
+        for block in console_blocks(&text) {
+            assert!(
+                tested.contains(&block),
+                "{} shows an example that tests/cmd does not run:\n{block}",
+                path.display()
+            );
+            shown.push(block);
+        }
     }
     for block in &tested {
         assert!(
             shown.contains(block),
-            "tests/cmd runs an example the README does not show:\n{block}"
+            "tests/cmd runs an example no document shows:\n{block}"
         );
     }
-    assert!(shown.len() >= 5, "only {} examples", shown.len());
+    assert!(shown.len() >= 10, "only {} examples", shown.len());
+    // The front door shows the first run and the tutorial itself.
+    let readme = document("README.md");
+    assert!(
+        console_blocks(&readme).len() >= 4,
+        "the README shows its examples"
+    );
 }
 
+/// Example files shown in a document as they are, each in its document.
 #[test]
-fn readme_shows_the_example_files_verbatim() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    for file in [
-        "fixtures/examples/own-adapter.bridge.json",
-        "fixtures/examples/adapter-answer.json",
-        "fixtures/examples/adapter-failure.json",
+fn documents_show_the_example_files_verbatim() {
+    for (file, lang, doc) in [
+        (
+            "fixtures/examples/own-adapter.bridge.json",
+            "json",
+            "docs/guide.md",
+        ),
+        (
+            "fixtures/examples/adapter-answer.json",
+            "json",
+            "docs/guide.md",
+        ),
+        (
+            "fixtures/examples/adapter-failure.json",
+            "json",
+            "docs/guide.md",
+        ),
+        ("fixtures/tutorial/clock-adapter", "sh", "README.md"),
+        ("fixtures/tutorial/bridge.json", "json", "README.md"),
+        ("fixtures/tutorial/request.json", "json", "README.md"),
     ] {
         let text = std::fs::read_to_string(root().join(file)).unwrap();
         assert!(
-            readme.contains(&format!("```json\n{text}```\n")),
-            "README does not show {file} as it is"
+            fenced_blocks(&document(doc), lang).contains(&text),
+            "{doc} does not show {file} as it is"
         );
     }
+}
+
+/// The tutorial's adapter runs as the README says: executable, a `#!/bin/sh` script.
+#[test]
+fn the_tutorial_adapter_is_an_executable_script() {
+    use std::os::unix::fs::PermissionsExt;
+    let path = root().join("fixtures/tutorial/clock-adapter");
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o111, 0o111, "{mode:o}");
+    assert!(document("fixtures/tutorial/clock-adapter").starts_with("#!/bin/sh\n"));
+}
+
+/// The README's first run is `cargo run -- ARGS` with the ARGS of the tested first command
+/// (`tests/cmd/first-command.md`), then `cargo test --locked`: the two commands a newcomer
+/// runs first are the ones the suite checks.
+#[test]
+fn the_first_run_is_the_tested_command() {
+    let readme = document("README.md");
+    let section = readme
+        .split("\n## The first run\n")
+        .nth(1)
+        .expect("README has a first-run section");
+    let commands = fenced_blocks(section, "sh")
+        .into_iter()
+        .next()
+        .expect("the first run shows its commands");
+    let lines: Vec<&str> = commands.lines().collect();
+    let tested = document("tests/cmd/first-command.md");
+    let tested = console_blocks(&tested);
+    let args = tested[0]
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("$ parent-tool-dispatch "))
+        .expect("the tested first command");
+    assert_eq!(
+        lines,
+        [
+            format!("cargo run -- {args}").as_str(),
+            "cargo test --locked"
+        ]
+    );
+    // It says the first build is slow rather than hiding cargo's progress.
+    assert!(!commands.contains("--quiet"));
+    assert!(section.contains("The first build takes a few minutes"));
+}
+
+/// Every relative link of every document names a file of the repository.
+#[test]
+fn documents_link_only_to_files_that_exist() {
+    for (path, text) in documents() {
+        let dir = root().join(&path);
+        let dir = dir.parent().unwrap();
+        for (at, _) in text.match_indices("](") {
+            let rest = &text[at + 2..];
+            let Some(end) = rest.find(')') else { continue };
+            let target = &rest[..end];
+            if target.contains("://") || target.starts_with('#') || target.starts_with("mailto:") {
+                continue;
+            }
+            let file = target.split('#').next().unwrap();
+            assert!(
+                dir.join(file).exists() || pending_document(file),
+                "{} links to {target}, which does not exist",
+                path.display()
+            );
+        }
+    }
+}
+
+/// The documents other branches are writing at the same time (their sections are still in
+/// the README on this one); linked from the README's list before they land.
+fn pending_document(file: &str) -> bool {
+    ["docs/workspace.md", "docs/confinement.md", "docs/ledger.md"].contains(&file)
 }
 
 #[test]
 fn readme_cites_nothing_outside_the_repository() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let readme = document("README.md");
     // The specification is in the repository (docs/SPEC.md): the README may link it, and
     // mentions it in no other way.
     assert!(root().join("docs/SPEC.md").is_file());
@@ -127,13 +297,12 @@ fn readme_cites_nothing_outside_the_repository() {
 
 #[test]
 fn no_document_holds_a_merge_conflict_marker() {
-    for doc in ["README.md", "ARCHITECTURE.md"] {
-        let text =
-            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(doc)).unwrap();
+    for (path, text) in documents() {
         for marker in ["<<<<<<< ", "=======\n", ">>>>>>> "] {
             assert!(
                 !text.lines().any(|l| format!("{l}\n").starts_with(marker)),
-                "{doc} holds a conflict marker {marker:?}"
+                "{} holds a conflict marker {marker:?}",
+                path.display()
             );
         }
     }

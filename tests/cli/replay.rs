@@ -94,7 +94,7 @@ fn the_fixture_suite_passes() {
         lines[..passed].iter().all(|l| l.starts_with("ok ")),
         "{stdout}"
     );
-    // Every row of SPEC §6 a local run can produce has its case (see the README).
+    // Every row of SPEC §6 a local run can produce has its case (see docs/replay.md).
     for code in [
         "bridge_invalid",
         "dispatch_mode_unsupported",

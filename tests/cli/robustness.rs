@@ -1,6 +1,6 @@
 //! Robustness through the binary: panic safety at every stage after the adapter started (the
 //! debug-only `PARENT_TOOL_DISPATCH_TEST_PANIC` hook), the sensitive keys SPEC §5 added, and
-//! the load check (ignored by default; see the README's "Robustness" section).
+//! the load check (ignored by default; see docs/robustness.md).
 
 use super::*;
 use serde_json::json;
@@ -204,7 +204,7 @@ fn every_sensitive_key_spec_5_names_is_redacted_in_envelopes_and_transcripts() {
 /// nothing). Ignored by default; run it in release, where the figures mean something:
 /// `cargo test --release --locked --test cli load_ -- --ignored --nocapture`.
 #[test]
-#[ignore = "a load run: about 200 processes at once; run it on purpose (README, Robustness)"]
+#[ignore = "a load run: about 200 processes at once; run it on purpose (docs/robustness.md)"]
 fn load_200_concurrent_dispatches_into_one_artifact_dir_lose_nothing() {
     const RUNS: usize = 200;
     let dir = tempfile::tempdir().unwrap();

@@ -1,4 +1,4 @@
-//! `ptd-test adapter STEP…`: a scriptable adapter for the test suite and the README, so that no
+//! `ptd-test adapter STEP…`: a scriptable adapter for the test suite and the docs, so that no
 //! runtime beyond the Rust toolchain is needed to exercise every misbehaviour.
 //!
 //! Part of the test-only `ptd-test` binary, never of the product's. Steps run in order:
