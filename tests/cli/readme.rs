@@ -217,17 +217,23 @@ fn the_tutorial_adapter_is_an_executable_script() {
     assert!(document("fixtures/tutorial/clock-adapter").starts_with("#!/bin/sh\n"));
 }
 
+/// The README's section `## TITLE`, to the next one.
+fn readme_section(title: &str) -> String {
+    let readme = document("README.md");
+    let section = readme
+        .split(&format!("\n## {title}\n"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("README has no section {title}"));
+    section.split("\n## ").next().unwrap().to_string()
+}
+
 /// The README's first run is `cargo run -- ARGS` with the ARGS of the tested first command
 /// (`tests/cmd/first-command.md`), then `cargo test --locked`: the two commands a newcomer
 /// runs first are the ones the suite checks.
 #[test]
 fn the_first_run_is_the_tested_command() {
-    let readme = document("README.md");
-    let section = readme
-        .split("\n## The first run\n")
-        .nth(1)
-        .expect("README has a first-run section");
-    let commands = fenced_blocks(section, "sh")
+    let section = readme_section("The first run");
+    let commands = fenced_blocks(&section, "sh")
         .into_iter()
         .next()
         .expect("the first run shows its commands");
@@ -321,4 +327,91 @@ fn cargo_run_runs_the_product() {
             "{bins} binaries and no default-run: `cargo run -- …` in the README would fail"
         );
     }
+}
+
+/// The tutorial's "things to try next" do what it says: each change to its adapter, just
+/// before the answer is printed, run through the tutorial's own bridge and request.
+#[test]
+fn the_tutorial_s_things_to_try_end_as_it_says() {
+    use serde_json::{json, Value};
+    use std::os::unix::fs::PermissionsExt;
+    let readme = document("README.md");
+    let adapter = document("fixtures/tutorial/clock-adapter");
+    let bridge: Value = serde_json::from_str(&document("fixtures/tutorial/bridge.json")).unwrap();
+    let request: Value = serde_json::from_str(&document("fixtures/tutorial/request.json")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (n, (change, said, status, code, exit)) in [
+        (
+            "echo hello",
+            "print `hello` before the JSON",
+            "failed",
+            "result_invalid",
+            1,
+        ),
+        (
+            "exit 3",
+            "`exit 3` (`adapter_exit_nonzero`)",
+            "failed",
+            "adapter_exit_nonzero",
+            1,
+        ),
+        (
+            "sleep 10",
+            "`sleep 10` in the adapter (`timeout` at\n5 s, exit 124",
+            "timeout",
+            "dispatch_timeout",
+            124,
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert!(readme.contains(said), "the README no longer says {said:?}");
+        let changed = adapter.replacen("printf '", &format!("{change}\nprintf '"), 1);
+        assert_ne!(changed, adapter);
+        let path = dir.path().join(format!("adapter-{n}"));
+        std::fs::write(&path, changed).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut bridge = bridge.clone();
+        bridge["dispatcher"]["command"]["argv"] = json!([path.display().to_string()]);
+        let request = request.clone();
+        super::Dispatch::with_bridge(bridge)
+            .request(|r| *r = request)
+            .run()
+            .expect(status, Some(code), exit);
+    }
+}
+
+/// The README's Install section: `cargo install` of this package, then a completion script
+/// for each shell it names (each one the binary prints) and the man pages of `man/`.
+#[test]
+fn the_install_section_installs_what_exists() {
+    let section = readme_section("Install");
+    let commands: Vec<String> = fenced_blocks(&section, "sh");
+    assert!(commands[0].starts_with("cargo install --locked --path . "));
+    let mut shells = Vec::new();
+    for line in commands.iter().flat_map(|c| c.lines()) {
+        if let Some(rest) = line.strip_prefix("parent-tool-dispatch completions ") {
+            let shell = rest.split_whitespace().next().unwrap();
+            super::Cmd::new(["completions", shell])
+                .run()
+                .exit(0)
+                .stderr_empty()
+                .stdout_contains("parent-tool-dispatch");
+            shells.push(shell.to_string());
+        }
+    }
+    assert_eq!(shells, ["bash", "fish", "zsh"]);
+    assert!(commands.iter().any(|c| c.contains("cp man/*.1 ")));
+    let pages = std::fs::read_dir(root().join("man"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "1")
+        })
+        .count();
+    assert!(pages >= 1, "man/ holds no page");
 }
