@@ -267,17 +267,60 @@ fn documents_link_only_to_files_that_exist() {
             let rest = &text[at + 2..];
             let Some(end) = rest.find(')') else { continue };
             let target = &rest[..end];
-            if target.contains("://") || target.starts_with('#') || target.starts_with("mailto:") {
+            if target.contains("://") || target.starts_with("mailto:") {
                 continue;
             }
-            let file = target.split('#').next().unwrap();
+            if let Some(anchor) = target.strip_prefix('#') {
+                assert!(
+                    anchors(&text).iter().any(|a| a == anchor),
+                    "{} links to {target}, a heading it does not have",
+                    path.display()
+                );
+                continue;
+            }
+            let (file, anchor) = target.split_once('#').unwrap_or((target, ""));
             assert!(
                 dir.join(file).exists() || pending_document(file),
                 "{} links to {target}, which does not exist",
                 path.display()
             );
+            if !anchor.is_empty() && dir.join(file).is_file() {
+                let linked = std::fs::read_to_string(dir.join(file)).unwrap();
+                assert!(
+                    anchors(&linked).iter().any(|a| a == anchor),
+                    "{} links to {target}, a heading {file} does not have",
+                    path.display()
+                );
+            }
         }
     }
+}
+
+/// The anchors a Markdown renderer gives the headings of `text` (outside code fences):
+/// lower case, spaces as `-`, letters, digits, `-` and `_` kept, the rest dropped.
+fn anchors(text: &str) -> Vec<String> {
+    let mut fenced = false;
+    let mut found = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("```") {
+            fenced = !fenced;
+        }
+        if fenced || !line.starts_with('#') {
+            continue;
+        }
+        let title = line.trim_start_matches('#').trim();
+        let slug: String = title
+            .to_lowercase()
+            .chars()
+            .filter_map(|c| match c {
+                ' ' => Some('-'),
+                c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                _ => None,
+            })
+            .collect();
+        found.push(slug);
+    }
+    found
 }
 
 /// The documents other branches are writing at the same time (their sections are still in
