@@ -26,6 +26,7 @@ mod properties;
 mod readme;
 mod redaction;
 mod replay;
+mod resources;
 mod robustness;
 mod schema;
 mod spec_refs;
