@@ -9,6 +9,7 @@
 mod codes;
 mod core;
 mod delegation;
+mod doctor;
 mod endpoint;
 mod envelopes;
 mod file_transport;
