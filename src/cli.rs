@@ -280,11 +280,11 @@ pub enum Command {
     /// mechanisms are reported, and only a failed probe makes the exit non-zero. A failed probe
     /// is `error[confinement_not_enforced]` on stderr. The report goes to stdout: an aligned
     /// table (MECHANISM, STATE, ASKED, DETAIL) and a summary line, or with --json one object
-    /// {"schema":"parent-tool-dispatch/doctor/v1","exit_code":N,"mechanisms":[{mechanism,
-    /// requested, state (ok|unavailable|failed), detail, abi, hierarchy, missing, reason,
-    /// probe: {attempt, result (refused|killed|not_refused|setup_failed|lost), errno, error,
-    /// signal, step, counter} or null}]}, every key always present (null when it does not
-    /// apply). See docs/doctor.md.
+    /// with schema "parent-tool-dispatch/doctor/v1", exit_code and mechanisms: one object per
+    /// row with mechanism, requested, state (ok, unavailable or failed), detail, abi,
+    /// hierarchy (v1 or v2), missing, reason and probe (attempt; result: refused, killed,
+    /// not_refused, setup_failed or lost; errno, error, signal, step, counter), every key
+    /// always present (null when it does not apply). See docs/doctor.md.
     Doctor(DoctorArgs),
 }
 
