@@ -559,6 +559,14 @@ pub struct ReplayArgs {
     /// Cases run at once (default: the number of CPUs). Output keeps the sorted order.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub jobs: Option<u32>,
+
+    /// Confine the adapters of `argv` cases: these options (checked here, a bad one is exit 2
+    /// naming it) are forwarded to every child dispatcher, before the case's own options. A
+    /// case that sets confinement itself (in its options or through a PARENT_TOOL_DISPATCH_*
+    /// variable in its env) then fails: one place decides. Recorded and result cases run
+    /// nothing and are not affected.
+    #[command(flatten)]
+    pub confine: ConfineArgs,
 }
 
 /// What `schema` prints.

@@ -27,6 +27,7 @@ mod properties;
 mod readme;
 mod redaction;
 mod replay;
+mod replay_confine;
 mod resources;
 mod robustness;
 mod schema;
