@@ -455,7 +455,9 @@ pub enum DelegationCommand {
     /// rebuilt from PATH, HOME, LANG, LC_ALL, TZ, TMPDIR, the --pass-env and --secret-env
     /// variables and WP_CODEBOX_HOST_DELEGATION_REQUEST_ID, _TIMEOUT_MS, _REQUEST_SCHEMA,
     /// _RESULT_SCHEMA; SIGTERM at the deadline, SIGKILL after the grace; no process left behind.
-    /// A request without request_id gets a generated one (hd-<unix ms>-<pid>).
+    /// A request without request_id gets a generated one (hd-<unix ms>-<pid>). Once the
+    /// adapter ran, the envelope ends with diagnostics.dispatch.resources {max_rss_bytes,
+    /// user_ms, system_ms}: what its whole process tree used (SPEC 13), on a failure too.
     #[command(after_help = crate::delegation::codes::after_help())]
     Run(Box<DelegationRunArgs>),
 }
