@@ -170,8 +170,8 @@ pub struct Finished {
     pub duration: Duration,
     /// Processes still alive after the adapter was gone (and the leak window), all killed.
     pub leaked_processes: usize,
-    /// What the whole tree used (SPEC §13 "Reported").
-    pub resources: Resources,
+    /// What the whole tree used (SPEC §13 "Reported"); `None` when nothing was started.
+    pub resources: Option<Resources>,
 }
 
 /// What the adapter's whole process tree used, from `getrusage(RUSAGE_CHILDREN)` before the
@@ -313,7 +313,7 @@ pub fn run(spec: Spec, interrupts: &Interrupts) -> Result<Finished, SpawnError> 
         stderr_tail: io.err.into_tail(),
         duration: start.elapsed(),
         leaked_processes: swept.leaked_processes,
-        resources: Resources::since(usage_before),
+        resources: Some(Resources::since(usage_before)),
     })
 }
 
@@ -352,7 +352,7 @@ fn not_started(sig: Signal, start: Instant) -> Finished {
         stdin_error: None,
         duration: start.elapsed(),
         leaked_processes: 0,
-        resources: Resources::default(),
+        resources: None,
     }
 }
 
