@@ -138,7 +138,7 @@ fn delegate<'f>(
         learned.redactor.add_host_path(&found.to_string_lossy());
     }
     let ran = exec::run(spec, interrupts).map_err(|error| not_started(error, &args.argv[0]))?;
-    learned.resources = ran.resources;
+    learned.resources = ran.resources_used();
     let finished: &'f Finished = finished.insert(ran);
     judge(finished, &scope, args).map_err(|failure| with_stderr_tail(failure, finished))
 }

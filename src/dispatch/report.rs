@@ -117,7 +117,7 @@ pub(super) fn run_diagnostics(finished: &Finished, redactor: &Redactor) -> RunDi
         stderr_truncated: finished.stderr_truncated || tail_cut,
         stderr_tail,
         leaked_processes: finished.leaked_processes,
-        resources: finished.resources.map(resources),
+        resources: finished.resources_used().map(resources),
     }
 }
 

@@ -170,8 +170,9 @@ pub struct Finished {
     pub duration: Duration,
     /// Processes still alive after the adapter was gone (and the leak window), all killed.
     pub leaked_processes: usize,
-    /// What the whole tree used (SPEC §13 "Reported"); `None` when nothing was started.
-    pub resources: Option<Resources>,
+    /// What the whole tree used (SPEC §13 "Reported"); zero when nothing was started
+    /// ([`Finished::resources_used`]).
+    pub resources: Resources,
 }
 
 /// What the adapter's whole process tree used, from `getrusage(RUSAGE_CHILDREN)` before the
@@ -230,6 +231,13 @@ impl Resources {
             user_ms: user.saturating_sub(before.1) / 1000,
             system_ms: system.saturating_sub(before.2) / 1000,
         }
+    }
+}
+
+impl Finished {
+    /// What the tree used, when a process was started at all.
+    pub fn resources_used(&self) -> Option<Resources> {
+        (self.termination != Termination::NotStarted).then_some(self.resources)
     }
 }
 
@@ -313,7 +321,7 @@ pub fn run(spec: Spec, interrupts: &Interrupts) -> Result<Finished, SpawnError> 
         stderr_tail: io.err.into_tail(),
         duration: start.elapsed(),
         leaked_processes: swept.leaked_processes,
-        resources: Some(Resources::since(usage_before)),
+        resources: Resources::since(usage_before),
     })
 }
 
@@ -352,7 +360,7 @@ fn not_started(sig: Signal, start: Instant) -> Finished {
         stdin_error: None,
         duration: start.elapsed(),
         leaked_processes: 0,
-        resources: None,
+        resources: Resources::default(),
     }
 }
 
@@ -440,6 +448,28 @@ mod tests {
         assert!(finished.stderr_tail.ends_with(b"eEND"));
         assert!(finished.stderr_truncated);
         assert_eq!(finished.leaked_processes, 0);
+    }
+
+    #[test]
+    fn a_run_that_never_started_reports_no_resources() {
+        let sig = Signal::from_raw(libc::SIGTERM).unwrap();
+        assert_eq!(not_started(sig, Instant::now()).resources_used(), None);
+    }
+
+    #[test]
+    fn a_run_reports_what_its_tree_used() {
+        if !isolated("exec::tests::a_run_reports_what_its_tree_used") {
+            return;
+        }
+        // A grandchild spins and is reaped by its parent: it still counts.
+        let spec = shell(
+            "sh -c 'i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done'; :",
+            None,
+        );
+        let finished = run(spec, &Interrupts::none()).unwrap();
+        let used = finished.resources_used().unwrap();
+        assert!(used.user_ms + used.system_ms > 0, "{used:?}");
+        assert!(used.max_rss_bytes > 0, "{used:?}");
     }
 
     #[test]
