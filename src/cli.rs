@@ -257,6 +257,46 @@ pub enum Command {
     /// ledger, corrupt) is `error[ledger_unavailable]` and exit 69.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Say which confinement mechanisms this host supports, each proved by a live probe that
+    /// must be refused (SPEC 13); exit 0, 69 or 70.
+    ///
+    /// One row per mechanism: landlock_fs (Landlock, with the kernel's ABI), the Landlock
+    /// scopes landlock_signal_scope and landlock_abstract_unix_scope (ABI 6+), network (a new
+    /// network namespace), seccomp, no_new_privs, memory and pids (a cgroup; which hierarchy,
+    /// v1 or v2), open_files and file_size (rlimits). For each, a child placed under the
+    /// mechanism tries the forbidden thing — read a file outside its grants, signal its parent,
+    /// connect to an abstract unix socket outside or to a listening loopback TCP socket, call
+    /// filtered system calls, clear no_new_privs, use more memory than its limit, fork past
+    /// pids.max, write past RLIMIT_FSIZE, open a descriptor past RLIMIT_NOFILE — and must be
+    /// refused. A row is `ok` (refused, or killed by the mechanism), `unavailable` (the host
+    /// cannot put it in place, or the probe's control failed: nothing proven) or `FAILED` (the
+    /// forbidden thing worked, or the probe gave no answer within 10 s).
+    ///
+    /// The confinement options say what is asked for (the same flags and variables as the main
+    /// job's; a bad value is a usage error, exit 2, naming the option). Exit 70 when any
+    /// mechanism failed its probe; else 69 when a requested one is unavailable (stderr:
+    /// `error[confinement_unavailable]` naming each with what is missing, as the main job's
+    /// `error.details.missing` would); else 0. With no option nothing is asked for: the host's
+    /// mechanisms are reported, and only a failed probe makes the exit non-zero. A failed probe
+    /// is `error[confinement_not_enforced]` on stderr. The report goes to stdout: an aligned
+    /// table (MECHANISM, STATE, ASKED, DETAIL) and a summary line, or with --json one object
+    /// with schema "parent-tool-dispatch/doctor/v1", exit_code and mechanisms: one object per
+    /// row with mechanism, requested, state (ok, unavailable or failed), detail, abi,
+    /// hierarchy (v1 or v2), missing, reason and probe (attempt; result: refused, killed,
+    /// not_refused, setup_failed or lost; errno, error, signal, step, counter), every key
+    /// always present (null when it does not apply). See docs/doctor.md.
+    Doctor(DoctorArgs),
+}
+
+/// Arguments of `doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print the report as one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// What is asked for: the main job's confinement options.
+    #[command(flatten)]
+    pub confine: ConfineArgs,
 }
 
 /// Which envelope `validate` checks.
@@ -415,7 +455,9 @@ pub enum DelegationCommand {
     /// rebuilt from PATH, HOME, LANG, LC_ALL, TZ, TMPDIR, the --pass-env and --secret-env
     /// variables and WP_CODEBOX_HOST_DELEGATION_REQUEST_ID, _TIMEOUT_MS, _REQUEST_SCHEMA,
     /// _RESULT_SCHEMA; SIGTERM at the deadline, SIGKILL after the grace; no process left behind.
-    /// A request without request_id gets a generated one (hd-<unix ms>-<pid>).
+    /// A request without request_id gets a generated one (hd-<unix ms>-<pid>). Once the
+    /// adapter ran, the envelope ends with diagnostics.dispatch.resources {max_rss_bytes,
+    /// user_ms, system_ms}: what its whole process tree used (SPEC 13), on a failure too.
     #[command(after_help = crate::delegation::codes::after_help())]
     Run(Box<DelegationRunArgs>),
 }
@@ -519,6 +561,14 @@ pub struct ReplayArgs {
     /// Cases run at once (default: the number of CPUs). Output keeps the sorted order.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub jobs: Option<u32>,
+
+    /// Confine the adapters of `argv` cases: these options (checked here, a bad one is exit 2
+    /// naming it) are forwarded to every child dispatcher, before the case's own options. A
+    /// case that sets confinement itself (in its options or through a PARENT_TOOL_DISPATCH_*
+    /// variable in its env) then fails: one place decides. Recorded and result cases run
+    /// nothing and are not affected.
+    #[command(flatten)]
+    pub confine: ConfineArgs,
 }
 
 /// What `schema` prints.

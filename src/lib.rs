@@ -18,6 +18,7 @@ pub mod completions;
 pub mod confine;
 pub mod delegation;
 pub mod dispatch;
+pub mod doctor;
 pub mod endpoint;
 pub mod envelope;
 pub mod error;
@@ -238,6 +239,7 @@ pub fn run(cli: Cli) -> u8 {
         Some(Command::Replay(args)) => replay::run(&args),
         Some(Command::Schema(args)) => schema::print(args.kind),
         Some(Command::Audit(command)) => ledger::command::main(&command),
+        Some(Command::Doctor(args)) => doctor::run(&args),
     }
 }
 

@@ -271,6 +271,16 @@ fn dispatch_diagnostics() -> Value {
             "stderr_tail": text,
             "stderr_truncated": {"type": "boolean"},
             "leaked_processes": int,
+            "resources": {
+                "type": "object",
+                "description": "What the adapter's whole process tree used, confined or not (SPEC 13); absent for a recorded answer. Changes from run to run: replay never compares it.",
+                "required": ["max_rss_bytes", "user_ms", "system_ms"],
+                "properties": {
+                    "max_rss_bytes": {"type": "integer", "minimum": 0, "description": "The largest resident set size any single process of the tree reached (getrusage RUSAGE_CHILDREN), in bytes."},
+                    "user_ms": {"type": "integer", "minimum": 0, "description": "CPU time in user mode, summed over the tree, in milliseconds."},
+                    "system_ms": {"type": "integer", "minimum": 0, "description": "CPU time in the kernel, summed over the tree, in milliseconds."}
+                }
+            },
             "stdout_head": text,
             "duration_ms": int,
             "transcript_error": text,

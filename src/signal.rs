@@ -54,6 +54,7 @@ impl Signal {
             libc::SIGTERM => "SIGTERM",
             libc::SIGUSR1 => "SIGUSR1",
             libc::SIGUSR2 => "SIGUSR2",
+            libc::SIGXFSZ => "SIGXFSZ",
             sig => return format!("signal {sig}"),
         };
         name.to_string()

@@ -134,6 +134,38 @@ impl Options {
         self.limit_memory_bytes.is_some() || self.limit_pids.is_some()
     }
 
+    /// The options as command-line flags that [`Options::parse`] reads back to the same
+    /// value: canonical paths, sizes in bytes, counts in digits (what `replay` forwards to the
+    /// child dispatchers of its `argv` cases). Empty when nothing is requested.
+    pub fn to_flags(&self) -> Vec<OsString> {
+        let mut out: Vec<OsString> = Vec::new();
+        let mut flag = |name: OptionName, value: OsString| {
+            out.push(name.flag().into());
+            out.push(value);
+        };
+        for path in &self.fs_read {
+            flag(OptionName::FsRead, path.clone().into_os_string());
+        }
+        for path in &self.fs_write {
+            flag(OptionName::FsWrite, path.clone().into_os_string());
+        }
+        if self.network == Network::None {
+            flag(OptionName::Network, Network::None.as_str().into());
+        }
+        let numbers = [
+            (OptionName::LimitMemory, self.limit_memory_bytes),
+            (OptionName::LimitPids, self.limit_pids),
+            (OptionName::LimitOpenFiles, self.limit_open_files),
+            (OptionName::LimitFileSize, self.limit_file_size_bytes),
+        ];
+        for (name, value) in numbers {
+            if let Some(n) = value {
+                flag(name, n.to_string().into());
+            }
+        }
+        out
+    }
+
     /// The options of a command line, each flag falling back to its variable in this
     /// process's environment (SPEC §13), checked.
     pub fn from_command_line(args: &crate::cli::ConfineArgs) -> Result<Options, OptionError> {
@@ -455,6 +487,33 @@ pub fn parse_path(
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn flags_read_back_to_the_same_options() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut raw = RawOptions::default();
+        raw.flag(OptionName::FsRead, "/usr")
+            .flag(OptionName::FsRead, dir.path())
+            .flag(OptionName::FsWrite, dir.path())
+            .flag(OptionName::Network, "none")
+            .flag(OptionName::LimitMemory, "64M")
+            .flag(OptionName::LimitPids, "16")
+            .flag(OptionName::LimitOpenFiles, "64")
+            .flag(OptionName::LimitFileSize, "0");
+        let options = Options::parse(&raw).unwrap();
+        let flags = options.to_flags();
+        assert!(flags.contains(&OsString::from("67108864")), "{flags:?}");
+        let mut again = RawOptions::default();
+        for pair in flags.chunks(2) {
+            let name = OptionName::ALL
+                .into_iter()
+                .find(|n| OsStr::new(n.flag()) == pair[0])
+                .unwrap();
+            again.flag(name, pair[1].clone());
+        }
+        assert_eq!(Options::parse(&again).unwrap(), options);
+        assert!(Options::default().to_flags().is_empty());
+    }
 
     fn size(text: &str) -> Result<u64, Problem> {
         parse_size(OptionName::LimitMemory, Source::Flag, OsStr::new(text)).map_err(|e| e.problem)

@@ -480,6 +480,29 @@ pub fn open_files() -> std::io::Result<Probe> {
     })
 }
 
+/// `no_new_privs`: set it, then try to clear it again (the kernel answers `EINVAL`: the bit
+/// is one-way, so nothing the adapter runs can regain privileges through a set-uid program).
+/// The control: the bit reads back as set.
+pub fn no_new_privs() -> Probe {
+    let outcome = fork_probe(|| {
+        if let Err(e) = set_no_new_privs() {
+            return Record::Failed(e);
+        }
+        match rustix::thread::no_new_privs() {
+            Ok(true) => {}
+            Ok(false) => return failed(Step::Control)(Errno::INVAL),
+            Err(errno) => return failed(Step::Control)(errno),
+        }
+        refused_or(0, rustix::thread::set_no_new_privs(false))
+    });
+    Probe {
+        mechanism: "no_new_privs",
+        attempt: "clear no_new_privs again",
+        outcome,
+        counter: None,
+    }
+}
+
 /// One attempt of the seccomp probe: a system call the filter denies, with harmless
 /// arguments (a bad descriptor, null pointers, an invalid request): without the filter each
 /// fails with something other than `EPERM` (or does nothing), with it each is `EPERM`.

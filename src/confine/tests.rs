@@ -184,6 +184,19 @@ fn seccomp_probe_answers_eperm_to_every_attempt() {
 }
 
 #[test]
+fn no_new_privs_probe_cannot_clear_the_bit() {
+    let report = probe::no_new_privs();
+    assert_eq!(
+        report.outcome,
+        Outcome::Refused {
+            errno: libc::EINVAL
+        },
+        "{report:?}"
+    );
+    assert!(report.held());
+}
+
+#[test]
 fn rlimit_probes_hold() {
     let size = probe::file_size().unwrap();
     assert_eq!(

@@ -77,6 +77,9 @@ pub struct Envelope<'a> {
     pub started_at: SystemTime,
     pub ended_at: SystemTime,
     pub duration_ms: u64,
+    /// What the adapter's tree used, when it ran: `diagnostics.dispatch.resources`, as in the
+    /// main job's result (SPEC §13).
+    pub resources: Option<crate::envelope::result::Resources>,
 }
 
 impl Envelope<'_> {
@@ -157,6 +160,17 @@ impl Envelope<'_> {
                 .value("duration_ms", &self.duration_ms);
             t.finish();
         });
+        if let Some(resources) = &self.resources {
+            w.with("diagnostics", |o| {
+                let mut d = ObjectWriter::new(o);
+                d.with("dispatch", |o| {
+                    let mut r = ObjectWriter::new(o);
+                    r.value("resources", resources);
+                    r.finish();
+                });
+                d.finish();
+            });
+        }
         w.finish();
         out
     }
@@ -208,6 +222,7 @@ mod tests {
             started_at: t,
             ended_at: t,
             duration_ms: 0,
+            resources: None,
         }
     }
 

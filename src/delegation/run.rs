@@ -138,6 +138,7 @@ fn delegate<'f>(
         learned.redactor.add_host_path(&found.to_string_lossy());
     }
     let ran = exec::run(spec, interrupts).map_err(|error| not_started(error, &args.argv[0]))?;
+    learned.resources = ran.resources_used();
     let finished: &'f Finished = finished.insert(ran);
     judge(finished, &scope, args).map_err(|failure| with_stderr_tail(failure, finished))
 }
@@ -392,6 +393,8 @@ struct Learned {
     request_id: String,
     /// The canonical request, once the request was a JSON object.
     request: Option<String>,
+    /// What the adapter's tree used, once it ran (SPEC §13 "Reported").
+    resources: Option<exec::Resources>,
 }
 
 impl Learned {
@@ -404,6 +407,7 @@ impl Learned {
             started_at: SystemTime::now(),
             request_id: generate_id(),
             request: None,
+            resources: None,
         }
     }
 }
@@ -495,6 +499,7 @@ fn conclude(learned: &Learned, outcome: Result<Answer<'_>, Failure>) -> u8 {
         started_at: learned.started_at,
         ended_at,
         duration_ms: learned.started.elapsed().as_millis() as u64,
+        resources: learned.resources.map(crate::dispatch::resources),
     };
     let text = envelope.render(redactor);
     if let Some((code, message)) = ended.stderr {

@@ -182,6 +182,27 @@ fn result() -> Value {
                     "ended_at": {"type": "string", "format": "date-time"},
                     "duration_ms": {"type": "integer", "minimum": 0}
                 }
+            },
+            "diagnostics": {
+                "type": "object",
+                "description": "The dispatcher's own report; present once the adapter ran.",
+                "properties": {
+                    "dispatch": {
+                        "type": "object",
+                        "properties": {
+                            "resources": {
+                                "type": "object",
+                                "description": "What the adapter's whole process tree used, confined or not (SPEC 13).",
+                                "required": ["max_rss_bytes", "user_ms", "system_ms"],
+                                "properties": {
+                                    "max_rss_bytes": {"type": "integer", "minimum": 0, "description": "The largest resident set size any single process of the tree reached, in bytes."},
+                                    "user_ms": {"type": "integer", "minimum": 0, "description": "User-mode CPU time summed over the tree, in milliseconds."},
+                                    "system_ms": {"type": "integer", "minimum": 0, "description": "Kernel-mode CPU time summed over the tree, in milliseconds."}
+                                }
+                            }
+                        }
+                    }
+                }
             }
         },
         "allOf": [

@@ -13,6 +13,7 @@ mod error;
 mod report;
 
 pub use error::DispatchError;
+pub(crate) use report::resources;
 pub use report::{Concluded, Learned, Outcome, Report};
 
 use crate::authorize::authorize;

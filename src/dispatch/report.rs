@@ -13,7 +13,8 @@ use crate::envelope::bridge::Bridge;
 use crate::envelope::canonical;
 use crate::envelope::request::Echo;
 use crate::envelope::result::{
-    self, ArtifactRef, Audience, DispatchDiagnostics, ResultEnvelope, RunDiagnostics, StdinError,
+    self, ArtifactRef, Audience, DispatchDiagnostics, Resources, ResultEnvelope, RunDiagnostics,
+    StdinError,
 };
 use crate::error::Status;
 use crate::exec::{self, Finished, Termination};
@@ -116,6 +117,16 @@ pub(super) fn run_diagnostics(finished: &Finished, redactor: &Redactor) -> RunDi
         stderr_truncated: finished.stderr_truncated || tail_cut,
         stderr_tail,
         leaked_processes: finished.leaked_processes,
+        resources: finished.resources_used().map(resources),
+    }
+}
+
+/// The envelope's form of what the tree used.
+pub(crate) fn resources(r: exec::Resources) -> Resources {
+    Resources {
+        max_rss_bytes: r.max_rss_bytes,
+        user_ms: r.user_ms,
+        system_ms: r.system_ms,
     }
 }
 
@@ -147,6 +158,7 @@ pub(super) fn replayed_diagnostics(
         stderr_tail,
         stderr_truncated: tail_cut,
         leaked_processes: 0,
+        resources: None,
     }
 }
 

@@ -226,6 +226,21 @@ pub struct RunDiagnostics {
     pub stderr_tail: String,
     pub stderr_truncated: bool,
     pub leaked_processes: usize,
+    /// What the adapter's whole process tree used (SPEC §13); absent for a recorded answer,
+    /// where nothing ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Resources>,
+}
+
+/// `diagnostics.dispatch.resources`: the whole tree's usage, confined or not (SPEC §13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Resources {
+    /// The largest resident set size any single process of the tree reached.
+    pub max_rss_bytes: u64,
+    /// User-mode CPU time, summed over the tree.
+    pub user_ms: u64,
+    /// Kernel-mode CPU time, summed over the tree.
+    pub system_ms: u64,
 }
 
 /// `diagnostics.dispatch`: what the dispatcher itself reports (SPEC §4.5). It replaces any

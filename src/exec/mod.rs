@@ -170,6 +170,75 @@ pub struct Finished {
     pub duration: Duration,
     /// Processes still alive after the adapter was gone (and the leak window), all killed.
     pub leaked_processes: usize,
+    /// What the whole tree used (SPEC §13 "Reported"); zero when nothing was started
+    /// ([`Finished::resources_used`]).
+    pub resources: Resources,
+}
+
+/// What the adapter's whole process tree used, from `getrusage(RUSAGE_CHILDREN)` before the
+/// spawn and after the sweep: the dispatcher is a child subreaper, so every process of the
+/// tree is reaped by it or by a reaped ancestor, and the kernel folds each one's usage into
+/// its reaper's children totals.
+///
+/// The times are the difference (summed over the tree). `max_rss_bytes` is the kernel's
+/// maximum over every process reaped so far — the largest any single process of the tree
+/// reached, not their sum — which is this run's because a process runs one adapter (see the
+/// module's invariants). A process that could not be reaped (`Termination::Unreaped`) is not
+/// counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Resources {
+    /// The largest resident set size of any single process of the tree, in bytes.
+    pub max_rss_bytes: u64,
+    /// CPU time in user mode, summed over the tree, in milliseconds.
+    pub user_ms: u64,
+    /// CPU time in the kernel, summed over the tree, in milliseconds.
+    pub system_ms: u64,
+}
+
+/// `getrusage(RUSAGE_CHILDREN)` as (max RSS in bytes, user µs, system µs).
+fn children_usage() -> (u64, u64, u64) {
+    // SAFETY: `rusage` is plain old data, valid when zeroed; getrusage(2) writes into the one
+    // we pass and reads nothing else. RUSAGE_CHILDREN cannot fail.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) != 0 {
+            return (0, 0, 0);
+        }
+        usage
+    };
+    let micros = |t: libc::timeval| {
+        u64::try_from(t.tv_sec)
+            .unwrap_or(0)
+            .saturating_mul(1_000_000)
+            .saturating_add(u64::try_from(t.tv_usec).unwrap_or(0))
+    };
+    (
+        // ru_maxrss is in KiB on Linux.
+        u64::try_from(usage.ru_maxrss)
+            .unwrap_or(0)
+            .saturating_mul(1024),
+        micros(usage.ru_utime),
+        micros(usage.ru_stime),
+    )
+}
+
+impl Resources {
+    /// The tree's usage since `before` (a [`children_usage`] taken before the spawn).
+    fn since(before: (u64, u64, u64)) -> Resources {
+        let (max_rss_bytes, user, system) = children_usage();
+        Resources {
+            max_rss_bytes,
+            user_ms: user.saturating_sub(before.1) / 1000,
+            system_ms: system.saturating_sub(before.2) / 1000,
+        }
+    }
+}
+
+impl Finished {
+    /// What the tree used, when a process was started at all.
+    pub fn resources_used(&self) -> Option<Resources> {
+        (self.termination != Termination::NotStarted).then_some(self.resources)
+    }
 }
 
 /// Why writing the request to the adapter's stdin stopped before all of it was written.
@@ -189,6 +258,7 @@ pub fn run(spec: Spec, interrupts: &Interrupts) -> Result<Finished, SpawnError> 
     if let Some(sig) = interrupts.received() {
         return Ok(not_started(sig, start));
     }
+    let usage_before = children_usage();
     let launch = Launch {
         program: &spec.program,
         argv: &spec.argv,
@@ -251,6 +321,7 @@ pub fn run(spec: Spec, interrupts: &Interrupts) -> Result<Finished, SpawnError> 
         stderr_tail: io.err.into_tail(),
         duration: start.elapsed(),
         leaked_processes: swept.leaked_processes,
+        resources: Resources::since(usage_before),
     })
 }
 
@@ -289,6 +360,7 @@ fn not_started(sig: Signal, start: Instant) -> Finished {
         stdin_error: None,
         duration: start.elapsed(),
         leaked_processes: 0,
+        resources: Resources::default(),
     }
 }
 
@@ -376,6 +448,28 @@ mod tests {
         assert!(finished.stderr_tail.ends_with(b"eEND"));
         assert!(finished.stderr_truncated);
         assert_eq!(finished.leaked_processes, 0);
+    }
+
+    #[test]
+    fn a_run_that_never_started_reports_no_resources() {
+        let sig = Signal::from_raw(libc::SIGTERM).unwrap();
+        assert_eq!(not_started(sig, Instant::now()).resources_used(), None);
+    }
+
+    #[test]
+    fn a_run_reports_what_its_tree_used() {
+        if !isolated("exec::tests::a_run_reports_what_its_tree_used") {
+            return;
+        }
+        // A grandchild spins and is reaped by its parent: it still counts.
+        let spec = shell(
+            "sh -c 'i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done'; :",
+            None,
+        );
+        let finished = run(spec, &Interrupts::none()).unwrap();
+        let used = finished.resources_used().unwrap();
+        assert!(used.user_ms + used.system_ms > 0, "{used:?}");
+        assert!(used.max_rss_bytes > 0, "{used:?}");
     }
 
     #[test]

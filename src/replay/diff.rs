@@ -5,8 +5,9 @@
 //! - `result` is a subset of the printed envelope: every key given must be there with a
 //!   matching value, objects recursively; arrays match whole (same length, every item equal
 //!   in full); numbers compare by value (`1` equals `1.0`);
-//! - durations and digests of timestamped files never compare: `diagnostics.dispatch.duration_ms`
-//!   and the `sha256` of refs in `artifacts.transcripts` are skipped wherever they appear,
+//! - durations, resource usage and digests of timestamped files never compare:
+//!   `diagnostics.dispatch.duration_ms`, `diagnostics.dispatch.resources` (and everything in
+//!   it) and the `sha256` of refs in `artifacts.transcripts` are skipped wherever they appear,
 //!   in the expectation or the envelope ([`is_volatile`]).
 //!
 //! Every difference carries the JSON Pointer of its place in the envelope. Values are shown as
@@ -37,7 +38,10 @@ pub struct Difference {
 
 /// Whether a place in an envelope changes from run to run by nature.
 pub fn is_volatile(pointer: &str) -> bool {
-    if pointer == "/diagnostics/dispatch/duration_ms" {
+    if pointer == "/diagnostics/dispatch/duration_ms"
+        || pointer == "/diagnostics/dispatch/resources"
+        || pointer.starts_with("/diagnostics/dispatch/resources/")
+    {
         return true;
     }
     // /artifacts/transcripts/<n>/sha256: the digest of a file that records timestamps.
@@ -305,6 +309,39 @@ mod tests {
         assert!(compare(&e, &got).is_empty());
         let projected = project(
             &json!({"diagnostics": {"dispatch": {"duration_ms": 1, "exit_code": 5}}}),
+            got.envelope.as_ref().unwrap(),
+            "",
+        );
+        assert_eq!(
+            projected,
+            json!({"diagnostics": {"dispatch": {"exit_code": 0}}})
+        );
+    }
+
+    #[test]
+    fn resource_usage_never_compares() {
+        // SPEC §13: max_rss_bytes, user_ms and system_ms differ from run to run.
+        let got = actual(
+            json!({"status": "succeeded",
+                "diagnostics": {"dispatch": {"exit_code": 0,
+                    "resources": {"max_rss_bytes": 4096, "user_ms": 9, "system_ms": 2}}}}),
+            0,
+        );
+        for expected in [
+            json!({"diagnostics": {"dispatch": {"exit_code": 0,
+                "resources": {"max_rss_bytes": 1, "user_ms": 0, "system_ms": 0}}}}),
+            json!({"diagnostics": {"dispatch": {"resources": "anything"}}}),
+        ] {
+            assert!(compare(&expect(expected), &got).is_empty());
+        }
+        // What is next to it still compares.
+        let e = expect(json!({"diagnostics": {"dispatch": {"exit_code": 3}}}));
+        assert_eq!(
+            pointers(&compare(&e, &got)),
+            ["/diagnostics/dispatch/exit_code"]
+        );
+        let projected = project(
+            &json!({"diagnostics": {"dispatch": {"exit_code": 5, "resources": {"user_ms": 1}}}}),
             got.envelope.as_ref().unwrap(),
             "",
         );

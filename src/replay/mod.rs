@@ -48,6 +48,8 @@ pub struct Settings {
     pub filter: Option<String>,
     /// `--bless`.
     pub bless: bool,
+    /// The confinement flags every `argv` case's dispatcher gets (`Options::to_flags`).
+    pub confine: Vec<std::ffi::OsString>,
 }
 
 /// How a case ended.
@@ -150,6 +152,13 @@ impl CaseReport {
 /// (or was blessed), 1 otherwise — including when no case ran, or the JUnit report could not be
 /// written — and 74 when stdout could not be written (`crate::stdout`).
 pub fn run(args: &ReplayArgs) -> u8 {
+    let confine = match crate::confine::Options::from_command_line(&args.confine) {
+        Ok(options) => options.to_flags(),
+        Err(e) => {
+            eprintln!("error: {}", crate::terminal::escape(&e.to_string()));
+            return exit::USAGE;
+        }
+    };
     let mut warnings = Vec::new();
     let sources = walk::collect(&args.paths, &mut warnings);
     for warning in &warnings {
@@ -160,6 +169,7 @@ pub fn run(args: &ReplayArgs) -> u8 {
         bridge: args.parent_tool_bridge.clone(),
         filter: args.filter.clone(),
         bless: args.bless,
+        confine,
     };
     let jobs = args.jobs.map(|n| n as usize).unwrap_or_else(default_jobs);
     let started = Instant::now();
@@ -340,7 +350,7 @@ fn broken(name: String, file: String, problem: Vec<String>) -> CaseReport {
 pub fn replay_case(case: &Case, file: &str, settings: &Settings) -> CaseReport {
     let started = Instant::now();
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        runner::run(case, settings.exe.as_deref())
+        runner::run_with(case, settings.exe.as_deref(), &settings.confine)
     }))
     .unwrap_or_else(|_| Err(runner::RunError::Panicked));
     let outcome = match ran {

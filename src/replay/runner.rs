@@ -55,6 +55,8 @@ pub enum RunError {
     OptionsNameARequest,
     #[error("the options ask for help or the version")]
     OptionsAskForHelp,
+    #[error("the case confines its adapter itself (a confinement option or PARENT_TOOL_DISPATCH_* variable), and replay was given confinement options: one place decides")]
+    CaseConfines,
     #[error("an argv case needs its bridge as an object")]
     BridgeNotAnObject,
     #[error("an argv case's bridge needs a \"dispatcher\" object to take the argv")]
@@ -142,10 +144,17 @@ impl Actual {
 /// case that could not be run at all: its options are not the main job's, or the child
 /// dispatcher could not be started or had to be stopped.
 pub fn run(case: &Case, exe: Option<&Path>) -> Result<Actual, RunError> {
+    run_with(case, exe, &[])
+}
+
+/// [`run`], with `confine` (confinement flags, `confine::Options::to_flags`) given to the
+/// dispatcher of an `argv` case before the case's own options (SPEC §13: replay's argv cases
+/// can be confined).
+pub fn run_with(case: &Case, exe: Option<&Path>, confine: &[OsString]) -> Result<Actual, RunError> {
     match &case.adapter {
         Adapter::Argv(argv) => {
             let exe = exe.ok_or(RunError::NoDispatcherBinary)?;
-            in_child(case, argv, exe)
+            in_child(case, argv, exe, confine)
         }
         Adapter::Recorded {
             stdout,
@@ -240,7 +249,12 @@ fn bridge_with_argv(
     Ok(bridge)
 }
 
-fn in_child(case: &Case, argv: &[String], exe: &Path) -> Result<Actual, RunError> {
+fn in_child(
+    case: &Case,
+    argv: &[String],
+    exe: &Path,
+    confine: &[OsString],
+) -> Result<Actual, RunError> {
     let tree = case
         .bridge_tree
         .as_ref()
@@ -248,6 +262,9 @@ fn in_child(case: &Case, argv: &[String], exe: &Path) -> Result<Actual, RunError
     let bridge = bridge_with_argv(tree, argv)?;
     let text = serde_json::to_string(&Value::Object(bridge.clone())).unwrap_or_default();
     let (max_output_bytes, kill_grace_ms) = match parse_options(&text, &case.options)? {
+        Ok(args) if !confine.is_empty() && case_confines(&args, &case.env) => {
+            return Err(RunError::CaseConfines)
+        }
         Ok(args) => (args.run.max_output_bytes, args.run.kill_grace_ms),
         // The child says why, and exits 2, as the main job does.
         Err(_) => (0, 0),
@@ -268,6 +285,7 @@ fn in_child(case: &Case, argv: &[String], exe: &Path) -> Result<Actual, RunError
         .into_iter()
         .map(OsStr::to_os_string)
         .chain([OsString::from(&bridge_arg)])
+        .chain(confine.iter().cloned())
         .chain(case.options.iter().map(OsString::from))
         .collect();
     let (mut child, pipes) =
@@ -385,6 +403,16 @@ fn read_capped(mut pipe: impl Read, cap: u64, keep_tail: bool) -> (Vec<u8>, bool
         }
     }
     (kept, dropped)
+}
+
+/// Whether a case sets confinement of its own: a confinement flag in its options, or a
+/// `PARENT_TOOL_DISPATCH_*` confinement variable in its env.
+fn case_confines(args: &DispatchArgs, env: &[(String, String)]) -> bool {
+    use crate::confine::{OptionName, RawOptions};
+    RawOptions::from_args(&args.run.confine) != RawOptions::default()
+        || env
+            .iter()
+            .any(|(name, _)| OptionName::ALL.iter().any(|o| o.env_var() == name))
 }
 
 /// The child dispatcher's environment: this process's, with the case's variables on top.

@@ -10,12 +10,12 @@ use super::*;
 use std::io::Read;
 
 /// The unprivileged user the `/proc` tests run the dispatcher as.
-const NOBODY: u32 = 65534;
+pub(crate) const NOBODY: u32 = 65534;
 
-/// [`dispatcher`] run as [`NOBODY`], from copies of the two binaries in a folder that user can
-/// reach: the build's own folder may sit under one it cannot enter (a clone in a 0700
-/// `mktemp -d`). Keep the folder until the run is over.
-fn dispatcher_as_nobody(steps: &[&str]) -> (tempfile::TempDir, Cmd) {
+/// Copies of `binaries` in a new folder under `/tmp` that [`NOBODY`] can enter and run them
+/// from: the build's own folder may sit under one it cannot enter (a clone in a 0700
+/// `mktemp -d`). Keep the folder until the runs are over.
+pub(crate) fn copies_for_nobody(binaries: &[PathBuf]) -> (tempfile::TempDir, Vec<PathBuf>) {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::Builder::new()
         .prefix("ptd-host-reach")
@@ -25,13 +25,23 @@ fn dispatcher_as_nobody(steps: &[&str]) -> (tempfile::TempDir, Cmd) {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap()
     };
     open(dir.path());
-    let copy = |from: PathBuf| {
-        let to = dir.path().join(from.file_name().unwrap());
-        std::fs::copy(&from, &to).unwrap();
-        open(&to);
-        to
-    };
-    let (dispatcher, adapter) = (copy(bin()), copy(test_bin()));
+    let copies = binaries
+        .iter()
+        .map(|from| {
+            let to = dir.path().join(from.file_name().unwrap());
+            std::fs::copy(from, &to).unwrap();
+            open(&to);
+            to
+        })
+        .collect();
+    (dir, copies)
+}
+
+/// [`dispatcher`] run as [`NOBODY`], from [`copies_for_nobody`] of the two binaries. Keep the
+/// folder until the run is over.
+fn dispatcher_as_nobody(steps: &[&str]) -> (tempfile::TempDir, Cmd) {
+    let (dir, copies) = copies_for_nobody(&[bin(), test_bin()]);
+    let (dispatcher, adapter) = (copies[0].clone(), copies[1].clone());
     let mut bridge = bridge(steps);
     bridge["dispatcher"]["command"]["argv"][0] = adapter.to_str().unwrap().into();
     let cmd = Cmd::of(

@@ -25,7 +25,7 @@ fn replay(args: &[&str]) -> Output {
     replay_with(args, &[])
 }
 
-fn replay_with(args: &[&str], env: &[(&str, &str)]) -> Output {
+pub(super) fn replay_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     let dir = bin().parent().unwrap().to_path_buf();
     assert_eq!(
         test_bin().parent(),
@@ -64,7 +64,7 @@ fn recorded_case(name: &str, output: Value, expect: Value) -> Value {
     })
 }
 
-fn write_case(dir: &Path, file: &str, case: &Value) -> PathBuf {
+pub(super) fn write_case(dir: &Path, file: &str, case: &Value) -> PathBuf {
     let path = dir.join(file);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, serde_json::to_string_pretty(case).unwrap() + "\n").unwrap();

@@ -12,6 +12,7 @@
 //! | `print:TEXT` / `eprint:TEXT` | write TEXT (no newline added) to stdout / stderr |
 //! | `flood:N` / `flood-stderr:N` | write N bytes to stdout / stderr |
 //! | `sleep:MS` / `busy:MS` | sleep / spin |
+//! | `alloc:MIB` | allocate MIB MiB and touch every page (resident), then free it |
 //! | `ignore-term` | ignore SIGTERM, SIGINT and SIGHUP |
 //! | `exit:N` | exit with N |
 //! | `raise:SIG` | kill itself with signal number SIG |
@@ -148,6 +149,16 @@ pub(crate) fn run(steps: &[String]) -> u8 {
                 while Instant::now() < until {
                     std::hint::spin_loop();
                 }
+            }
+            "alloc" => {
+                let Some(mib) = number::<usize>(step, arg) else {
+                    return 2;
+                };
+                let mut block = vec![0u8; mib << 20];
+                for page in block.chunks_mut(4096) {
+                    page[0] = 1;
+                }
+                std::hint::black_box(&block);
             }
             "ignore-term" => {
                 for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {

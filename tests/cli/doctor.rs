@@ -1,0 +1,281 @@
+//! `doctor` (SPEC §13) through the binary, on the real kernel: as root every mechanism is
+//! available and every probe is refused; as an unprivileged user the cgroup cannot be made, so
+//! asking for `--limit-memory` is exit 69 naming it; bad options are usage errors naming the
+//! option. The exit-70 path (a probe that was not refused) needs a broken kernel: it is tested
+//! on the judging functions in `src/doctor.rs`.
+
+use super::host_reach::{copies_for_nobody, NOBODY};
+use super::*;
+use parent_tool_dispatch::confine::OptionName;
+use parent_tool_dispatch::doctor::MECHANISMS;
+
+/// `doctor ARGS…` with none of the confinement variables set.
+fn doctor(args: &[&str]) -> Cmd {
+    clean(Cmd::new(["doctor"]).args(args))
+}
+
+fn clean(mut cmd: Cmd) -> Cmd {
+    for name in OptionName::ALL {
+        cmd = cmd.env_remove(name.env_var());
+    }
+    cmd
+}
+
+/// The table's rows as (mechanism, state, asked), after checking the header and the summary.
+#[track_caller]
+fn table(stdout: &str) -> Vec<(String, String, String)> {
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines[0].starts_with("MECHANISM "), "{stdout}");
+    assert!(lines[0].ends_with("  DETAIL"), "{stdout}");
+    assert_eq!(lines.len(), MECHANISMS.len() + 2, "{stdout}");
+    let rows: Vec<(String, String, String)> = lines[1..=MECHANISMS.len()]
+        .iter()
+        .map(|l| {
+            let mut words = l.split_whitespace();
+            let mut next = || words.next().unwrap_or("").to_string();
+            (next(), next(), next())
+        })
+        .collect();
+    let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(names, MECHANISMS, "{stdout}");
+    // Aligned: the state column starts at the same place on every line.
+    let at = lines[0].find("STATE").unwrap();
+    for line in &lines[1..=MECHANISMS.len()] {
+        assert_eq!(line.as_bytes()[at - 1], b' ', "{line}");
+        assert_ne!(line.as_bytes()[at], b' ', "{line}");
+    }
+    let count = |s: &str| rows.iter().filter(|r| r.1 == s).count();
+    assert_eq!(
+        *lines.last().unwrap(),
+        format!(
+            "{} ok, {} unavailable, {} failed",
+            count("ok"),
+            count("unavailable"),
+            count("FAILED")
+        )
+    );
+    rows
+}
+
+fn rows_of(json: &Value) -> Vec<Value> {
+    assert_eq!(json["schema"], "parent-tool-dispatch/doctor/v1", "{json:#}");
+    let rows = json["mechanisms"].as_array().unwrap().clone();
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r["mechanism"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, MECHANISMS, "{json:#}");
+    for r in &rows {
+        // Every key, always.
+        for key in [
+            "requested",
+            "state",
+            "detail",
+            "abi",
+            "hierarchy",
+            "missing",
+            "reason",
+            "probe",
+        ] {
+            assert!(r.get(key).is_some(), "{key} missing in {r:#}");
+        }
+    }
+    rows
+}
+
+fn row<'a>(rows: &'a [Value], name: &str) -> &'a Value {
+    rows.iter().find(|r| r["mechanism"] == name).unwrap()
+}
+
+#[test]
+fn as_root_every_mechanism_is_there_and_every_probe_is_refused() {
+    let out = doctor(&[]).run();
+    out.exit(0).stderr_empty().stdout_with(|stdout| {
+        for (name, state, asked) in table(stdout) {
+            assert_eq!(state, "ok", "{name}: {stdout}");
+            assert_eq!(asked, "-", "{name}: nothing was asked for");
+        }
+        assert!(stdout.ends_with("10 ok, 0 unavailable, 0 failed\n"));
+    });
+}
+
+#[test]
+fn with_every_option_the_json_report_says_what_was_asked_and_proved() {
+    let writable = tempfile::tempdir().unwrap();
+    let w = writable.path().to_str().unwrap();
+    let out = doctor(&[
+        "--json",
+        "--fs-read",
+        "/tmp",
+        "--fs-write",
+        w,
+        "--network",
+        "none",
+        "--limit-memory",
+        "64M",
+        "--limit-pids",
+        "16",
+        "--limit-open-files",
+        "64",
+        "--limit-file-size",
+        "1M",
+    ])
+    .run();
+    out.exit(0).stderr_empty();
+    let json = out.json();
+    assert_eq!(json["exit_code"], 0);
+    let rows = rows_of(&json);
+    for r in &rows {
+        let name = r["mechanism"].as_str().unwrap();
+        assert_eq!(r["state"], "ok", "{r:#}");
+        assert!(r["missing"].is_null() && r["reason"].is_null(), "{r:#}");
+        let probe = &r["probe"];
+        assert!(
+            probe["result"] == "refused" || probe["result"] == "killed",
+            "{r:#}"
+        );
+        // The scopes come with Landlock; no option asks for them alone.
+        let scope = name.ends_with("_scope");
+        assert_eq!(r["requested"], !scope, "{r:#}");
+    }
+    for name in ["landlock_fs", "landlock_signal_scope"] {
+        assert!(row(&rows, name)["abi"].as_u64().unwrap() >= 6);
+    }
+    for name in ["memory", "pids"] {
+        let r = row(&rows, name);
+        let h = r["hierarchy"].as_str().unwrap();
+        assert!(h == "v1" || h == "v2", "{r:#}");
+        assert!(r["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("cgroup {h} under ")));
+        // The limit's own counter saw the probe hit it.
+        assert!(r["probe"]["counter"].as_u64().unwrap() >= 1, "{r:#}");
+    }
+    assert_eq!(row(&rows, "file_size")["probe"]["signal"], "SIGXFSZ");
+    assert_eq!(row(&rows, "seccomp")["probe"]["errno"], libc::EPERM);
+}
+
+#[test]
+fn an_option_from_its_variable_counts_as_asked_for() {
+    let out = doctor(&["--json"])
+        .env(OptionName::LimitPids.env_var(), "8")
+        .run();
+    out.exit(0).stderr_empty();
+    let rows = rows_of(&out.json());
+    assert_eq!(row(&rows, "pids")["requested"], true);
+    assert_eq!(row(&rows, "memory")["requested"], false);
+    // Any option turns on no_new_privs and seccomp.
+    assert_eq!(row(&rows, "seccomp")["requested"], true);
+    assert_eq!(row(&rows, "no_new_privs")["requested"], true);
+}
+
+#[test]
+fn a_bad_option_is_a_usage_error_naming_it() {
+    /// Arguments, variables, and how stderr must begin after `error: `.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 6] = [
+        (&["--limit-memory", "64MB"], &[], "--limit-memory: `64MB`"),
+        (
+            &["--fs-write", "/"],
+            &[],
+            "--fs-write: `/` is the whole file system",
+        ),
+        (
+            &["--network", "maybe"],
+            &[],
+            "--network: `maybe` is not a network mode",
+        ),
+        (
+            &["--fs-read", "/nonexistent/ptd"],
+            &[],
+            "--fs-read: `/nonexistent/ptd`",
+        ),
+        (
+            &["--limit-pids=-1"],
+            &[],
+            "--limit-pids: `-1` is not a whole number",
+        ),
+        (
+            &[],
+            &[("PARENT_TOOL_DISPATCH_LIMIT_OPEN_FILES", "many")],
+            "PARENT_TOOL_DISPATCH_LIMIT_OPEN_FILES (--limit-open-files): `many`",
+        ),
+    ];
+    for (args, env, names) in cases {
+        let mut cmd = doctor(args);
+        for (k, v) in env {
+            cmd = cmd.env(k, v);
+        }
+        let out = cmd.run();
+        out.exit(2)
+            .stdout_empty()
+            .stderr_starts_with(format!("error: {names}"))
+            .stderr_with(|stderr| assert_eq!(stderr.lines().count(), 1, "{stderr}"));
+    }
+}
+
+/// `doctor ARGS…` run as [`NOBODY`] from a copy of the binary it can reach.
+fn doctor_as_nobody(args: &[&str]) -> Output {
+    let (_dir, copies) = copies_for_nobody(&[bin()]);
+    clean(Cmd::of(copies[0].clone(), ["doctor"]).args(args))
+        .cwd("/tmp")
+        .user(NOBODY, NOBODY)
+        .run()
+}
+
+#[test]
+fn as_an_unprivileged_user_a_requested_memory_limit_is_unavailable_with_69() {
+    let out = doctor_as_nobody(&["--limit-memory", "64M"]);
+    out.exit(69).stderr_starts_with(
+        "error[confinement_unavailable]: requested but unavailable: memory (missing cgroup_",
+    );
+    out.stderr_with(|stderr| assert_eq!(stderr.lines().count(), 1, "{stderr}"));
+    out.stdout_with(|stdout| {
+        let rows = table(stdout);
+        let memory = rows.iter().find(|r| r.0 == "memory").unwrap();
+        assert_eq!(
+            (memory.1.as_str(), memory.2.as_str()),
+            ("unavailable", "yes")
+        );
+        // What needs no privilege still holds for that user.
+        for name in [
+            "landlock_fs",
+            "seccomp",
+            "no_new_privs",
+            "open_files",
+            "file_size",
+        ] {
+            let r = rows.iter().find(|r| r.0 == name).unwrap();
+            assert_eq!(r.1, "ok", "{name}: {stdout}");
+        }
+    });
+
+    let out = doctor_as_nobody(&["--json", "--limit-memory", "64M"]);
+    out.exit(69)
+        .stderr_starts_with("error[confinement_unavailable]: ");
+    let json = out.json();
+    assert_eq!(json["exit_code"], 69);
+    let rows = rows_of(&json);
+    let memory = row(&rows, "memory");
+    assert_eq!(memory["state"], "unavailable", "{memory:#}");
+    assert_eq!(memory["requested"], true);
+    assert!(
+        memory["missing"].as_str().unwrap().starts_with("cgroup_"),
+        "{memory:#}"
+    );
+    assert!(
+        memory["reason"].as_str().unwrap().contains("cgroup"),
+        "{memory:#}"
+    );
+}
+
+#[test]
+fn as_an_unprivileged_user_without_options_what_is_missing_is_only_reported() {
+    let out = doctor_as_nobody(&[]);
+    out.exit(0).stderr_empty().stdout_with(|stdout| {
+        let rows = table(stdout);
+        let memory = rows.iter().find(|r| r.0 == "memory").unwrap();
+        assert_eq!((memory.1.as_str(), memory.2.as_str()), ("unavailable", "-"));
+    });
+}
