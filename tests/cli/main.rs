@@ -35,6 +35,7 @@ mod support;
 mod transcripts;
 mod whole_loop;
 mod workspace;
+mod workspace_patch;
 
 pub use support::*;
 

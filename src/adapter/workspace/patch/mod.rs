@@ -764,6 +764,64 @@ mod tests {
         assert_eq!(apply("x", after).unwrap_err().0, 1);
     }
 
+    /// A file replaced behind the adapter's back between planning and committing is a conflict
+    /// found half-way through the commit: every step already done is undone.
+    #[test]
+    fn a_commit_that_fails_half_way_is_undone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        std::fs::write(dir.join("a.txt"), "a\n").unwrap();
+        std::fs::write(dir.join("gone.txt"), "bye\n").unwrap();
+        std::fs::write(dir.join("z.txt"), "z\n").unwrap();
+        let patch = "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+A\n\
+--- /dev/null\n+++ b/new/deep/n.txt\n@@ -0,0 +1 @@\n+n\n\
+--- a/gone.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-bye\n\
+--- a/z.txt\n+++ b/z.txt\n@@ -1 +1 @@\n-z\n+Z\n";
+        let root = Root::open(dir).unwrap();
+        let diffs = parse::parse(patch).unwrap();
+        let plan = Plan::make(&root, &diffs, GitDir::Protected).unwrap();
+        // Someone replaces z.txt (same content, new file) after the plan was made.
+        std::fs::write(dir.join("z.new"), "z\n").unwrap();
+        std::fs::rename(dir.join("z.new"), dir.join("z.txt")).unwrap();
+        let before: Vec<_> = ["a.txt", "gone.txt", "z.txt"]
+            .iter()
+            .map(|n| std::fs::read(dir.join(n)).unwrap())
+            .collect();
+        let err = plan.commit(&root, GitDir::Protected).unwrap_err();
+        assert_eq!(err.code, Code::PatchConflict, "{}", err.message);
+        assert_eq!(err.details.unwrap(), json!({"path": "z.txt", "hunk": null}));
+        let after: Vec<_> = ["a.txt", "gone.txt", "z.txt"]
+            .iter()
+            .map(|n| std::fs::read(dir.join(n)).unwrap())
+            .collect();
+        assert_eq!(after, before);
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["a.txt", "gone.txt", "z.txt"],
+            "leftovers or made folders"
+        );
+        // The same plan on an untouched tree commits, and leaves no second name behind.
+        let plan = Plan::make(&root, &diffs, GitDir::Protected).unwrap();
+        plan.commit(&root, GitDir::Protected).unwrap();
+        assert_eq!(std::fs::read_to_string(dir.join("a.txt")).unwrap(), "A\n");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("new/deep/n.txt")).unwrap(),
+            "n\n"
+        );
+        assert!(!dir.join("gone.txt").exists());
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["a.txt", "new", "z.txt"]);
+    }
+
     #[test]
     fn a_hunk_past_the_end_conflicts() {
         let patch = "--- a/f\n+++ b/f\n@@ -9 +9 @@\n-x\n+y\n";
