@@ -565,6 +565,30 @@ mod tests {
     }
 
     #[test]
+    fn docs_workspace_md_lists_every_code_with_its_status() {
+        let docs = include_str!("../../../docs/workspace.md");
+        let table = docs.split("## Error codes").nth(1).unwrap();
+        for code in Code::ALL {
+            let row = table
+                .lines()
+                .find(|l| l.contains(&format!("`{}`", code.as_str())))
+                .unwrap_or_else(|| panic!("{} is not in docs/workspace.md", code.as_str()));
+            let status = row.rsplit('|').nth(1).unwrap().trim();
+            assert!(
+                status.starts_with(code.status().as_str()),
+                "{}: {status}",
+                code.as_str()
+            );
+            assert_eq!(
+                status.contains("retryable"),
+                code.retryable(),
+                "{}",
+                code.as_str()
+            );
+        }
+    }
+
+    #[test]
     fn unknown_tool_and_operation_are_failed_with_their_codes() {
         let tmp = tempfile::tempdir().unwrap();
         let env = respond_json(
