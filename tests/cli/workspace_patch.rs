@@ -329,6 +329,19 @@ fn a_patch_over_16_mib_is_too_large() {
     patch.push('\n');
     let env = ws.refused(&patch, "failed", "too_large");
     assert!(env["error"]["message"].as_str().unwrap().contains("limit"));
+    // A small patch of very many lines is bounded too (what it holds is a multiple of them).
+    let many = format!("--- a/a.txt\n+++ b/a.txt\n{}", "\n".repeat(1 << 20));
+    let env = ws.refused(&many, "failed", "too_large");
+    assert!(env["error"]["message"].as_str().unwrap().contains("lines"));
+    // More than 100 file diffs.
+    let files: String = (0..101)
+        .map(|i| format!("--- /dev/null\n+++ b/f{i}\n@@ -0,0 +1 @@\n+x\n"))
+        .collect();
+    let env = ws.refused(&files, "failed", "too_large");
+    assert!(env["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("101 files"));
 }
 
 #[test]

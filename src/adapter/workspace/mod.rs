@@ -84,8 +84,11 @@ pub mod limits {
     pub const MAX_LS_ENTRIES: usize = 10_000;
     /// `apply_patch`: largest `patch`, in bytes (as large as a write).
     pub const MAX_PATCH_BYTES: usize = MAX_WRITE_BYTES;
-    /// `apply_patch`: most file diffs in one patch.
-    pub const MAX_PATCH_FILES: usize = 256;
+    /// `apply_patch`: most lines in one patch (what it holds in memory is a small multiple).
+    pub const MAX_PATCH_LINES: usize = 1 << 20;
+    /// `apply_patch`: most file diffs in one patch (each holds a few descriptors until the
+    /// commit ends: 100 stays far below the usual limit of 1024 open files).
+    pub const MAX_PATCH_FILES: usize = 100;
     /// `apply_patch`: the patched files' bytes together, held in memory until they are staged.
     pub const MAX_PATCH_RESULT_BYTES: usize = 64 << 20;
 }

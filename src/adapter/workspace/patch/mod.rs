@@ -56,6 +56,16 @@ pub(super) fn apply_patch(root: &Root, input: &Value, git: GitDir) -> Result<Val
             ),
         ));
     }
+    let line_count = memchr::memchr_iter(b'\n', text.as_bytes()).count();
+    if line_count > limits::MAX_PATCH_LINES {
+        return Err(ToolError::new(
+            Code::TooLarge,
+            format!(
+                "the patch has {line_count} lines, over the limit of {}",
+                limits::MAX_PATCH_LINES
+            ),
+        ));
+    }
     let diffs = parse::parse(text).map_err(|e| {
         let message = match e.line {
             Some(line) => format!("the patch is invalid at line {line}: {}", e.message),
@@ -73,7 +83,7 @@ pub(super) fn apply_patch(root: &Root, input: &Value, git: GitDir) -> Result<Val
             ),
         ));
     }
-    let plan = Plan::make(root, &diffs, git)?;
+    let mut plan = Plan::make(root, &diffs, git)?;
     plan.commit(root, git)?;
     Ok(json!({ "files": plan.report }))
 }
@@ -302,16 +312,13 @@ impl Plan {
 
     /// Phases 2 and 3: stage every new content, then commit file by file, undoing all on any
     /// failure.
-    fn commit(&self, root: &Root, git: GitDir) -> Result<(), ToolError> {
+    fn commit(&mut self, root: &Root, git: GitDir) -> Result<(), ToolError> {
         // Directories for added files come first: every later step needs its parent's handle.
         let mut made: Vec<String> = Vec::new();
         let mut dirs: Vec<(OwnedFd, CString)> = Vec::new();
-        for step in &self.steps {
-            let at = match &step.at {
-                Some((dir, name)) => dir
-                    .try_clone()
-                    .map(|d| (d, name.clone()))
-                    .map_err(|e| ToolError::io("open", &step.shown, &e)),
+        for step in &mut self.steps {
+            let at = match step.at.take() {
+                Some(at) => Ok(at),
                 None => {
                     if let Change::Create { missing, .. } = &step.change {
                         for dir in missing {
@@ -482,11 +489,14 @@ fn missing_dirs(root: &Root, rel: &super::path::RelPath) -> Result<Vec<String>, 
     for n in 1..parts.len() {
         let prefix = parts[..n].join("/");
         let prefix_rel = parse_path(&prefix)?;
-        if !missing.is_empty()
-            || root
-                .open_beneath(&prefix_rel, OFlags::PATH | OFlags::DIRECTORY)
-                .is_err()
-        {
+        // Only what is not there is made (and removed on undo); any other failure is left to
+        // the resolution that creates the directories, which reports it.
+        let absent = !missing.is_empty()
+            || matches!(
+                root.open_beneath(&prefix_rel, OFlags::PATH | OFlags::DIRECTORY),
+                Err(super::path::PathError::NotFound)
+            );
+        if absent {
             missing.push(prefix);
         }
     }
@@ -629,8 +639,8 @@ fn commit_one<'d>(
     }
 }
 
-/// One line of a file: its text without `\n`, and whether the `\n` is there.
-fn file_lines(bytes: &[u8]) -> Vec<Line<'_>> {
+/// The lines of a file, each with its text without `\n` and whether the `\n` is there.
+fn file_lines(bytes: &[u8]) -> impl Iterator<Item = Line<'_>> {
     bytes
         .split_inclusive(|&b| b == b'\n')
         .map(|l| match l.strip_suffix(b"\n") {
@@ -643,77 +653,92 @@ fn file_lines(bytes: &[u8]) -> Vec<Line<'_>> {
                 newline: false,
             },
         })
-        .collect()
 }
 
-/// Apply `hunks` to `old` exactly; `Err((hunk, why))` names the 1-based hunk that does not fit.
-fn apply_hunks(old: &[u8], hunks: &[Hunk<'_>]) -> Result<Vec<u8>, (usize, String)> {
-    let lines = file_lines(old);
-    // Each output line, and the hunk that wrote it (`None`: copied from the file).
-    let mut out: Vec<(Line<'_>, Option<usize>)> = Vec::with_capacity(lines.len());
-    let mut pos = 0usize;
-    for (index, hunk) in hunks.iter().enumerate() {
-        let number = index + 1;
-        if hunk.old_at > lines.len() {
-            return Err((
-                number,
-                format!(
-                    "it starts at line {}, but the file has {} lines",
-                    hunk.old_at + 1,
-                    lines.len()
-                ),
-            ));
-        }
-        out.extend(lines[pos..hunk.old_at].iter().map(|l| (*l, None)));
-        let mut at = hunk.old_at;
-        for (kind, line) in &hunk.lines {
-            if *kind != Kind::Add {
-                match lines.get(at) {
-                    Some(have) if have == line => {}
-                    Some(_) => {
-                        return Err((
-                            number,
-                            format!(
-                                "line {} of the file is not what the hunk expects there",
-                                at + 1
-                            ),
-                        ))
-                    }
-                    None => {
-                        return Err((
-                            number,
-                            format!(
-                                "the file ends at line {}, before the hunk does",
-                                lines.len()
-                            ),
-                        ))
-                    }
-                }
-                at += 1;
-            }
-            if *kind != Kind::Remove {
-                out.push((*line, Some(number)));
-            }
-        }
-        pos = at;
-    }
-    out.extend(lines[pos..].iter().map(|l| (*l, None)));
-    let mut data = Vec::with_capacity(old.len());
-    for (i, (line, by)) in out.iter().enumerate() {
-        if !line.newline && i + 1 < out.len() {
-            let blame = by.or(out[i + 1].1).unwrap_or(1);
+/// The patched file as it is written out: a line without `\n` may only be the last.
+struct Output {
+    data: Vec<u8>,
+    /// The last line written has no `\n`, and who wrote it (`None`: the file).
+    open: Option<Option<usize>>,
+}
+
+impl Output {
+    /// Append `line`, written by hunk `by` (`None`: copied from the file).
+    fn push(&mut self, line: Line<'_>, by: Option<usize>) -> Result<(), (usize, String)> {
+        if let Some(earlier) = self.open {
+            let blame = earlier.or(by).unwrap_or(1);
             return Err((
                 blame,
                 "a line without a newline at the end of the file would be followed by more lines"
                     .into(),
             ));
         }
-        data.extend_from_slice(line.text);
+        self.data.extend_from_slice(line.text);
         if line.newline {
-            data.push(b'\n');
+            self.data.push(b'\n');
+        } else {
+            self.open = Some(by);
+        }
+        Ok(())
+    }
+}
+
+/// Apply `hunks` to `old` exactly; `Err((hunk, why))` names the 1-based hunk that does not fit.
+/// Memory: the new content, whatever the number of lines.
+fn apply_hunks(old: &[u8], hunks: &[Hunk<'_>]) -> Result<Vec<u8>, (usize, String)> {
+    let mut lines = file_lines(old);
+    let mut out = Output {
+        data: Vec::with_capacity(old.len()),
+        open: None,
+    };
+    // The 0-based number of the next line `lines` gives.
+    let mut pos = 0usize;
+    for (index, hunk) in hunks.iter().enumerate() {
+        let number = index + 1;
+        while pos < hunk.old_at {
+            let Some(line) = lines.next() else {
+                return Err((
+                    number,
+                    format!(
+                        "it starts at line {}, but the file has {pos} lines",
+                        hunk.old_at + 1
+                    ),
+                ));
+            };
+            out.push(line, None)?;
+            pos += 1;
+        }
+        for (kind, line) in &hunk.lines {
+            if *kind != Kind::Add {
+                match lines.next() {
+                    Some(have) if have == *line => {}
+                    Some(_) => {
+                        return Err((
+                            number,
+                            format!(
+                                "line {} of the file is not what the hunk expects there",
+                                pos + 1
+                            ),
+                        ))
+                    }
+                    None => {
+                        return Err((
+                            number,
+                            format!("the file ends at line {pos}, before the hunk does"),
+                        ))
+                    }
+                }
+                pos += 1;
+            }
+            if *kind != Kind::Remove {
+                out.push(*line, Some(number))?;
+            }
         }
     }
-    Ok(data)
+    for line in lines {
+        out.push(line, None)?;
+    }
+    Ok(out.data)
 }
 
 #[cfg(test)]
@@ -779,7 +804,7 @@ mod tests {
 --- a/z.txt\n+++ b/z.txt\n@@ -1 +1 @@\n-z\n+Z\n";
         let root = Root::open(dir).unwrap();
         let diffs = parse::parse(patch).unwrap();
-        let plan = Plan::make(&root, &diffs, GitDir::Protected).unwrap();
+        let mut plan = Plan::make(&root, &diffs, GitDir::Protected).unwrap();
         // Someone replaces z.txt (same content, new file) after the plan was made.
         std::fs::write(dir.join("z.new"), "z\n").unwrap();
         std::fs::rename(dir.join("z.new"), dir.join("z.txt")).unwrap();
@@ -806,7 +831,7 @@ mod tests {
             "leftovers or made folders"
         );
         // The same plan on an untouched tree commits, and leaves no second name behind.
-        let plan = Plan::make(&root, &diffs, GitDir::Protected).unwrap();
+        let mut plan = Plan::make(&root, &diffs, GitDir::Protected).unwrap();
         plan.commit(&root, GitDir::Protected).unwrap();
         assert_eq!(std::fs::read_to_string(dir.join("a.txt")).unwrap(), "A\n");
         assert_eq!(
@@ -827,7 +852,7 @@ mod tests {
         let patch = "--- a/f\n+++ b/f\n@@ -9 +9 @@\n-x\n+y\n";
         let (hunk, why) = apply("x\n", patch).unwrap_err();
         assert_eq!(hunk, 1);
-        assert!(why.contains("file has 1 lines"), "{why}");
+        assert!(why.contains("the file has 1 lines"), "{why}");
         let patch = "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n x\n-y\n+z\n";
         assert!(apply("x\n", patch)
             .unwrap_err()

@@ -26,6 +26,7 @@
 //!   named by two file diffs, a NUL byte, and a patch without any file diff.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 /// Why the patch cannot be read: the 1-based line, and a sentence.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,19 +143,29 @@ pub(crate) fn parse(text: &str) -> Result<Vec<FileDiff<'_>>, Invalid> {
         return Err(invalid(at + 1, "the patch contains a NUL byte"));
     }
     let mut files: Vec<FileDiff<'_>> = Vec::new();
+    // Every name a file diff used (as the containment check will see it) → its line.
+    let mut named: HashMap<String, usize> = HashMap::new();
     while let Some(line) = lines.peek() {
         if is_file_header(&lines) {
             let file = file_diff(&mut lines)?;
-            if let Some(dup) = first_repeat(&files, &file) {
-                return Err(invalid(
-                    file.line,
-                    format!(
-                        "the file diff names {} again (line {} named it already); a patch may \
-                         change each file once",
-                        super::super::quote(&dup.0),
-                        dup.1
-                    ),
-                ));
+            let mut mine: Vec<String> = [&file.old, &file.new]
+                .into_iter()
+                .flatten()
+                .map(|n| normalise(n))
+                .collect();
+            mine.dedup();
+            for name in mine {
+                if let Some(first) = named.get(&name) {
+                    return Err(invalid(
+                        file.line,
+                        format!(
+                            "the file diff names {} again (line {first} named it already); a \
+                             patch may change each file once",
+                            super::super::quote(&name),
+                        ),
+                    ));
+                }
+                named.insert(name, file.line);
             }
             files.push(file);
         } else if line.starts_with(b"@@ ") {
@@ -183,26 +194,6 @@ fn binary(line: usize) -> Invalid {
         line,
         "binary patches are not applied; only text diffs are (use workspace.write for the file)",
     )
-}
-
-/// A name `file` uses that an earlier file diff used too, and that one's line.
-fn first_repeat(files: &[FileDiff<'_>], file: &FileDiff<'_>) -> Option<(String, usize)> {
-    let names = |f: &FileDiff<'_>| -> Vec<String> {
-        let mut v: Vec<String> = [&f.old, &f.new]
-            .into_iter()
-            .flatten()
-            .map(|n| normalise(n))
-            .collect();
-        v.dedup();
-        v
-    };
-    let mine = names(file);
-    files.iter().find_map(|earlier| {
-        names(earlier)
-            .into_iter()
-            .find(|n| mine.contains(n))
-            .map(|n| (n, earlier.line))
-    })
 }
 
 /// A name as the containment check will see it (`./a//b` is `a/b`), for comparing.
