@@ -127,6 +127,8 @@ mod tests {
         fs::create_dir_all(dir.join("root/sub")).unwrap();
         fs::create_dir_all(dir.join("outside")).unwrap();
         fs::write(dir.join("root/inside.txt"), "inside\n").unwrap();
+        fs::create_dir_all(dir.join("root/moving")).unwrap();
+        fs::write(dir.join("root/moving/file.txt"), "was inside\n").unwrap();
         fs::write(dir.join("outside/secret.txt"), "secret\n").unwrap();
         symlink(dir.join("outside/secret.txt"), dir.join("root/escape")).unwrap();
     }
@@ -157,6 +159,11 @@ mod tests {
     fn probe(access: Rights) {
         let dir = std::path::PathBuf::from(std::env::var_os(DIR_ENV).unwrap());
         let root = fs::File::open(dir.join("root")).unwrap();
+        // A directory handle taken inside the root, whose directory then moves out of it: every
+        // check relative to that handle (as `openat2(RESOLVE_BENEATH)` makes them) still passes;
+        // the kernel's Landlock looks at where the file is now.
+        let moving = fs::File::open(dir.join("root/moving")).unwrap();
+        fs::rename(dir.join("root/moving"), dir.join("outside/moved")).unwrap();
         let outcome = restrict_to_root(root.as_fd(), access).unwrap();
         assert!(
             matches!(outcome, Confined::Enforced { abi } if abi >= 1),
@@ -182,6 +189,17 @@ mod tests {
             read(&dir.join("root/sub/../../outside/secret.txt")),
         );
         report("read /etc/passwd", read(Path::new("/etc/passwd")));
+        report(
+            "read beneath a handle moved out",
+            rustix::fs::openat(
+                &moving,
+                "file.txt",
+                rustix::fs::OFlags::RDONLY,
+                rustix::fs::Mode::empty(),
+            )
+            .map(drop)
+            .map_err(std::io::Error::from),
+        );
         let write = |p: &Path| {
             fs::OpenOptions::new()
                 .write(true)
@@ -221,6 +239,7 @@ mod tests {
                 "read through symlink: errno 13",
                 "read via dotdot: errno 13",
                 "read /etc/passwd: errno 13",
+                "read beneath a handle moved out: errno 13",
                 "write inside: errno 13",
                 "write outside: errno 13",
                 "write through symlink: errno 13",
@@ -247,6 +266,7 @@ mod tests {
                 "read through symlink: errno 13",
                 "read via dotdot: errno 13",
                 "read /etc/passwd: errno 13",
+                "read beneath a handle moved out: errno 13",
                 "write inside: ok",
                 "write outside: errno 13",
                 "write through symlink: errno 13",
