@@ -510,3 +510,57 @@ fn a_kernel_with_landlock_serves_every_tool_without_a_warning() {
     assert_eq!(ws.read("a.txt"), "A\n");
     assert_eq!(ws.read("b.txt"), "c\n");
 }
+
+/// Through the dispatcher with `--tool-map provider-safe`: the adapter receives
+/// `workspace_ls` / `workspace_apply_patch` and the caller sees the canonical ids back.
+#[test]
+fn the_dispatcher_reaches_ls_and_apply_patch_by_their_provider_safe_ids() {
+    let ws = Workspace::new();
+    ws.file("a.txt", "a\n");
+    let mut bridge = super::bridge(&[]);
+    bridge["allowed_tools"] = json!(["workspace.ls", "workspace.apply_patch"]);
+    bridge["dispatcher"]["command"] = json!({
+        "argv": [super::bin().display().to_string(), "adapter", "workspace"],
+        "cwd_env": "WORKSPACE_ROOT"
+    });
+    let call = |tool: &str, input: Value| {
+        super::Dispatch::with_bridge(bridge.clone())
+            .env("WORKSPACE_ROOT", ws.root().to_str().unwrap())
+            .args(&["--tool-map", "provider-safe"])
+            .request(|r| {
+                r["tool"] = json!(tool);
+                r["input"] = input;
+                r["authorization"]["allowed_tools"] = json!([tool]);
+            })
+            .run()
+    };
+    let run = call(
+        "workspace.apply_patch",
+        json!({"patch": "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+b\n"}),
+    );
+    run.expect("succeeded", None, 0);
+    assert_eq!(run.envelope["tool"], "workspace.apply_patch");
+    assert_eq!(
+        run.envelope["output"],
+        json!({"files": [{"path": "a.txt", "action": "modified", "bytes": 2}]})
+    );
+    assert_eq!(ws.read("a.txt"), "b\n");
+    let run = call("workspace.ls", json!({}));
+    run.expect("succeeded", None, 0);
+    assert_eq!(run.envelope["tool"], "workspace.ls");
+    assert_eq!(
+        run.envelope["output"]["entries"],
+        json!([{"path": "a.txt", "type": "file", "bytes": 2}, {"path": "src", "type": "dir"}])
+    );
+    // A conflict is the adapter's failure envelope, passed on with its details.
+    let run = call(
+        "workspace.apply_patch",
+        json!({"patch": "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+c\n"}),
+    );
+    run.expect("failed", Some("patch_conflict"), 1);
+    assert_eq!(
+        run.envelope["error"]["details"],
+        json!({"path": "a.txt", "hunk": 1})
+    );
+    assert_eq!(ws.read("a.txt"), "b\n");
+}
