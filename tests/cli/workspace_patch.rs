@@ -564,3 +564,77 @@ fn the_dispatcher_reaches_ls_and_apply_patch_by_their_provider_safe_ids() {
     );
     assert_eq!(ws.read("a.txt"), "b\n");
 }
+
+/// What `git diff` itself writes — modifications, an addition, a deletion, a rename with
+/// changes, CRLF lines, a last line without newline, a name git quotes — applies to the old tree
+/// and gives exactly the new one.
+#[test]
+fn a_real_git_diff_turns_the_old_tree_into_the_new_one() {
+    let old = |ws: &Workspace| {
+        ws.file(
+            "src/lib.rs",
+            &(1..=40).map(|i| format!("line {i}\n")).collect::<String>(),
+        )
+        .file("win.txt", "one\r\ntwo\r\nthree\r\n")
+        .file("tail.txt", "no newline at the end")
+        .file("gone.txt", "bye\n")
+        .file("move/me.txt", "a\nb\nc\nd\ne\nf\ng\nh\n")
+        .file("caf\u{e9} x.txt", "quoted name\n");
+    };
+    let ws = Workspace::new();
+    ws.git(&["init", "-q"]);
+    old(&ws);
+    ws.git(&["add", "-A"]);
+    ws.git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-qm",
+        "old",
+    ]);
+    let lib: String = (1..=40)
+        .map(|i| match i {
+            3 => "line three\n".to_owned(),
+            20 => String::new(),
+            38 => "line 38\nline 38b\n".to_owned(),
+            _ => format!("line {i}\n"),
+        })
+        .collect();
+    ws.file("src/lib.rs", &lib)
+        .file("win.txt", "one\r\nTWO\r\nthree\r\nfour\r\n")
+        .file("tail.txt", "no newline at the end\nnow there is one\n")
+        .file("new/deep/file.md", "# new\n")
+        .file("caf\u{e9} x.txt", "quoted name, changed\n");
+    fs::remove_file(ws.root().join("gone.txt")).unwrap();
+    fs::create_dir_all(ws.root().join("moved")).unwrap();
+    fs::remove_file(ws.root().join("move/me.txt")).unwrap();
+    ws.file("moved/me.txt", "a\nb\nc\nd\ne\nf\ng\nH\n");
+    ws.git(&["add", "-A"]);
+    let out = std::process::Command::new("git")
+        .args(["diff", "--cached", "-M", "--no-color", "--no-ext-diff"])
+        .current_dir(ws.root())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", ws.tmp.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let patch = String::from_utf8(out.stdout).unwrap();
+    assert!(patch.contains("rename from move/me.txt"), "{patch}");
+    assert!(patch.contains("\\ No newline at end of file"), "{patch}");
+    assert!(patch.contains("\"a/caf\\303\\251 x.txt\""), "{patch}");
+    let mut want = snapshot(&ws.root());
+    want.retain(|k, _| !k.starts_with(".git"));
+    // A fresh copy of the old tree takes the patch.
+    let fresh = Workspace::new();
+    old(&fresh);
+    let env = fresh.patch(&patch);
+    assert_eq!(env["status"], "succeeded", "{env}\n{patch}");
+    let mut got = snapshot(&fresh.root());
+    got.retain(|k, _| !k.starts_with(".git"));
+    // `move` is left empty by the rename, as git leaves it in a checkout it patches.
+    assert_eq!(got.remove("move"), Some(b"dir".to_vec()));
+    want.remove("move");
+    assert_eq!(got, want, "{patch}");
+}

@@ -388,12 +388,9 @@ fn check_mode(mode: &[u8], at: usize) -> Result<bool, Invalid> {
 
 /// The name on a `---`/`+++` line (`None`: `/dev/null`), less its side's prefix.
 fn side(field: &[u8], prefix: &[u8], at: usize) -> Result<Option<String>, Invalid> {
-    let field = if field.starts_with(b"\"") {
-        field
-    } else {
-        // A tab ends the name; a timestamp may follow.
-        field.split(|&b| b == b'\t').next().unwrap_or_default()
-    };
+    // A tab ends the name (a timestamp may follow, and git adds one after a name with a space);
+    // a quoted name has its tabs as `\t`, so the first raw tab ends it too.
+    let field = field.split(|&b| b == b'\t').next().unwrap_or_default();
     if field == b"/dev/null" {
         return Ok(None);
     }
@@ -711,6 +708,11 @@ diff --git a/new.sh b/new.sh\nnew file mode 100755\nindex 0000000..333\n--- /dev
             parse("--- \"a/caf\\303\\251 x\"\n+++ \"b/caf\\303\\251 x\"\n@@ -1 +1 @@\n-a\n+b\n")
                 .unwrap();
         assert_eq!(files[0].old.as_deref(), Some("café x"));
+        // As git writes a name with a space: quoted, then a tab.
+        let files =
+            parse("--- \"a/caf\\303\\251 x\"\t\n+++ \"b/c\\tx\"\t\n@@ -1 +1 @@\n-a\n+b\n").unwrap();
+        assert_eq!(files[0].old.as_deref(), Some("café x"));
+        assert_eq!(files[0].new.as_deref(), Some("c\tx"));
         let files = parse(
             "--- old.txt\t2002-02-21 23:30:39\n+++ new.txt\t2002-02-21\n@@ -1 +1 @@\n-a\n+b\n",
         )
