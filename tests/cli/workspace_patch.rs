@@ -638,3 +638,76 @@ fn a_real_git_diff_turns_the_old_tree_into_the_new_one() {
     want.remove("move");
     assert_eq!(got, want, "{patch}");
 }
+
+/// More of what `git diff` writes: an empty new file, an executable one, a pure rename (no
+/// hunk), a deleted file without a final newline; and a binary change, which is refused.
+#[test]
+fn header_only_diffs_from_real_git_apply_and_binary_ones_are_refused() {
+    let old = |ws: &Workspace| {
+        ws.file("stay.txt", "same\n")
+            .file("last.txt", "no newline")
+            .file("bin.dat", "a\u{0}b");
+    };
+    let ws = Workspace::new();
+    ws.git(&["init", "-q"]);
+    old(&ws);
+    ws.git(&["add", "-A"]);
+    ws.git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-qm",
+        "old",
+    ]);
+    fs::rename(ws.root().join("stay.txt"), ws.root().join("renamed.txt")).unwrap();
+    fs::remove_file(ws.root().join("last.txt")).unwrap();
+    ws.file("empty", "").file("run.sh", "#!/bin/sh\n");
+    fs::set_permissions(ws.root().join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    let diff = |ws: &Workspace| {
+        ws.git(&["add", "-A"]);
+        let out = std::process::Command::new("git")
+            .args(["diff", "--cached", "-M", "--no-color", "--no-ext-diff"])
+            .current_dir(ws.root())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", ws.tmp.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let patch = diff(&ws);
+    assert!(patch.contains("similarity index 100%"), "{patch}");
+    let fresh = Workspace::new();
+    old(&fresh);
+    let env = fresh.patch(&patch);
+    assert_eq!(env["status"], "succeeded", "{env}\n{patch}");
+    let mut files: Vec<Value> = env["output"]["files"].as_array().unwrap().clone();
+    files.sort_by_key(|f| f["path"].as_str().unwrap().to_owned());
+    assert_eq!(
+        files,
+        [
+            json!({"path": "empty", "action": "added", "bytes": 0}),
+            json!({"path": "last.txt", "action": "deleted"}),
+            json!({"path": "renamed.txt", "action": "added", "bytes": 5}),
+            json!({"path": "run.sh", "action": "added", "bytes": 10}),
+            json!({"path": "stay.txt", "action": "deleted"}),
+        ]
+    );
+    assert_eq!(fresh.read("renamed.txt"), "same\n");
+    let mode = fs::metadata(fresh.root().join("run.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_ne!(mode & 0o100, 0, "{mode:o}");
+    // A binary change, as git writes it without --binary and with it.
+    ws.file("bin.dat", "a\u{0}c");
+    let plain = diff(&ws);
+    assert!(plain.contains("Binary files"), "{plain}");
+    let env = fresh.refused(&plain, "failed", "patch_invalid");
+    assert!(
+        env["error"]["message"].as_str().unwrap().contains("binary"),
+        "{env}"
+    );
+}
