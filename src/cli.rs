@@ -374,25 +374,37 @@ pub struct SandboxEnvArgs {
 /// The reference adapters.
 #[derive(Debug, Subcommand)]
 pub enum AdapterCommand {
-    /// Serve workspace.read, workspace.search, workspace.write and workspace.edit against one
-    /// root directory (the --root, else the working directory the bridge's cwd_env sets).
+    /// Serve workspace.read, .search, .write, .edit, .ls and .apply_patch against one root
+    /// directory (the --root, else the working directory the bridge's cwd_env sets).
     ///
     /// Reads one request on stdin, prints one result on stdout. Tools (also as workspace_read,
     /// ...): read {path, offset?, limit?} in lines, at most 1 MiB a call; search {pattern, path?,
     /// glob?, max_results?} by regex per line, like rg, at most 1000 matches; write {path,
     /// content, create_dirs?} atomically, at most 16 MiB; edit {path, old, new} where old must
-    /// occur exactly once. Paths are relative; `..`, absolute paths and symlinks that resolve
+    /// occur exactly once; ls {path?, depth?, max_entries?} lists a directory in tree order,
+    /// depth 1 to 8, .git left out, symlinks listed and never followed; apply_patch {patch}
+    /// applies a unified diff (git diff style, /dev/null for added and deleted files, renames)
+    /// all or nothing: every hunk exactly at its line with its context byte for byte, line
+    /// endings as written (a CRLF file takes a CRLF patch), each file replaced atomically and
+    /// every change undone if any step fails. A hunk or file that does not apply is
+    /// patch_conflict (details path, hunk); a patch that does not parse, has no file diff, names
+    /// a file twice, is binary or changes a mode is patch_invalid (details line); a patch over
+    /// 16 MiB is too_large. Paths are relative; `..`, absolute paths and symlinks that resolve
     /// outside the root are denied with path_outside_root, checked by the kernel on the resolved
-    /// path. The request never chooses the root. write and edit inside git's own directories
-    /// (.git in any case spelling at any depth, a directory git would use as a git dir, the git
-    /// dir a .git file points at) are denied with git_dir_denied unless --allow-git-dir is given.
+    /// path. The request never chooses the root. write, edit and apply_patch inside git's own
+    /// directories (.git in any case spelling at any depth, a directory git would use as a git
+    /// dir, the git dir a .git file points at) are denied with git_dir_denied unless
+    /// --allow-git-dir is given. Once the root is open the adapter confines itself to it with
+    /// Landlock (read-only for read, search and ls), so the kernel refuses any open outside it;
+    /// on a kernel without Landlock it says so with a warning[landlock] line on stderr and
+    /// relies on the path checks alone. See docs/workspace.md.
     Workspace {
         /// The workspace root. The request never chooses it.
         #[arg(long, value_name = "DIR")]
         root: Option<PathBuf>,
-        /// Let write and edit change git's own directories (.git/config, hooks, ...). A
-        /// sandbox that can write there can make the host run commands the next time git runs
-        /// in the workspace (core.fsmonitor, core.hooksPath).
+        /// Let write, edit and apply_patch change git's own directories (.git/config, hooks,
+        /// ...). A sandbox that can write there can make the host run commands the next time
+        /// git runs in the workspace (core.fsmonitor, core.hooksPath).
         #[arg(long)]
         allow_git_dir: bool,
     },

@@ -155,6 +155,12 @@ pub fn rename_at(dir: BorrowedFd<'_>, from: &CStr, to: &CStr) -> io::Result<()> 
     retry(|| rustix::fs::renameat(dir, from, dir, to))
 }
 
+/// `linkat(dir, from, dir, to, 0)`: a second name for the file `from` (never through a
+/// symlink: `from` itself is linked), in the same directory handle; fails if `to` exists.
+pub fn link_at(dir: BorrowedFd<'_>, from: &CStr, to: &CStr) -> io::Result<()> {
+    retry(|| rustix::fs::linkat(dir, from, dir, to, AtFlags::empty()))
+}
+
 /// `unlinkat(dir, name, 0)`: removes a non-directory (a symlink itself, never its target).
 pub fn unlink_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
     retry(|| rustix::fs::unlinkat(dir, name, AtFlags::empty()))

@@ -47,7 +47,7 @@ mod read;
 #[cfg(target_os = "linux")]
 pub use at::open_beneath;
 pub use at::{
-    create_dir_all, cstring, describe, fsync, kind, list_dir, lstat_at, mkdir_at, open_at,
+    create_dir_all, cstring, describe, fsync, kind, link_at, list_dir, lstat_at, mkdir_at, open_at,
     open_dir_at, open_dir_path, readlink_at, rename_at, rmdir_at, set_mode, unlink_at, DirEntry,
     EntryKind,
 };

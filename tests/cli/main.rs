@@ -40,6 +40,7 @@ mod support;
 mod transcripts;
 mod whole_loop;
 mod workspace;
+mod workspace_patch;
 
 pub use support::*;
 

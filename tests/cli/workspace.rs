@@ -8,12 +8,12 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 /// A workspace root at `tmp/root`, with `tmp/outside/secret.txt` beside it.
-struct Workspace {
-    tmp: tempfile::TempDir,
+pub(super) struct Workspace {
+    pub(super) tmp: tempfile::TempDir,
 }
 
 impl Workspace {
-    fn new() -> Workspace {
+    pub(super) fn new() -> Workspace {
         let tmp = tempfile::tempdir().unwrap();
         fs::create_dir_all(tmp.path().join("root/src")).unwrap();
         fs::create_dir_all(tmp.path().join("outside")).unwrap();
@@ -21,28 +21,28 @@ impl Workspace {
         Workspace { tmp }
     }
 
-    fn root(&self) -> PathBuf {
+    pub(super) fn root(&self) -> PathBuf {
         self.tmp.path().join("root")
     }
 
-    fn file(&self, rel: &str, content: &str) -> &Workspace {
+    pub(super) fn file(&self, rel: &str, content: &str) -> &Workspace {
         let path = self.root().join(rel);
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, content).unwrap();
         self
     }
 
-    fn read(&self, rel: &str) -> String {
+    pub(super) fn read(&self, rel: &str) -> String {
         fs::read_to_string(self.root().join(rel)).unwrap()
     }
 
     /// Run one call with `--root`; see [`run`].
-    fn call(&self, tool: &str, operation: &str, input: Value) -> Value {
+    pub(super) fn call(&self, tool: &str, operation: &str, input: Value) -> Value {
         run(&request(tool, operation, input), Some(&self.root()), None)
     }
 }
 
-fn request(tool: &str, operation: &str, input: Value) -> Vec<u8> {
+pub(super) fn request(tool: &str, operation: &str, input: Value) -> Vec<u8> {
     serde_json::to_vec(&json!({
         "schema": "wp-codebox/parent-tool-request/v1",
         "version": 1,
@@ -71,7 +71,7 @@ fn run(stdin: &[u8], root: Option<&Path>, cwd: Option<&Path>) -> Value {
 }
 
 /// The full envelope of a success.
-fn succeeded(tool: &str, operation: &str, output: Value) -> Value {
+pub(super) fn succeeded(tool: &str, operation: &str, output: Value) -> Value {
     json!({
         "schema": "wp-codebox/parent-tool-result/v1",
         "version": 1,
@@ -87,7 +87,7 @@ fn succeeded(tool: &str, operation: &str, output: Value) -> Value {
 }
 
 /// `(status, error.code)` of an envelope, after checking no host path leaked into the message.
-fn failure(env: &Value, ws: &Workspace) -> (String, String) {
+pub(super) fn failure(env: &Value, ws: &Workspace) -> (String, String) {
     let message = env["error"]["message"].as_str().unwrap_or_default();
     let host = ws.tmp.path().to_str().unwrap();
     assert!(!message.contains(host), "host path in message: {message}");
@@ -106,7 +106,7 @@ fn failure(env: &Value, ws: &Workspace) -> (String, String) {
     )
 }
 
-fn pair(status: &str, code: &str) -> (String, String) {
+pub(super) fn pair(status: &str, code: &str) -> (String, String) {
     (status.to_owned(), code.to_owned())
 }
 
@@ -425,7 +425,7 @@ fn unreadable_stdin_exits_1_without_an_envelope() {
 
 impl Workspace {
     /// Run one call with `--root` and `--allow-git-dir`.
-    fn call_allowing_git(&self, tool: &str, input: Value) -> Value {
+    pub(super) fn call_allowing_git(&self, tool: &str, input: Value) -> Value {
         Cmd::new(["adapter", "workspace", "--allow-git-dir"])
             .arg("--root")
             .arg(self.root())
@@ -437,7 +437,7 @@ impl Workspace {
     }
 
     /// `git` in the root, which must succeed.
-    fn git(&self, args: &[&str]) {
+    pub(super) fn git(&self, args: &[&str]) {
         let out = std::process::Command::new("git")
             .args(args)
             .current_dir(self.root())

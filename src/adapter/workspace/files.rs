@@ -29,9 +29,9 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 /// Read buffer size.
 const CHUNK_BYTES: usize = 64 << 10;
 /// Flags for opening a file to read: never block on a FIFO, never acquire a terminal.
-const READ_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::NONBLOCK).union(OFlags::NOCTTY);
+pub(super) const READ_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::NONBLOCK).union(OFlags::NOCTTY);
 /// Mode of a newly created file (the umask applies); a replaced file keeps its permission bits.
-const NEW_FILE_MODE: Mode = Mode::from_raw_mode(0o666);
+pub(super) const NEW_FILE_MODE: Mode = Mode::from_raw_mode(0o666);
 /// Mode of the temp file while it fills when it replaces an existing file: nobody else may
 /// read the new content of a private file before its real mode is restored.
 const TEMP_FILE_MODE: Mode = Mode::from_raw_mode(0o600);
@@ -56,7 +56,7 @@ impl Keep {
         }
     }
 
-    fn of_metadata(meta: &std::fs::Metadata) -> Keep {
+    pub(super) fn of_metadata(meta: &std::fs::Metadata) -> Keep {
         Keep {
             mode: meta.mode() & 0o777,
             uid: meta.uid(),
@@ -135,7 +135,7 @@ pub(super) fn read(root: &Root, input: &Value) -> Result<Value, ToolError> {
     }))
 }
 
-fn binary(shown: &str) -> ToolError {
+pub(super) fn binary(shown: &str) -> ToolError {
     ToolError::new(
         Code::BinaryFile,
         format!(
@@ -276,7 +276,7 @@ fn is_directory(shown: &str) -> ToolError {
 
 /// Resolve `rel` for writing: its parent directory handle and its final name. Unless `git`
 /// allows it, a target inside a git directory is refused (`gitdir.rs`).
-fn locate_file(
+pub(super) fn locate_file(
     root: &Root,
     rel: &RelPath,
     shown: &str,
@@ -325,42 +325,7 @@ pub(super) fn edit(root: &Root, input: &Value, git: GitDir) -> Result<Value, Too
         ));
     }
     let (located, name) = locate_file(root, &rel, &shown, false, git)?;
-    let fd = fs::open_at(
-        located.parent.as_fd(),
-        &name,
-        READ_FLAGS | OFlags::NOFOLLOW,
-        Mode::empty(),
-    )
-    .map_err(|e| path_error(e.into(), &shown))?;
-    let (file, meta) = require_regular(fd, &shown)?;
-    let max = limits::MAX_WRITE_BYTES as u64;
-    if meta.len() > max {
-        return Err(ToolError::new(
-            Code::TooLarge,
-            format!(
-                "{} is {} bytes, over the {max}-byte limit for edits",
-                quote(&shown),
-                meta.len()
-            ),
-        ));
-    }
-    let mut bytes = Vec::new();
-    (&file)
-        .take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| ToolError::io("read", &shown, &e))?;
-    if bytes.len() as u64 > max {
-        return Err(ToolError::new(
-            Code::TooLarge,
-            format!(
-                "{} grew over the {max}-byte limit while being read",
-                quote(&shown)
-            ),
-        ));
-    }
-    if bytes.contains(&0) {
-        return Err(binary(&shown));
-    }
+    let (bytes, meta) = read_for_change(located.parent.as_fd(), &name, &shown)?;
     let text = String::from_utf8(bytes).map_err(|_| not_utf8(&shown))?;
     let at = find_exactly_one(&text, old).map_err(|count| {
         let snippet = cut_at_char_boundary(old, 80);
@@ -400,6 +365,47 @@ pub(super) fn edit(root: &Root, input: &Value, git: GitDir) -> Result<Value, Too
     Ok(json!({"path": shown, "bytes": edited.len()}))
 }
 
+/// The whole of the regular file `name` in `dir` (not through a symlink), to change it: at most
+/// [`limits::MAX_WRITE_BYTES`], without a NUL byte; and its metadata.
+pub(super) fn read_for_change(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    shown: &str,
+) -> Result<(Vec<u8>, std::fs::Metadata), ToolError> {
+    let fd = fs::open_at(dir, name, READ_FLAGS | OFlags::NOFOLLOW, Mode::empty())
+        .map_err(|e| path_error(e.into(), shown))?;
+    let (file, meta) = require_regular(fd, shown)?;
+    let max = limits::MAX_WRITE_BYTES as u64;
+    if meta.len() > max {
+        return Err(ToolError::new(
+            Code::TooLarge,
+            format!(
+                "{} is {} bytes, over the {max}-byte limit for changes",
+                quote(shown),
+                meta.len()
+            ),
+        ));
+    }
+    let mut bytes = Vec::new();
+    (&file)
+        .take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| ToolError::io("read", shown, &e))?;
+    if bytes.len() as u64 > max {
+        return Err(ToolError::new(
+            Code::TooLarge,
+            format!(
+                "{} grew over the {max}-byte limit while being read",
+                quote(shown)
+            ),
+        ));
+    }
+    if bytes.contains(&0) {
+        return Err(binary(shown));
+    }
+    Ok((bytes, meta))
+}
+
 /// Occurrences counted before an edit is called ambiguous without counting further.
 const MAX_COUNTED: usize = 1000;
 
@@ -436,12 +442,31 @@ pub(super) fn write_atomic(
     keep: Option<Keep>,
     before_rename: &mut dyn FnMut() -> io::Result<()>,
 ) -> io::Result<()> {
+    let temp = stage(dir, name, data, keep, NEW_FILE_MODE)?;
+    before_rename()?;
+    temp.replace(name)?;
+    // The rename is in place; making the directory entry durable is best effort (some file
+    // systems refuse fsync on a directory) and never turns a completed write into a failure.
+    let _ = fs::fsync(dir);
+    Ok(())
+}
+
+/// The first half of [`write_atomic`]: a temp file beside `name` in `dir` holding `data`,
+/// durable, with `keep`'s owner and mode (or, for a new file, `new_mode` less the umask). Dropped
+/// unpublished, it is removed.
+pub(super) fn stage<'d>(
+    dir: BorrowedFd<'d>,
+    name: &CStr,
+    data: &[u8],
+    keep: Option<Keep>,
+    new_mode: Mode,
+) -> io::Result<TempFile<'d>> {
     let create_mode = if keep.is_some() {
         TEMP_FILE_MODE
     } else {
-        NEW_FILE_MODE
+        new_mode
     };
-    // A hidden sibling named after `name`; dropped before the rename, it is removed.
+    // A hidden sibling named after `name`; dropped before it is published, it is removed.
     let temp = TempFile::create(dir, name.to_bytes(), create_mode)?;
     let mut file = temp.file();
     file.write_all(data)?;
@@ -452,12 +477,7 @@ pub(super) fn write_atomic(
         file.set_permissions(std::fs::Permissions::from_mode(keep.mode))?;
     }
     file.sync_all()?;
-    before_rename()?;
-    temp.replace(name)?;
-    // The rename is in place; making the directory entry durable is best effort (some file
-    // systems refuse fsync on a directory) and never turns a completed write into a failure.
-    let _ = fs::fsync(dir);
-    Ok(())
+    Ok(temp)
 }
 
 #[cfg(test)]

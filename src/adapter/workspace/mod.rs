@@ -3,13 +3,16 @@
 //! It is a host adapter like any other: one `wp-codebox/parent-tool-request/v1` envelope on
 //! stdin, exactly one `wp-codebox/parent-tool-result/v1` envelope (compact JSON and `\n`) on
 //! stdout, exit 0 whenever that envelope was printed — whatever its status — 1 when stdin
-//! could not be read and 74 when stdout could not be written. It serves `workspace.read`, `.search`, `.write` and `.edit` (and
-//! their provider-safe spellings `workspace_read`, …) against one root directory.
+//! could not be read and 74 when stdout could not be written. It serves `workspace.read`,
+//! `.search`, `.write`, `.edit` (SPEC §9), `.ls` and `.apply_patch` (SPEC §15.1), and their
+//! provider-safe spellings `workspace_read`, …, against one root directory.
 //!
 //! Owns: the protocol (reading, checking and echoing the request, building the result), tool
 //! and operation dispatch, and the table of error codes ([`Code`]). Containment lives in
-//! `path.rs`, the file tools in `files.rs`, search in `search.rs`, the refusal to write git's
-//! own directories (unless `--allow-git-dir`) in `gitdir.rs`.
+//! `path.rs`, the file tools in `files.rs`, search in `search.rs`, the listing in `ls.rs`,
+//! patches in `patch/`, the refusal to write git's own directories (unless `--allow-git-dir`)
+//! in `gitdir.rs`, and the Landlock restriction to the root the adapter puts on itself once it
+//! has opened it in `confine.rs`.
 //!
 //! Invariants: the root comes from `--root` or the working directory (which the bridge's
 //! `cwd_env` sets), never from the request; every path a tool touches is resolved beneath the
@@ -17,8 +20,11 @@
 //! every size is bounded ([`limits`]); no input makes it panic, and if a bug did, the panic is
 //! caught and still answered with an `internal_error` envelope.
 
+pub mod confine;
 mod files;
 mod gitdir;
+mod ls;
+mod patch;
 /// Containment of request paths beneath the root (crate-visible for the fuzz target in
 /// `crate::fuzzing`, which drives `RelPath::parse` and both resolvers with hostile paths).
 pub(crate) mod path;
@@ -70,6 +76,21 @@ pub mod limits {
     pub const MAX_SEARCH_FILES: usize = 20_000;
     pub const MAX_SEARCH_ENTRIES: usize = 200_000;
     pub const MAX_SEARCH_DEPTH: usize = 64;
+    /// `ls`: default and largest `depth`.
+    pub const DEFAULT_LS_DEPTH: usize = 1;
+    pub const MAX_LS_DEPTH: usize = 8;
+    /// `ls`: default and largest `max_entries` (larger requests are clamped).
+    pub const DEFAULT_LS_ENTRIES: usize = 1000;
+    pub const MAX_LS_ENTRIES: usize = 10_000;
+    /// `apply_patch`: largest `patch`, in bytes (as large as a write).
+    pub const MAX_PATCH_BYTES: usize = MAX_WRITE_BYTES;
+    /// `apply_patch`: most lines in one patch (what it holds in memory is a small multiple).
+    pub const MAX_PATCH_LINES: usize = 1 << 20;
+    /// `apply_patch`: most file diffs in one patch (each holds a few descriptors until the
+    /// commit ends: 100 stays far below the usual limit of 1024 open files).
+    pub const MAX_PATCH_FILES: usize = 100;
+    /// `apply_patch`: the patched files' bytes together, held in memory until they are staged.
+    pub const MAX_PATCH_RESULT_BYTES: usize = 64 << 20;
 }
 
 wire_table! {
@@ -80,9 +101,10 @@ wire_table! {
         RequestInvalid = ("request_invalid", Failed, false),
         /// The request is larger than [`limits::MAX_REQUEST_BYTES`].
         RequestTooLarge = ("request_too_large", Failed, false),
-        /// The root cannot be opened as a directory.
+        /// The root cannot be opened as a directory, or the adapter could not restrict itself
+        /// to it on a kernel that has Landlock.
         RootUnavailable = ("root_unavailable", Unavailable, false),
-        /// `tool` is not one of the four workspace tools.
+        /// `tool` is not one of the six workspace tools.
         UnknownTool = ("unknown_tool", Failed, false),
         /// `operation` is neither `call` nor the tool's verb.
         UnknownOperation = ("unknown_operation", Failed, false),
@@ -113,6 +135,13 @@ wire_table! {
         NoMatch = ("no_match", Failed, false),
         /// `edit`: `old` occurs more than once.
         AmbiguousMatch = ("ambiguous_match", Failed, false),
+        /// `apply_patch`: a file or hunk does not apply (context differs, a file to add exists,
+        /// one to change or delete is missing); `details {path, hunk}`. Nothing was changed.
+        PatchConflict = ("patch_conflict", Failed, false),
+        /// `apply_patch`: the patch does not parse, has no file diff, names a file twice, or
+        /// is a kind this adapter does not apply (binary, mode change, copy, symlink);
+        /// `details {line}`. Nothing was changed.
+        PatchInvalid = ("patch_invalid", Failed, false),
         /// The host file system refused access (EACCES, EPERM, EROFS).
         PermissionDenied = ("permission_denied", Failed, false),
         /// Any other operating-system error (EIO, ENOSPC, …).
@@ -181,13 +210,15 @@ pub enum GitDir {
     Allowed,
 }
 
-/// The four tools.
+/// The six tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Tool {
     Read,
     Search,
     Write,
     Edit,
+    Ls,
+    ApplyPatch,
 }
 
 impl Tool {
@@ -198,6 +229,8 @@ impl Tool {
             "workspace.search" | "workspace_search" => Some(Tool::Search),
             "workspace.write" | "workspace_write" => Some(Tool::Write),
             "workspace.edit" | "workspace_edit" => Some(Tool::Edit),
+            "workspace.ls" | "workspace_ls" => Some(Tool::Ls),
+            "workspace.apply_patch" | "workspace_apply_patch" => Some(Tool::ApplyPatch),
             _ => None,
         }
     }
@@ -209,6 +242,16 @@ impl Tool {
             Tool::Search => "search",
             Tool::Write => "write",
             Tool::Edit => "edit",
+            Tool::Ls => "ls",
+            Tool::ApplyPatch => "apply_patch",
+        }
+    }
+
+    /// What the tool may do beneath the root once the adapter has confined itself.
+    fn rights(self) -> confine::Rights {
+        match self {
+            Tool::Read | Tool::Search | Tool::Ls => confine::Rights::ReadOnly,
+            Tool::Write | Tool::Edit | Tool::ApplyPatch => confine::Rights::ReadWrite,
         }
     }
 
@@ -218,6 +261,8 @@ impl Tool {
             Tool::Search => search::search(root, input),
             Tool::Write => files::write(root, input, git),
             Tool::Edit => files::edit(root, input, git),
+            Tool::Ls => ls::ls(root, input),
+            Tool::ApplyPatch => patch::apply_patch(root, input, git),
         }
     }
 }
@@ -342,11 +387,23 @@ fn check_request(map: &Map<String, Value>) -> Vec<Issue> {
     c.into_issues()
 }
 
-/// The whole answer to one request (`bytes` as read from stdin) as a result envelope.
+/// The whole answer to one request (`bytes` as read from stdin) as a result envelope, without
+/// the Landlock restriction `run` adds (this process goes on after the call: tests, fuzzing).
 pub fn respond(bytes: &[u8], root: Option<&Path>, git: GitDir) -> String {
+    answer(bytes, root, git, None)
+}
+
+/// [`respond`], restricting the process to the root once it is open when `confined` is given
+/// (then it says how the restriction ended, when the call got that far).
+fn answer(
+    bytes: &[u8],
+    root: Option<&Path>,
+    git: GitDir,
+    mut confined: Option<&mut Option<confine::Confined>>,
+) -> String {
     let mut echo = Echo::default();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        serve(bytes, root, git, &mut echo)
+        serve(bytes, root, git, &mut echo, confined.as_deref_mut())
     }))
     .unwrap_or_else(|_| {
         Err(ToolError::new(
@@ -362,6 +419,7 @@ fn serve(
     root: Option<&Path>,
     git: GitDir,
     echo: &mut Echo,
+    confined: Option<&mut Option<confine::Confined>>,
 ) -> Result<Value, ToolError> {
     let map = json::parse_object(bytes, limits::MAX_REQUEST_BYTES).map_err(|e| match e {
         JsonIssue::TooLarge { .. } => ToolError::new(Code::RequestTooLarge, e.to_string()),
@@ -389,7 +447,7 @@ fn serve(
             Code::UnknownTool,
             format!(
                 "unknown tool {:?}; this adapter serves workspace.read, workspace.search, \
-                 workspace.write and workspace.edit",
+                 workspace.write, workspace.edit, workspace.ls and workspace.apply_patch",
                 cut_at_char_boundary(&echo.tool, 128)
             ),
         ));
@@ -411,6 +469,15 @@ fn serve(
             format!("the workspace root cannot be opened as a directory: {err}"),
         )
     })?;
+    if let Some(confined) = confined {
+        let how = confine::restrict_to_root(root.handle(), tool.rights()).map_err(|why| {
+            ToolError::new(
+                Code::RootUnavailable,
+                format!("the workspace adapter could not confine itself to its root: {why}"),
+            )
+        })?;
+        *confined = Some(how);
+    }
     let input = map.get("input").unwrap_or(&Value::Null);
     tool.run(&root, input, git)
 }
@@ -449,8 +516,15 @@ pub fn run(root: Option<PathBuf>, git: GitDir) -> u8 {
         eprintln!("error[stdin]: could not read the request: {err}");
         return 1;
     }
-    let mut line = respond(&bytes, root.as_deref(), git).into_bytes();
+    let mut confined = None;
+    let mut line = answer(&bytes, root.as_deref(), git, Some(&mut confined)).into_bytes();
     line.push(b'\n');
+    if let Some(confine::Confined::Unsupported(errno)) = confined {
+        eprintln!(
+            "warning[landlock]: this kernel has no Landlock ({errno}); the workspace adapter \
+             served the call with its path checks alone"
+        );
+    }
     crate::stdout::print(&line, "the result", 0)
 }
 
@@ -490,6 +564,30 @@ mod tests {
                 _ => Status::Failed,
             };
             assert_eq!(code.status(), expected, "{}", code.as_str());
+        }
+    }
+
+    #[test]
+    fn docs_workspace_md_lists_every_code_with_its_status() {
+        let docs = include_str!("../../../docs/workspace.md");
+        let table = docs.split("## Error codes").nth(1).unwrap();
+        for code in Code::ALL {
+            let row = table
+                .lines()
+                .find(|l| l.contains(&format!("`{}`", code.as_str())))
+                .unwrap_or_else(|| panic!("{} is not in docs/workspace.md", code.as_str()));
+            let status = row.rsplit('|').nth(1).unwrap().trim();
+            assert!(
+                status.starts_with(code.status().as_str()),
+                "{}: {status}",
+                code.as_str()
+            );
+            assert_eq!(
+                status.contains("retryable"),
+                code.retryable(),
+                "{}",
+                code.as_str()
+            );
         }
     }
 

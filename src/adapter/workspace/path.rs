@@ -207,6 +207,11 @@ impl Root {
         })
     }
 
+    /// The root's directory handle (for the Landlock rule that confines the adapter to it).
+    pub(crate) fn handle(&self) -> BorrowedFd<'_> {
+        self.dir.as_fd()
+    }
+
     /// The resolver plain opens currently use (`Openat2` turns into `Walk` after an `ENOSYS`).
     #[cfg(test)]
     pub(crate) fn resolver(&self) -> Resolver {
