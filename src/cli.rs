@@ -378,6 +378,10 @@ pub enum AdapterCommand {
         /// {canonical: name}, @FILE holding one, or the word `provider-safe`.
         #[arg(long, value_name = "JSON|@FILE|provider-safe")]
         tool_map: Option<String>,
+        /// The confinement of the server process (SPEC 13), as for the main job's adapter:
+        /// a server that cannot be confined as asked is not started (confinement_unavailable).
+        #[command(flatten)]
+        confine: ConfineArgs,
         /// The MCP server's argv, after `--`, run exactly as given (argv[0] through PATH).
         #[arg(last = true, required = true, num_args = 1.., value_name = "SERVER_ARGV")]
         server: Vec<String>,

@@ -114,9 +114,8 @@ impl LandlockError {
         match self {
             LandlockError::Unsupported(_) => "landlock".into(),
             LandlockError::AbiTooOld { .. } => format!("landlock_abi_{MIN_ABI}"),
-            LandlockError::InterpreterOutsideBase { interpreter, .. } => {
-                format!("fs_read:{}", interpreter.display())
-            }
+            // The path is in the message (stderr), never in the envelope's names.
+            LandlockError::InterpreterOutsideBase { .. } => "fs_read_interpreter".into(),
             LandlockError::Interpreter(_) => "landlock_program".into(),
             LandlockError::Open { .. } | LandlockError::TmpDir { .. } => "landlock_path".into(),
             LandlockError::Ruleset(_) => "landlock".into(),

@@ -18,6 +18,7 @@
 //! - dropping the value, unwinding included, kills the group and sweeps (bounded).
 
 use super::child::Setup;
+use crate::confine::Prepared;
 use super::ladder::{walk, Target};
 use super::sweep::{kill_descendants, own_children, Sweeper};
 use super::timespec;
@@ -32,6 +33,7 @@ use rustix::process::{
 use std::io;
 use std::path::Path;
 use std::process::{ChildStderr, ChildStdin, ChildStdout, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What to start.
@@ -48,6 +50,10 @@ pub struct Launch<'a> {
     pub cwd: Option<&'a Path>,
     /// Give the child a pipe on stdin (`true`) or `/dev/null`.
     pub stdin: bool,
+    /// The confinement prepared for the child (SPEC §13), applied in `child.rs`'s ordered
+    /// set-up; `None` runs it unconfined. The group keeps it until the child is reaped (its
+    /// cgroup is what `cgroup.kill` writes to).
+    pub confinement: Option<&'a Arc<Prepared>>,
 }
 
 /// The parent's ends of the child's pipes (blocking, close-on-exec).
@@ -85,7 +91,10 @@ pub struct Swept {
 ///
 /// let argv = vec!["mcp-server".to_string(), "--stdio".to_string()];
 /// let env = vec![("PATH".to_string(), "/usr/bin:/bin".to_string())];
-/// let launch = Launch { program: "mcp-server".as_ref(), argv: &argv, env: &env, cwd: None, stdin: true };
+/// let launch = Launch {
+///     program: "mcp-server".as_ref(), argv: &argv, env: &env, cwd: None, stdin: true,
+///     confinement: None,
+/// };
 /// let (mut server, pipes) = ProcessGroup::spawn(&launch)?;
 /// // … exchange messages over pipes.stdin / pipes.stdout, drain pipes.stderr …
 /// drop(pipes); // EOF on its stdin
@@ -105,6 +114,9 @@ pub struct ProcessGroup {
     released: bool,
     /// Set by [`finish`](Self::finish): its deadline was the last word, `Drop` adds nothing.
     finished: bool,
+    /// The child's confinement: kept (its cgroup and private folders with it) until the
+    /// leader is reaped, and its cgroup killed through with the group.
+    confinement: Option<Arc<Prepared>>,
 }
 
 impl ProcessGroup {
@@ -116,7 +128,11 @@ impl ProcessGroup {
     pub fn spawn(launch: &Launch<'_>) -> Result<(ProcessGroup, Pipes), SpawnError> {
         become_subreaper();
         let env = launch.env.iter().map(|(k, v)| (k, v));
-        let setup = Setup::new(launch.program, launch.argv, env, launch.cwd)?;
+        let mut setup = Setup::new(launch.program, launch.argv, env, launch.cwd)?;
+        let report = match launch.confinement {
+            Some(prepared) => Some(setup.confine(Arc::clone(prepared))?),
+            None => None,
+        };
         let mut command = setup.into_command(launch.cwd);
         command
             .stdin(if launch.stdin {
@@ -126,7 +142,13 @@ impl ProcessGroup {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = command.spawn().map_err(classify_spawn_error)?;
+        let mut child = command.spawn().map_err(|err| {
+            // A confinement step the kernel refused, or else the execve's own answer.
+            match report.as_ref().and_then(|r| r.refused(err.raw_os_error())) {
+                Some(step) => SpawnError::Confinement(step),
+                None => classify_spawn_error(err),
+            }
+        })?;
         // A spawned child always has a positive pid and the pipes asked for above; should
         // std ever answer otherwise, end the child rather than run it unsupervised.
         let pid = i32::try_from(child.id()).ok().and_then(Pid::from_raw);
@@ -160,6 +182,7 @@ impl ProcessGroup {
             exit: None,
             released: false,
             finished: false,
+            confinement: launch.confinement.cloned(),
         };
         Ok((group, pipes))
     }
@@ -216,10 +239,15 @@ impl ProcessGroup {
         kill_process_group(self.pid, sig).map_err(io::Error::from)
     }
 
-    /// SIGKILL the group and every descendant of the leader that left it (`setsid`).
+    /// SIGKILL the group and every descendant of the leader that left it (`setsid`); where the
+    /// child runs in a cgroup v2 of its own, also everything in that cgroup (`cgroup.kill`,
+    /// which a process cannot escape by leaving the session).
     pub fn kill(&self) {
         if self.released {
             return;
+        }
+        if let Some(prepared) = &self.confinement {
+            prepared.kill_cgroup();
         }
         let _ = kill_process_group(self.pid, Signal::KILL);
         kill_descendants(self.pid);
@@ -370,6 +398,7 @@ mod tests {
             env,
             cwd: None,
             stdin: false,
+            confinement: None,
         }
     }
 
