@@ -244,8 +244,10 @@ pub fn prepare(request: &FsRequest<'_>) -> Result<PreparedLandlock, LandlockErro
     for program in chain {
         grants.push((program, Grant::ReadExecute));
     }
+    // 0700 whatever the umask (SPEC §13): the folder is the adapter's alone.
     let tmpdir = tempfile::Builder::new()
         .prefix("ptd-tmp-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir_in(request.tmp_parent)
         .map_err(|e| LandlockError::TmpDir {
             parent: request.tmp_parent.to_path_buf(),

@@ -10,12 +10,12 @@ use super::*;
 use std::io::Read;
 
 /// The unprivileged user the `/proc` tests run the dispatcher as.
-const NOBODY: u32 = 65534;
+pub(crate) const NOBODY: u32 = 65534;
 
 /// [`dispatcher`] run as [`NOBODY`], from copies of the two binaries in a folder that user can
 /// reach: the build's own folder may sit under one it cannot enter (a clone in a 0700
 /// `mktemp -d`). Keep the folder until the run is over.
-fn dispatcher_as_nobody(steps: &[&str]) -> (tempfile::TempDir, Cmd) {
+pub(crate) fn dispatcher_as_nobody(steps: &[&str]) -> (tempfile::TempDir, Cmd) {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::Builder::new()
         .prefix("ptd-host-reach")
