@@ -587,6 +587,99 @@ mod tests {
     }
 
     #[test]
+    fn the_kill_goes_through_cgroup_kill_where_the_cgroup_is_v2() {
+        if !isolated(
+            "exec::group::tests::the_kill_goes_through_cgroup_kill_where_the_cgroup_is_v2",
+        ) {
+            return;
+        }
+        use crate::confine::cgroup::{CallCgroup, Host, Limits};
+        // cgroup v2 cannot be exercised on this host's kernel: a fake root of plain folders,
+        // where the files the dispatcher writes are what the kernel's would have received.
+        let root = tempfile::tempdir().unwrap();
+        let own = root.path().join("svc");
+        std::fs::create_dir(&own).unwrap();
+        std::fs::write(own.join("cgroup.controllers"), "memory pids").unwrap();
+        std::fs::write(own.join("cgroup.subtree_control"), "pids").unwrap();
+        let mountinfo = format!(
+            "31 25 0:27 / {} rw - cgroup2 cgroup2 rw\n",
+            root.path().display()
+        );
+        let host = Host::parse(&mountinfo, "0::/svc\n");
+        let limits = Limits {
+            memory_bytes: None,
+            pids: Some(64),
+        };
+        let cgroup = CallCgroup::create(&host, &limits).unwrap();
+        let dir = cgroup.dirs()[0].to_path_buf();
+        std::fs::write(dir.join("cgroup.kill"), "").unwrap();
+        let prepared = Arc::new(Prepared {
+            landlock: None,
+            seccomp: crate::confine::seccomp::compile().unwrap(),
+            cgroup: Some(cgroup),
+            rlimits: Default::default(),
+            netns: None,
+        });
+        let script = argv(&["/bin/sh", "-c", "echo up; exec sleep 30"]);
+        let mut confined = launch(&script, &[]);
+        confined.confinement = Some(&prepared);
+        let (mut group, mut pipes) = ProcessGroup::spawn(&confined).unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(&mut pipes.stdout), &mut line)
+            .unwrap();
+        assert_eq!(line, "up\n");
+        // The child joined through the descriptor opened before the fork.
+        assert_eq!(std::fs::read_to_string(dir.join("cgroup.procs")).unwrap(), "0");
+        assert_eq!(std::fs::read_to_string(dir.join("pids.max")).unwrap(), "64");
+        assert_eq!(std::fs::read_to_string(dir.join("cgroup.kill")).unwrap(), "");
+        group.kill();
+        assert_eq!(std::fs::read_to_string(dir.join("cgroup.kill")).unwrap(), "1");
+        assert!(group.wait_exit(Instant::now() + Duration::from_secs(5)).is_some());
+        let swept = group.finish(Instant::now() + SWEEP_BUDGET);
+        assert_eq!(
+            swept.termination,
+            Termination::Signaled(crate::signal::Signal::KILL)
+        );
+    }
+
+    #[test]
+    fn a_refused_confinement_step_is_told_apart_from_a_failed_execve() {
+        let prepared = Arc::new(Prepared {
+            landlock: None,
+            seccomp: crate::confine::seccomp::compile().unwrap(),
+            cgroup: None,
+            // Above every kernel's fs.nr_open: refused even to root.
+            rlimits: crate::confine::rlimit::Rlimits {
+                open_files: Some(i64::MAX as u64),
+                file_size_bytes: None,
+            },
+            netns: None,
+        });
+        let truth = argv(&["/bin/true"]);
+        let mut confined = launch(&truth, &[]);
+        confined.confinement = Some(&prepared);
+        match ProcessGroup::spawn(&confined) {
+            Err(SpawnError::Confinement(refused)) => {
+                assert_eq!(refused.step, crate::confine::Step::Rlimits);
+                assert_eq!(refused.errno, Errno::PERM);
+            }
+            other => panic!("{other:?}"),
+        }
+        // A missing program under confinement is still a missing program.
+        let missing = argv(&["/nonexistent/adapter"]);
+        let mut confined = launch(&missing, &[]);
+        let fine = Arc::new(Prepared {
+            rlimits: Default::default(),
+            ..Arc::try_unwrap(prepared).unwrap()
+        });
+        confined.confinement = Some(&fine);
+        assert!(matches!(
+            ProcessGroup::spawn(&confined),
+            Err(SpawnError::NotFound)
+        ));
+    }
+
+    #[test]
     fn spawn_errors_are_classified() {
         let env = [];
         let missing = argv(&["/nonexistent/adapter"]);

@@ -441,3 +441,23 @@ fn the_mcp_adapter_confines_its_server() {
     run.expect("failed", Some("resource_limit_exceeded"), 1);
     assert_eq!(run.envelope["error"]["details"]["limit"], "pids");
 }
+
+#[test]
+fn a_confinement_step_the_kernel_refuses_in_the_child_starts_nothing() {
+    // RLIMIT_NOFILE above the kernel's fs.nr_open: setrlimit fails even for root, in the
+    // child, after the fork: the adapter must not run all the same.
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pids");
+    let step = format!("pidfile:{}", pidfile.display());
+    let run = Dispatch::adapter(&[&step, "echo"])
+        .args(&["--limit-open-files", "9223372036854775807"])
+        .run();
+    run.expect("unavailable", Some("confinement_unavailable"), 69);
+    assert_eq!(
+        run.envelope["error"]["details"]["missing"],
+        json!(["rlimits"])
+    );
+    run.output()
+        .stderr_contains("confinement step rlimits failed: Operation not permitted");
+    assert!(!pidfile.exists(), "the adapter ran");
+}
