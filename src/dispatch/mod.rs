@@ -80,15 +80,8 @@ pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
     loop {
         let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let outcome = match failure.take() {
-                None => steps(
-                    args,
-                    &env,
-                    &usage,
-                    interrupts,
-                    &mut learned,
-                    &mut obtained,
-                )
-                .unwrap_or_else(Outcome::from),
+                None => steps(args, &env, &usage, interrupts, &mut learned, &mut obtained)
+                    .unwrap_or_else(Outcome::from),
                 Some(err) => Outcome::from(err),
             };
             stage.set(Stage::Concluding);
@@ -657,13 +650,17 @@ fn run_adapter(
     learned.dispatch.transport = Some(transport_of(command.transport));
     let program = command.argv[0].clone();
     let transport_dir = plan.files.as_ref().map(|f| f.folder().to_path_buf());
-    let confinement = confine_step(&mut plan.spec, run.confine, transport_dir.as_deref(), &program)?;
+    let confinement = confine_step(
+        &mut plan.spec,
+        run.confine,
+        transport_dir.as_deref(),
+        &program,
+    )?;
     if let Some(prepared) = &confinement {
         for path in confinement_paths(run.confine, prepared) {
             learned.redactor.add_host_path(&path.to_string_lossy());
         }
-        learned.dispatch.confinement =
-            Some(report::confinement_diagnostics(run.confine, prepared));
+        learned.dispatch.confinement = Some(report::confinement_diagnostics(run.confine, prepared));
     }
     let finished = exec::run(plan.spec, run.interrupts).map_err(|error| match error {
         exec::SpawnError::Confinement(refused) => DispatchError::from(refused),
@@ -696,13 +693,14 @@ pub fn confine_step(
     transport_dir: Option<&std::path::Path>,
     program: &str,
 ) -> Result<Option<std::sync::Arc<crate::confine::Prepared>>, DispatchError> {
-    spec.confine(options, transport_dir).map_err(|refused| match refused {
-        exec::Unconfinable::Spawn(error) => DispatchError::Spawn {
-            program: program.to_string(),
-            error,
-        },
-        exec::Unconfinable::Unavailable(unavailable) => DispatchError::from(unavailable),
-    })
+    spec.confine(options, transport_dir)
+        .map_err(|refused| match refused {
+            exec::Unconfinable::Spawn(error) => DispatchError::Spawn {
+                program: program.to_string(),
+                error,
+            },
+            exec::Unconfinable::Unavailable(unavailable) => DispatchError::from(unavailable),
+        })
 }
 
 /// The host paths a confined run reveals (SPEC §13: they join §5's host paths): the listed
@@ -711,7 +709,12 @@ pub fn confinement_paths(
     options: &crate::confine::Options,
     prepared: &crate::confine::Prepared,
 ) -> Vec<PathBuf> {
-    let mut paths: Vec<PathBuf> = options.fs_read.iter().chain(&options.fs_write).cloned().collect();
+    let mut paths: Vec<PathBuf> = options
+        .fs_read
+        .iter()
+        .chain(&options.fs_write)
+        .cloned()
+        .collect();
     paths.extend(prepared.tmpdir().map(std::path::Path::to_path_buf));
     paths
 }

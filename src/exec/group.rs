@@ -18,11 +18,11 @@
 //! - dropping the value, unwinding included, kills the group and sweeps (bounded).
 
 use super::child::Setup;
-use crate::confine::Prepared;
 use super::ladder::{walk, Target};
 use super::sweep::{kill_descendants, own_children, Sweeper};
 use super::timespec;
 use super::{SpawnError, Termination, KILL_WAIT, SWEEP_BUDGET};
+use crate::confine::Prepared;
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::io::Errno;
@@ -588,9 +588,8 @@ mod tests {
 
     #[test]
     fn the_kill_goes_through_cgroup_kill_where_the_cgroup_is_v2() {
-        if !isolated(
-            "exec::group::tests::the_kill_goes_through_cgroup_kill_where_the_cgroup_is_v2",
-        ) {
+        if !isolated("exec::group::tests::the_kill_goes_through_cgroup_kill_where_the_cgroup_is_v2")
+        {
             return;
         }
         use crate::confine::cgroup::{CallCgroup, Host, Limits};
@@ -629,12 +628,23 @@ mod tests {
             .unwrap();
         assert_eq!(line, "up\n");
         // The child joined through the descriptor opened before the fork.
-        assert_eq!(std::fs::read_to_string(dir.join("cgroup.procs")).unwrap(), "0");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("cgroup.procs")).unwrap(),
+            "0"
+        );
         assert_eq!(std::fs::read_to_string(dir.join("pids.max")).unwrap(), "64");
-        assert_eq!(std::fs::read_to_string(dir.join("cgroup.kill")).unwrap(), "");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("cgroup.kill")).unwrap(),
+            ""
+        );
         group.kill();
-        assert_eq!(std::fs::read_to_string(dir.join("cgroup.kill")).unwrap(), "1");
-        assert!(group.wait_exit(Instant::now() + Duration::from_secs(5)).is_some());
+        assert_eq!(
+            std::fs::read_to_string(dir.join("cgroup.kill")).unwrap(),
+            "1"
+        );
+        assert!(group
+            .wait_exit(Instant::now() + Duration::from_secs(5))
+            .is_some());
         let swept = group.finish(Instant::now() + SWEEP_BUDGET);
         assert_eq!(
             swept.termination,

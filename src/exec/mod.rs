@@ -153,8 +153,8 @@ pub fn prepare_confinement(
         transport_dir,
         tmp_parent: &tmp_parent,
     };
-    let prepared = Prepared::prepare(options, &run, &Host::read())
-        .map_err(Unconfinable::Unavailable)?;
+    let prepared =
+        Prepared::prepare(options, &run, &Host::read()).map_err(Unconfinable::Unavailable)?;
     let Some(prepared) = prepared else {
         return Ok(None);
     };

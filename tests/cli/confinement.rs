@@ -4,8 +4,8 @@
 //! named; a host that cannot do what was asked fails closed; bad options are usage errors.
 
 use super::host_reach::dispatcher_as_nobody;
-use std::os::linux::net::SocketAddrExt;
 use super::*;
+use std::os::linux::net::SocketAddrExt;
 
 /// What the adapter reported on its `host-reach:` lines (from the envelope's stderr tail).
 fn reached(run: &Run) -> Vec<String> {
@@ -96,7 +96,13 @@ fn landlock_and_seccomp_refuse_what_is_not_granted_and_allow_what_is() {
     // The listed path is a host path: redacted in the dispatcher's own report.
     let text = run.dispatch().to_string();
     assert!(!text.contains(&path(work.path())), "{text}");
-    assert_eq!(confinement["landlock"]["fs_write"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        confinement["landlock"]["fs_write"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 #[test]
@@ -110,7 +116,10 @@ fn the_private_tmpdir_is_0700_the_adapters_and_removed_afterwards() {
     run.expect("succeeded", None, 0);
     assert_eq!(reached(&run), vec!["tmpdir-mode=700", "write-tmp=ok"]);
     let tmpdir = PathBuf::from(std::fs::read_to_string(&record).unwrap());
-    assert!(tmpdir.starts_with(std::env::temp_dir().canonicalize().unwrap()), "{tmpdir:?}");
+    assert!(
+        tmpdir.starts_with(std::env::temp_dir().canonicalize().unwrap()),
+        "{tmpdir:?}"
+    );
     assert!(!tmpdir.exists(), "the private TMPDIR was left behind");
     assert!(!run.dispatch().to_string().contains(&path(&tmpdir)));
 }
@@ -177,7 +186,10 @@ fn the_memory_limit_is_hit_and_named() {
     let confinement = &run.dispatch()["confinement"];
     assert_eq!(confinement["limits"]["memory_bytes"], 64 << 20);
     assert_eq!(confinement["cgroup"]["memory"], "v1");
-    assert!(reached(&run).is_empty(), "the allocation was never finished");
+    assert!(
+        reached(&run).is_empty(),
+        "the allocation was never finished"
+    );
 }
 
 #[test]
@@ -233,26 +245,49 @@ fn a_host_that_cannot_confine_as_asked_starts_nothing() {
         envelope["error"]["details"]["missing"],
         json!(["cgroup_writable"])
     );
-    assert_eq!(envelope["diagnostics"]["dispatch"]["adapter_started"], false);
-    assert!(envelope["diagnostics"]["dispatch"].get("exit_code").is_none());
+    assert_eq!(
+        envelope["diagnostics"]["dispatch"]["adapter_started"],
+        false
+    );
+    assert!(envelope["diagnostics"]["dispatch"]
+        .get("exit_code")
+        .is_none());
 }
 
 #[test]
 fn bad_confinement_options_are_usage_errors_naming_the_option() {
     let missing = tempfile::tempdir().unwrap().path().join("gone");
     let cases: [(&[&str], &str); 5] = [
-        (&["--limit-memory", "12MB"], "error[usage]: --limit-memory: `12MB` has an ambiguous unit"),
-        (&["--limit-pids", "many"], "error[usage]: --limit-pids: `many` is not a whole number"),
-        (&["--fs-read", missing.to_str().unwrap()], "error[usage]: --fs-read: `"),
-        (&["--fs-write", "/"], "error[usage]: --fs-write: `/` is the whole file system"),
-        (&["--network", "off"], "error[usage]: --network: `off` is not a network mode"),
+        (
+            &["--limit-memory", "12MB"],
+            "error[usage]: --limit-memory: `12MB` has an ambiguous unit",
+        ),
+        (
+            &["--limit-pids", "many"],
+            "error[usage]: --limit-pids: `many` is not a whole number",
+        ),
+        (
+            &["--fs-read", missing.to_str().unwrap()],
+            "error[usage]: --fs-read: `",
+        ),
+        (
+            &["--fs-write", "/"],
+            "error[usage]: --fs-write: `/` is the whole file system",
+        ),
+        (
+            &["--network", "off"],
+            "error[usage]: --network: `off` is not a network mode",
+        ),
     ];
     for (args, message) in cases {
         let dir = tempfile::tempdir().unwrap();
         let pidfile = dir.path().join("pids");
         let step = format!("pidfile:{}", pidfile.display());
         let run = Dispatch::adapter(&[&step, "echo"]).args(args).run();
-        run.output().exit(2).stdout_empty().stderr_starts_with(message);
+        run.output()
+            .exit(2)
+            .stdout_empty()
+            .stderr_starts_with(message);
         assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
         assert!(!pidfile.exists(), "{args:?}: the adapter ran");
     }
@@ -321,7 +356,10 @@ fn an_interpreter_outside_the_base_is_named_and_one_fs_read_lets_it_run() {
     assert_eq!(refused.dispatch()["adapter_started"], false);
     let ran = with(&["--fs-read", install.to_str().unwrap()]);
     ran.expect("succeeded", None, 0);
-    assert!(ran.envelope["output"]["python"].as_str().unwrap().starts_with('3'));
+    assert!(ran.envelope["output"]["python"]
+        .as_str()
+        .unwrap()
+        .starts_with('3'));
 }
 
 #[test]
@@ -370,7 +408,14 @@ fn delegation_run_is_confined_the_same_way() {
     );
     // A limit hit is named in delegation's vocabulary.
     let out = Cmd::new([
-        "delegation", "run", "--limit-pids", "8", "--", &ptd_test, "adapter", "fork-many:64",
+        "delegation",
+        "run",
+        "--limit-pids",
+        "8",
+        "--",
+        &ptd_test,
+        "adapter",
+        "fork-many:64",
         "exit:3",
     ])
     .stdin(request.clone())
@@ -382,9 +427,17 @@ fn delegation_run_is_confined_the_same_way() {
     let envelope = out.json();
     assert_eq!(envelope["error"]["data"]["limit"], "pids", "{envelope:#}");
     // A bad option is a usage error before anything runs.
-    let out = Cmd::new(["delegation", "run", "--limit-memory", "x", "--", &ptd_test, "adapter"])
-        .stdin(request)
-        .run();
+    let out = Cmd::new([
+        "delegation",
+        "run",
+        "--limit-memory",
+        "x",
+        "--",
+        &ptd_test,
+        "adapter",
+    ])
+    .stdin(request)
+    .run();
     out.exit(2)
         .stdout_empty()
         .stderr_eq("error[usage]: --limit-memory: `x` is not a size: digits (bytes), optionally followed by K, M, G or T (binary units: 1K = 1024 bytes), e.g. 256M\n");
@@ -420,7 +473,10 @@ fn the_mcp_adapter_confines_its_server() {
         "{:#}",
         run.envelope
     );
-    assert!(log.exists(), "the server wrote its log in the granted folder");
+    assert!(
+        log.exists(),
+        "the server wrote its log in the granted folder"
+    );
     // A limit the server dies of is named.
     argv.truncate(5);
     argv[3] = "--limit-pids".into();
