@@ -663,7 +663,11 @@ fn run_adapter(
         learned.dispatch.confinement = Some(report::confinement_diagnostics(run.confine, prepared));
     }
     let finished = exec::run(plan.spec, run.interrupts).map_err(|error| match error {
-        exec::SpawnError::Confinement(refused) => DispatchError::from(refused),
+        exec::SpawnError::Confinement(refused) => {
+            // Nothing was in force: the child gave up before the adapter ran.
+            learned.dispatch.confinement = None;
+            DispatchError::from(refused)
+        }
         error => DispatchError::Spawn { program, error },
     })?;
     learned.dispatch.adapter_started = finished.termination != Termination::NotStarted;

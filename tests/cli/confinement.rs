@@ -516,4 +516,25 @@ fn a_confinement_step_the_kernel_refuses_in_the_child_starts_nothing() {
     run.output()
         .stderr_contains("confinement step rlimits failed: Operation not permitted");
     assert!(!pidfile.exists(), "the adapter ran");
+    assert!(
+        run.dispatch().get("confinement").is_none(),
+        "nothing was in force"
+    );
+    assert_eq!(run.dispatch()["adapter_started"], false);
+}
+
+#[test]
+fn the_file_transports_folder_is_granted_under_landlock() {
+    let work = work();
+    let run = Dispatch::adapter(&["file-echo"])
+        .bridge(|b| b["dispatcher"]["command"]["transport"] = json!("file"))
+        .args(&["--fs-read", &path(work.path())])
+        .run();
+    run.expect("succeeded", None, 0);
+    assert_eq!(run.envelope["output"]["request_file_mode"], "600");
+    assert_eq!(run.dispatch()["transport"], "file");
+    assert_eq!(
+        run.dispatch()["confinement"]["mechanisms"],
+        json!(["no_new_privs", "landlock", "seccomp"])
+    );
 }
