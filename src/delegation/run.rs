@@ -160,7 +160,11 @@ fn delegate<'f>(
     if let Some(found) = found {
         learned.redactor.add_host_path(&found.to_string_lossy());
     }
-    // SPEC §13: prepared before the spawn, or nothing runs.
+    // SPEC §13: prepared before the spawn, or nothing runs. The listed paths are host paths
+    // whether or not it can be.
+    for path in run.confine.fs_read.iter().chain(&run.confine.fs_write) {
+        learned.redactor.add_host_path(&path.to_string_lossy());
+    }
     *confinement = crate::dispatch::confine_step(&mut spec, run.confine, None, &args.argv[0])
         .map_err(|err| unconfined(err, &args.argv[0]))?;
     if let Some(prepared) = confinement.as_deref() {

@@ -650,6 +650,10 @@ fn run_adapter(
     learned.dispatch.transport = Some(transport_of(command.transport));
     let program = command.argv[0].clone();
     let transport_dir = plan.files.as_ref().map(|f| f.folder().to_path_buf());
+    // The listed paths are host paths whether or not the confinement can be put in place.
+    for path in run.confine.fs_read.iter().chain(&run.confine.fs_write) {
+        learned.redactor.add_host_path(&path.to_string_lossy());
+    }
     let confinement = confine_step(
         &mut plan.spec,
         run.confine,

@@ -25,7 +25,9 @@
 //!   close-on-exec (std's own exec-error pipe already is, so it still reports a failed
 //!   `execve`, and it closes at a successful one);
 //! - a failure of any step reaches the parent as the error of `spawn()` (its errno), and the
-//!   child exits without running anything.
+//!   child exits without running anything; a confinement step also writes its `Step` code to
+//!   a report pipe first, so the parent tells `SpawnError::Confinement` (SPEC §13 "Fail
+//!   closed") from a failed `execve`.
 //!
 //! `PR_SET_PDEATHSIG` fires when the *thread* that forked exits, not the process: the caller
 //! spawns from a thread that outlives the child (every caller waits for it on the same thread).
