@@ -4,7 +4,9 @@
 //! Run with `cargo bench --bench overhead` (release build). It prints the machine, then:
 //!
 //! - **(a) per call** — a 1 KiB request, a 1 KiB answer: the adapter alone, `timeout 30
-//!   ADAPTER`, and the dispatcher running the same adapter, interleaved round by round;
+//!   ADAPTER`, the dispatcher running the same adapter, and the dispatcher with every
+//!   confinement mechanism on (Landlock, a network namespace, the cgroup and rlimit limits,
+//!   `no_new_privs`, seccomp: what confinement adds per call), interleaved round by round;
 //! - **(b) a 64 MiB answer** — an `output` string of 64 MiB: `timeout 30 ADAPTER` read to the
 //!   end by this process (the pipe floor, `timeout 30 ADAPTER | cat >/dev/null`), and the
 //!   dispatcher read the same way; wall time and peak RSS of each;
@@ -445,24 +447,53 @@ impl Bench {
         cmd
     }
 
-    /// (a): one call, three ways, interleaved round by round (the order rotates).
+    /// The dispatcher's options with every confinement mechanism on (SPEC §13): Landlock (a
+    /// folder of this benchmark's to write), a network namespace, the cgroup limits and the
+    /// rlimits; `no_new_privs` and seccomp come with any of them.
+    fn confinement_options(&self) -> Vec<String> {
+        let work = self.dir.path().display().to_string();
+        [
+            "--fs-write",
+            &work,
+            "--network",
+            "none",
+            "--limit-memory",
+            "256M",
+            "--limit-pids",
+            "64",
+            "--limit-open-files",
+            "256",
+            "--limit-file-size",
+            "64M",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    }
+
+    /// (a): one call, four ways, interleaved round by round (the order rotates).
     fn per_call(&self) {
         const ANSWER: usize = 1024;
         let req = self.small_request();
         let small = Expect { min_stdout: ANSWER };
-        let mut series: [Series; 3] = Default::default();
+        let confine = self.confinement_options();
+        let confine: Vec<&str> = confine.iter().map(String::as_str).collect();
+        let mut series: [Series; 4] = Default::default();
         // Warm the page cache and the dynamic loader's files first.
         for _ in 0..5 {
             run_checked(&mut self.dispatched(ANSWER, &[]), &req, small);
+            run_checked(&mut self.dispatched(ANSWER, &confine), &req, small);
             run_checked(&mut self.under_timeout(ANSWER), &req, small);
         }
         for round in 0..self.runs {
-            for k in 0..3 {
-                let which = (round + k) % 3;
+            for k in 0..4 {
+                let which = (round + k) % 4;
                 let mut cmd = match which {
                     0 => self.alone(ANSWER),
                     1 => self.under_timeout(ANSWER),
-                    _ => self.dispatched(ANSWER, &[]),
+                    2 => self.dispatched(ANSWER, &[]),
+                    // Checked like every run: a refusal (confinement_unavailable) stops it.
+                    _ => self.dispatched(ANSWER, &confine),
                 };
                 series[which].push(run_checked(&mut cmd, &req, small));
             }
@@ -475,7 +506,12 @@ impl Bench {
             "    {:<30} {:>8} {:>8} {:>8} {:>8} {:>9}",
             "", "median", "mean", "p95", "min", "cpu med"
         );
-        let names = ["adapter alone", "timeout 30 ADAPTER", "dispatcher"];
+        let names = [
+            "adapter alone",
+            "timeout 30 ADAPTER",
+            "dispatcher",
+            "dispatcher, fully confined",
+        ];
         for (name, s) in names.iter().zip(&series) {
             let (w, c) = (s.wall(), s.cpu());
             println!(
@@ -491,6 +527,14 @@ impl Bench {
             series[2].cpu().median / series[1].cpu().median,
             d.median - t.median,
             verdict(ratio, 1.10)
+        );
+        let confined = series[3].wall();
+        let added = confined.median - d.median;
+        println!(
+            "    confinement (every mechanism on) adds {added:+.2} ms median wall per call \
+             ({:+.2} ms cpu); goal < 0.5 ms: {}\n",
+            series[3].cpu().median - series[2].cpu().median,
+            verdict(added, 0.5)
         );
     }
 

@@ -151,10 +151,16 @@ pub struct RunArgs {
 /// also reads the PARENT_TOOL_DISPATCH_* variable of each option that has no flag). Any one of
 /// them turns confinement on, and with it no_new_privs and the seccomp filter; then every
 /// requested restriction holds, or the adapter is not started (`confinement_unavailable`).
+/// A value that does not parse or a path that does not exist is a usage error (exit 2).
+/// docs/confinement.md has the whole story.
 #[derive(Debug, Args, Clone, Default)]
 #[command(next_help_heading = "Confinement (SPEC 13)")]
 pub struct ConfineArgs {
-    /// The adapter may read and execute beneath PATH (repeatable; Landlock). Also
+    /// The adapter may read and execute beneath PATH (repeatable; Landlock). Besides the listed
+    /// paths it gets only a base: /usr, /bin, /sbin, /lib*, /etc less its credential stores,
+    /// /proc, /dev/null, /dev/zero, /dev/urandom, its program and interpreters, a private
+    /// TMPDIR (0700, removed afterwards) and the file transport's folder. An interpreter
+    /// outside the base (a pyenv shim) is refused with the --fs-read that allows it. Also
     /// PARENT_TOOL_DISPATCH_FS_READ, a `:`-separated list.
     #[arg(long, value_name = "PATH")]
     pub fs_read: Vec<std::ffi::OsString>,
@@ -166,18 +172,20 @@ pub struct ConfineArgs {
     /// loopback; `any` (the default): unchanged. Also PARENT_TOOL_DISPATCH_NETWORK.
     #[arg(long, value_name = "none|any")]
     pub network: Option<std::ffi::OsString>,
-    /// The whole process tree together stays under SIZE (a cgroup; e.g. 256M, binary units).
-    /// Also PARENT_TOOL_DISPATCH_LIMIT_MEMORY.
+    /// The whole process tree together stays under SIZE (a cgroup; e.g. 256M, binary units);
+    /// an adapter killed at it is resource_limit_exceeded (details.limit "memory"). Also
+    /// PARENT_TOOL_DISPATCH_LIMIT_MEMORY.
     #[arg(long, value_name = "SIZE")]
     pub limit_memory: Option<std::ffi::OsString>,
-    /// At most N processes and threads in the tree at once (a cgroup). Also
+    /// At most N processes and threads in the tree at once (a cgroup; "pids" when hit). Also
     /// PARENT_TOOL_DISPATCH_LIMIT_PIDS.
     #[arg(long, value_name = "N")]
     pub limit_pids: Option<std::ffi::OsString>,
     /// RLIMIT_NOFILE of each process. Also PARENT_TOOL_DISPATCH_LIMIT_OPEN_FILES.
     #[arg(long, value_name = "N")]
     pub limit_open_files: Option<std::ffi::OsString>,
-    /// RLIMIT_FSIZE of each process (e.g. 64M). Also PARENT_TOOL_DISPATCH_LIMIT_FILE_SIZE.
+    /// RLIMIT_FSIZE of each process (e.g. 64M; "file_size" when the adapter dies of SIGXFSZ).
+    /// Also PARENT_TOOL_DISPATCH_LIMIT_FILE_SIZE.
     #[arg(long, value_name = "SIZE")]
     pub limit_file_size: Option<std::ffi::OsString>,
 }
@@ -430,6 +438,10 @@ pub enum AdapterCommand {
         /// {canonical: name}, @FILE holding one, or the word `provider-safe`.
         #[arg(long, value_name = "JSON|@FILE|provider-safe")]
         tool_map: Option<String>,
+        /// The confinement of the server process (SPEC 13), as for the main job's adapter:
+        /// a server that cannot be confined as asked is not started (confinement_unavailable).
+        #[command(flatten)]
+        confine: ConfineArgs,
         /// The MCP server's argv, after `--`, run exactly as given (argv[0] through PATH).
         #[arg(last = true, required = true, num_args = 1.., value_name = "SERVER_ARGV")]
         server: Vec<String>,
@@ -467,9 +479,14 @@ pub enum DelegationCommand {
     /// rebuilt from PATH, HOME, LANG, LC_ALL, TZ, TMPDIR, the --pass-env and --secret-env
     /// variables and WP_CODEBOX_HOST_DELEGATION_REQUEST_ID, _TIMEOUT_MS, _REQUEST_SCHEMA,
     /// _RESULT_SCHEMA; SIGTERM at the deadline, SIGKILL after the grace; no process left behind.
-    /// A request without request_id gets a generated one (hd-<unix ms>-<pid>). Once the
-    /// adapter ran, the envelope ends with diagnostics.dispatch.resources {max_rss_bytes,
-    /// user_ms, system_ms}: what its whole process tree used (SPEC 13), on a failure too.
+    /// A request without request_id gets a generated one (hd-<unix ms>-<pid>). The
+    /// confinement options confine the adapter as the main job's: a host that cannot confine
+    /// it as asked gives wp_codebox_host_delegation_unavailable with error.data.missing (the
+    /// adapter is not started), a limit it reached gives
+    /// wp_codebox_host_delegation_provider_result_invalid with error.data.limit.
+    /// Once the adapter ran, the envelope ends with diagnostics.dispatch.resources
+    /// {max_rss_bytes, user_ms, system_ms}: what its whole process tree used (SPEC 13), on a
+    /// failure too.
     #[command(after_help = crate::delegation::codes::after_help())]
     Run(Box<DelegationRunArgs>),
 }

@@ -232,8 +232,23 @@ pub fn run(cli: Cli) -> u8 {
                 adapter::workspace::GitDir::Protected
             },
         ),
-        Some(Command::Adapter(cli::AdapterCommand::Mcp { tool_map, server })) => {
-            adapter::mcp::run(adapter::mcp::Options { tool_map, server })
+        Some(Command::Adapter(cli::AdapterCommand::Mcp {
+            tool_map,
+            confine,
+            server,
+        })) => {
+            let host = hostenv::HostEnv::process();
+            match dispatch::confine_options(&confine, &host) {
+                Ok(confine) => adapter::mcp::run(adapter::mcp::Options {
+                    tool_map,
+                    confine,
+                    server,
+                }),
+                Err(message) => {
+                    eprintln!("error[usage]: {message}");
+                    error::exit::USAGE
+                }
+            }
         }
         Some(Command::Delegation(command)) => delegation::main(&command),
         Some(Command::Replay(args)) => replay::run(&args),

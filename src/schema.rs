@@ -282,9 +282,54 @@ fn dispatch_diagnostics() -> Value {
                 }
             },
             "stdout_head": text,
+            "confinement": confinement_diagnostics(),
             "duration_ms": int,
             "transcript_error": text,
             "result_file_error": text
+        }
+    })
+}
+
+/// `diagnostics.dispatch.confinement` (SPEC §13 "Reported").
+fn confinement_diagnostics() -> Value {
+    let int = json!({"type": "integer", "minimum": 0});
+    let paths = json!({"type": "array", "items": {"type": "string"}});
+    let version = json!({"type": "string", "enum": ["v1", "v2"]});
+    json!({
+        "type": "object",
+        "description": "What confined the adapter; absent when nothing did. Paths are host paths, redacted.",
+        "required": ["mechanisms", "network", "limits"],
+        "properties": {
+            "mechanisms": {
+                "type": "array",
+                "description": "In force, in the order of the child's set-up.",
+                "items": {"type": "string", "enum": ["cgroup", "rlimits", "network_namespace", "no_new_privs", "landlock", "seccomp"]}
+            },
+            "landlock": {
+                "type": "object",
+                "required": ["abi", "scoped", "fs_read", "fs_write"],
+                "properties": {
+                    "abi": {"type": "integer", "minimum": 1, "description": "The kernel's Landlock ABI."},
+                    "scoped": {"type": "boolean", "description": "Signals and abstract unix sockets scoped to the adapter (ABI 6+)."},
+                    "fs_read": paths,
+                    "fs_write": paths
+                }
+            },
+            "network": {"type": "string", "enum": ["none", "any"]},
+            "limits": {
+                "type": "object",
+                "properties": {
+                    "memory_bytes": int,
+                    "pids": int,
+                    "open_files": int,
+                    "file_size_bytes": int
+                }
+            },
+            "cgroup": {
+                "type": "object",
+                "description": "The cgroup interface each tree limit is used through.",
+                "properties": {"memory": version, "pids": version}
+            }
         }
     })
 }

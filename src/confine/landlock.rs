@@ -114,9 +114,8 @@ impl LandlockError {
         match self {
             LandlockError::Unsupported(_) => "landlock".into(),
             LandlockError::AbiTooOld { .. } => format!("landlock_abi_{MIN_ABI}"),
-            LandlockError::InterpreterOutsideBase { interpreter, .. } => {
-                format!("fs_read:{}", interpreter.display())
-            }
+            // The path is in the message (stderr), never in the envelope's names.
+            LandlockError::InterpreterOutsideBase { .. } => "fs_read_interpreter".into(),
             LandlockError::Interpreter(_) => "landlock_program".into(),
             LandlockError::Open { .. } | LandlockError::TmpDir { .. } => "landlock_path".into(),
             LandlockError::Ruleset(_) => "landlock".into(),
@@ -245,8 +244,10 @@ pub fn prepare(request: &FsRequest<'_>) -> Result<PreparedLandlock, LandlockErro
     for program in chain {
         grants.push((program, Grant::ReadExecute));
     }
+    // 0700 whatever the umask (SPEC §13): the folder is the adapter's alone.
     let tmpdir = tempfile::Builder::new()
         .prefix("ptd-tmp-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir_in(request.tmp_parent)
         .map_err(|e| LandlockError::TmpDir {
             parent: request.tmp_parent.to_path_buf(),
@@ -500,13 +501,13 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_lists_everything_withheld_from_etc() {
-        let readme = include_str!("../../README.md");
-        let section = readme.split("## Confinement (in progress)").nth(1).unwrap();
+    fn the_docs_list_everything_withheld_from_etc() {
+        let readme = include_str!("../../docs/confinement.md");
+        let section = readme.split("## The mechanisms").nth(1).unwrap();
         for pattern in ETC_WITHHELD {
             assert!(
                 section.contains(&format!("`{pattern}")),
-                "{pattern} is not in the README"
+                "{pattern} is not in docs/confinement.md"
             );
         }
     }

@@ -84,6 +84,25 @@ impl Step {
     pub(crate) fn index(self) -> u8 {
         self as u8
     }
+
+    /// What SPEC §13's `error.details.missing` names when the kernel refused this step in
+    /// the child (the adapter was not started).
+    pub fn missing(self) -> &'static str {
+        match self {
+            Step::JoinCgroups => "cgroup_join",
+            Step::Rlimits => "rlimits",
+            Step::Namespaces => "network_namespace",
+            Step::NoNewPrivs => "no_new_privs",
+            Step::Landlock => "landlock",
+            Step::Seccomp => "seccomp",
+            Step::Control => "control",
+        }
+    }
+
+    /// The step a byte written by [`ChildError::code`] names.
+    pub fn from_code(code: u8) -> Step {
+        Step::from_index(code)
+    }
 }
 
 /// A child-side step the kernel refused. Plain data (no allocation), so the child can carry it
@@ -92,6 +111,13 @@ impl Step {
 pub struct ChildError {
     pub step: Step,
     pub errno: Errno,
+}
+
+impl ChildError {
+    /// One byte naming the step, for a child to write to its parent (no allocation).
+    pub fn code(&self) -> u8 {
+        self.step.index()
+    }
 }
 
 impl fmt::Display for ChildError {
@@ -315,6 +341,39 @@ impl Prepared {
         set_no_new_privs()?;
         self.restrict_landlock()?;
         self.apply_seccomp()
+    }
+
+    /// Kill every process in the call's cgroup through `cgroup.kill` (SPEC §13: "in the kill
+    /// ladder where available"): cgroup v2 only; `false` when there is no v2 cgroup to kill
+    /// through (the ladder's own signals and sweep end the tree then).
+    pub fn kill_cgroup(&self) -> bool {
+        self.cgroup.as_ref().is_some_and(CallCgroup::kill)
+    }
+
+    /// The private `TMPDIR` (Landlock only): the adapter's `TMPDIR`, removed when this value
+    /// is dropped.
+    pub fn tmpdir(&self) -> Option<&Path> {
+        self.landlock.as_ref().map(PreparedLandlock::tmpdir)
+    }
+
+    /// The mechanisms in force, in SPEC §13.1's order (for `diagnostics.dispatch.confinement`).
+    pub fn mechanisms(&self) -> Vec<&'static str> {
+        let mut in_force = Vec::new();
+        if self.cgroup.is_some() {
+            in_force.push("cgroup");
+        }
+        if !self.rlimits.is_empty() {
+            in_force.push("rlimits");
+        }
+        if self.netns.is_some() {
+            in_force.push("network_namespace");
+        }
+        in_force.push("no_new_privs");
+        if self.landlock.is_some() {
+            in_force.push("landlock");
+        }
+        in_force.push("seccomp");
+        in_force
     }
 
     /// The limit that was hit, when the adapter failed (SPEC §13 "A limit that was hit"):

@@ -41,7 +41,7 @@ macro_rules! denied {
 }
 
 /// Every system call the filter answers `EPERM` to (besides the `ioctl`s [`TIOCSTI`] and
-/// [`TIOCLINUX`]), with the reason. The README's list is this one.
+/// [`TIOCLINUX`]), with the reason. docs/confinement.md lists the same.
 pub const DENIED: &[Denied] = denied! {
     SYS_init_module: "load a kernel module",
     SYS_finit_module: "load a kernel module",
@@ -235,14 +235,14 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_lists_every_denied_call() {
-        let readme = include_str!("../../README.md");
-        let section = readme.split("## Confinement (in progress)").nth(1).unwrap();
+    fn the_docs_list_every_denied_call() {
+        let readme = include_str!("../../docs/confinement.md");
+        let section = readme.split("## The mechanisms").nth(1).unwrap();
         for denied in DENIED {
             let name = denied.name.trim_start_matches("SYS_");
             assert!(
                 section.contains(&format!("`{name}`")),
-                "{name} is not in the README"
+                "{name} is not in docs/confinement.md"
             );
         }
     }

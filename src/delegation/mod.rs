@@ -44,9 +44,19 @@ pub fn main(command: &DelegationCommand) -> u8 {
         DelegationCommand::CheckRequest(args) => check_request_command(args),
         DelegationCommand::CheckResult(args) => check_result_command(args),
         DelegationCommand::Run(args) => {
+            // Usage errors first (exit 2, no envelope): a confinement option that does not
+            // parse or names no existing path, checked before anything is read or run.
+            let host = crate::hostenv::HostEnv::process();
+            let confine = match crate::dispatch::confine_options(&args.run.confine, &host) {
+                Ok(confine) => confine,
+                Err(message) => {
+                    eprintln!("error[usage]: {message}");
+                    return exit::USAGE;
+                }
+            };
             crate::exec::become_subreaper();
             let interrupts = crate::interrupt::Interrupts::install();
-            run::run(args, &interrupts)
+            run::run(args, &confine, &interrupts)
         }
     }
 }

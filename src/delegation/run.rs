@@ -17,6 +17,7 @@ use super::codes::{Code, DelegationStatus, Event, IssueKind};
 use super::envelopes::{Envelope, ErrorBody, ErrorPart, EventRecord};
 use super::{REQUEST_SCHEMA, RESULT_SCHEMA};
 use crate::cli::DelegationRunArgs;
+use crate::confine::{Options, Prepared};
 use crate::dispatch::{read_interruptibly, ReadStop};
 use crate::exec::{self, Finished, SpawnError, Spec, Stop, Termination};
 use crate::hostenv::HostEnv;
@@ -29,6 +30,7 @@ use crate::signal::signal_name;
 use crate::validate::Issue;
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Metadata variables the adapter receives (besides the base variables and `--pass-env`).
@@ -97,25 +99,46 @@ impl Failure {
     }
 }
 
-/// Run one delegation; print the envelope; return the exit status.
-pub fn run(args: &DelegationRunArgs, interrupts: &Interrupts) -> u8 {
+/// Run one delegation; print the envelope; return the exit status. `confine` is the
+/// confinement asked for (SPEC §13), checked by the caller.
+pub fn run(args: &DelegationRunArgs, confine: &Options, interrupts: &Interrupts) -> u8 {
     let host = HostEnv::process();
     let mut learned = Learned::new(args, &host);
     let mut finished = None;
-    let outcome = delegate(args, &host, interrupts, &mut learned, &mut finished);
+    let mut confinement = None;
+    let run = Delegate {
+        args,
+        host: &host,
+        confine,
+        interrupts,
+    };
+    let outcome = delegate(&run, &mut learned, &mut finished, &mut confinement);
     conclude(&learned, outcome)
+}
+
+/// What one delegation needs besides what it learns.
+struct Delegate<'a> {
+    args: &'a DelegationRunArgs,
+    host: &'a HostEnv,
+    confine: &'a Options,
+    interrupts: &'a Interrupts,
 }
 
 /// Every step up to the adapter's checked answer, which borrows from its run (kept in
 /// `finished`), or the failure that ended the run. What the envelope needs of each step goes
 /// into `learned` as the step returns.
 fn delegate<'f>(
-    args: &DelegationRunArgs,
-    host: &HostEnv,
-    interrupts: &Interrupts,
+    run: &Delegate<'_>,
     learned: &mut Learned,
     finished: &'f mut Option<Finished>,
+    confinement: &mut Option<Arc<Prepared>>,
 ) -> Result<Answer<'f>, Failure> {
+    let Delegate {
+        args,
+        host,
+        interrupts,
+        ..
+    } = *run;
     let bytes = read_request(args, interrupts)?;
     let max_request = usize::try_from(args.run.max_request_bytes).unwrap_or(usize::MAX);
     let text = json::check_object(&bytes, max_request).map_err(not_a_request)?;
@@ -133,14 +156,73 @@ fn delegate<'f>(
         return Err(Failure::issues(code, message, findings.into_issues()));
     }
     drop(bytes);
-    let (spec, found) = adapter_spec(args, host, &learned.request_id, canonical);
+    let (mut spec, found) = adapter_spec(args, host, &learned.request_id, canonical);
     if let Some(found) = found {
         learned.redactor.add_host_path(&found.to_string_lossy());
+    }
+    // SPEC §13: prepared before the spawn, or nothing runs. The listed paths are host paths
+    // whether or not it can be.
+    for path in run.confine.fs_read.iter().chain(&run.confine.fs_write) {
+        learned.redactor.add_host_path(&path.to_string_lossy());
+    }
+    *confinement = crate::dispatch::confine_step(&mut spec, run.confine, None, &args.argv[0])
+        .map_err(|err| unconfined(err, &args.argv[0]))?;
+    if let Some(prepared) = confinement.as_deref() {
+        for path in crate::dispatch::confinement_paths(run.confine, prepared) {
+            learned.redactor.add_host_path(&path.to_string_lossy());
+        }
     }
     let ran = exec::run(spec, interrupts).map_err(|error| not_started(error, &args.argv[0]))?;
     learned.resources = ran.resources_used();
     let finished: &'f Finished = finished.insert(ran);
-    judge(finished, &scope, args).map_err(|failure| with_stderr_tail(failure, finished))
+    judge(finished, &scope, args)
+        .map_err(|failure| limit_hit(failure, finished, confinement.as_deref()))
+        .map_err(|failure| with_stderr_tail(failure, finished))
+}
+
+/// The confinement step failed: the program is not there, or the host cannot confine it.
+fn unconfined(err: crate::dispatch::DispatchError, argv0: &str) -> Failure {
+    match err {
+        crate::dispatch::DispatchError::Spawn { error, .. } => not_started(error, argv0),
+        other => confinement_unavailable(&other),
+    }
+}
+
+/// SPEC §13 "Fail closed" in delegation's vocabulary: `wp_codebox_host_delegation_unavailable`
+/// with `error.data.missing` (the names of the main job's `confinement_unavailable`).
+fn confinement_unavailable(err: &crate::dispatch::DispatchError) -> Failure {
+    let missing = err
+        .details()
+        .and_then(|d| d.get("missing").cloned())
+        .unwrap_or_else(|| json!([]));
+    Failure::new(Code::Unavailable, err.message())
+        .data("missing", missing)
+        .human(err.human())
+}
+
+/// SPEC §13 "A limit that was reached", in delegation's vocabulary: a failure of the adapter's
+/// own (no valid answer) becomes `wp_codebox_host_delegation_provider_result_invalid` with
+/// `error.data.limit` when a limit's own counter shows it was reached.
+fn limit_hit(failure: Failure, finished: &Finished, prepared: Option<&Prepared>) -> Failure {
+    if failure.code != Code::ProviderResultInvalid || finished.stopped.is_some() {
+        return failure;
+    }
+    let signal = match finished.termination {
+        Termination::Signaled(signal) => Some(signal.raw()),
+        _ => None,
+    };
+    match prepared.and_then(|p| p.limit_hit(signal)) {
+        Some(limit) => Failure {
+            message: format!(
+                "the host adapter reached its {} limit ({}) and failed without an answer",
+                limit.as_str(),
+                crate::dispatch::limit_option(limit)
+            ),
+            ..failure
+        }
+        .data("limit", json!(limit.as_str())),
+        None => failure,
+    }
 }
 
 /// Read the request (`--request`, or stdin for none / `-`), at most cap + 1 bytes.
@@ -205,6 +287,7 @@ fn adapter_spec(
         timeout: Duration::from_millis(args.timeout_ms),
         kill_grace: Duration::from_millis(args.run.kill_grace_ms),
         max_stdout_bytes: args.run.max_output_bytes,
+        confinement: None,
     };
     (spec, found)
 }
@@ -215,6 +298,9 @@ fn not_started(error: SpawnError, argv0: &str) -> Failure {
         SpawnError::NotFound => "was not found".to_string(),
         SpawnError::NotExecutable => "is not executable".to_string(),
         SpawnError::Other(kind) => format!("could not be started: {kind}"),
+        SpawnError::Confinement(refused) => {
+            return confinement_unavailable(&crate::dispatch::DispatchError::from(refused))
+        }
     };
     let failure = Failure::new(Code::Unavailable, format!("the host adapter {what}"));
     failure.human(format!("the host adapter {argv0:?} {what}"))

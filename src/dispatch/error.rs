@@ -125,6 +125,45 @@ pub enum DispatchError {
     /// The endpoint's answer is over `--max-output-bytes`.
     #[error("the answer is too large")]
     EndpointTooLarge { max_bytes: usize },
+    /// Confinement was asked for and cannot be put in place (SPEC §13 "Fail closed"): the
+    /// adapter was not started. `(missing, message)` pairs: the names for
+    /// `error.details.missing`, and for stderr what each is (it may name host paths).
+    #[error("confinement is unavailable")]
+    ConfinementUnavailable { missing: Vec<(String, String)> },
+    /// The adapter failed without a valid failure envelope and a limit's own counter shows
+    /// the limit was reached (SPEC §13): `cause` is what the failure would have been.
+    #[error("a resource limit was reached")]
+    ResourceLimitExceeded {
+        limit: crate::confine::Limit,
+        cause: Box<DispatchError>,
+    },
+}
+
+impl From<crate::confine::Unavailable> for DispatchError {
+    fn from(unavailable: crate::confine::Unavailable) -> DispatchError {
+        DispatchError::ConfinementUnavailable {
+            missing: unavailable.missing,
+        }
+    }
+}
+
+impl From<crate::confine::ChildError> for DispatchError {
+    fn from(refused: crate::confine::ChildError) -> DispatchError {
+        DispatchError::ConfinementUnavailable {
+            missing: vec![(refused.step.missing().to_string(), refused.to_string())],
+        }
+    }
+}
+
+/// The option that sets `limit`, for messages.
+pub fn limit_option(limit: crate::confine::Limit) -> &'static str {
+    use crate::confine::{Limit, OptionName};
+    match limit {
+        Limit::Memory => OptionName::LimitMemory.flag(),
+        Limit::Pids => OptionName::LimitPids.flag(),
+        Limit::FileSize => OptionName::LimitFileSize.flag(),
+        Limit::OpenFiles => OptionName::LimitOpenFiles.flag(),
+    }
 }
 
 impl DispatchError {
@@ -157,6 +196,8 @@ impl DispatchError {
             E::EndpointTimeout { .. } => ErrorCode::DispatchTimeout,
             E::EndpointInterrupted { .. } => ErrorCode::Interrupted,
             E::EndpointTooLarge { .. } => ErrorCode::ResultTooLarge,
+            E::ConfinementUnavailable { .. } => ErrorCode::ConfinementUnavailable,
+            E::ResourceLimitExceeded { .. } => ErrorCode::ResourceLimitExceeded,
         }
     }
 
@@ -295,6 +336,20 @@ impl DispatchError {
                 "the endpoint's answer is over the {} limit (--max-output-bytes)",
                 human_bytes(*max_bytes)
             ),
+            E::ConfinementUnavailable { missing } => format!(
+                "the confinement asked for cannot be put in place on this host (missing: {}); \
+                 the adapter was not started",
+                missing
+                    .iter()
+                    .map(|(name, _)| name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            E::ResourceLimitExceeded { limit, .. } => format!(
+                "the adapter reached its {} limit ({}) and failed without an answer",
+                limit.as_str(),
+                limit_option(*limit)
+            ),
         }
     }
 
@@ -329,6 +384,19 @@ impl DispatchError {
             }
             E::EndpointInterrupted { signal } => Some(json!({ "signal": signal_name(*signal) })),
             E::EndpointTooLarge { max_bytes } => Some(json!({ "max_output_bytes": max_bytes })),
+            E::ConfinementUnavailable { missing } => Some(json!({
+                "missing": missing.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+            })),
+            E::ResourceLimitExceeded { limit, cause } => {
+                // What the adapter's end was (exit_code, signal), beside the limit.
+                let mut details = match cause.details() {
+                    Some(Value::Object(map)) => map,
+                    _ => serde_json::Map::new(),
+                };
+                details.remove("issues");
+                details.insert("limit".into(), json!(limit.as_str()));
+                Some(Value::Object(details))
+            }
             E::RequestUnreadable { .. }
             | E::ArtifactDir { .. }
             | E::ModeUnsupported { .. }
@@ -398,6 +466,17 @@ impl DispatchError {
             E::Setup(err) => format!("creating the file transport's private folder: {err}"),
             E::Panicked { what } => {
                 format!("the dispatcher hit an internal error: {what}; please report it")
+            }
+            E::ConfinementUnavailable { missing } => format!(
+                "confinement is unavailable, the adapter was not started: {}",
+                missing
+                    .iter()
+                    .map(|(_, message)| message.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            E::ResourceLimitExceeded { cause, .. } => {
+                format!("{} ({})", self.message(), cause.human())
             }
             E::EndpointUnconfigured(why) => why.human(),
             E::EndpointHttpStatus {

@@ -12,7 +12,7 @@
 mod error;
 mod report;
 
-pub use error::DispatchError;
+pub use error::{limit_option, DispatchError};
 pub(crate) use report::resources;
 pub use report::{Concluded, Learned, Outcome, Report};
 
@@ -64,8 +64,8 @@ enum Stage {
 pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
     let env = HostEnv::process();
     panic_point::arm(&env);
-    let tool_map = match check_usage(args) {
-        Ok(tool_map) => tool_map,
+    let usage = match check_usage(args, &env) {
+        Ok(usage) => usage,
         Err(UsageError(message)) => {
             eprintln!("error[usage]: {message}");
             return crate::error::exit::USAGE;
@@ -81,15 +81,8 @@ pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
     loop {
         let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let outcome = match failure.take() {
-                None => steps(
-                    args,
-                    &env,
-                    &tool_map,
-                    interrupts,
-                    &mut learned,
-                    &mut obtained,
-                )
-                .unwrap_or_else(Outcome::from),
+                None => steps(args, &env, &usage, interrupts, &mut learned, &mut obtained)
+                    .unwrap_or_else(Outcome::from),
                 Some(err) => Outcome::from(err),
             };
             stage.set(Stage::Concluding);
@@ -137,21 +130,43 @@ pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
     }
 }
 
+/// What the main job's options say once checked.
+pub struct Usage {
+    /// The tool map in force.
+    pub tool_map: ToolMap,
+    /// The confinement asked for (SPEC §13; nothing when no option is given).
+    pub confine: crate::confine::Options,
+}
+
 /// The usage errors of the main job's options (exit 2, no envelope): no bridge at all, a
-/// `--tool-map` that cannot be used. Returns the tool map in force.
-pub fn check_usage(args: &DispatchArgs) -> Result<ToolMap, UsageError> {
+/// `--tool-map` that cannot be used, a confinement option (or its `PARENT_TOOL_DISPATCH_*`
+/// variable in `env`) that does not parse or names no existing path.
+pub fn check_usage(args: &DispatchArgs, env: &HostEnv) -> Result<Usage, UsageError> {
     if args.bridge.parent_tool_bridge.is_none() {
         return Err(UsageError(format!(
             "no bridge: pass --parent-tool-bridge '<json>|@FILE' or set {}",
             crate::cli::BRIDGE_ENV
         )));
     }
-    match &args.tool_map {
+    let tool_map = match &args.tool_map {
         // The error's own message already names its cause (and the file): printed once.
         Some(arg) => ToolMap::parse(arg)
-            .map_err(|err| UsageError(format!("the --tool-map value cannot be used: {err}"))),
-        None => Ok(ToolMap::Identity),
-    }
+            .map_err(|err| UsageError(format!("the --tool-map value cannot be used: {err}")))?,
+        None => ToolMap::Identity,
+    };
+    let confine = confine_options(&args.run.confine, env).map_err(UsageError)?;
+    Ok(Usage { tool_map, confine })
+}
+
+/// The confinement options of a command line, each flag falling back to its variable in
+/// `env` (SPEC §13), checked; the error names the option (a usage error, exit 2).
+pub fn confine_options(
+    args: &crate::cli::ConfineArgs,
+    env: &HostEnv,
+) -> Result<crate::confine::Options, String> {
+    use crate::confine::{Options, RawOptions};
+    let raw = RawOptions::from_args(args).or_env(RawOptions::from_env(|name| env.var_os(name)));
+    Options::parse(&raw).map_err(|err| err.to_string())
 }
 
 /// The live main job's steps, up to the judged answer (which borrows from what `obtained`
@@ -160,14 +175,20 @@ pub fn check_usage(args: &DispatchArgs) -> Result<ToolMap, UsageError> {
 fn steps<'o>(
     args: &DispatchArgs,
     env: &HostEnv,
-    tool_map: &ToolMap,
+    usage: &Usage,
     interrupts: &Interrupts,
     learned: &mut Learned,
     obtained: &'o mut Option<Obtained>,
 ) -> Result<Outcome<'o>, DispatchError> {
     let bytes = read_request(args, interrupts)?;
-    let admitted = admit(args, env, tool_map, bytes, learned)?;
-    let obtained = obtained.insert(obtain(admitted, args, env, interrupts, learned)?);
+    let admitted = admit(args, env, &usage.tool_map, bytes, learned)?;
+    let run = Obtain {
+        args,
+        env,
+        confine: &usage.confine,
+        interrupts,
+    };
+    let obtained = obtained.insert(obtain(admitted, &run, learned)?);
     panic_point::reach(PanicPoint::Judging);
     Ok(obtained.judge())
 }
@@ -189,9 +210,9 @@ pub fn conclude_recorded(
     request: Vec<u8>,
     recorded: Recorded<'_>,
 ) -> Result<Concluded, UsageError> {
-    let tool_map = check_usage(args)?;
+    let usage = check_usage(args, env)?;
     let mut learned = Learned::new(args, env);
-    let outcome = replay_recorded(args, env, &tool_map, request, recorded, &mut learned)
+    let outcome = replay_recorded(args, env, &usage.tool_map, request, recorded, &mut learned)
         .unwrap_or_else(Outcome::from);
     Ok(Report::build(args, &learned, outcome).into_concluded())
 }
@@ -466,16 +487,28 @@ fn prepare_artifacts(args: &DispatchArgs) -> Result<Option<ArtifactDir>, Dispatc
         })
 }
 
+/// What obtaining an answer needs besides the admitted request.
+struct Obtain<'a> {
+    args: &'a DispatchArgs,
+    env: &'a HostEnv,
+    confine: &'a crate::confine::Options,
+    interrupts: &'a Interrupts,
+}
+
 /// Steps 4–5 up to the answer, by the bridge's mode: run the adapter (`host_command`), or
 /// POST to the endpoint (`host_endpoint`). Both get the request re-serialized with the tool
 /// id mapped (§4.2, §4.4).
 fn obtain(
     admitted: Admitted,
-    args: &DispatchArgs,
-    env: &HostEnv,
-    interrupts: &Interrupts,
+    run: &Obtain<'_>,
     learned: &mut Learned,
 ) -> Result<Obtained, DispatchError> {
+    let Obtain {
+        args,
+        env,
+        interrupts,
+        ..
+    } = *run;
     let Admitted {
         bridge,
         request,
@@ -484,9 +517,7 @@ fn obtain(
     let body = request.for_adapter(&expected.sent.tool);
     drop(request);
     match bridge.mode {
-        Mode::HostCommand => {
-            run_adapter(&bridge, body, expected, args, env, interrupts, learned).map(Obtained::Ran)
-        }
+        Mode::HostCommand => run_adapter(&bridge, body, expected, run, learned).map(Obtained::Ran),
         Mode::HostEndpoint => {
             call_endpoint(&bridge, body, expected, args, env, interrupts, learned)
                 .map(Obtained::Answered)
@@ -602,26 +633,48 @@ impl Answered {
 }
 
 /// The `host_command` mode: plan and run the adapter. Confinement (SPEC §13) plugs in between
-/// the plan and the run: one step that prepares it (failing closed), records
-/// `diagnostics.dispatch.confinement` in `learned` and hands the plan's spec to `exec`.
+/// the plan and the run: [`confine_step`] prepares it (failing closed), the sequencer records
+/// `diagnostics.dispatch.confinement` and its paths in `learned`, and the plan's spec goes to
+/// `exec` with it.
 fn run_adapter(
     bridge: &Bridge,
     body: Vec<u8>,
     expected: Expected,
-    args: &DispatchArgs,
-    env: &HostEnv,
-    interrupts: &Interrupts,
+    run: &Obtain<'_>,
     learned: &mut Learned,
 ) -> Result<Ran, DispatchError> {
     let command = command_of(bridge)?;
-    let plan = plan::plan(bridge, command, &expected.sent, body, args, env)?;
+    let mut plan = plan::plan(bridge, command, &expected.sent, body, run.args, run.env)?;
     for path in &plan.host_paths {
         learned.redactor.add_host_path(&path.to_string_lossy());
     }
     learned.dispatch.transport = Some(transport_of(command.transport));
     let program = command.argv[0].clone();
-    let finished = exec::run(plan.spec, interrupts)
-        .map_err(|error| DispatchError::Spawn { program, error })?;
+    let transport_dir = plan.files.as_ref().map(|f| f.folder().to_path_buf());
+    // The listed paths are host paths whether or not the confinement can be put in place.
+    for path in run.confine.fs_read.iter().chain(&run.confine.fs_write) {
+        learned.redactor.add_host_path(&path.to_string_lossy());
+    }
+    let confinement = confine_step(
+        &mut plan.spec,
+        run.confine,
+        transport_dir.as_deref(),
+        &program,
+    )?;
+    if let Some(prepared) = &confinement {
+        for path in confinement_paths(run.confine, prepared) {
+            learned.redactor.add_host_path(&path.to_string_lossy());
+        }
+        learned.dispatch.confinement = Some(report::confinement_diagnostics(run.confine, prepared));
+    }
+    let finished = exec::run(plan.spec, run.interrupts).map_err(|error| match error {
+        exec::SpawnError::Confinement(refused) => {
+            // Nothing was in force: the child gave up before the adapter ran.
+            learned.dispatch.confinement = None;
+            DispatchError::from(refused)
+        }
+        error => DispatchError::Spawn { program, error },
+    })?;
     learned.dispatch.adapter_started = finished.termination != Termination::NotStarted;
     learned.dispatch.run = Some(report::run_diagnostics(&finished, &learned.redactor));
     let result_file = match &plan.files {
@@ -637,7 +690,42 @@ fn run_adapter(
         files: plan.files,
         result_file,
         expected,
+        confinement,
     })
+}
+
+/// The confinement step (SPEC §13), between the plan and the run: prepare what `options` ask
+/// for the spec's program, or fail closed before anything starts. `Ok(None)`: nothing asked.
+pub fn confine_step(
+    spec: &mut exec::Spec,
+    options: &crate::confine::Options,
+    transport_dir: Option<&std::path::Path>,
+    program: &str,
+) -> Result<Option<std::sync::Arc<crate::confine::Prepared>>, DispatchError> {
+    spec.confine(options, transport_dir)
+        .map_err(|refused| match refused {
+            exec::Unconfinable::Spawn(error) => DispatchError::Spawn {
+                program: program.to_string(),
+                error,
+            },
+            exec::Unconfinable::Unavailable(unavailable) => DispatchError::from(unavailable),
+        })
+}
+
+/// The host paths a confined run reveals (SPEC §13: they join §5's host paths): the listed
+/// `--fs-*` paths and the private `TMPDIR`.
+pub fn confinement_paths(
+    options: &crate::confine::Options,
+    prepared: &crate::confine::Prepared,
+) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = options
+        .fs_read
+        .iter()
+        .chain(&options.fs_write)
+        .cloned()
+        .collect();
+    paths.extend(prepared.tmpdir().map(std::path::Path::to_path_buf));
+    paths
 }
 
 /// What a finished adapter run left to judge.
@@ -647,6 +735,9 @@ struct Ran {
     /// The result file's contents (file transport).
     result_file: Option<ResultFile>,
     expected: Expected,
+    /// The run's confinement: its counters name a limit that was hit. Dropped after the
+    /// envelope (its private `TMPDIR` and cgroup go with it).
+    confinement: Option<std::sync::Arc<crate::confine::Prepared>>,
 }
 
 impl Ran {
@@ -672,13 +763,44 @@ impl Ran {
             Some(ResultFile::NotRegular(kind)) => Body::NotRegular(crate::fs::describe(*kind)),
             Some(ResultFile::Unreadable(kind)) => Body::Unreadable(*kind),
         };
-        judge_answer(
+        let outcome = judge_answer(
             Answer { ending, body },
             &self.finished.stdout,
             self.files.is_none(),
             self.expected.expect(),
             limits,
-        )
+        );
+        Outcome {
+            verdict: outcome.verdict.map_err(|err| self.limit_hit(err)),
+            stdout_kept: outcome.stdout_kept,
+        }
+    }
+
+    /// A failure of the adapter's own without a valid failure envelope becomes
+    /// `resource_limit_exceeded` when a limit's own counter shows the limit was reached
+    /// (SPEC §13); the dispatcher's own stops (timeout, output cap, signal) stay what they are.
+    fn limit_hit(&self, err: DispatchError) -> DispatchError {
+        let adapters_own = matches!(
+            err,
+            DispatchError::AdapterSignaled { .. }
+                | DispatchError::AdapterExitNonzero { .. }
+                | DispatchError::ResultInvalid { .. }
+                | DispatchError::ResultFileUnusable(_)
+        );
+        let signal = match self.finished.termination {
+            Termination::Signaled(signal) => Some(signal.raw()),
+            _ => None,
+        };
+        match self.confinement.as_ref().filter(|_| adapters_own) {
+            Some(prepared) => match prepared.limit_hit(signal) {
+                Some(limit) => DispatchError::ResourceLimitExceeded {
+                    limit,
+                    cause: Box::new(err),
+                },
+                None => err,
+            },
+            None => err,
+        }
     }
 
     /// Remove the file transport's folder, within its budget; say so when something stays.

@@ -99,6 +99,53 @@ impl Learned {
     }
 }
 
+/// `diagnostics.dispatch.confinement` (SPEC §13 "Reported"): what `prepared` put in force
+/// for `options`. Paths are host paths: redaction turns them into placeholders.
+pub(super) fn confinement_diagnostics(
+    options: &crate::confine::Options,
+    prepared: &crate::confine::Prepared,
+) -> result::ConfinementDiagnostics {
+    use crate::confine::cgroup::Version;
+    let paths = |list: &[std::path::PathBuf]| {
+        list.iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect()
+    };
+    let landlock = prepared
+        .landlock
+        .as_ref()
+        .map(|l| result::LandlockDiagnostics {
+            abi: l.abi,
+            scoped: l.scoped,
+            fs_read: paths(&options.fs_read),
+            fs_write: paths(&options.fs_write),
+        });
+    let cgroup = prepared
+        .cgroup
+        .iter()
+        .flat_map(|c| c.versions())
+        .map(|(controller, version)| {
+            let version = match version {
+                Version::V1 => "v1",
+                Version::V2 => "v2",
+            };
+            (controller.as_str(), version)
+        })
+        .collect();
+    result::ConfinementDiagnostics {
+        mechanisms: prepared.mechanisms(),
+        landlock,
+        network: options.network.as_str(),
+        limits: result::LimitDiagnostics {
+            memory_bytes: options.limit_memory_bytes,
+            pids: options.limit_pids,
+            open_files: prepared.rlimits.open_files,
+            file_size_bytes: prepared.rlimits.file_size_bytes,
+        },
+        cgroup,
+    }
+}
+
 /// What the process runner observed, for `diagnostics.dispatch` (the stderr tail redacted with
 /// `redactor`).
 pub(super) fn run_diagnostics(finished: &Finished, redactor: &Redactor) -> RunDiagnostics {

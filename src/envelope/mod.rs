@@ -22,6 +22,7 @@ pub fn read_input(path: Option<&Path>, max_bytes: u64) -> std::io::Result<Vec<u8
 /// rename one of them. A test keeps this list a superset of the JSON Schemas' property names
 /// and of every key `diagnostics.dispatch` can carry.
 pub const OWN_KEYS: &[&str] = &[
+    "abi",
     "adapter_started",
     "algorithm",
     "allowed_tools",
@@ -31,7 +32,9 @@ pub const OWN_KEYS: &[&str] = &[
     "call_id",
     "caller_session_id",
     "capability",
+    "cgroup",
     "code",
+    "confinement",
     "details",
     "diagnostics",
     "dispatch",
@@ -40,23 +43,36 @@ pub const OWN_KEYS: &[&str] = &[
     "error",
     "evidence",
     "exit_code",
+    "file_size_bytes",
     "finished_at",
+    "fs_read",
+    "fs_write",
     "http_status",
     "id",
     "input",
     "input_digest",
     "issues",
     "kind",
+    "landlock",
     "leaked_processes",
+    "limit",
+    "limits",
     "max_rss_bytes",
+    "mechanisms",
+    "memory",
+    "memory_bytes",
     "message",
     "metadata",
+    "missing",
+    "network",
+    "open_files",
     "operation",
     "output",
     "output_digest",
     "parent_tool_status",
     "path",
     "phase",
+    "pids",
     "policy",
     "principal",
     "redaction",
@@ -70,6 +86,7 @@ pub const OWN_KEYS: &[&str] = &[
     "sandbox_session",
     "sandbox_session_id",
     "schema",
+    "scoped",
     "sha256",
     "signal",
     "started_at",
@@ -153,14 +170,34 @@ mod tests {
                 }),
             }),
             stdout_head: Some(String::new()),
+            confinement: Some(crate::envelope::result::ConfinementDiagnostics {
+                mechanisms: vec!["seccomp"],
+                landlock: Some(crate::envelope::result::LandlockDiagnostics {
+                    abi: 7,
+                    scoped: true,
+                    fs_read: Vec::new(),
+                    fs_write: Vec::new(),
+                }),
+                network: "none",
+                limits: crate::envelope::result::LimitDiagnostics {
+                    memory_bytes: Some(1),
+                    pids: Some(1),
+                    open_files: Some(1),
+                    file_size_bytes: Some(1),
+                },
+                cgroup: [("memory", "v1"), ("pids", "v2")].into_iter().collect(),
+            }),
             transcript_error: Some(String::new()),
             result_file_error: Some(String::new()),
             ..DispatchDiagnostics::default()
         };
-        match serde_json::to_value(full).unwrap() {
-            Value::Object(map) => names.extend(map.keys().cloned()),
-            other => panic!("{other}"),
+        fn keys(v: &Value, into: &mut Vec<String>) {
+            if let Value::Object(map) = v {
+                into.extend(map.keys().cloned());
+                map.values().for_each(|x| keys(x, into));
+            }
         }
+        keys(&serde_json::to_value(full).unwrap(), &mut names);
         let missing: Vec<&String> = names
             .iter()
             .filter(|n| !OWN_KEYS.contains(&n.as_str()))

@@ -243,6 +243,48 @@ pub struct Resources {
     pub system_ms: u64,
 }
 
+/// `diagnostics.dispatch.confinement` (SPEC §13 "Reported"): what was in force for the
+/// adapter. Paths are host paths: they reach the envelope only through redaction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConfinementDiagnostics {
+    /// In SPEC §13.1's order: `cgroup`, `rlimits`, `network_namespace`, `no_new_privs`,
+    /// `landlock`, `seccomp`.
+    pub mechanisms: Vec<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub landlock: Option<LandlockDiagnostics>,
+    /// `none` or `any`.
+    pub network: &'static str,
+    pub limits: LimitDiagnostics,
+    /// Each tree-limit controller and the cgroup interface it is used through (`v1`, `v2`).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub cgroup: std::collections::BTreeMap<&'static str, &'static str>,
+}
+
+/// The Landlock part of [`ConfinementDiagnostics`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LandlockDiagnostics {
+    /// The kernel's Landlock ABI.
+    pub abi: u32,
+    /// Whether signals and abstract unix sockets are scoped to the adapter (ABI 6+).
+    pub scoped: bool,
+    /// `--fs-read` and `--fs-write`, canonical.
+    pub fs_read: Vec<String>,
+    pub fs_write: Vec<String>,
+}
+
+/// The limits of [`ConfinementDiagnostics`]; absent ones were not asked for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LimitDiagnostics {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pids: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_files: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file_size_bytes: Option<u64>,
+}
+
 /// `diagnostics.dispatch`: what the dispatcher itself reports (SPEC §4.5). It replaces any
 /// `dispatch` key an answer wrote.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -268,6 +310,9 @@ pub struct DispatchDiagnostics {
     /// The start of stdout, redacted, when stdout is not the answer or not a valid one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stdout_head: Option<String>,
+    /// What confined the adapter (SPEC §13); absent when nothing did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confinement: Option<ConfinementDiagnostics>,
     pub duration_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transcript_error: Option<String>,
@@ -287,6 +332,7 @@ impl Default for DispatchDiagnostics {
             response_bytes: None,
             run: None,
             stdout_head: None,
+            confinement: None,
             duration_ms: 0,
             transcript_error: None,
             result_file_error: None,

@@ -7,8 +7,9 @@
 //! the parent did not die before it was armed → *confinement, first half* (join the cgroups,
 //! rlimits, new namespaces) → `close_range(3, ~0, CLOSE_RANGE_CLOEXEC)` → *confinement,
 //! second half* (`no_new_privs`, Landlock, seccomp — with TIOCSTI/TIOCLINUX refused) →
-//! `execve`. The confinement steps are the slots of [`Confinement`], empty until confinement
-//! is built; nothing else may be added to the child anywhere else.
+//! `execve`. The confinement steps are the slots of [`Confinement`], filled from
+//! `confine::Prepared` when the run is confined; nothing else may be added to the child
+//! anywhere else.
 //!
 //! Invariants:
 //! - everything that can fail or allocate happens before the fork ([`Setup::new`]): the
@@ -24,7 +25,9 @@
 //!   close-on-exec (std's own exec-error pipe already is, so it still reports a failed
 //!   `execve`, and it closes at a successful one);
 //! - a failure of any step reaches the parent as the error of `spawn()` (its errno), and the
-//!   child exits without running anything.
+//!   child exits without running anything; a confinement step also writes its `Step` code to
+//!   a report pipe first, so the parent tells `SpawnError::Confinement` (SPEC §13 "Fail
+//!   closed") from a failed `execve`.
 //!
 //! `PR_SET_PDEATHSIG` fires when the *thread* that forked exits, not the process: the caller
 //! spawns from a thread that outlives the child (every caller waits for it on the same thread).
@@ -32,6 +35,8 @@
 //! dispatcher dies hard, but stays in the child's session and group (see docs/guide.md).
 
 use super::SpawnError;
+use crate::confine::{ChildError, Prepared, Step};
+use rustix::fd::OwnedFd;
 use rustix::process::{Pid, Signal};
 use std::ffi::{CString, OsStr};
 use std::io;
@@ -40,7 +45,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// glibc's search path when the environment has no `PATH` (`confstr(_CS_PATH)`), as `execvp`
 /// used it before the dispatcher resolved programs itself.
@@ -74,24 +79,70 @@ impl CStrings {
     }
 }
 
-/// The confinement steps (SPEC §13), built before the fork and applied in the child in
-/// SPEC §13.1's order. Empty for now: confinement is not built yet, so there is nothing to
-/// apply; its pieces (cgroup files, rlimits, namespace flags, the Landlock ruleset, the
-/// seccomp program) go here, and are applied in the two slots below and nowhere else.
+/// The confinement steps (SPEC §13), built before the fork ([`Prepared`]) and applied in the
+/// child in SPEC §13.1's order, in the two slots below and nowhere else. Empty (no step) when
+/// the run is not confined. A step the kernel refuses writes its [`Step`] code to the report
+/// pipe before the child gives up, so the parent can tell a confinement step that failed
+/// (`confinement_unavailable`) from an `execve` that failed (`adapter_not_found`, …): both
+/// reach `spawn()` as nothing but an errno.
 #[derive(Debug, Default)]
-pub(crate) struct Confinement {}
+pub(crate) struct Confinement {
+    prepared: Option<Arc<Prepared>>,
+    /// The write end of the report pipe (close-on-exec: it closes at a successful `execve`).
+    report: Option<OwnedFd>,
+}
 
 impl Confinement {
     /// Slot between the parent-death signal and `close_range`: join the cgroups, set the
     /// rlimits, enter new namespaces. Runs in the child: system calls only.
-    fn before_close(&self) -> io::Result<()> {
+    fn before_close(&self) -> Result<(), ChildError> {
+        if let Some(prepared) = &self.prepared {
+            prepared.join_cgroups()?;
+            prepared.set_rlimits()?;
+            prepared.enter_namespaces()?;
+        }
         Ok(())
     }
 
-    /// Slot between `close_range` and `execve`: `no_new_privs`, Landlock, seccomp (which will
-    /// also refuse `TIOCSTI` and `TIOCLINUX`). Runs in the child: system calls only.
-    fn before_exec(&self) -> io::Result<()> {
+    /// Slot between `close_range` and `execve`: `no_new_privs`, Landlock, seccomp (which also
+    /// refuses `TIOCSTI` and `TIOCLINUX`). Runs in the child: system calls only.
+    fn before_exec(&self) -> Result<(), ChildError> {
+        if let Some(prepared) = &self.prepared {
+            crate::confine::set_no_new_privs()?;
+            prepared.restrict_landlock()?;
+            prepared.apply_seccomp()?;
+        }
         Ok(())
+    }
+
+    /// Tell the parent which step failed (one byte; a failed write changes nothing: the
+    /// child gives up either way), and give `spawn()` its errno. System calls only.
+    fn refused(&self, err: ChildError) -> io::Error {
+        if let Some(report) = &self.report {
+            let _ = rustix::io::write(report, &[err.code()]);
+        }
+        io::Error::from_raw_os_error(err.errno.raw_os_error())
+    }
+}
+
+/// The parent's end of a confined child's report pipe: which confinement step the kernel
+/// refused, when `spawn()` failed.
+#[derive(Debug)]
+pub(crate) struct StepReport(OwnedFd);
+
+impl StepReport {
+    /// The refused step, with `errno` (the one `spawn()` returned); `None` when no step was
+    /// refused (the `execve` or an earlier set-up step failed). Non-blocking: the child wrote
+    /// before it failed, and `spawn()` returns only after that.
+    pub(crate) fn refused(&self, errno: Option<i32>) -> Option<ChildError> {
+        let mut byte = [0u8; 1];
+        match rustix::io::read(&self.0, &mut byte) {
+            Ok(1) => Some(ChildError {
+                step: Step::from_code(byte[0]),
+                errno: rustix::io::Errno::from_raw_os_error(errno.unwrap_or(libc::EPERM)),
+            }),
+            _ => None,
+        }
     }
 }
 
@@ -160,6 +211,21 @@ impl Setup {
         })
     }
 
+    /// Confine the child with `prepared` (its steps run in the two slots of [`Confinement`]).
+    /// Returns the parent's end of the report pipe, to ask which step failed when `spawn()`
+    /// does.
+    pub(crate) fn confine(&mut self, prepared: Arc<Prepared>) -> Result<StepReport, SpawnError> {
+        let (read, write) = rustix::pipe::pipe_with(
+            rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
+        )
+        .map_err(|err| SpawnError::Other(io::Error::from(err).kind()))?;
+        self.confinement = Confinement {
+            prepared: Some(prepared),
+            report: Some(write),
+        };
+        Ok(StepReport(read))
+    }
+
     /// The resolved program.
     pub(crate) fn program(&self) -> &Path {
         Path::new(OsStr::from_bytes(self.program.as_bytes()))
@@ -196,13 +262,13 @@ impl Setup {
             return io::Error::from_raw_os_error(libc::ESRCH);
         }
         if let Err(err) = self.confinement.before_close() {
-            return err;
+            return self.confinement.refused(err);
         }
         if let Err(err) = close_inherited(&self.fallback_fds) {
             return err;
         }
         if let Err(err) = self.confinement.before_exec() {
-            return err;
+            return self.confinement.refused(err);
         }
         // SAFETY: three NUL-terminated strings / NULL-terminated arrays of them, built before
         // the fork and alive for the call.
@@ -215,6 +281,30 @@ impl Setup {
         }
         io::Error::last_os_error()
     }
+}
+
+/// Where the child started with `env` in `cwd` finds `program` (see [`resolve`]), made
+/// absolute (against `cwd`, else the dispatcher's own working directory): the file Landlock's
+/// rules must grant.
+pub(crate) fn locate<K, V>(
+    program: &Path,
+    env: &[(K, V)],
+    cwd: Option<&Path>,
+) -> Result<PathBuf, SpawnError>
+where
+    K: AsRef<OsStr>,
+    V: AsRef<OsStr>,
+{
+    let path_var = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k.as_ref() == "PATH")
+        .map(|(_, v)| v.as_ref());
+    let found = resolve(program, path_var, cwd)?;
+    Ok(match cwd {
+        Some(cwd) if found.is_relative() => cwd.join(found),
+        _ => std::path::absolute(&found).unwrap_or(found),
+    })
 }
 
 /// Where `execvp` would find `program`: itself when it has a `/`; else the first entry of

@@ -22,6 +22,7 @@ use super::ladder::{walk, Target};
 use super::sweep::{kill_descendants, own_children, Sweeper};
 use super::timespec;
 use super::{SpawnError, Termination, KILL_WAIT, SWEEP_BUDGET};
+use crate::confine::Prepared;
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::io::Errno;
@@ -32,6 +33,7 @@ use rustix::process::{
 use std::io;
 use std::path::Path;
 use std::process::{ChildStderr, ChildStdin, ChildStdout, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What to start.
@@ -48,6 +50,10 @@ pub struct Launch<'a> {
     pub cwd: Option<&'a Path>,
     /// Give the child a pipe on stdin (`true`) or `/dev/null`.
     pub stdin: bool,
+    /// The confinement prepared for the child (SPEC §13), applied in `child.rs`'s ordered
+    /// set-up; `None` runs it unconfined. The group keeps it until the child is reaped (its
+    /// cgroup is what `cgroup.kill` writes to).
+    pub confinement: Option<&'a Arc<Prepared>>,
 }
 
 /// The parent's ends of the child's pipes (blocking, close-on-exec).
@@ -85,7 +91,10 @@ pub struct Swept {
 ///
 /// let argv = vec!["mcp-server".to_string(), "--stdio".to_string()];
 /// let env = vec![("PATH".to_string(), "/usr/bin:/bin".to_string())];
-/// let launch = Launch { program: "mcp-server".as_ref(), argv: &argv, env: &env, cwd: None, stdin: true };
+/// let launch = Launch {
+///     program: "mcp-server".as_ref(), argv: &argv, env: &env, cwd: None, stdin: true,
+///     confinement: None,
+/// };
 /// let (mut server, pipes) = ProcessGroup::spawn(&launch)?;
 /// // … exchange messages over pipes.stdin / pipes.stdout, drain pipes.stderr …
 /// drop(pipes); // EOF on its stdin
@@ -105,6 +114,9 @@ pub struct ProcessGroup {
     released: bool,
     /// Set by [`finish`](Self::finish): its deadline was the last word, `Drop` adds nothing.
     finished: bool,
+    /// The child's confinement: kept (its cgroup and private folders with it) until the
+    /// leader is reaped, and its cgroup killed through with the group.
+    confinement: Option<Arc<Prepared>>,
 }
 
 impl ProcessGroup {
@@ -116,7 +128,11 @@ impl ProcessGroup {
     pub fn spawn(launch: &Launch<'_>) -> Result<(ProcessGroup, Pipes), SpawnError> {
         become_subreaper();
         let env = launch.env.iter().map(|(k, v)| (k, v));
-        let setup = Setup::new(launch.program, launch.argv, env, launch.cwd)?;
+        let mut setup = Setup::new(launch.program, launch.argv, env, launch.cwd)?;
+        let report = match launch.confinement {
+            Some(prepared) => Some(setup.confine(Arc::clone(prepared))?),
+            None => None,
+        };
         let mut command = setup.into_command(launch.cwd);
         command
             .stdin(if launch.stdin {
@@ -126,7 +142,13 @@ impl ProcessGroup {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = command.spawn().map_err(classify_spawn_error)?;
+        let mut child = command.spawn().map_err(|err| {
+            // A confinement step the kernel refused, or else the execve's own answer.
+            match report.as_ref().and_then(|r| r.refused(err.raw_os_error())) {
+                Some(step) => SpawnError::Confinement(step),
+                None => classify_spawn_error(err),
+            }
+        })?;
         // A spawned child always has a positive pid and the pipes asked for above; should
         // std ever answer otherwise, end the child rather than run it unsupervised.
         let pid = i32::try_from(child.id()).ok().and_then(Pid::from_raw);
@@ -160,6 +182,7 @@ impl ProcessGroup {
             exit: None,
             released: false,
             finished: false,
+            confinement: launch.confinement.cloned(),
         };
         Ok((group, pipes))
     }
@@ -216,10 +239,15 @@ impl ProcessGroup {
         kill_process_group(self.pid, sig).map_err(io::Error::from)
     }
 
-    /// SIGKILL the group and every descendant of the leader that left it (`setsid`).
+    /// SIGKILL the group and every descendant of the leader that left it (`setsid`); where the
+    /// child runs in a cgroup v2 of its own, also everything in that cgroup (`cgroup.kill`,
+    /// which a process cannot escape by leaving the session).
     pub fn kill(&self) {
         if self.released {
             return;
+        }
+        if let Some(prepared) = &self.confinement {
+            prepared.kill_cgroup();
         }
         let _ = kill_process_group(self.pid, Signal::KILL);
         kill_descendants(self.pid);
@@ -370,6 +398,7 @@ mod tests {
             env,
             cwd: None,
             stdin: false,
+            confinement: None,
         }
     }
 
@@ -555,6 +584,109 @@ mod tests {
             );
             assert!(!marker.exists(), "{program} was run by a shell");
         }
+    }
+
+    #[test]
+    fn the_kill_goes_through_cgroup_kill_where_the_cgroup_is_v2() {
+        if !isolated("exec::group::tests::the_kill_goes_through_cgroup_kill_where_the_cgroup_is_v2")
+        {
+            return;
+        }
+        use crate::confine::cgroup::{CallCgroup, Host, Limits};
+        // cgroup v2 cannot be exercised on this host's kernel: a fake root of plain folders,
+        // where the files the dispatcher writes are what the kernel's would have received.
+        let root = tempfile::tempdir().unwrap();
+        let own = root.path().join("svc");
+        std::fs::create_dir(&own).unwrap();
+        std::fs::write(own.join("cgroup.controllers"), "memory pids").unwrap();
+        std::fs::write(own.join("cgroup.subtree_control"), "pids").unwrap();
+        let mountinfo = format!(
+            "31 25 0:27 / {} rw - cgroup2 cgroup2 rw\n",
+            root.path().display()
+        );
+        let host = Host::parse(&mountinfo, "0::/svc\n");
+        let limits = Limits {
+            memory_bytes: None,
+            pids: Some(64),
+        };
+        let cgroup = CallCgroup::create(&host, &limits).unwrap();
+        let dir = cgroup.dirs()[0].to_path_buf();
+        std::fs::write(dir.join("cgroup.kill"), "").unwrap();
+        let prepared = Arc::new(Prepared {
+            landlock: None,
+            seccomp: crate::confine::seccomp::compile().unwrap(),
+            cgroup: Some(cgroup),
+            rlimits: Default::default(),
+            netns: None,
+        });
+        let script = argv(&["/bin/sh", "-c", "echo up; exec sleep 30"]);
+        let mut confined = launch(&script, &[]);
+        confined.confinement = Some(&prepared);
+        let (mut group, mut pipes) = ProcessGroup::spawn(&confined).unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(&mut pipes.stdout), &mut line)
+            .unwrap();
+        assert_eq!(line, "up\n");
+        // The child joined through the descriptor opened before the fork.
+        assert_eq!(
+            std::fs::read_to_string(dir.join("cgroup.procs")).unwrap(),
+            "0"
+        );
+        assert_eq!(std::fs::read_to_string(dir.join("pids.max")).unwrap(), "64");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("cgroup.kill")).unwrap(),
+            ""
+        );
+        group.kill();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("cgroup.kill")).unwrap(),
+            "1"
+        );
+        assert!(group
+            .wait_exit(Instant::now() + Duration::from_secs(5))
+            .is_some());
+        let swept = group.finish(Instant::now() + SWEEP_BUDGET);
+        assert_eq!(
+            swept.termination,
+            Termination::Signaled(crate::signal::Signal::KILL)
+        );
+    }
+
+    #[test]
+    fn a_refused_confinement_step_is_told_apart_from_a_failed_execve() {
+        let prepared = Arc::new(Prepared {
+            landlock: None,
+            seccomp: crate::confine::seccomp::compile().unwrap(),
+            cgroup: None,
+            // Above every kernel's fs.nr_open: refused even to root.
+            rlimits: crate::confine::rlimit::Rlimits {
+                open_files: Some(i64::MAX as u64),
+                file_size_bytes: None,
+            },
+            netns: None,
+        });
+        let truth = argv(&["/bin/true"]);
+        let mut confined = launch(&truth, &[]);
+        confined.confinement = Some(&prepared);
+        match ProcessGroup::spawn(&confined) {
+            Err(SpawnError::Confinement(refused)) => {
+                assert_eq!(refused.step, crate::confine::Step::Rlimits);
+                assert_eq!(refused.errno, Errno::PERM);
+            }
+            other => panic!("{other:?}"),
+        }
+        // A missing program under confinement is still a missing program.
+        let missing = argv(&["/nonexistent/adapter"]);
+        let mut confined = launch(&missing, &[]);
+        let fine = Arc::new(Prepared {
+            rlimits: Default::default(),
+            ..Arc::try_unwrap(prepared).unwrap()
+        });
+        confined.confinement = Some(&fine);
+        assert!(matches!(
+            ProcessGroup::spawn(&confined),
+            Err(SpawnError::NotFound)
+        ));
     }
 
     #[test]

@@ -51,11 +51,14 @@ pub use group::{become_subreaper, Launch, Pipes, ProcessGroup, Swept};
 pub use ladder::{walk, Rung, Target};
 pub use watched::{Watch, Watched};
 
+use crate::confine::cgroup::Host;
+use crate::confine::{ChildError, Options, Prepared, Run, Unavailable};
 use crate::interrupt::Interrupts;
 pub use crate::signal::Signal;
 use ladder::{Action, Ladder};
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use supervise::Io;
 
@@ -108,6 +111,79 @@ pub struct Spec {
     pub timeout: Duration,
     pub kill_grace: Duration,
     pub max_stdout_bytes: u64,
+    /// The confinement prepared for the adapter (SPEC §13); `None` runs it unconfined. Keep
+    /// another handle to read its counters after the run (its cgroup and private `TMPDIR`
+    /// live until the last handle is dropped).
+    pub confinement: Option<Arc<Prepared>>,
+}
+
+/// Why the confinement asked for could not be prepared: nothing was started.
+#[derive(Debug)]
+pub enum Unconfinable {
+    /// The program cannot be found or run (the error `run` would have given).
+    Spawn(SpawnError),
+    /// The host cannot put in place what was asked for (SPEC §13 "Fail closed").
+    Unavailable(Unavailable),
+}
+
+/// Prepare the confinement `options` ask for (SPEC §13) for a child that runs `program`
+/// (resolved through the `PATH` of `env`, as the child will) in `cwd`, before anything
+/// starts; `Ok(None)` when nothing is asked for. With Landlock, `env`'s `TMPDIR` becomes the
+/// private one. `transport_dir` is the file transport's private folder, granted in full.
+pub fn prepare_confinement(
+    options: &Options,
+    program: &Path,
+    env: &mut Vec<(String, String)>,
+    cwd: Option<&Path>,
+    transport_dir: Option<&Path>,
+) -> Result<Option<Arc<Prepared>>, Unconfinable> {
+    if !options.is_requested() {
+        return Ok(None);
+    }
+    let program = child::locate(program, env, cwd).map_err(Unconfinable::Spawn)?;
+    let path_var = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| std::ffi::OsString::from(v));
+    let tmp_parent = std::env::temp_dir();
+    let run = Run {
+        program: &program,
+        path_var: path_var.as_deref(),
+        transport_dir,
+        tmp_parent: &tmp_parent,
+    };
+    let prepared =
+        Prepared::prepare(options, &run, &Host::read()).map_err(Unconfinable::Unavailable)?;
+    let Some(prepared) = prepared else {
+        return Ok(None);
+    };
+    if let Some(tmpdir) = prepared.tmpdir() {
+        env.retain(|(k, _)| k != "TMPDIR");
+        env.push(("TMPDIR".into(), tmpdir.to_string_lossy().into_owned()));
+    }
+    Ok(Some(Arc::new(prepared)))
+}
+
+impl Spec {
+    /// [`prepare_confinement`] for this run: on success the spec carries the confinement
+    /// (and the private `TMPDIR`), and so does the handle returned, to read its counters
+    /// after the run.
+    pub fn confine(
+        &mut self,
+        options: &Options,
+        transport_dir: Option<&Path>,
+    ) -> Result<Option<Arc<Prepared>>, Unconfinable> {
+        let prepared = prepare_confinement(
+            options,
+            &self.program,
+            &mut self.env,
+            self.cwd.as_deref(),
+            transport_dir,
+        )?;
+        self.confinement = prepared.clone();
+        Ok(prepared)
+    }
 }
 
 /// Why the adapter could not be started.
@@ -122,6 +198,9 @@ pub enum SpawnError {
     /// Anything else the kernel refused.
     #[error("the adapter could not be started: {0}")]
     Other(io::ErrorKind),
+    /// The kernel refused a confinement step in the child (SPEC §13.1): nothing was run.
+    #[error("the adapter was not started: {0}")]
+    Confinement(ChildError),
 }
 
 /// How the adapter ended.
@@ -265,6 +344,7 @@ pub fn run(spec: Spec, interrupts: &Interrupts) -> Result<Finished, SpawnError> 
         env: &spec.env,
         cwd: spec.cwd.as_deref(),
         stdin: spec.stdin.is_some(),
+        confinement: spec.confinement.as_ref(),
     };
     // From here on `group` kills and sweeps on every way out, unwinding included.
     let (mut group, pipes) = ProcessGroup::spawn(&launch)?;
@@ -403,6 +483,7 @@ mod tests {
             timeout: Duration::from_secs(20),
             kill_grace: Duration::from_millis(500),
             max_stdout_bytes: 1 << 20,
+            confinement: None,
         }
     }
 

@@ -39,7 +39,7 @@ pub(crate) fn copies_for_nobody(binaries: &[PathBuf]) -> (tempfile::TempDir, Vec
 
 /// [`dispatcher`] run as [`NOBODY`], from [`copies_for_nobody`] of the two binaries. Keep the
 /// folder until the run is over.
-fn dispatcher_as_nobody(steps: &[&str]) -> (tempfile::TempDir, Cmd) {
+pub(crate) fn dispatcher_as_nobody(steps: &[&str]) -> (tempfile::TempDir, Cmd) {
     let (dir, copies) = copies_for_nobody(&[bin(), test_bin()]);
     let (dispatcher, adapter) = (copies[0].clone(), copies[1].clone());
     let mut bridge = bridge(steps);

@@ -8,6 +8,7 @@
 
 mod codes;
 mod completions;
+mod confinement;
 mod core;
 mod delegation;
 mod doctor;

@@ -133,7 +133,6 @@ fn a_bad_confinement_option_is_a_usage_error_naming_it() {
 }
 
 #[test]
-#[ignore = "needs the main job's confinement (exec/child.rs wiring, issue 21): un-ignore when it is merged"]
 fn a_forwarded_fs_read_confinement_refuses_the_argv_cases_adapter_a_file_outside() {
     let outside = tempfile::tempdir().unwrap();
     let secret = outside.path().join("secret");

@@ -29,6 +29,15 @@
 //! | `parent-environ:NAME` | read `/proc/<ppid>/environ` and report whether NAME is in it (`host-reach: parent-environ=refused\|found\|absent`) |
 //! | `parent-stdout:TEXT` | open `/proc/<ppid>/fd/1` and write TEXT and a newline to it (`host-reach: parent-stdout=refused\|written`) |
 //! | `litter-tree:OUTSIDE` | file transport: leave nested folders, a folder without write permission, and symlinks to OUTSIDE in the private folder |
+//! | `read-file:PATH` / `write-file:PATH` | open PATH and read it / create it and write a line (`host-reach: read-file=ok\|refused(ERRNO)`, `write-file=…`) |
+//! | `connect:ADDR` | connect a TCP socket to ADDR, e.g. `127.0.0.1:8080` (`host-reach: connect=ok\|refused(ERRNO)`) |
+//! | `abstract-connect:NAME` | connect to the abstract unix socket `@NAME` (`host-reach: abstract-connect=…`) |
+//! | `signal-parent:SIG` | send signal number SIG to its parent, the dispatcher (`host-reach: signal-parent=…`) |
+//! | `keyctl` | call `keyctl(KEYCTL_GET_KEYRING_ID, session keyring)`, a system call the seccomp filter refuses (`host-reach: keyctl=…`) |
+//! | `fork-many:N` | fork N children that sleep 30 s, stopping at the first refused fork (`host-reach: fork-many=ok\|refused(ERRNO)`) |
+//! | `allocate:MIB` | allocate MIB MiB and touch every page (`host-reach: allocate=ok`) |
+//! | `write-tmp:BYTES` | write BYTES bytes to `$TMPDIR/big` (`host-reach: write-tmp=ok\|refused(ERRNO)`) |
+//! | `tmpdir:PATH` | write its `TMPDIR` to PATH and report its mode (`host-reach: tmpdir-mode=700`) |
 
 use parent_tool_dispatch::json;
 use serde_json::{json, Map, Value};
@@ -190,6 +199,83 @@ pub(crate) fn run(steps: &[String]) -> u8 {
                     .and_then(|mut f| f.write_all(line.as_bytes()));
             }
             "probe-tty" => reach(&probe_tty(arg.as_bytes())),
+            "read-file" => reach(&format!("read-file={}", outcome(std::fs::read(arg)))),
+            "write-file" => reach(&format!(
+                "write-file={}",
+                outcome(std::fs::write(arg, "written by the adapter\n"))
+            )),
+            "connect" => reach(&format!(
+                "connect={}",
+                outcome(std::net::TcpStream::connect(arg))
+            )),
+            "abstract-connect" => reach(&format!("abstract-connect={}", abstract_connect(arg))),
+            "signal-parent" => {
+                let Some(signal) = number(step, arg) else {
+                    return 2;
+                };
+                // SAFETY: kill(2) on the parent's pid; a refusal is the finding.
+                let sent = unsafe { libc::kill(libc::getppid(), signal) } == 0;
+                reach(&format!("signal-parent={}", last_os(sent)));
+            }
+            "keyctl" => {
+                const KEYCTL_GET_KEYRING_ID: libc::c_long = 0;
+                const KEY_SPEC_SESSION_KEYRING: libc::c_long = -3;
+                // SAFETY: keyctl(2) with two numbers only reads a keyring id.
+                let rc = unsafe {
+                    libc::syscall(
+                        libc::SYS_keyctl,
+                        KEYCTL_GET_KEYRING_ID,
+                        KEY_SPEC_SESSION_KEYRING,
+                        0 as libc::c_long,
+                    )
+                };
+                reach(&format!("keyctl={}", last_os(rc >= 0)));
+            }
+            "fork-many" => {
+                let Some(n) = number(step, arg) else {
+                    return 2;
+                };
+                reach(&format!("fork-many={}", fork_many(n)));
+            }
+            "allocate" => {
+                let Some(mib) = number::<usize>(step, arg) else {
+                    return 2;
+                };
+                let mut kept = Vec::with_capacity(mib);
+                for _ in 0..mib {
+                    // Every page written, so the memory is really charged.
+                    let mut block = vec![0u8; 1 << 20];
+                    for page in block.iter_mut().step_by(4096) {
+                        *page = 1;
+                    }
+                    kept.push(block);
+                }
+                reach(&format!("allocate=ok({})", kept.len()));
+            }
+            "write-tmp" => {
+                let Some(bytes) = number::<usize>(step, arg) else {
+                    return 2;
+                };
+                let path = std::env::temp_dir().join("big");
+                let result = std::fs::File::create(&path).and_then(|mut f| {
+                    let chunk = vec![b'x'; 1 << 16];
+                    let mut left = bytes;
+                    while left > 0 {
+                        let n = left.min(chunk.len());
+                        f.write_all(&chunk[..n])?;
+                        left -= n;
+                    }
+                    Ok(())
+                });
+                reach(&format!("write-tmp={}", outcome(result)));
+            }
+            "tmpdir" => {
+                use std::os::unix::fs::PermissionsExt;
+                let tmp = std::env::var("TMPDIR").unwrap_or_default();
+                let _ = std::fs::write(arg, &tmp);
+                let mode = std::fs::metadata(&tmp).map(|m| m.permissions().mode() & 0o777);
+                reach(&format!("tmpdir-mode={:o}", mode.unwrap_or(0)));
+            }
             "list-fds" => reach(&format!("fds={}", open_fds().join(","))),
             "parent-environ" => reach(&parent_environ(arg)),
             "parent-stdout" => reach(&parent_stdout(arg)),
@@ -227,6 +313,51 @@ fn reach(finding: &str) {
 /// How an attempt ended: `refused(ERRNO)` or what the caller says it did.
 fn refused(err: &std::io::Error) -> String {
     format!("refused({})", err.raw_os_error().unwrap_or(0))
+}
+
+/// `ok`, or `refused(ERRNO)`.
+fn outcome<T>(result: std::io::Result<T>) -> String {
+    match result {
+        Ok(_) => "ok".to_string(),
+        Err(err) => refused(&err),
+    }
+}
+
+/// `ok` when the call succeeded, else `refused(errno)` of the last system call.
+fn last_os(succeeded: bool) -> String {
+    if succeeded {
+        "ok".to_string()
+    } else {
+        refused(&std::io::Error::last_os_error())
+    }
+}
+
+/// `abstract-connect:NAME`: a stream connection to the abstract unix socket `@NAME`.
+fn abstract_connect(name: &str) -> String {
+    use std::os::linux::net::SocketAddrExt;
+    let connected = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())
+        .and_then(|addr| std::os::unix::net::UnixStream::connect_addr(&addr));
+    outcome(connected)
+}
+
+/// `fork-many:N`: N sleeping children, or the errno of the first fork refused.
+fn fork_many(n: usize) -> String {
+    for _ in 0..n {
+        // SAFETY: the test adapter is single-threaded; the child only sleeps and leaves
+        // through `_exit`, running none of the parent's state.
+        match unsafe { libc::fork() } {
+            0 => {
+                // SAFETY: sleep(3) and _exit(2) take no pointer; the child ends here.
+                unsafe {
+                    libc::sleep(30);
+                    libc::_exit(0)
+                }
+            }
+            -1 => return refused(&std::io::Error::last_os_error()),
+            _ => {}
+        }
+    }
+    "ok".to_string()
 }
 
 /// `probe-tty`: reach the operator's terminal through `/dev/tty` (writing, and pushing

@@ -119,6 +119,12 @@ wire_table! {
         ToolError = ("tool_error", Failed, false),
         /// The tool asked for client input (sampling, elicitation, roots) the adapter never gives.
         McpInputRequired = ("mcp_input_required", Failed, false),
+        /// The server's confinement (`--fs-read`, `--limit-memory`, …, SPEC §13) cannot be
+        /// put in place: the server was not started; `details.missing` names what is missing.
+        ConfinementUnavailable = ("confinement_unavailable", Unavailable, false),
+        /// The server ended without answering and a limit's own counter shows the limit was
+        /// reached; `details.limit` names it.
+        ResourceLimitExceeded = ("resource_limit_exceeded", Failed, false),
         /// The adapter received SIGINT, SIGTERM or SIGHUP.
         Interrupted = ("interrupted", Failed, true),
         /// A bug: the adapter panicked.
@@ -230,6 +236,8 @@ pub fn server_env(vars: impl IntoIterator<Item = (String, String)>) -> Vec<(Stri
 pub struct Options {
     /// `--tool-map`, unparsed.
     pub tool_map: Option<String>,
+    /// The server's confinement (SPEC §13), checked.
+    pub confine: crate::confine::Options,
     /// The server's argv (never empty).
     pub server: Vec<String>,
 }
@@ -375,8 +383,23 @@ fn call_target<'r>(request: &'r Request, tool_map: &ToolMap) -> Result<(String, 
 
 /// Start the MCP server, make the call and shut the server down, whatever the call's outcome.
 fn call_server(cx: &Context<'_>, name: &str, arguments: &str) -> Result<String, Failure> {
-    let mut server = Server::spawn(&cx.options.server, &cx.env, limits::MAX_MESSAGE_BYTES)
-        .map_err(spawn_failure)?;
+    let mut env = cx.env.clone();
+    let program = crate::plan::resolve_program(&cx.options.server[0]);
+    let confinement =
+        crate::exec::prepare_confinement(&cx.options.confine, &program, &mut env, None, None)
+            .map_err(|refused| match refused {
+                crate::exec::Unconfinable::Spawn(err) => spawn_failure(err),
+                crate::exec::Unconfinable::Unavailable(unavailable) => {
+                    confinement_unavailable(unavailable.missing)
+                }
+            })?;
+    let mut server = Server::spawn(
+        &cx.options.server,
+        &env,
+        limits::MAX_MESSAGE_BYTES,
+        confinement.as_ref(),
+    )
+    .map_err(spawn_failure)?;
     let deadline = cx.start + cx.budget.exchange;
     let outcome = {
         let mut client =
@@ -385,12 +408,59 @@ fn call_server(cx: &Context<'_>, name: &str, arguments: &str) -> Result<String, 
             .connect()
             .and_then(|_| client.call_tool(name, arguments))
     };
-    shut_down(server, cx);
-    outcome
+    let termination = shut_down(server, cx);
+    match (outcome, confinement) {
+        (Err(failure), Some(prepared)) if server_failed(failure.code) => {
+            let signal = match termination {
+                crate::exec::Termination::Signaled(signal) => Some(signal.raw()),
+                _ => None,
+            };
+            Err(match prepared.limit_hit(signal) {
+                Some(limit) => Failure::new(
+                    Code::ResourceLimitExceeded,
+                    format!(
+                        "the MCP server reached its {} limit ({}) and ended without an answer",
+                        limit.as_str(),
+                        crate::dispatch::limit_option(limit)
+                    ),
+                )
+                .with_details(json!({ "limit": limit.as_str() })),
+                None => failure,
+            })
+        }
+        (outcome, _) => outcome,
+    }
 }
 
-/// Close the server's stdin and escalate as needed, saying on stderr what it took.
-fn shut_down(server: Server, cx: &Context<'_>) {
+/// Failures that a server killed by a limit (or starved by one) leaves behind.
+fn server_failed(code: Code) -> bool {
+    matches!(
+        code,
+        Code::McpServerExited | Code::McpProtocolError | Code::McpTimeout
+    )
+}
+
+/// SPEC §13 "Fail closed": the server was not started. Names only in the envelope; what each
+/// is (it may name host paths) on stderr.
+fn confinement_unavailable(missing: Vec<(String, String)>) -> Failure {
+    for (_, message) in &missing {
+        eprintln!("adapter mcp: the MCP server cannot be confined: {message}");
+    }
+    let names: Vec<&str> = missing.iter().map(|(name, _)| name.as_str()).collect();
+    Failure::new(
+        Code::ConfinementUnavailable,
+        format!(
+            "the MCP server's confinement cannot be put in place on this host (missing: {}); \
+             it was not started",
+            names.join(", ")
+        ),
+    )
+    .with_details(json!({ "missing": names }))
+}
+
+/// Close the server's stdin and escalate as needed, saying on stderr what it took; returns
+/// how the server ended.
+fn shut_down(server: Server, cx: &Context<'_>) -> crate::exec::Termination {
     // A signal cuts the ladder short: the dispatcher's own grace is running.
     let (close_wait, term_grace) = match cx.interrupts.received() {
         Some(_) => (
@@ -414,6 +484,7 @@ fn shut_down(server: Server, cx: &Context<'_>) {
             shutdown.leaked_processes
         );
     }
+    shutdown.termination
 }
 
 fn spawn_failure(err: SpawnError) -> Failure {
@@ -430,6 +501,10 @@ fn spawn_failure(err: SpawnError) -> Failure {
             Code::McpServerStartFailed,
             format!("the MCP server could not be started: {kind}"),
         ),
+        SpawnError::Confinement(refused) => confinement_unavailable(vec![(
+            refused.step.missing().to_string(),
+            refused.to_string(),
+        )]),
     }
 }
 

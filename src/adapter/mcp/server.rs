@@ -110,6 +110,7 @@ impl Server {
         argv: &[String],
         env: &[(String, String)],
         max_line_bytes: usize,
+        confinement: Option<&std::sync::Arc<crate::confine::Prepared>>,
     ) -> Result<Server, SpawnError> {
         let program = crate::plan::resolve_program(&argv[0]);
         let launch = Launch {
@@ -118,6 +119,7 @@ impl Server {
             env,
             cwd: None,
             stdin: true,
+            confinement,
         };
         let (group, pipes) = ProcessGroup::spawn(&launch)?;
         let nonblocking = |fd: OwnedFd| -> Result<OwnedFd, SpawnError> {
