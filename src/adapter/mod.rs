@@ -5,7 +5,10 @@ pub mod mcp;
 pub mod workspace;
 
 use crate::envelope::request::{Echo, Request};
+use crate::envelope::result::{Audience, ErrorBody, ResultEnvelope};
+use crate::error::Status;
 use crate::json::{Document, JsonIssue};
+use crate::redact::Redactor;
 use crate::validate::Issue;
 use serde_json::{json, Value};
 use std::io::{self, Read};
@@ -80,3 +83,73 @@ pub(crate) fn codes_help(
     s.pop();
     s
 }
+
+/// An adapter's code table as the envelope needs it (each adapter's `wire_table!` `Code`).
+pub trait WireCode: Copy {
+    fn wire(self) -> &'static str;
+    fn status(self) -> Status;
+    fn retryable(self) -> bool;
+}
+
+/// A failed call: a code of the adapter's table, one human sentence, optional details.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure<C> {
+    pub code: C,
+    pub message: String,
+    pub details: Option<Value>,
+}
+
+impl<C> Failure<C> {
+    /// A failure without details.
+    pub fn new(code: C, message: impl Into<String>) -> Failure<C> {
+        Failure {
+            code,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// Attach `error.details`.
+    pub fn with_details(mut self, details: Value) -> Failure<C> {
+        self.details = Some(details);
+        self
+    }
+}
+
+/// The envelope (rendered) of a call's outcome: `output` (JSON text) as `succeeded`, a
+/// failure by its code's status.
+pub fn render<C: WireCode>(echo: Echo, outcome: Result<String, Failure<C>>) -> String {
+    let envelope = match outcome {
+        Ok(output) => ResultEnvelope::new(echo, Status::Succeeded, Some(output.into()), None),
+        Err(failure) => ResultEnvelope::failure(
+            echo,
+            failure.code.status(),
+            ErrorBody {
+                code: failure.code.wire().to_string(),
+                message: failure.message,
+                retryable: failure.code.retryable(),
+                details: failure.details,
+            },
+        ),
+    };
+    // The dispatcher redacts what it passes on; an empty redactor here only normalises.
+    envelope.render(&Redactor::new(), Audience::Caller)
+}
+
+/// [`WireCode`] for a `wire_table!` code with a status.
+macro_rules! wire_code {
+    ($code:ty) => {
+        impl $crate::adapter::WireCode for $code {
+            fn wire(self) -> &'static str {
+                self.as_str()
+            }
+            fn status(self) -> $crate::error::Status {
+                <$code>::status(self)
+            }
+            fn retryable(self) -> bool {
+                <$code>::retryable(self)
+            }
+        }
+    };
+}
+pub(crate) use wire_code;

@@ -223,7 +223,7 @@ fn status_diff_log_add_and_commit_work_end_to_end() {
     );
     let diff = succeeded(&out)["diff"].as_str().unwrap().to_string();
     assert!(
-        diff.contains("+++ b/new file.txt\n@@ -0,0 +1 @@\n+new\n"),
+        diff.contains("+++ b/new file.txt\t\n@@ -0,0 +1 @@\n+new\n"),
         "{diff}"
     );
     assert!(!diff.contains("a.txt"), "{diff}");
@@ -256,7 +256,7 @@ fn status_diff_log_add_and_commit_work_end_to_end() {
     assert_eq!(succeeded(&out)["commits"].as_array().unwrap().len(), 1);
     // Nothing left to commit: git's own reason.
     let env = call(
-        adapter(&root, &["--allow-commit"]),
+        adapter(&root, &["--allow-commit", "--author", "A <a@example.org>"]),
         "git.commit",
         json!({"message": "empty"}),
     );
@@ -510,31 +510,18 @@ fn a_missing_or_old_git_is_git_unavailable() {
     let repo = Repo::new();
     let empty = repo.tmp.path().join("empty-bin");
     fs::create_dir(&empty).unwrap();
-    let env = call(
-        adapter(&repo.root(), &[]).env("PATH", &empty),
-        "git.status",
-        json!({}),
-    );
-    assert_eq!(failure(&env), pair("unavailable", "git_unavailable"));
-    assert!(env["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("not found"));
     let old = repo.tmp.path().join("old-bin");
     fs::create_dir(&old).unwrap();
     let fake = old.join("git");
     fs::write(&fake, "#!/bin/sh\necho 'git version 2.20.1'\n").unwrap();
     fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
-    let env = call(
-        adapter(&repo.root(), &[]).env("PATH", &old),
-        "git.status",
-        json!({}),
-    );
-    assert_eq!(failure(&env), pair("unavailable", "git_unavailable"));
-    assert!(env["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("2.20 is too old"));
+    for (path, says) in [(&empty, "not found"), (&old, "2.20 is too old")] {
+        let cmd = adapter(&repo.root(), &[]).env("PATH", path);
+        let env = call(cmd, "git.status", json!({}));
+        assert_eq!(failure(&env), pair("unavailable", "git_unavailable"));
+        let message = env["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{message}");
+    }
 }
 
 #[test]

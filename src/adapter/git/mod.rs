@@ -31,11 +31,9 @@ mod repo;
 use crate::adapter::workspace::path::{PathError, RelPath, Root};
 use crate::adapter::workspace::{cut_at_char_boundary, Input};
 use crate::envelope::request::{Echo, Request};
-use crate::envelope::result::{Audience, ErrorBody, ResultEnvelope};
 use crate::error::{wire_table, Status};
 use crate::fs::OFlags;
 use crate::interrupt::Interrupts;
-use crate::redact::Redactor;
 use command::{Git, RunOptions};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -118,29 +116,8 @@ pub fn after_help() -> String {
 
 /// A failed call: a code, one human sentence (no host path of the adapter's making),
 /// optional details.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Failure {
-    pub code: Code,
-    pub message: String,
-    pub details: Option<Value>,
-}
-
-impl Failure {
-    /// A failure without details.
-    pub fn new(code: Code, message: impl Into<String>) -> Failure {
-        Failure {
-            code,
-            message: message.into(),
-            details: None,
-        }
-    }
-
-    /// Attach `error.details`.
-    pub fn with_details(mut self, details: Value) -> Failure {
-        self.details = Some(details);
-        self
-    }
-}
+pub type Failure = super::Failure<Code>;
+super::wire_code!(Code);
 
 /// `--author "Name <email>"`: who `git.commit` records as author and committer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -250,26 +227,7 @@ pub fn respond(bytes: Vec<u8>, cx: &Context<'_>) -> String {
                     "the git adapter hit an internal error (a bug); git was stopped",
                 ))
             });
-    let envelope = match outcome {
-        Ok(output) => ResultEnvelope::new(
-            echo,
-            Status::Succeeded,
-            Some(output.to_string().into()),
-            None,
-        ),
-        Err(failure) => ResultEnvelope::failure(
-            echo,
-            failure.code.status(),
-            ErrorBody {
-                code: failure.code.as_str().to_string(),
-                message: failure.message,
-                retryable: failure.code.retryable(),
-                details: failure.details,
-            },
-        ),
-    };
-    // The dispatcher redacts what it passes on; an empty redactor here only normalises.
-    envelope.render(&Redactor::new(), Audience::Caller)
+    super::render(echo, outcome.map(|output| output.to_string()))
 }
 
 fn serve(bytes: Vec<u8>, cx: &Context<'_>, echo: &mut Echo) -> Result<Value, Failure> {

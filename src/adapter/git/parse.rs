@@ -131,7 +131,7 @@ pub(super) fn log(stdout: &[u8], cut: bool) -> Value {
     let mut fields: Vec<&[u8]> = stdout.split(|&b| b == 0).collect();
     let unfinished = fields.pop().is_some_and(|last| !last.is_empty());
     let whole = fields.len() / LOG_FIELDS.len();
-    let truncated = cut || unfinished || fields.len() % LOG_FIELDS.len() != 0;
+    let truncated = cut || unfinished || !fields.len().is_multiple_of(LOG_FIELDS.len());
     let commits: Vec<Value> = fields
         .chunks_exact(LOG_FIELDS.len())
         .take(whole)

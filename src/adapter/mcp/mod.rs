@@ -36,15 +36,12 @@ pub(crate) use client::{call_result, CallResult};
 pub use client::{Revision, LEGACY, MODERN};
 
 use crate::envelope::request::{Echo, Request};
-use crate::envelope::result::{Audience, ErrorBody, ResultEnvelope};
 use crate::error::{wire_table, Status};
 use crate::exec::SpawnError;
 use crate::interrupt::Interrupts;
 use crate::json::raw;
 use crate::json::Kind;
-use crate::redact::Redactor;
 use crate::toolmap::ToolMap;
-use serde_json::Value;
 use server::{Server, Step};
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
@@ -138,29 +135,8 @@ pub fn after_help() -> String {
 }
 
 /// A failed call: a code, one human sentence, optional details.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Failure {
-    pub code: Code,
-    pub message: String,
-    pub details: Option<Value>,
-}
-
-impl Failure {
-    /// A failure without details.
-    pub fn new(code: Code, message: impl Into<String>) -> Failure {
-        Failure {
-            code,
-            message: message.into(),
-            details: None,
-        }
-    }
-
-    /// Attach `error.details`.
-    pub fn with_details(mut self, details: Value) -> Failure {
-        self.details = Some(details);
-        self
-    }
-}
+pub type Failure = super::Failure<Code>;
+super::wire_code!(Code);
 
 /// The adapter's time: when it must stop waiting for the server, and the shutdown ladder's
 /// waits, all inside the dispatcher's deadline.
@@ -251,21 +227,7 @@ pub fn respond(bytes: Vec<u8>, cx: &Context<'_>) -> String {
 /// The envelope (rendered) of a call's outcome: `output` as `succeeded`, a failure by its
 /// code's status.
 pub fn envelope(echo: Echo, outcome: Result<String, Failure>) -> String {
-    let envelope = match outcome {
-        Ok(output) => ResultEnvelope::new(echo, Status::Succeeded, Some(output.into()), None),
-        Err(failure) => ResultEnvelope::failure(
-            echo,
-            failure.code.status(),
-            ErrorBody {
-                code: failure.code.as_str().to_string(),
-                message: failure.message,
-                retryable: failure.code.retryable(),
-                details: failure.details,
-            },
-        ),
-    };
-    // The dispatcher redacts what it passes on; an empty redactor here only normalises.
-    envelope.render(&Redactor::new(), Audience::Caller)
+    super::render(echo, outcome)
 }
 
 fn serve(bytes: Vec<u8>, cx: &Context<'_>, echo: &mut Echo) -> Result<String, Failure> {
