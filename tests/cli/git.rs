@@ -931,3 +931,117 @@ fn a_rigged_checkout_runs_nothing_and_every_tool_still_works_with_every_git() {
         assert!(!rig.repo.tmp.path().join("other").exists());
     }
 }
+
+#[test]
+fn the_dispatcher_runs_the_adapter_from_a_bridge_and_passes_its_codes_through() {
+    let repo = Repo::new();
+    repo.write("b.txt", b"b\n");
+    let root = repo.root().display().to_string();
+    let bridge = |flags: &[&str]| {
+        let mut argv = vec![
+            super::bin().display().to_string(),
+            "adapter".into(),
+            "git".into(),
+            "--root".into(),
+            root.clone(),
+        ];
+        argv.extend(flags.iter().map(|f| f.to_string()));
+        move |b: &mut Value| {
+            b["allowed_tools"] = json!(["git.status", "git.add"]);
+            b["dispatcher"]["command"] = json!({ "argv": argv });
+        }
+    };
+    let request = |tool: &str, input: Value| {
+        let tool = tool.to_string();
+        move |r: &mut Value| {
+            r["tool"] = json!(tool);
+            r["input"] = input;
+            r["authorization"]["allowed_tools"] = json!([tool]);
+        }
+    };
+    let run = super::Dispatch::adapter(&[])
+        .bridge(bridge(&[]))
+        .request(request("git.status", json!({})))
+        .run();
+    run.expect("succeeded", None, 0);
+    assert_eq!(
+        run.envelope["output"]["entries"],
+        json!([{"path": "b.txt", "index": "?", "worktree": "?"}])
+    );
+    let run = super::Dispatch::adapter(&[])
+        .bridge(bridge(&[]))
+        .request(request("git.add", json!({"paths": ["b.txt"]})))
+        .run();
+    run.expect("denied", Some("operation_not_permitted"), 77);
+    assert_eq!(repo.git(&["status", "--porcelain"]), "?? b.txt\n");
+}
+
+#[test]
+fn a_git_slower_than_the_budget_is_git_timeout_and_is_stopped() {
+    let repo = Repo::new();
+    let bin = repo.tmp.path().join("slow-bin");
+    fs::create_dir(&bin).unwrap();
+    let pid_file = repo.tmp.path().join("slow.pid");
+    let git = gits().remove(0);
+    // git itself, except that `status` hangs (after saying where it is).
+    let script = format!(
+        "#!/bin/sh\nif [ \"$2\" = status ]; then echo $$ > '{}'; exec sleep 60; fi\nexec '{}' \"$@\"\n",
+        pid_file.display(),
+        git.display()
+    );
+    fs::write(bin.join("git"), script).unwrap();
+    fs::set_permissions(bin.join("git"), fs::Permissions::from_mode(0o755)).unwrap();
+    let cmd = adapter(&repo.root(), &[])
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS", "2000");
+    let env = call(cmd, "git.status", json!({}));
+    assert_eq!(failure(&env), pair("timeout", "git_timeout"));
+    assert_eq!(env["error"]["retryable"], true);
+    let pid = fs::read_to_string(&pid_file).unwrap();
+    let pid = pid.trim();
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "the hanging git ({pid}) was left running"
+    );
+}
+
+#[test]
+fn the_docs_and_the_help_list_every_code() {
+    let docs =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/git.md")).unwrap();
+    let help = parent_tool_dispatch::adapter::git::after_help();
+    for code in parent_tool_dispatch::adapter::git::Code::ALL {
+        let row = format!(
+            "| `{}` | {} | {} |",
+            code.as_str(),
+            code.status().as_str(),
+            code.retryable()
+        );
+        assert!(docs.contains(&row), "docs/git.md lacks the row {row}");
+        assert!(
+            help.contains(code.as_str()),
+            "help misses {}",
+            code.as_str()
+        );
+    }
+}
+
+#[test]
+fn the_bridge_in_the_docs_is_valid() {
+    let docs =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/git.md")).unwrap();
+    let block = docs
+        .split("```json\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("docs/git.md shows a bridge");
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("git.bridge.json");
+    fs::write(&file, block).unwrap();
+    Cmd::new(["validate", "bridge", "--strict"])
+        .arg(&file)
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_json(|v| assert_eq!(v, &json!({"valid": true, "issues": []})));
+}
