@@ -1045,3 +1045,67 @@ fn the_bridge_in_the_docs_is_valid() {
         .stderr_empty()
         .stdout_json(|v| assert_eq!(v, &json!({"valid": true, "issues": []})));
 }
+
+#[test]
+fn a_rigged_submodule_runs_nothing_either() {
+    // Plain `git status` starts a `git status` inside each submodule, with the submodule's own
+    // configuration: its fsmonitor and its filters, which the superproject does not name.
+    let repo = Repo::new();
+    let tmp = repo.tmp.path();
+    let sub = tmp.join("sub");
+    fs::create_dir(&sub).unwrap();
+    test_git(&sub, &["init", "-q"]);
+    fs::write(sub.join("s.txt"), "s\n").unwrap();
+    test_git(&sub, &["add", "s.txt"]);
+    test_git(&sub, &["commit", "-q", "-m", "s"]);
+    let root = repo.root();
+    let sub_url = sub.display().to_string();
+    test_git(
+        &root,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            &sub_url,
+            "sub",
+        ],
+    );
+    test_git(&root, &["commit", "-q", "-m", "add sub"]);
+    let marks = tmp.join("marks");
+    fs::create_dir(&marks).unwrap();
+    let rig = tmp.join("rig");
+    fs::write(
+        &rig,
+        format!("#!/bin/sh\ntouch '{}'/\"$1\"\ncat\n", marks.display()),
+    )
+    .unwrap();
+    fs::set_permissions(&rig, fs::Permissions::from_mode(0o755)).unwrap();
+    let checkout = root.join("sub");
+    test_git(
+        &checkout,
+        &[
+            "config",
+            "core.fsmonitor",
+            &format!("{} fsmonitor", rig.display()),
+        ],
+    );
+    test_git(
+        &checkout,
+        &[
+            "config",
+            "filter.subf.clean",
+            &format!("{} clean", rig.display()),
+        ],
+    );
+    fs::write(checkout.join(".gitattributes"), "* filter=subf\n").unwrap();
+    // The same size, a new mtime: git must hash the file to know, through the filter.
+    fs::write(checkout.join("s.txt"), "t\n").unwrap();
+    for tool in ["git.status", "git.diff"] {
+        let env = call(adapter(&root, &[]), tool, json!({}));
+        succeeded(&env);
+        let ran: Vec<_> = fs::read_dir(&marks).unwrap().collect();
+        assert!(ran.is_empty(), "{tool} ran {ran:?}");
+    }
+}
