@@ -387,7 +387,7 @@ pub enum AdapterCommand {
         /// Author and committer of git.commit, as "Name <email>"; without it, user.name and
         /// user.email from the repository's config, else from the host's global git config
         /// (nothing else of it is read), else git.commit fails.
-        #[arg(long, value_name = "NAME <EMAIL>", value_parser = crate::adapter::git::Author::parse)]
+        #[arg(long, value_name = "AUTHOR", value_parser = crate::adapter::git::Author::parse)]
         author: Option<crate::adapter::git::Author>,
     },
     /// Call one tool on an MCP server started as SERVER_ARGV (MCP stdio transport).
