@@ -134,14 +134,13 @@ impl Author {
         let shape = "expected \"Name <email>\"";
         let (name, rest) = text.split_once('<').ok_or(shape)?;
         let email = rest.strip_suffix('>').ok_or(shape)?;
-        let name = name.trim();
-        if name.is_empty() || bad(name) || email.trim().is_empty() || bad(email) {
+        if bad(name) || bad(email) || name.trim().is_empty() || email.trim().is_empty() {
             return Err(format!(
                 "{shape}, with a name and an email without <, > or control characters"
             ));
         }
         Ok(Author {
-            name: name.to_string(),
+            name: name.trim().to_string(),
             email: email.trim().to_string(),
         })
     }
