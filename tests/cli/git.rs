@@ -182,6 +182,17 @@ fn pair(status: &str, code: &str) -> (String, String) {
     (status.to_string(), code.to_string())
 }
 
+/// A failure with this status and code whose message names no path under `host`.
+#[track_caller]
+fn refused(env: &Value, status: &str, code: &str, host: &Path, what: impl std::fmt::Display) {
+    assert_eq!(failure(env), pair(status, code), "{what}");
+    let message = env["error"]["message"].as_str().unwrap();
+    assert!(
+        !message.contains(host.to_str().unwrap()),
+        "{what}: {message}"
+    );
+}
+
 #[test]
 fn status_diff_log_add_and_commit_work_end_to_end() {
     let repo = Repo::new();
@@ -354,16 +365,7 @@ fn paths_outside_the_root_are_denied_and_nothing_is_staged() {
             "git.add",
             json!({ "paths": paths }),
         );
-        assert_eq!(
-            failure(&env),
-            pair("denied", "path_outside_root"),
-            "{paths}"
-        );
-        let message = env["error"]["message"].as_str().unwrap();
-        assert!(
-            !message.contains(repo.tmp.path().to_str().unwrap()),
-            "{message}"
-        );
+        refused(&env, "denied", "path_outside_root", repo.tmp.path(), &paths);
         let env = call(adapter(&root, &[]), "git.diff", json!({ "paths": paths }));
         assert_eq!(
             failure(&env),
@@ -485,15 +487,12 @@ fn a_root_without_its_own_repository_is_not_a_repository() {
     for root in [&plain, &sub, &by_file, &by_link, &fake] {
         for tool in ["git.status", "git.log"] {
             let env = call(adapter(root, &[]), tool, json!({}));
-            assert_eq!(
-                failure(&env),
-                pair("failed", "not_a_repository"),
-                "{root:?}"
-            );
-            let message = env["error"]["message"].as_str().unwrap();
-            assert!(
-                !message.contains(repo.tmp.path().to_str().unwrap()),
-                "{message}"
+            refused(
+                &env,
+                "failed",
+                "not_a_repository",
+                repo.tmp.path(),
+                root.display(),
             );
         }
     }
@@ -976,14 +975,13 @@ fn the_dispatcher_runs_the_adapter_from_a_bridge_and_passes_its_codes_through() 
     assert_eq!(repo.git(&["status", "--porcelain"]), "?? b.txt\n");
 }
 
-#[test]
-fn a_git_slower_than_the_budget_is_git_timeout_and_is_stopped() {
-    let repo = Repo::new();
+/// A `git` on `PATH` that is the real one, except that `status` writes its pid to the file
+/// returned and hangs.
+fn hanging_status(repo: &Repo) -> (String, PathBuf) {
     let bin = repo.tmp.path().join("slow-bin");
     fs::create_dir(&bin).unwrap();
     let pid_file = repo.tmp.path().join("slow.pid");
     let git = gits().remove(0);
-    // git itself, except that `status` hangs (after saying where it is).
     let script = format!(
         "#!/bin/sh\nif [ \"$2\" = status ]; then echo $$ > '{}'; exec sleep 60; fi\nexec '{}' \"$@\"\n",
         pid_file.display(),
@@ -991,18 +989,59 @@ fn a_git_slower_than_the_budget_is_git_timeout_and_is_stopped() {
     );
     fs::write(bin.join("git"), script).unwrap();
     fs::set_permissions(bin.join("git"), fs::Permissions::from_mode(0o755)).unwrap();
-    let cmd = adapter(&repo.root(), &[])
-        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
-        .env("WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS", "2000");
-    let env = call(cmd, "git.status", json!({}));
-    assert_eq!(failure(&env), pair("timeout", "git_timeout"));
-    assert_eq!(env["error"]["retryable"], true);
-    let pid = fs::read_to_string(&pid_file).unwrap();
+    (format!("{}:/usr/bin:/bin", bin.display()), pid_file)
+}
+
+/// The hanging git whose pid is in `pid_file` is gone.
+fn assert_stopped(pid_file: &Path) {
+    let pid = fs::read_to_string(pid_file).unwrap();
     let pid = pid.trim();
     assert!(
         !Path::new(&format!("/proc/{pid}")).exists(),
         "the hanging git ({pid}) was left running"
     );
+}
+
+#[test]
+fn a_git_slower_than_the_budget_is_git_timeout_and_is_stopped() {
+    let repo = Repo::new();
+    let (path, pid_file) = hanging_status(&repo);
+    let cmd = adapter(&repo.root(), &[])
+        .env("PATH", path)
+        .env("WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS", "2000");
+    let env = call(cmd, "git.status", json!({}));
+    assert_eq!(failure(&env), pair("timeout", "git_timeout"));
+    assert_eq!(env["error"]["retryable"], true);
+    assert_stopped(&pid_file);
+}
+
+#[test]
+fn sigterm_stops_git_and_is_interrupted() {
+    let repo = Repo::new();
+    let (path, pid_file) = hanging_status(&repo);
+    let running = adapter(&repo.root(), &[])
+        .env("PATH", path)
+        .stdin(request("git.status", json!({})))
+        .spawn();
+    let waited = std::time::Instant::now();
+    while !pid_file.exists() || fs::read_to_string(&pid_file).unwrap().trim().is_empty() {
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(60),
+            "git status never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    running.signal(rustix::process::Signal::TERM);
+    let env = running.wait().exit(0).stderr_empty().json();
+    assert_eq!(failure(&env), pair("failed", "interrupted"));
+    assert!(
+        env["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("SIGTERM"),
+        "{env}"
+    );
+    assert_stopped(&pid_file);
 }
 
 #[test]
