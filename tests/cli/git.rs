@@ -606,7 +606,7 @@ fn a_checkout_owned_by_another_user_is_served() {
 
 /// The programs of the rig: each appends its name to `marks/` and then does what git expects
 /// of it (a filter that did run would store different bytes).
-const RIG_PROGRAMS: [(&str, &str); 12] = [
+const RIG_PROGRAMS: [(&str, &str); 13] = [
     ("fsmonitor", "exit 1"),
     ("hook", "exit 0"),
     ("extdiff", "exit 0"),
@@ -619,16 +619,18 @@ const RIG_PROGRAMS: [(&str, &str); 12] = [
     ("pager", "cat"),
     ("editor", "echo edited > \"$1\""),
     ("include", "cat >/dev/null; printf 'INCLUDED\\n'"),
+    ("odd", "cat >/dev/null; printf 'ODD\\n'"),
 ];
 
 /// The files the rig commits: text with CRLF and a line a clean filter would drop, a file of
 /// the process filter, one of an included config's filter, and binary bytes.
-const RIG_FILES: [(&str, &[u8]); 5] = [
+const RIG_FILES: [(&str, &[u8]); 6] = [
     ("a.txt", b"line one\r\nsecret = 1\r\nno newline at end"),
     ("data.proc", b"process me\n"),
     ("notes.inc", b"included filter\n"),
     ("conv.tc", b"textconv me\n"),
     ("blob.bin", b"\x00\x01\x02\xff\xfe binary\n"),
+    ("weird.odd", b"a driver whose name has case, dots and =\n"),
 ];
 
 /// A checkout whose `.git/config`, `.gitattributes`, hooks and includes each try to make git
@@ -701,6 +703,7 @@ impl Rig {
              [diff \"tc\"]\n\ttextconv = {textconv}\n\
              [filter \"evil\"]\n\tclean = {clean}\n\tsmudge = {smudge}\n\trequired = true\n\
              [filter \"proc\"]\n\tprocess = {process}\n\trequired = true\n\
+             [filter \"Odd.Name=x\"]\n\tclean = {odd}\n\trequired = true\n\
              [commit]\n\tgpgSign = true\n\
              [tag]\n\tgpgSign = true\n\
              [gpg]\n\tprogram = {gpg}\n\
@@ -720,6 +723,7 @@ impl Rig {
             clean = prog("clean"),
             smudge = prog("smudge"),
             process = prog("process"),
+            odd = prog("odd"),
             gpg = prog("gpg"),
             hook = prog("hook"),
             included = tmp.join("included.config").display(),
@@ -731,7 +735,8 @@ impl Rig {
         fs::write(root.join(".git/config"), text).unwrap();
         fs::write(
             root.join(".gitattributes"),
-            "*.txt filter=evil diff=drv\n*.proc filter=proc\n*.inc filter=inc\n*.tc diff=tc\n",
+            "*.txt filter=evil diff=drv\n*.proc filter=proc\n*.inc filter=inc\n*.tc diff=tc\n\
+             *.odd filter=Odd.Name=x\n",
         )
         .unwrap();
         Rig { repo }
@@ -814,7 +819,7 @@ fn the_rig_is_live_for_plain_git() {
             .unwrap()
     };
     plain(&["status"]);
-    plain(&["add", "a.txt", "notes.inc", "conv.tc"]);
+    plain(&["add", "a.txt", "notes.inc", "conv.tc", "weird.odd"]);
     plain(&["add", "data.proc"]);
     plain(&["diff", "HEAD"]);
     plain(&["diff", "--no-ext-diff", "--cached", "--", "conv.tc"]);
@@ -829,6 +834,7 @@ fn the_rig_is_live_for_plain_git() {
         "gpg",
         "hook",
         "include",
+        "odd",
         "process",
         "textconv",
     ] {
@@ -880,7 +886,8 @@ fn a_rigged_checkout_runs_nothing_and_every_tool_still_works_with_every_git() {
                 "blob.bin",
                 "conv.tc",
                 "data.proc",
-                "notes.inc"
+                "notes.inc",
+                "weird.odd"
             ],
             "{git:?}: {out}"
         );

@@ -485,6 +485,13 @@ fn check_message(message: &str) -> Result<(), Failure> {
 fn open_root(root: Option<&Path>) -> Result<PathBuf, Failure> {
     let root = std::fs::canonicalize(root.unwrap_or(Path::new(".")))
         .map_err(|err| root_unavailable(&err))?;
+    if root.to_str().is_none() {
+        // git gets the root in environment variables, which the adapter writes as UTF-8.
+        return Err(Failure::new(
+            Code::RootUnavailable,
+            "the repository root's path is not valid UTF-8",
+        ));
+    }
     if !root.is_dir() {
         return Err(Failure::new(
             Code::RootUnavailable,
