@@ -698,7 +698,8 @@ impl Rig {
             "[core]\n\tfsmonitor = {fsmonitor}\n\thooksPath = {hooks}\n\tpager = {pager}\n\teditor = {editor}\n\
              [pager]\n\tstatus = {pager}\n\tdiff = {pager}\n\tlog = {pager}\n\
              [sequence]\n\teditor = {editor}\n\
-             [diff]\n\texternal = {extdiff}\n\
+             [diff]\n\texternal = {extdiff}\n\tnoprefix = true\n\tmnemonicPrefix = true\n\tcontext = 0\n\
+             [status]\n\tshowUntrackedFiles = no\n\
              [diff \"drv\"]\n\tcommand = {driverdiff}\n\
              [diff \"tc\"]\n\ttextconv = {textconv}\n\
              [filter \"evil\"]\n\tclean = {clean}\n\tsmudge = {smudge}\n\trequired = true\n\
@@ -897,6 +898,10 @@ fn a_rigged_checkout_runs_nothing_and_every_tool_still_works_with_every_git() {
         );
         let out = run("git.diff", json!({}));
         let diff = out["diff"].as_str().unwrap();
+        assert!(
+            diff.contains("\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1,3 @@\n-one\n"),
+            "{git:?}: {diff}"
+        );
         assert!(
             diff.contains("+line one\r\n+secret = 1\r\n+no newline at end"),
             "{git:?}: {diff}"

@@ -302,10 +302,16 @@ fn read_input(tool: Tool, input: &Value) -> Result<Call, Failure> {
     let invalid =
         |err: crate::adapter::workspace::ToolError| Failure::new(Code::InvalidInput, err.message);
     match tool {
-        Tool::Status => {
-            Input::new(input, &[]).map_err(invalid)?;
-            Ok(Call::Status)
-        }
+        Tool::Status => match input {
+            Value::Object(map) if !map.is_empty() => Err(Failure::new(
+                Code::InvalidInput,
+                "git.status takes no input fields (unknown input field(s) given); send {}",
+            )),
+            _ => {
+                Input::new(input, &[]).map_err(invalid)?;
+                Ok(Call::Status)
+            }
+        },
         Tool::Diff => {
             let fields = Input::new(input, &["staged", "path", "paths"]).map_err(invalid)?;
             let staged = fields.opt_bool("staged").map_err(invalid)?.unwrap_or(false);
@@ -533,7 +539,8 @@ fn status(git: &Git<'_>) -> Result<Value, Failure> {
     ))
 }
 
-/// `git.diff {staged?, path?|paths?}` → `{diff, bytes, truncated}`.
+/// `git.diff {staged?, path?|paths?}` → `{diff, bytes, truncated}`: git's unified diff with
+/// `a/` and `b/` prefixes (whatever `diff.noprefix` or `diff.mnemonicPrefix` say).
 fn diff(git: &Git<'_>, staged: bool, paths: &[String]) -> Result<Value, Failure> {
     let mut args = vec![
         "diff",
@@ -544,6 +551,9 @@ fn diff(git: &Git<'_>, staged: bool, paths: &[String]) -> Result<Value, Failure>
         "--submodule=short",
         "--src-prefix=a/",
         "--dst-prefix=b/",
+        // Three lines of context whatever `diff.context` says: what `git apply` and
+        // `workspace.apply_patch` expect.
+        "--unified=3",
     ];
     if staged {
         args.push("--cached");
