@@ -416,6 +416,40 @@ pub enum AdapterCommand {
         #[arg(long)]
         allow_git_dir: bool,
     },
+    /// Serve git.status, git.diff, git.log and, with --allow-commit, git.add and git.commit on
+    /// the git repository at the root (the --root, else the working directory).
+    ///
+    /// Reads one request on stdin, runs the host's git (no shell, no network, no remote
+    /// operation), prints one result on stdout. Tools (also as git_status, ...): status {} gives
+    /// {branch, head?, upstream?, ahead?, behind?, entries: [{path, index, worktree,
+    /// orig_path?}], truncated} from porcelain v2; diff {staged?, path? | paths?} gives {diff,
+    /// bytes, truncated}, at most 1 MiB; log {max?} (1 to 100, default 20) gives {commits:
+    /// [{commit, author_name, author_email, author_date, subject}], truncated}; add {paths}
+    /// gives {added}; commit {message} gives {commit}. add and commit without --allow-commit
+    /// are denied with operation_not_permitted. Paths are relative; `..`, absolute paths and
+    /// symlinks resolving outside the root are denied with path_outside_root; they reach git
+    /// as literal pathspecs. The checkout is untrusted: every git runs without hooks
+    /// (core.hooksPath=/dev/null and every configured hook disabled), fsmonitor, pager, editor,
+    /// external diff, textconv, filter drivers (each driver the repository names gets empty
+    /// clean, smudge and process commands, so files are stored byte for byte), signing, any
+    /// transport (GIT_ALLOW_PROTOCOL empty), the system and global config and the host's GIT_*
+    /// variables; git never looks above the root, and a git directory outside the root (a .git
+    /// file or link pointing elsewhere) is not_a_repository. git must be 2.32 or later.
+    #[command(after_help = crate::adapter::git::after_help())]
+    Git {
+        /// The repository's work tree; it must hold the repository (.git). The request never
+        /// chooses it.
+        #[arg(long, value_name = "DIR")]
+        root: Option<PathBuf>,
+        /// Serve git.add and git.commit (without it they are denied).
+        #[arg(long)]
+        allow_commit: bool,
+        /// Author and committer of git.commit, as "Name <email>"; without it, user.name and
+        /// user.email from the repository's config, else from the host's global git config
+        /// (nothing else of it is read), else git.commit fails.
+        #[arg(long, value_name = "AUTHOR", value_parser = crate::adapter::git::Author::parse)]
+        author: Option<crate::adapter::git::Author>,
+    },
     /// Call one tool on an MCP server started as SERVER_ARGV (MCP stdio transport).
     ///
     /// Reads one request on stdin, calls the request's tool with its input as the arguments,

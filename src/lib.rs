@@ -232,6 +232,15 @@ pub fn run(cli: Cli) -> u8 {
                 adapter::workspace::GitDir::Protected
             },
         ),
+        Some(Command::Adapter(cli::AdapterCommand::Git {
+            root,
+            allow_commit,
+            author,
+        })) => adapter::git::run(adapter::git::Options {
+            root,
+            allow_commit,
+            author,
+        }),
         Some(Command::Adapter(cli::AdapterCommand::Mcp {
             tool_map,
             confine,

@@ -17,6 +17,7 @@ mod envelopes;
 mod file_transport;
 mod fuzz_regressions;
 mod generated;
+mod git;
 mod happy;
 mod host_reach;
 mod hostile;

@@ -36,19 +36,15 @@ pub(crate) use client::{call_result, CallResult};
 pub use client::{Revision, LEGACY, MODERN};
 
 use crate::envelope::request::{Echo, Request};
-use crate::envelope::result::{Audience, ErrorBody, ResultEnvelope};
 use crate::error::{wire_table, Status};
 use crate::exec::SpawnError;
 use crate::interrupt::Interrupts;
 use crate::json::raw;
-use crate::json::{Document, JsonIssue, Kind};
-use crate::redact::Redactor;
+use crate::json::Kind;
 use crate::toolmap::ToolMap;
-use crate::validate::Issue;
-use serde_json::{json, Value};
+use serde_json::json;
 use server::{Server, Step};
-use std::io::{self, Read, Write};
-use std::rc::Rc;
+use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
 /// Every bound the adapter keeps. Each is part of the documented behaviour.
@@ -134,49 +130,20 @@ wire_table! {
 
 /// The `after_help` of `adapter mcp`: its codes, from [`Code::ALL`].
 pub fn after_help() -> String {
-    let mut s = String::from(
+    super::codes_help(
         "Protocol revisions: 2026-07-28 (stateless, probed with server/discover), then the \
          initialize handshake of 2025-11-25, 2025-06-18, 2025-03-26 and 2024-11-05.\n\n\
          Exit status: 0 whenever an envelope was printed (whatever its status), 1 when stdin \
-         could not be read or stdout written, 2 usage error.\n\nError codes (status, \
-         retryable):\n",
-    );
-    for code in Code::ALL {
-        s.push_str(&format!(
-            "  {}\n      {}, {}\n",
-            code.as_str(),
-            code.status().as_str(),
-            code.retryable()
-        ));
-    }
-    s.pop();
-    s
+         could not be read or stdout written, 2 usage error.",
+        Code::ALL
+            .into_iter()
+            .map(|c| (c.as_str(), c.status().as_str(), c.retryable())),
+    )
 }
 
 /// A failed call: a code, one human sentence, optional details.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Failure {
-    pub code: Code,
-    pub message: String,
-    pub details: Option<Value>,
-}
-
-impl Failure {
-    /// A failure without details.
-    pub fn new(code: Code, message: impl Into<String>) -> Failure {
-        Failure {
-            code,
-            message: message.into(),
-            details: None,
-        }
-    }
-
-    /// Attach `error.details`.
-    pub fn with_details(mut self, details: Value) -> Failure {
-        self.details = Some(details);
-        self
-    }
-}
+pub type Failure = super::Failure<Code>;
+super::wire_code!(Code);
 
 /// The adapter's time: when it must stop waiting for the server, and the shutdown ladder's
 /// waits, all inside the dispatcher's deadline.
@@ -269,21 +236,7 @@ pub fn respond(bytes: Vec<u8>, cx: &Context<'_>) -> String {
 /// The envelope (rendered) of a call's outcome: `output` as `succeeded`, a failure by its
 /// code's status.
 pub fn envelope(echo: Echo, outcome: Result<String, Failure>) -> String {
-    let envelope = match outcome {
-        Ok(output) => ResultEnvelope::new(echo, Status::Succeeded, Some(output.into()), None),
-        Err(failure) => ResultEnvelope::failure(
-            echo,
-            failure.code.status(),
-            ErrorBody {
-                code: failure.code.as_str().to_string(),
-                message: failure.message,
-                retryable: failure.code.retryable(),
-                details: failure.details,
-            },
-        ),
-    };
-    // The dispatcher redacts what it passes on; an empty redactor here only normalises.
-    envelope.render(&Redactor::new(), Audience::Caller)
+    super::render(echo, outcome)
 }
 
 fn serve(bytes: Vec<u8>, cx: &Context<'_>, echo: &mut Echo) -> Result<String, Failure> {
@@ -306,28 +259,11 @@ fn serve(bytes: Vec<u8>, cx: &Context<'_>, echo: &mut Echo) -> Result<String, Fa
 /// The request envelope in `bytes`; `echo` gets what can be echoed of it even when it is
 /// invalid.
 fn parse_request(bytes: Vec<u8>, echo: &mut Echo) -> Result<Request, Failure> {
-    let doc = Document::parse(bytes, limits::MAX_REQUEST_BYTES).map_err(|e| match e {
-        JsonIssue::TooLarge { .. } => Failure::new(Code::RequestTooLarge, e.to_string()),
-        _ => Failure::new(
-            Code::RequestInvalid,
-            format!(
-                "the request is not valid: {}",
-                crate::terminal::escape(&e.to_string())
-            ),
-        )
-        .with_details(json!({"issues": [Issue::from_json(&e)]})),
-    })?;
-    *echo = Echo::best_effort(Some(&doc));
-    Request::from_document(Rc::new(doc)).map_err(|issues| {
-        let first = issues
-            .first()
-            .map(|i| crate::terminal::escape(&i.message).into_owned())
-            .unwrap_or_default();
-        Failure::new(
-            Code::RequestInvalid,
-            format!("the request envelope is invalid: {first}"),
-        )
-        .with_details(json!({ "issues": issues }))
+    super::read_request(bytes, limits::MAX_REQUEST_BYTES, echo).map_err(|unread| match unread {
+        super::Unread::TooLarge(message) => Failure::new(Code::RequestTooLarge, message),
+        super::Unread::Invalid(message, details) => {
+            Failure::new(Code::RequestInvalid, message).with_details(details)
+        }
     })
 }
 
@@ -522,13 +458,10 @@ pub fn run(options: Options) -> u8 {
     let interrupts = Interrupts::install();
     let budget =
         Budget::from_timeout_ms(std::env::var(crate::plan::vars::TIMEOUT_MS).ok().as_deref());
-    let mut bytes = Vec::new();
-    // One byte over the cap is enough to know the request is too large; the rest is not read.
-    let cap = limits::MAX_REQUEST_BYTES as u64 + 1;
-    if let Err(err) = io::stdin().lock().take(cap).read_to_end(&mut bytes) {
-        eprintln!("error[stdin]: could not read the request: {err}");
-        return 1;
-    }
+    let bytes = match super::read_stdin(limits::MAX_REQUEST_BYTES) {
+        Ok(bytes) => bytes,
+        Err(status) => return status,
+    };
     let env = server_env(
         std::env::vars_os()
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),

@@ -1,0 +1,1162 @@
+//! `parent-tool-dispatch adapter git` (SPEC §15.2) with the host's real git: the tools, their
+//! refusals, and a checkout rigged with every way a repository can make git run a program —
+//! each rigged program writes a marker, and after every tool the marker folder must be empty
+//! while the tool still worked and stored the file's exact bytes. The rig runs with every git
+//! found on the machine (Debian's and a newer one under /usr/local, where both exist), and a
+//! control run of plain git on a copy of the same checkout proves that each rig is live.
+
+use super::Cmd;
+use serde_json::{json, Value};
+use std::fs;
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Every distinct git binary on this machine new enough for the adapter (2.32), found on
+/// `PATH` and in the usual places. The suite needs one: `.ci/run` installs git when missing.
+fn gits() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> =
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).collect();
+    dirs.extend(["/usr/local/bin", "/usr/bin", "/bin"].map(PathBuf::from));
+    let mut found: Vec<PathBuf> = Vec::new();
+    for dir in dirs {
+        let candidate = dir.join("git");
+        let Ok(real) = fs::canonicalize(&candidate) else {
+            continue;
+        };
+        if found
+            .iter()
+            .any(|f| fs::canonicalize(f).ok() == Some(real.clone()))
+        {
+            continue;
+        }
+        let version = Command::new(&candidate).arg("--version").output().unwrap();
+        let text = String::from_utf8_lossy(&version.stdout);
+        let numbers: Vec<u32> = text
+            .trim()
+            .trim_start_matches("git version ")
+            .split('.')
+            .take(2)
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        if numbers.len() == 2 && (numbers[0], numbers[1]) >= (2, 32) {
+            found.push(candidate);
+        }
+    }
+    assert!(!found.is_empty(), "no git 2.32 or later on this machine");
+    eprintln!("the rig runs with {found:?}");
+    found
+}
+
+/// A folder with only `git` in it (a link to `git`), for the adapter's `PATH`.
+fn path_with(tmp: &Path, git: &Path) -> String {
+    let dir = tmp.join(format!(
+        "bin-{}",
+        git.display().to_string().replace('/', "_")
+    ));
+    fs::create_dir_all(&dir).unwrap();
+    let link = dir.join("git");
+    if !link.exists() {
+        symlink(git, &link).unwrap();
+    }
+    format!("{}:/usr/bin:/bin", dir.display())
+}
+
+/// Plain git for the tests' own set-up and checks, hardened so that the set-up itself runs
+/// nothing of the rig (fails the test on a non-zero exit).
+fn test_git(root: &Path, args: &[&str]) -> Vec<u8> {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "core.fsmonitor=false",
+        ])
+        .args(args)
+        .current_dir(root)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "Set Up")
+        .env("GIT_AUTHOR_EMAIL", "setup@example.org")
+        .env("GIT_COMMITTER_NAME", "Set Up")
+        .env("GIT_COMMITTER_EMAIL", "setup@example.org")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// A repository at `tmp/root` with one commit of `a.txt`.
+struct Repo {
+    tmp: tempfile::TempDir,
+}
+
+impl Repo {
+    fn new() -> Repo {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        fs::create_dir_all(&root).unwrap();
+        test_git(&root, &["init", "-q", "-b", "main"]);
+        fs::write(root.join("a.txt"), "one\n").unwrap();
+        test_git(&root, &["add", "a.txt"]);
+        test_git(&root, &["commit", "-q", "-m", "first"]);
+        Repo { tmp }
+    }
+
+    fn root(&self) -> PathBuf {
+        self.tmp.path().join("root")
+    }
+
+    fn write(&self, rel: &str, bytes: &[u8]) {
+        let path = self.root().join(rel);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, bytes).unwrap();
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        String::from_utf8(test_git(&self.root(), args)).unwrap()
+    }
+
+    fn head(&self) -> String {
+        self.git(&["rev-parse", "HEAD"]).trim().to_string()
+    }
+}
+
+fn request(tool: &str, input: Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "schema": "wp-codebox/parent-tool-request/v1",
+        "version": 1,
+        "request_id": "ptr_git_1",
+        "tool": tool,
+        "operation": "call",
+        "input": input,
+        "sandbox_session": {"sandbox_session_id": "sandbox_1"},
+        "authorization": {"allowed_tools": [tool]},
+        "metadata": {}
+    }))
+    .unwrap()
+}
+
+/// The adapter on `root` with `flags`, run with a `PATH` and nothing else of the test's
+/// environment that git reads: exit 0, nothing on stderr, one envelope.
+fn adapter(root: &Path, flags: &[&str]) -> Cmd {
+    Cmd::new(["adapter", "git", "--root"])
+        .arg(root)
+        .args(flags)
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env_remove("HOME")
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+}
+
+fn call(cmd: Cmd, tool: &str, input: Value) -> Value {
+    cmd.stdin(request(tool, input))
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .json()
+}
+
+fn succeeded(env: &Value) -> &Value {
+    assert_eq!(env["status"], "succeeded", "{env}");
+    &env["output"]
+}
+
+/// `(status, code)` of a failure, which carries no output.
+fn failure(env: &Value) -> (String, String) {
+    assert!(env.get("output").is_none(), "{env}");
+    (
+        env["status"].as_str().unwrap().to_string(),
+        env["error"]["code"].as_str().unwrap().to_string(),
+    )
+}
+
+fn pair(status: &str, code: &str) -> (String, String) {
+    (status.to_string(), code.to_string())
+}
+
+/// A failure with this status and code whose message names no path under `host`.
+#[track_caller]
+fn refused(env: &Value, status: &str, code: &str, host: &Path, what: impl std::fmt::Display) {
+    assert_eq!(failure(env), pair(status, code), "{what}");
+    let message = env["error"]["message"].as_str().unwrap();
+    assert!(
+        !message.contains(host.to_str().unwrap()),
+        "{what}: {message}"
+    );
+}
+
+#[test]
+fn status_diff_log_add_and_commit_work_end_to_end() {
+    let repo = Repo::new();
+    let root = repo.root();
+    repo.write("a.txt", b"one\ntwo\n");
+    repo.write("new file.txt", b"new\n");
+    let out = call(adapter(&root, &[]), "git.status", json!({}));
+    let out = succeeded(&out);
+    assert_eq!(out["branch"], "main");
+    assert_eq!(out["head"], repo.head());
+    assert_eq!(
+        out["entries"],
+        json!([
+            {"path": "a.txt", "index": ".", "worktree": "M"},
+            {"path": "new file.txt", "index": "?", "worktree": "?"}
+        ])
+    );
+    assert_eq!(out["truncated"], false);
+
+    let out = call(adapter(&root, &[]), "git.diff", json!({}));
+    let out = succeeded(&out);
+    let diff = out["diff"].as_str().unwrap();
+    assert!(diff.starts_with("diff --git a/a.txt b/a.txt\n"), "{diff}");
+    assert!(diff.contains("\n+two\n"), "{diff}");
+    assert_eq!(out["bytes"], diff.len());
+    assert_eq!(out["truncated"], false);
+
+    let env = call(
+        adapter(&root, &["--allow-commit"]),
+        "git_add",
+        json!({"paths": ["./a.txt", "new file.txt"]}),
+    );
+    assert_eq!(succeeded(&env)["added"], json!(["a.txt", "new file.txt"]));
+    assert_eq!(env["tool"], "git_add");
+    let out = call(
+        adapter(&root, &[]),
+        "git.diff",
+        json!({"staged": true, "path": "new file.txt"}),
+    );
+    let diff = succeeded(&out)["diff"].as_str().unwrap().to_string();
+    assert!(
+        diff.contains("+++ b/new file.txt\t\n@@ -0,0 +1 @@\n+new\n"),
+        "{diff}"
+    );
+    assert!(!diff.contains("a.txt"), "{diff}");
+
+    let env = call(
+        adapter(
+            &root,
+            &["--allow-commit", "--author", "Ann Agent <ann@example.org>"],
+        ),
+        "git.commit",
+        json!({"message": "\nSecond commit\n\n# kept, not a comment\n\n"}),
+    );
+    let commit = succeeded(&env)["commit"].as_str().unwrap().to_string();
+    assert_eq!(commit, repo.head());
+    assert_eq!(
+        repo.git(&["log", "-1", "--format=%an <%ae>|%cn <%ce>|%B"]),
+        "Ann Agent <ann@example.org>|Ann Agent <ann@example.org>|Second commit\n\n# kept, not a comment\n\n"
+    );
+
+    let out = call(adapter(&root, &[]), "git.log", json!({"max": 5}));
+    let commits = succeeded(&out)["commits"].as_array().unwrap().clone();
+    assert_eq!(commits.len(), 2);
+    assert_eq!(commits[0]["commit"], commit);
+    assert_eq!(commits[0]["subject"], "Second commit");
+    assert_eq!(commits[0]["author_name"], "Ann Agent");
+    assert_eq!(commits[0]["author_email"], "ann@example.org");
+    assert!(commits[0]["author_date"].as_str().unwrap().contains('T'));
+    assert_eq!(commits[1]["subject"], "first");
+    let out = call(adapter(&root, &[]), "git.log", json!({"max": 1}));
+    assert_eq!(succeeded(&out)["commits"].as_array().unwrap().len(), 1);
+    // Nothing left to commit: git's own reason.
+    let env = call(
+        adapter(&root, &["--allow-commit", "--author", "A <a@example.org>"]),
+        "git.commit",
+        json!({"message": "empty"}),
+    );
+    assert_eq!(failure(&env), pair("failed", "git_failed"));
+    let message = env["error"]["message"].as_str().unwrap();
+    assert!(message.contains("nothing to commit"), "{message}");
+}
+
+#[test]
+fn an_unborn_branch_and_a_detached_head_are_told_apart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    fs::create_dir_all(&root).unwrap();
+    test_git(&root, &["init", "-q", "-b", "trunk"]);
+    let out = call(adapter(&root, &[]), "git.status", json!({}));
+    assert_eq!(
+        succeeded(&out),
+        &json!({"branch": "trunk", "entries": [], "truncated": false})
+    );
+    let out = call(adapter(&root, &[]), "git.log", json!({}));
+    assert_eq!(succeeded(&out), &json!({"commits": [], "truncated": false}));
+    let repo = Repo::new();
+    let head = repo.head();
+    repo.git(&["checkout", "-q", "--detach"]);
+    let out = call(adapter(&repo.root(), &[]), "git.status", json!({}));
+    assert_eq!(succeeded(&out)["branch"], Value::Null);
+    assert_eq!(succeeded(&out)["head"], head);
+}
+
+#[test]
+fn a_large_diff_is_cut_and_says_so() {
+    let repo = Repo::new();
+    // 2 MiB of changes, with multi-byte characters so that the cut must find a boundary.
+    let line = "é".repeat(99) + "\n";
+    repo.write(
+        "a.txt",
+        line.repeat(2 * 1024 * 1024 / line.len()).as_bytes(),
+    );
+    let out = call(adapter(&repo.root(), &[]), "git.diff", json!({}));
+    let out = succeeded(&out);
+    assert_eq!(out["truncated"], true);
+    let diff = out["diff"].as_str().unwrap();
+    assert!(
+        diff.len() <= 1 << 20 && diff.len() > (1 << 20) - 4,
+        "{}",
+        diff.len()
+    );
+    assert_eq!(out["bytes"], diff.len());
+    assert!(!diff.contains('\u{fffd}'));
+}
+
+#[test]
+fn writing_tools_need_allow_commit_and_change_nothing_without_it() {
+    let repo = Repo::new();
+    repo.write("b.txt", b"b\n");
+    let head = repo.head();
+    for (tool, input) in [
+        ("git.add", json!({"paths": ["b.txt"]})),
+        ("git_commit", json!({"message": "x"})),
+        // Refused before the input is even looked at.
+        ("git.add", json!({"bogus": 1})),
+    ] {
+        let env = call(adapter(&repo.root(), &[]), tool, input);
+        assert_eq!(
+            failure(&env),
+            pair("denied", "operation_not_permitted"),
+            "{tool}"
+        );
+        assert!(env["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--allow-commit"));
+    }
+    assert_eq!(repo.head(), head);
+    assert_eq!(repo.git(&["status", "--porcelain"]), "?? b.txt\n");
+}
+
+#[test]
+fn paths_outside_the_root_are_denied_and_nothing_is_staged() {
+    let repo = Repo::new();
+    let root = repo.root();
+    fs::write(repo.tmp.path().join("outside.txt"), "secret\n").unwrap();
+    symlink("../outside.txt", root.join("out-link")).unwrap();
+    symlink("/etc/passwd", root.join("abs-link")).unwrap();
+    for paths in [
+        json!(["../outside.txt"]),
+        json!(["a.txt", "sub/../../outside.txt"]),
+        json!(["/etc/passwd"]),
+        json!([root.join("a.txt")]),
+        json!(["out-link"]),
+        json!(["abs-link"]),
+    ] {
+        let env = call(
+            adapter(&root, &["--allow-commit"]),
+            "git.add",
+            json!({ "paths": paths }),
+        );
+        refused(&env, "denied", "path_outside_root", repo.tmp.path(), &paths);
+        let env = call(adapter(&root, &[]), "git.diff", json!({ "paths": paths }));
+        assert_eq!(
+            failure(&env),
+            pair("denied", "path_outside_root"),
+            "{paths}"
+        );
+    }
+    assert_eq!(
+        repo.git(&["status", "--porcelain"]),
+        "?? abs-link\n?? out-link\n"
+    );
+}
+
+#[test]
+fn bad_input_is_invalid_input_and_changes_nothing() {
+    let repo = Repo::new();
+    repo.write("a.txt", b"changed\n");
+    repo.git(&["add", "a.txt"]);
+    let head = repo.head();
+    let cases = [
+        ("git.commit", json!({"message": "a\u{0}b"}), "NUL"),
+        ("git.commit", json!({"message": " \n\t "}), "whitespace"),
+        ("git.commit", json!({"message": ""}), "whitespace"),
+        ("git.commit", json!({}), "input.message is required"),
+        ("git.commit", json!({"message": 3}), "must be a string"),
+        ("git.add", json!({"paths": []}), "at least one"),
+        ("git.add", json!({"paths": "a.txt"}), "array of strings"),
+        ("git.add", json!({"paths": [1]}), "input.paths[0]"),
+        ("git.add", json!({"paths": [""]}), "empty"),
+        ("git.add", json!({"paths": ["a\u{0}b"]}), "NUL"),
+        ("git.add", json!({}), "input.paths is required"),
+        (
+            "git.diff",
+            json!({"path": "a.txt", "paths": ["a.txt"]}),
+            "not both",
+        ),
+        ("git.diff", json!({"staged": "yes"}), "boolean"),
+        ("git.log", json!({"max": 0}), "between 1 and 100"),
+        ("git.log", json!({"max": 101}), "between 1 and 100"),
+        ("git.log", json!({"max": -1}), "non-negative integer"),
+        (
+            "git.status",
+            json!({"path": "a.txt"}),
+            "unknown input field",
+        ),
+        ("git.status", json!([]), "must be an object"),
+    ];
+    for (tool, input, says) in cases {
+        let env = call(
+            adapter(&repo.root(), &["--allow-commit"]),
+            tool,
+            input.clone(),
+        );
+        assert_eq!(
+            failure(&env),
+            pair("failed", "invalid_input"),
+            "{tool} {input}"
+        );
+        let message = env["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{tool} {input}: {message}");
+    }
+    assert_eq!(repo.head(), head);
+    assert_eq!(repo.git(&["status", "--porcelain"]), "M  a.txt\n");
+}
+
+#[test]
+fn unknown_tools_operations_and_malformed_requests_get_their_codes() {
+    let repo = Repo::new();
+    let env = call(adapter(&repo.root(), &[]), "git.push", json!({}));
+    assert_eq!(failure(&env), pair("failed", "unknown_tool"));
+    let mut req: Value = serde_json::from_slice(&request("git.status", json!({}))).unwrap();
+    req["operation"] = json!("write");
+    let env = adapter(&repo.root(), &[])
+        .stdin(serde_json::to_vec(&req).unwrap())
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .json();
+    assert_eq!(failure(&env), pair("failed", "unknown_operation"));
+    req["operation"] = json!("status");
+    let env = adapter(&repo.root(), &[])
+        .stdin(serde_json::to_vec(&req).unwrap())
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .json();
+    assert_eq!(env["status"], "succeeded");
+    let env = adapter(&repo.root(), &[])
+        .stdin("{\"tool\":")
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .json();
+    assert_eq!(failure(&env), pair("failed", "request_invalid"));
+}
+
+#[test]
+fn a_root_without_its_own_repository_is_not_a_repository() {
+    let repo = Repo::new();
+    // A plain folder; a folder inside a repository (git must not look above the root).
+    let plain = repo.tmp.path().join("plain");
+    fs::create_dir(&plain).unwrap();
+    let sub = repo.root().join("sub");
+    fs::create_dir(&sub).unwrap();
+    // A .git file and a .git link that point at the repository beside the root.
+    let by_file = repo.tmp.path().join("by-file");
+    fs::create_dir(&by_file).unwrap();
+    fs::write(
+        by_file.join(".git"),
+        format!("gitdir: {}\n", repo.root().join(".git").display()),
+    )
+    .unwrap();
+    let by_link = repo.tmp.path().join("by-link");
+    fs::create_dir(&by_link).unwrap();
+    symlink(repo.root().join(".git"), by_link.join(".git")).unwrap();
+    // A .git that is not a repository at all.
+    let fake = repo.tmp.path().join("fake");
+    fs::create_dir_all(fake.join(".git")).unwrap();
+    for root in [&plain, &sub, &by_file, &by_link, &fake] {
+        for tool in ["git.status", "git.log"] {
+            let env = call(adapter(root, &[]), tool, json!({}));
+            refused(
+                &env,
+                "failed",
+                "not_a_repository",
+                repo.tmp.path(),
+                root.display(),
+            );
+        }
+    }
+    let env = call(
+        adapter(&repo.tmp.path().join("gone"), &[]),
+        "git.status",
+        json!({}),
+    );
+    assert_eq!(failure(&env), pair("unavailable", "root_unavailable"));
+}
+
+#[test]
+fn a_missing_or_old_git_is_git_unavailable() {
+    let repo = Repo::new();
+    let empty = repo.tmp.path().join("empty-bin");
+    fs::create_dir(&empty).unwrap();
+    let old = repo.tmp.path().join("old-bin");
+    fs::create_dir(&old).unwrap();
+    let fake = old.join("git");
+    fs::write(&fake, "#!/bin/sh\necho 'git version 2.20.1'\n").unwrap();
+    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+    for (path, says) in [(&empty, "not found"), (&old, "2.20 is too old")] {
+        let cmd = adapter(&repo.root(), &[]).env("PATH", path);
+        let env = call(cmd, "git.status", json!({}));
+        assert_eq!(failure(&env), pair("unavailable", "git_unavailable"));
+        let message = env["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{message}");
+    }
+}
+
+#[test]
+fn git_failing_is_git_failed_with_its_stderr_without_host_paths() {
+    let repo = Repo::new();
+    // A lock another git left behind: git names the lock by its absolute path.
+    fs::write(repo.root().join(".git/index.lock"), "").unwrap();
+    repo.write("b.txt", b"b\n");
+    let env = call(
+        adapter(&repo.root(), &["--allow-commit"]),
+        "git.add",
+        json!({"paths": ["b.txt"]}),
+    );
+    assert_eq!(failure(&env), pair("failed", "git_failed"));
+    let text = env["error"].to_string();
+    assert!(text.contains("index.lock"), "{text}");
+    assert!(!text.contains(repo.tmp.path().to_str().unwrap()), "{text}");
+    assert_eq!(env["error"]["details"]["exit_status"], 128);
+}
+
+#[test]
+fn without_author_the_repository_then_the_host_config_names_the_committer_and_else_git_refuses() {
+    let repo = Repo::new();
+    let home = repo.tmp.path().join("home");
+    fs::create_dir(&home).unwrap();
+    fs::write(
+        home.join(".gitconfig"),
+        "[user]\n\tname = Host Person\n\temail = host@example.org\n",
+    )
+    .unwrap();
+    let commit = |message: &str, home: Option<&Path>| {
+        repo.write("a.txt", message.as_bytes());
+        repo.git(&["add", "a.txt"]);
+        let mut cmd = adapter(&repo.root(), &["--allow-commit"]);
+        if let Some(home) = home {
+            cmd = cmd.env("HOME", home);
+        }
+        call(cmd, "git.commit", json!({ "message": message }))
+    };
+    // No identity anywhere: git's own refusal, nothing invented from the host name.
+    let env = commit("nobody", None);
+    assert_eq!(failure(&env), pair("failed", "git_failed"));
+    let env = commit("host", Some(&home));
+    succeeded(&env);
+    assert_eq!(
+        repo.git(&["log", "-1", "--format=%an <%ae> %cn"]),
+        "Host Person <host@example.org> Host Person\n"
+    );
+    repo.git(&["config", "user.name", "Repo Person"]);
+    repo.git(&["config", "user.email", "repo@example.org"]);
+    let env = commit("repo", Some(&home));
+    succeeded(&env);
+    assert_eq!(
+        repo.git(&["log", "-1", "--format=%an <%ae>"]),
+        "Repo Person <repo@example.org>\n"
+    );
+}
+
+#[test]
+fn a_bad_author_flag_is_a_usage_error() {
+    Cmd::new(["adapter", "git", "--author", "no email here"])
+        .run()
+        .exit(2)
+        .stdout_empty()
+        .stderr_contains("Name <email>");
+}
+
+#[test]
+fn a_checkout_owned_by_another_user_is_served() {
+    let repo = Repo::new();
+    repo.write("b.txt", b"b\n");
+    let chown = Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(repo.root())
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let out = call(adapter(&repo.root(), &[]), "git.status", json!({}));
+    assert_eq!(succeeded(&out)["entries"][0]["path"], "b.txt");
+}
+
+// ---- the rigged checkout ---------------------------------------------------------------------
+
+/// The programs of the rig: each appends its name to `marks/` and then does what git expects
+/// of it (a filter that did run would store different bytes).
+const RIG_PROGRAMS: [(&str, &str); 13] = [
+    ("fsmonitor", "exit 1"),
+    ("hook", "exit 0"),
+    ("extdiff", "exit 0"),
+    ("driverdiff", "exit 0"),
+    ("textconv", "printf 'TEXTCONV\\n'"),
+    ("clean", "cat >/dev/null; printf 'CLEANED\\n'"),
+    ("smudge", "cat"),
+    ("process", "exit 1"),
+    ("gpg", "exit 1"),
+    ("pager", "cat"),
+    ("editor", "echo edited > \"$1\""),
+    ("include", "cat >/dev/null; printf 'INCLUDED\\n'"),
+    ("odd", "cat >/dev/null; printf 'ODD\\n'"),
+];
+
+/// The files the rig commits: text with CRLF and a line a clean filter would drop, a file of
+/// the process filter, one of an included config's filter, and binary bytes.
+const RIG_FILES: [(&str, &[u8]); 6] = [
+    ("a.txt", b"line one\r\nsecret = 1\r\nno newline at end"),
+    ("data.proc", b"process me\n"),
+    ("notes.inc", b"included filter\n"),
+    ("conv.tc", b"textconv me\n"),
+    ("blob.bin", b"\x00\x01\x02\xff\xfe binary\n"),
+    ("weird.odd", b"a driver whose name has case, dots and =\n"),
+];
+
+/// A checkout whose `.git/config`, `.gitattributes`, hooks and includes each try to make git
+/// run a program; `marks()` lists which ran.
+struct Rig {
+    repo: Repo,
+}
+
+impl Rig {
+    fn new() -> Rig {
+        let repo = Repo::new();
+        let tmp = repo.tmp.path().to_path_buf();
+        let bin = tmp.join("rig-bin");
+        fs::create_dir_all(tmp.join("marks")).unwrap();
+        fs::create_dir_all(&bin).unwrap();
+        for (name, then) in RIG_PROGRAMS {
+            let script = bin.join(name);
+            fs::write(
+                &script,
+                format!(
+                    "#!/bin/sh\necho \"$0 $*\" >> '{}/marks/{name}'\n{then}\n",
+                    tmp.display()
+                ),
+            )
+            .unwrap();
+            fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let prog = |name: &str| bin.join(name).display().to_string();
+        // Hooks, in the hooks folder git uses by default and in a core.hooksPath one.
+        let hooks_path = tmp.join("rig-hooks");
+        fs::create_dir_all(&hooks_path).unwrap();
+        let root = repo.root();
+        for dir in [root.join(".git/hooks"), hooks_path.clone()] {
+            for hook in [
+                "pre-commit",
+                "prepare-commit-msg",
+                "commit-msg",
+                "post-commit",
+                "post-index-change",
+                "reference-transaction",
+                "pre-auto-gc",
+            ] {
+                symlink(bin.join("hook"), dir.join(hook)).unwrap();
+            }
+        }
+        // An included config and a conditionally included one, each with its own filter.
+        fs::write(
+            tmp.join("included.config"),
+            format!(
+                "[filter \"inc\"]\n\tclean = {}\n\trequired = true\n",
+                prog("include")
+            ),
+        )
+        .unwrap();
+        fs::write(
+            tmp.join("conditional.config"),
+            format!(
+                "[core]\n\tfsmonitor = {}\n\thooksPath = {}\n",
+                prog("fsmonitor"),
+                hooks_path.display()
+            ),
+        )
+        .unwrap();
+        let config = format!(
+            "[core]\n\tfsmonitor = {fsmonitor}\n\thooksPath = {hooks}\n\tpager = {pager}\n\teditor = {editor}\n\
+             [pager]\n\tstatus = {pager}\n\tdiff = {pager}\n\tlog = {pager}\n\
+             [sequence]\n\teditor = {editor}\n\
+             [diff]\n\texternal = {extdiff}\n\tnoprefix = true\n\tmnemonicPrefix = true\n\tcontext = 0\n\
+             [status]\n\tshowUntrackedFiles = no\n\
+             [diff \"drv\"]\n\tcommand = {driverdiff}\n\
+             [diff \"tc\"]\n\ttextconv = {textconv}\n\
+             [filter \"evil\"]\n\tclean = {clean}\n\tsmudge = {smudge}\n\trequired = true\n\
+             [filter \"proc\"]\n\tprocess = {process}\n\trequired = true\n\
+             [filter \"Odd.Name=x\"]\n\tclean = {odd}\n\trequired = true\n\
+             [commit]\n\tgpgSign = true\n\
+             [tag]\n\tgpgSign = true\n\
+             [gpg]\n\tprogram = {gpg}\n\
+             [gpg \"ssh\"]\n\tprogram = {gpg}\n\
+             [log]\n\tshowSignature = true\n\
+             [gc]\n\tauto = 1\n\
+             [hook \"configured\"]\n\tevent = pre-commit\n\tevent = post-commit\n\tcommand = {hook}\n\
+             [include]\n\tpath = {included}\n\
+             [includeIf \"gitdir:{root}/\"]\n\tpath = {conditional}\n",
+            fsmonitor = prog("fsmonitor"),
+            hooks = hooks_path.display(),
+            pager = prog("pager"),
+            editor = prog("editor"),
+            extdiff = prog("extdiff"),
+            driverdiff = prog("driverdiff"),
+            textconv = prog("textconv"),
+            clean = prog("clean"),
+            smudge = prog("smudge"),
+            process = prog("process"),
+            odd = prog("odd"),
+            gpg = prog("gpg"),
+            hook = prog("hook"),
+            included = tmp.join("included.config").display(),
+            conditional = tmp.join("conditional.config").display(),
+            root = fs::canonicalize(&root).unwrap().display(),
+        );
+        let mut text = fs::read_to_string(root.join(".git/config")).unwrap();
+        text.push_str(&config);
+        fs::write(root.join(".git/config"), text).unwrap();
+        fs::write(
+            root.join(".gitattributes"),
+            "*.txt filter=evil diff=drv\n*.proc filter=proc\n*.inc filter=inc\n*.tc diff=tc\n\
+             *.odd filter=Odd.Name=x\n",
+        )
+        .unwrap();
+        Rig { repo }
+    }
+
+    /// The markers written so far, by program name.
+    fn marks(&self) -> Vec<String> {
+        let mut marks: Vec<String> = fs::read_dir(self.repo.tmp.path().join("marks"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        marks.sort();
+        marks
+    }
+
+    /// The host's environment as hostile as it gets: every variable git would read to run
+    /// something, find another repository or read another configuration.
+    fn hostile_env(&self, cmd: Cmd) -> Cmd {
+        let tmp = self.repo.tmp.path();
+        let bin = tmp.join("rig-bin");
+        let home = tmp.join("home");
+        fs::create_dir_all(home.join(".config/git")).unwrap();
+        let global = format!(
+            "[core]\n\tfsmonitor = {}\n[diff]\n\texternal = {}\n",
+            bin.join("fsmonitor").display(),
+            bin.join("extdiff").display()
+        );
+        fs::write(home.join(".gitconfig"), &global).unwrap();
+        fs::write(home.join(".config/git/config"), &global).unwrap();
+        fs::write(home.join(".config/git/attributes"), "* filter=evil\n").unwrap();
+        let other = tmp.join("other");
+        cmd.env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .env("GIT_DIR", other.join(".git"))
+            .env("GIT_WORK_TREE", &other)
+            .env("GIT_CEILING_DIRECTORIES", "/")
+            .env("GIT_EXTERNAL_DIFF", bin.join("extdiff"))
+            .env("GIT_PAGER", bin.join("pager"))
+            .env("PAGER", bin.join("pager"))
+            .env("GIT_EDITOR", bin.join("editor"))
+            .env("EDITOR", bin.join("editor"))
+            .env("GIT_SEQUENCE_EDITOR", bin.join("editor"))
+            .env(
+                "GIT_CONFIG_PARAMETERS",
+                format!("'core.fsmonitor'='{}'", bin.join("fsmonitor").display()),
+            )
+            .env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", "core.pager")
+            .env("GIT_CONFIG_VALUE_0", bin.join("pager"))
+            .env("GIT_CONFIG_SYSTEM", home.join(".gitconfig"))
+            .env("GIT_CONFIG_GLOBAL", home.join(".gitconfig"))
+            .env("GIT_EXEC_PATH", &bin)
+            .env("GIT_ALLOW_PROTOCOL", "file:ext")
+            .env("GIT_SSH_COMMAND", bin.join("hook"))
+    }
+}
+
+#[test]
+fn the_rig_is_live_for_plain_git() {
+    // The control: plain git on a copy of the rigged checkout runs each rigged program, so the
+    // empty marker folder of the next test means the adapter neutralised them.
+    let rig = Rig::new();
+    let root = rig.repo.root();
+    for (name, bytes) in RIG_FILES {
+        rig.repo.write(name, bytes);
+    }
+    let plain = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(&root)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "P")
+            .env("GIT_AUTHOR_EMAIL", "p@example.org")
+            .env("GIT_COMMITTER_NAME", "P")
+            .env("GIT_COMMITTER_EMAIL", "p@example.org")
+            .output()
+            .unwrap()
+    };
+    plain(&["status"]);
+    plain(&["add", "a.txt", "notes.inc", "conv.tc", "weird.odd"]);
+    plain(&["add", "data.proc"]);
+    plain(&["diff", "HEAD"]);
+    plain(&["diff", "--no-ext-diff", "--cached", "--", "conv.tc"]);
+    plain(&["commit", "-m", "signed"]);
+    plain(&["commit", "--allow-empty", "--no-gpg-sign"]);
+    let marks = rig.marks();
+    for expected in [
+        "clean",
+        "driverdiff",
+        "editor",
+        "fsmonitor",
+        "gpg",
+        "hook",
+        "include",
+        "odd",
+        "process",
+        "textconv",
+    ] {
+        assert!(
+            marks.iter().any(|m| m == expected),
+            "plain git did not run {expected}: {marks:?}"
+        );
+    }
+}
+
+#[test]
+fn a_rigged_checkout_runs_nothing_and_every_tool_still_works_with_every_git() {
+    for git in gits() {
+        let rig = Rig::new();
+        let root = rig.repo.root();
+        let path = path_with(rig.repo.tmp.path(), &git);
+        let run = |tool: &str, input: Value| {
+            let cmd = rig.hostile_env(adapter(
+                &root,
+                &["--allow-commit", "--author", "Rig Test <rig@example.org>"],
+            ));
+            let env = call(cmd.env("PATH", &path), tool, input.clone());
+            assert_eq!(env["status"], "succeeded", "{git:?} {tool} {input}: {env}");
+            assert_eq!(
+                rig.marks(),
+                Vec::<String>::new(),
+                "{git:?} {tool} {input} ran a rigged program"
+            );
+            env["output"].clone()
+        };
+        for (name, bytes) in RIG_FILES {
+            rig.repo.write(name, bytes);
+        }
+        rig.repo.write("a.txt", RIG_FILES[0].1);
+        let out = run("git.status", json!({}));
+        let paths: Vec<&str> = out["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["path"].as_str().unwrap())
+            .collect();
+        let mut sorted = paths.clone();
+        sorted.sort();
+        assert_eq!(
+            sorted,
+            [
+                ".gitattributes",
+                "a.txt",
+                "blob.bin",
+                "conv.tc",
+                "data.proc",
+                "notes.inc",
+                "weird.odd"
+            ],
+            "{git:?}: {out}"
+        );
+        assert_eq!(
+            out["entries"][0],
+            json!({"path": "a.txt", "index": ".", "worktree": "M"})
+        );
+        let out = run("git.diff", json!({}));
+        let diff = out["diff"].as_str().unwrap();
+        assert!(
+            diff.contains("\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1,3 @@\n-one\n"),
+            "{git:?}: {diff}"
+        );
+        assert!(
+            diff.contains("+line one\r\n+secret = 1\r\n+no newline at end"),
+            "{git:?}: {diff}"
+        );
+        let all: Vec<&str> = RIG_FILES
+            .iter()
+            .map(|(n, _)| *n)
+            .chain([".gitattributes"])
+            .collect();
+        run("git.add", json!({ "paths": all }));
+        let out = run(
+            "git.diff",
+            json!({"staged": true, "paths": ["conv.tc", "a.txt"]}),
+        );
+        let diff = out["diff"].as_str().unwrap();
+        assert!(
+            diff.contains("+textconv me\n") && !diff.contains("TEXTCONV"),
+            "{git:?}: {diff}"
+        );
+        assert!(diff.contains("+secret = 1\r\n"), "{git:?}: {diff}");
+        let out = run("git.commit", json!({"message": "rigged"}));
+        let commit = out["commit"].as_str().unwrap().to_string();
+        let out = run("git.log", json!({"max": 2}));
+        assert_eq!(out["commits"][0]["commit"], commit);
+        assert_eq!(out["commits"][0]["subject"], "rigged");
+        run("git.status", json!({}));
+        // Exactly the bytes of each file, in the index and in the commit.
+        for (name, bytes) in RIG_FILES {
+            for object in [format!(":{name}"), format!("{commit}:{name}")] {
+                let blob = test_git(&root, &["cat-file", "blob", &object]);
+                assert_eq!(blob, bytes, "{git:?} {object}");
+            }
+        }
+        // Unsigned, and on the branch the repository had (not the host's GIT_DIR).
+        let raw = rig.repo.git(&["cat-file", "commit", &commit]);
+        assert!(!raw.contains("gpgsig"), "{raw}");
+        assert_eq!(rig.repo.head(), commit);
+        assert!(!rig.repo.tmp.path().join("other").exists());
+    }
+}
+
+#[test]
+fn the_dispatcher_runs_the_adapter_from_a_bridge_and_passes_its_codes_through() {
+    let repo = Repo::new();
+    repo.write("b.txt", b"b\n");
+    let root = repo.root().display().to_string();
+    let bridge = |flags: &[&str]| {
+        let mut argv = vec![
+            super::bin().display().to_string(),
+            "adapter".into(),
+            "git".into(),
+            "--root".into(),
+            root.clone(),
+        ];
+        argv.extend(flags.iter().map(|f| f.to_string()));
+        move |b: &mut Value| {
+            b["allowed_tools"] = json!(["git.status", "git.add"]);
+            b["dispatcher"]["command"] = json!({ "argv": argv });
+        }
+    };
+    let request = |tool: &str, input: Value| {
+        let tool = tool.to_string();
+        move |r: &mut Value| {
+            r["tool"] = json!(tool);
+            r["input"] = input;
+            r["authorization"]["allowed_tools"] = json!([tool]);
+        }
+    };
+    let run = super::Dispatch::adapter(&[])
+        .bridge(bridge(&[]))
+        .request(request("git.status", json!({})))
+        .run();
+    run.expect("succeeded", None, 0);
+    assert_eq!(
+        run.envelope["output"]["entries"],
+        json!([{"path": "b.txt", "index": "?", "worktree": "?"}])
+    );
+    let run = super::Dispatch::adapter(&[])
+        .bridge(bridge(&[]))
+        .request(request("git.add", json!({"paths": ["b.txt"]})))
+        .run();
+    run.expect("denied", Some("operation_not_permitted"), 77);
+    assert_eq!(repo.git(&["status", "--porcelain"]), "?? b.txt\n");
+}
+
+/// A `git` on `PATH` that is the real one, except that `status` writes its pid to the file
+/// returned and hangs.
+fn hanging_status(repo: &Repo) -> (String, PathBuf) {
+    let bin = repo.tmp.path().join("slow-bin");
+    fs::create_dir(&bin).unwrap();
+    let pid_file = repo.tmp.path().join("slow.pid");
+    let git = gits().remove(0);
+    let script = format!(
+        "#!/bin/sh\nif [ \"$2\" = status ]; then echo $$ > '{}'; exec sleep 60; fi\nexec '{}' \"$@\"\n",
+        pid_file.display(),
+        git.display()
+    );
+    fs::write(bin.join("git"), script).unwrap();
+    fs::set_permissions(bin.join("git"), fs::Permissions::from_mode(0o755)).unwrap();
+    (format!("{}:/usr/bin:/bin", bin.display()), pid_file)
+}
+
+/// The hanging git whose pid is in `pid_file` is gone.
+fn assert_stopped(pid_file: &Path) {
+    let pid = fs::read_to_string(pid_file).unwrap();
+    let pid = pid.trim();
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "the hanging git ({pid}) was left running"
+    );
+}
+
+#[test]
+fn a_git_slower_than_the_budget_is_git_timeout_and_is_stopped() {
+    let repo = Repo::new();
+    let (path, pid_file) = hanging_status(&repo);
+    let cmd = adapter(&repo.root(), &[])
+        .env("PATH", path)
+        .env("WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS", "2000");
+    let env = call(cmd, "git.status", json!({}));
+    assert_eq!(failure(&env), pair("timeout", "git_timeout"));
+    assert_eq!(env["error"]["retryable"], true);
+    assert_stopped(&pid_file);
+}
+
+#[test]
+fn sigterm_stops_git_and_is_interrupted() {
+    let repo = Repo::new();
+    let (path, pid_file) = hanging_status(&repo);
+    let running = adapter(&repo.root(), &[])
+        .env("PATH", path)
+        .stdin(request("git.status", json!({})))
+        .spawn();
+    let waited = std::time::Instant::now();
+    while !pid_file.exists() || fs::read_to_string(&pid_file).unwrap().trim().is_empty() {
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(60),
+            "git status never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    running.signal(rustix::process::Signal::TERM);
+    let env = running.wait().exit(0).stderr_empty().json();
+    assert_eq!(failure(&env), pair("failed", "interrupted"));
+    assert!(
+        env["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("SIGTERM"),
+        "{env}"
+    );
+    assert_stopped(&pid_file);
+}
+
+#[test]
+fn the_docs_and_the_help_list_every_code() {
+    let docs =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/git.md")).unwrap();
+    let help = parent_tool_dispatch::adapter::git::after_help();
+    for code in parent_tool_dispatch::adapter::git::Code::ALL {
+        let row = format!(
+            "| `{}` | {} | {} |",
+            code.as_str(),
+            code.status().as_str(),
+            code.retryable()
+        );
+        assert!(docs.contains(&row), "docs/git.md lacks the row {row}");
+        assert!(
+            help.contains(code.as_str()),
+            "help misses {}",
+            code.as_str()
+        );
+    }
+}
+
+#[test]
+fn the_bridge_in_the_docs_is_valid() {
+    let docs =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/git.md")).unwrap();
+    let block = docs
+        .split("```json\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("docs/git.md shows a bridge");
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("git.bridge.json");
+    fs::write(&file, block).unwrap();
+    Cmd::new(["validate", "bridge", "--strict"])
+        .arg(&file)
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_json(|v| assert_eq!(v, &json!({"valid": true, "issues": []})));
+}
+
+#[test]
+fn a_rigged_submodule_runs_nothing_either() {
+    // Plain `git status` starts a `git status` inside each submodule, with the submodule's own
+    // configuration: its fsmonitor and its filters, which the superproject does not name.
+    let repo = Repo::new();
+    let tmp = repo.tmp.path();
+    let sub = tmp.join("sub");
+    fs::create_dir(&sub).unwrap();
+    test_git(&sub, &["init", "-q"]);
+    fs::write(sub.join("s.txt"), "s\n").unwrap();
+    test_git(&sub, &["add", "s.txt"]);
+    test_git(&sub, &["commit", "-q", "-m", "s"]);
+    let root = repo.root();
+    let sub_url = sub.display().to_string();
+    test_git(
+        &root,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            &sub_url,
+            "sub",
+        ],
+    );
+    test_git(&root, &["commit", "-q", "-m", "add sub"]);
+    let marks = tmp.join("marks");
+    fs::create_dir(&marks).unwrap();
+    let rig = tmp.join("rig");
+    fs::write(
+        &rig,
+        format!("#!/bin/sh\ntouch '{}'/\"$1\"\ncat\n", marks.display()),
+    )
+    .unwrap();
+    fs::set_permissions(&rig, fs::Permissions::from_mode(0o755)).unwrap();
+    let checkout = root.join("sub");
+    test_git(
+        &checkout,
+        &[
+            "config",
+            "core.fsmonitor",
+            &format!("{} fsmonitor", rig.display()),
+        ],
+    );
+    test_git(
+        &checkout,
+        &[
+            "config",
+            "filter.subf.clean",
+            &format!("{} clean", rig.display()),
+        ],
+    );
+    fs::write(checkout.join(".gitattributes"), "* filter=subf\n").unwrap();
+    // The same size, a new mtime: git must hash the file to know, through the filter.
+    fs::write(checkout.join("s.txt"), "t\n").unwrap();
+    for tool in ["git.status", "git.diff"] {
+        let env = call(adapter(&root, &[]), tool, json!({}));
+        succeeded(&env);
+        let ran: Vec<_> = fs::read_dir(&marks).unwrap().collect();
+        assert!(ran.is_empty(), "{tool} ran {ran:?}");
+    }
+}
