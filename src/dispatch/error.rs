@@ -125,6 +125,24 @@ pub enum DispatchError {
     /// The endpoint's answer is over `--max-output-bytes`.
     #[error("the answer is too large")]
     EndpointTooLarge { max_bytes: usize },
+    /// The ledger cannot be opened, read or written (SPEC §14.3); nothing was started.
+    #[error("the ledger is unavailable")]
+    LedgerUnavailable(crate::ledger::LedgerError),
+    /// The key was used before by another request (SPEC §14.1).
+    #[error("the request id was used before")]
+    RequestIdReused,
+    /// The key's holder died while running it (SPEC §14.1).
+    #[error("the call's outcome is indeterminate")]
+    Indeterminate { attempt: u32 },
+    /// Another live dispatcher held the key past this call's timeout.
+    #[error("timeout")]
+    HeldTimeout { timeout_ms: u64 },
+    /// Over a budget of SPEC §14.2.
+    #[error("a budget is exhausted")]
+    BudgetExhausted(crate::ledger::OverBudget),
+    /// Over `--max-concurrent`.
+    #[error("too many calls in flight")]
+    ConcurrencyLimited(crate::ledger::OverBudget),
 }
 
 impl DispatchError {
@@ -157,6 +175,12 @@ impl DispatchError {
             E::EndpointTimeout { .. } => ErrorCode::DispatchTimeout,
             E::EndpointInterrupted { .. } => ErrorCode::Interrupted,
             E::EndpointTooLarge { .. } => ErrorCode::ResultTooLarge,
+            E::LedgerUnavailable(_) => ErrorCode::LedgerUnavailable,
+            E::RequestIdReused => ErrorCode::RequestIdReused,
+            E::Indeterminate { .. } => ErrorCode::DispatchIndeterminate,
+            E::HeldTimeout { .. } => ErrorCode::DispatchTimeout,
+            E::BudgetExhausted(_) => ErrorCode::BudgetExhausted,
+            E::ConcurrencyLimited(_) => ErrorCode::ConcurrencyLimited,
         }
     }
 
@@ -295,6 +319,36 @@ impl DispatchError {
                 "the endpoint's answer is over the {} limit (--max-output-bytes)",
                 human_bytes(*max_bytes)
             ),
+            E::LedgerUnavailable(err) => format!("the ledger is unavailable: {err}"),
+            E::RequestIdReused => "this request_id was already used in this sandbox session \
+                                   for a different request"
+                .to_string(),
+            E::Indeterminate { attempt } => format!(
+                "the dispatcher running attempt {attempt} of this request died: whether the \
+                 tool's effect happened is unknown; check the real state, then retry under a \
+                 new request_id"
+            ),
+            E::HeldTimeout { timeout_ms } => format!(
+                "another dispatcher was still running this request after {timeout_ms} ms"
+            ),
+            E::BudgetExhausted(over) => match &over.tool {
+                Some(tool) => format!(
+                    "the sandbox session's budget of {} calls of {tool:?} is spent",
+                    over.limit
+                ),
+                None if over.budget == crate::ledger::BudgetKind::AdapterMs => format!(
+                    "the sandbox session's budget of {} ms of adapter time is spent",
+                    over.limit
+                ),
+                None => format!(
+                    "the sandbox session's budget of {} calls is spent",
+                    over.limit
+                ),
+            },
+            E::ConcurrencyLimited(over) => format!(
+                "the sandbox session already has {} calls in flight (at most {})",
+                over.used, over.limit
+            ),
         }
     }
 
@@ -329,6 +383,8 @@ impl DispatchError {
             }
             E::EndpointInterrupted { signal } => Some(json!({ "signal": signal_name(*signal) })),
             E::EndpointTooLarge { max_bytes } => Some(json!({ "max_output_bytes": max_bytes })),
+            E::BudgetExhausted(over) | E::ConcurrencyLimited(over) => Some(json!(over)),
+            E::Indeterminate { attempt } => Some(json!({ "attempt": attempt })),
             E::RequestUnreadable { .. }
             | E::ArtifactDir { .. }
             | E::ModeUnsupported { .. }
@@ -341,7 +397,10 @@ impl DispatchError {
             | E::Panicked { .. }
             | E::EndpointUnconfigured(_)
             | E::EndpointUnreachable { .. }
-            | E::EndpointTimeout { .. } => None,
+            | E::EndpointTimeout { .. }
+            | E::LedgerUnavailable(_)
+            | E::RequestIdReused
+            | E::HeldTimeout { .. } => None,
         }
     }
 

@@ -10,17 +10,18 @@
 //! boundary.
 
 mod error;
+mod gate;
 mod report;
 
 pub use error::DispatchError;
-pub use report::{Concluded, Learned, Outcome, Report};
+pub use report::{Concluded, Learned, Outcome, Replayed, Report};
 
 use crate::authorize::authorize;
 use crate::cli::DispatchArgs;
 use crate::endpoint::{self, Exchanged, Failure};
 use crate::envelope::bridge::{Bridge, CommandSpec, Mode};
 use crate::envelope::request::{Echo, Request};
-use crate::envelope::result::{Expect, Transport};
+use crate::envelope::result::{Expect, ResultEnvelope, Transport};
 use crate::exec::{self, Finished, Termination};
 use crate::hostenv::HostEnv;
 use crate::interrupt::Interrupts;
@@ -70,10 +71,14 @@ pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
             return crate::error::exit::USAGE;
         }
     };
+    // Checked by `check_usage` already.
+    let ledger = gate::options(&args.ledger).ok().flatten();
     let panics = PanicNote::install();
     let mut learned = Learned::new(args, &env);
     // What was obtained outlives a panic in judging: it is cleaned up after the envelope.
     let mut obtained = None;
+    // The ledger's part of the job, recorded after the report is built.
+    let mut gated = None;
     let stage = Cell::new(Stage::Steps);
     let wrote = Cell::new(false);
     let mut failure = None;
@@ -86,6 +91,7 @@ pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
                     &tool_map,
                     interrupts,
                     &mut learned,
+                    (ledger.as_ref(), &mut gated),
                     &mut obtained,
                 )
                 .unwrap_or_else(Outcome::from),
@@ -93,7 +99,12 @@ pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
             };
             stage.set(Stage::Concluding);
             panic_point::reach(PanicPoint::Concluding);
-            let exit = Report::build(args, &learned, outcome).print(&wrote);
+            let mut report = Report::build(args, &learned, outcome);
+            // Durable before a byte is printed (SPEC §14.1).
+            if let Some(gated) = gated.as_mut() {
+                gate::conclude(gated, &mut report, &learned, args);
+            }
+            let exit = report.print(&wrote);
             // Only now: the cleanup is bounded, but nothing may delay the envelope.
             stage.set(Stage::CleaningUp(exit));
             if let Some(obtained) = obtained.take() {
@@ -145,6 +156,7 @@ pub fn check_usage(args: &DispatchArgs) -> Result<ToolMap, UsageError> {
             crate::cli::BRIDGE_ENV
         )));
     }
+    gate::options(&args.ledger)?;
     match &args.tool_map {
         // The error's own message already names its cause (and the file): printed once.
         Some(arg) => ToolMap::parse(arg)
@@ -154,19 +166,33 @@ pub fn check_usage(args: &DispatchArgs) -> Result<ToolMap, UsageError> {
 }
 
 /// The live main job's steps, up to the judged answer (which borrows from what `obtained`
-/// keeps). The ledger check of SPEC §14 goes between `admit` and `obtain`: one step that
-/// records `diagnostics.ledger` in `learned` and may return a recorded outcome at once.
+/// keeps). The ledger step of SPEC §14 goes between `admit` and `obtain`: it records
+/// `diagnostics.ledger` in `learned`, leaves what is to be recorded in the gate, and may
+/// answer at once — a recorded envelope to print again, or a refusal — so that nothing runs.
 fn steps<'o>(
     args: &DispatchArgs,
     env: &HostEnv,
     tool_map: &ToolMap,
     interrupts: &Interrupts,
     learned: &mut Learned,
+    (ledger, gated): (Option<&gate::Options>, &mut Option<gate::Gate>),
     obtained: &'o mut Option<Obtained>,
 ) -> Result<Outcome<'o>, DispatchError> {
     let bytes = read_request(args, interrupts)?;
-    let admitted = admit(args, env, tool_map, bytes, learned)?;
-    let obtained = obtained.insert(obtain(admitted, args, env, interrupts, learned)?);
+    let admitted = admit(args, env, tool_map, bytes, learned);
+    let admitted = match gate::gate(ledger, admitted, learned, gated)? {
+        gate::Gated::Run(admitted) => *admitted,
+        gate::Gated::Replay(recorded) => {
+            let obtained = obtained.insert(Obtained::Replayed(recorded));
+            return Ok(obtained.judge());
+        }
+    };
+    let started = std::time::Instant::now();
+    let answer = obtain(admitted, args, env, interrupts, learned);
+    if let Some(gated) = gated.as_mut() {
+        gated.ran(started.elapsed());
+    }
+    let obtained = obtained.insert(answer?);
     panic_point::reach(PanicPoint::Judging);
     Ok(obtained.judge())
 }
@@ -426,8 +452,10 @@ fn admit(
         .extend(warnings.iter().map(crate::terminal::warning_line));
     let bridge = bridge?;
     learned.bridge(&bridge, env);
+    let bridge_ref = bridge.bridge_ref();
+    learned.bridge_ref = Some(bridge_ref.clone());
     let request = validate_request(parsed, max_request)?;
-    authorize(&bridge, &request, &bridge.bridge_ref()).map_err(|denial| DispatchError::Denied {
+    authorize(&bridge, &request, &bridge_ref).map_err(|denial| DispatchError::Denied {
         denial,
         tool: request.echo.tool.clone(),
         status: bridge.failure_status,
@@ -497,6 +525,8 @@ fn obtain(
 enum Obtained {
     Ran(Ran),
     Answered(Answered),
+    /// The ledger's recorded envelope (SPEC §14.1): printed again, not judged again.
+    Replayed(crate::ledger::Recorded),
 }
 
 impl Obtained {
@@ -504,13 +534,33 @@ impl Obtained {
         match self {
             Obtained::Ran(ran) => ran.judge(),
             Obtained::Answered(answered) => answered.judge(),
+            Obtained::Replayed(recorded) => {
+                match ResultEnvelope::check(&recorded.envelope, None) {
+                    Ok(envelope) => Outcome {
+                        verdict: Ok(envelope),
+                        stdout_kept: None,
+                        replayed: Some(Replayed {
+                            text: &recorded.envelope,
+                            exit: recorded.exit_status,
+                        }),
+                    },
+                    // Only the dispatcher writes the ledger: a recorded envelope that is no
+                    // envelope is damage.
+                    Err(issues) => Outcome::from(DispatchError::LedgerUnavailable(
+                        crate::ledger::LedgerError::Corrupt(format!(
+                            "the recorded envelope is not valid: {}",
+                            crate::validate::summary(&issues)
+                        )),
+                    )),
+                }
+            }
         }
     }
 
     fn clean_up(self) {
         match self {
             Obtained::Ran(ran) => ran.clean_up(),
-            Obtained::Answered(_) => {}
+            Obtained::Answered(_) | Obtained::Replayed(_) => {}
         }
     }
 }
@@ -596,6 +646,7 @@ impl Answered {
         Outcome {
             verdict: judge::judge(Answer { ending, body }, expected.expect(), expected.limits),
             stdout_kept: None,
+            replayed: None,
         }
     }
 }
@@ -714,6 +765,7 @@ pub fn judge_answer<'a>(
     Outcome {
         verdict,
         stdout_kept: keep.then_some(stdout),
+        replayed: None,
     }
 }
 

@@ -18,14 +18,16 @@ pub fn read_input(path: Option<&Path>, max_bytes: u64) -> std::io::Result<Vec<u8
 
 /// Every object key of the documents the dispatcher writes — the result envelope (with
 /// `diagnostics.dispatch` and its artifact refs), the request as a transcript embeds it, the
-/// transcript itself — for [`crate::redact::Redactor::keep_keys`]: no registered secret may
+/// transcript itself, `diagnostics.ledger` — for [`crate::redact::Redactor::keep_keys`]: no registered secret may
 /// rename one of them. A test keeps this list a superset of the JSON Schemas' property names
 /// and of every key `diagnostics.dispatch` can carry.
 pub const OWN_KEYS: &[&str] = &[
+    "adapter_ms_left",
     "adapter_started",
     "algorithm",
     "allowed_tools",
     "artifacts",
+    "attempt",
     "authorization",
     "bridge_ref",
     "call_id",
@@ -48,6 +50,7 @@ pub const OWN_KEYS: &[&str] = &[
     "issues",
     "kind",
     "leaked_processes",
+    "ledger",
     "message",
     "metadata",
     "operation",
@@ -59,6 +62,7 @@ pub const OWN_KEYS: &[&str] = &[
     "policy",
     "principal",
     "redaction",
+    "replayed",
     "request",
     "request_id",
     "response_bytes",
@@ -101,7 +105,9 @@ pub mod result;
 mod tests {
     use super::OWN_KEYS;
     use crate::cli::SchemaKind;
-    use crate::envelope::result::{DispatchDiagnostics, RunDiagnostics, StdinError, Transport};
+    use crate::envelope::result::{
+        DispatchDiagnostics, LedgerDiagnostics, RunDiagnostics, StdinError, Transport,
+    };
     use serde_json::Value;
 
     fn property_names(v: &Value, into: &mut Vec<String>) {
@@ -148,9 +154,20 @@ mod tests {
             result_file_error: Some(String::new()),
             ..DispatchDiagnostics::default()
         };
-        match serde_json::to_value(full).unwrap() {
-            Value::Object(map) => names.extend(map.keys().cloned()),
-            other => panic!("{other}"),
+        let ledger = LedgerDiagnostics {
+            replayed: true,
+            attempt: Some(1),
+            adapter_ms_left: Some(1),
+            error: Some(String::new()),
+        };
+        for value in [
+            serde_json::to_value(full).unwrap(),
+            serde_json::to_value(ledger).unwrap(),
+        ] {
+            match value {
+                Value::Object(map) => names.extend(map.keys().cloned()),
+                other => panic!("{other}"),
+            }
         }
         let missing: Vec<&String> = names
             .iter()
