@@ -138,7 +138,7 @@ pub struct LedgerArgs {
     /// anything (`diagnostics.ledger.replayed: true`, same exit status); the same id with
     /// another request is `request_id_reused`; a call whose dispatcher died while running it
     /// is `dispatch_indeterminate`. A ledger that cannot be opened, written or read is
-    /// `ledger_unavailable` before anything starts. Also PARENT_TOOL_DISPATCH_LEDGER.
+    /// `ledger_unavailable` before anything starts.
     #[arg(long, value_name = "PATH", env = LEDGER_ENV)]
     pub ledger: Option<PathBuf>,
     /// Admit at most N calls per sandbox session (replays do not count); then

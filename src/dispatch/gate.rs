@@ -87,7 +87,10 @@ pub(super) struct Gate {
     /// This process's lease, when it holds the key (started it, or took it over from a dead
     /// holder): the outcome is then stored with the key.
     held: Option<Lease>,
+    /// The key, its ids as digests (see [`id_digest`]).
     key: Key,
+    /// The session id as the request has it (the record keeps it redacted).
+    session_id: String,
     digest: String,
     tool: String,
     operation: String,
@@ -142,15 +145,16 @@ pub(super) fn gate(
         }
         (Err(err), Ok(_)) => return Err(DispatchError::LedgerUnavailable(err)),
     };
-    let request_id = learned.echo.request_id.clone();
+    let session_id = session_of(learned);
     let gate = slot.insert(Gate {
         ledger,
         held: None,
         key: Key {
             bridge_ref: learned.bridge_ref.clone().unwrap_or_default(),
-            session_id: session_of(learned),
-            request_id,
+            session_id: id_digest(&session_id),
+            request_id: id_digest(&learned.echo.request_id),
         },
+        session_id,
         digest: learned
             .request
             .as_ref()
@@ -192,10 +196,13 @@ pub(super) fn gate(
         }) => {
             gate.held = Some(lease);
             gate.attempt = attempt;
-            let limits = &mut admitted.expected.limits;
             if let Some(left) = adapter_ms_left {
-                limits.timeout_ms = limits.timeout_ms.min(left.max(1));
-                learned.dispatch.timeout_ms = Some(limits.timeout_ms);
+                // The run's deadline, the adapter's TIMEOUT_MS variable and the endpoint's
+                // deadline all come from these two.
+                let cut = admitted.bridge.timeout_ms.min(left.max(1));
+                admitted.bridge.timeout_ms = cut;
+                admitted.expected.limits.timeout_ms = cut;
+                learned.dispatch.timeout_ms = Some(cut);
             }
             learned.ledger = Some(LedgerDiagnostics {
                 attempt: Some(attempt),
@@ -266,8 +273,8 @@ impl Gate {
         AuditRecord {
             time_ms: ledger::now_ms(),
             bridge_ref: field(redactor, &self.key.bridge_ref),
-            session_id: field(redactor, &self.key.session_id),
-            request_id: field(redactor, &self.key.request_id),
+            session_id: field(redactor, &self.session_id),
+            request_id: field(redactor, &learned.echo.request_id),
             tool: field(redactor, &self.tool),
             operation: field(redactor, &self.operation),
             request_digest: self.digest.clone(),
@@ -320,7 +327,7 @@ pub(super) fn conclude(
 }
 
 /// The least a record waits for other writers, however short the call's timeout.
-const MIN_RECORD_WAIT: Duration = Duration::from_secs(10);
+const MIN_RECORD_WAIT: Duration = Duration::from_secs(2);
 
 /// A refusal whose record cannot be kept: `diagnostics.ledger.error` and a warning.
 fn note_unrecorded(learned: &mut Learned, err: &LedgerError) {
@@ -360,6 +367,13 @@ fn rule_of(err: &DispatchError) -> (Verdict, &'static str) {
         DispatchError::ArtifactDir { .. } => (Verdict::Refuse, "artifact_dir"),
         _ => (Verdict::Refuse, "dispatch"),
     }
+}
+
+/// A key's id as the ledger keeps it: `sha256:` and the hex SHA-256 of the id. The ids are
+/// the sandbox's to choose and may carry anything, a secret included; the calls table keeps
+/// only their digests, the audit record the redacted ids.
+pub(crate) fn id_digest(id: &str) -> String {
+    format!("sha256:{}", canonical::sha256_hex(id.as_bytes()))
 }
 
 /// `sandbox_session.sandbox_session_id` of the request as read (empty without one).

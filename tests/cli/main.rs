@@ -19,6 +19,7 @@ mod host_reach;
 mod hostile;
 mod human;
 mod ledger;
+mod ledger_rules;
 mod man_pages;
 mod mcp;
 mod named_files;
