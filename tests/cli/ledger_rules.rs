@@ -7,14 +7,14 @@ use super::*;
 use rustix::process::Signal;
 
 /// A temporary folder holding the ledger and the adapter's run log.
-pub struct Setup {
-    pub dir: tempfile::TempDir,
-    pub ledger: PathBuf,
-    pub ran: PathBuf,
+pub(crate) struct Setup {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) ledger: PathBuf,
+    pub(crate) ran: PathBuf,
 }
 
 impl Setup {
-    pub fn new() -> Setup {
+    pub(crate) fn new() -> Setup {
         let dir = tempfile::tempdir().unwrap();
         let ledger = dir.path().join("ledger.db");
         let ran = dir.path().join("ran");
@@ -22,7 +22,7 @@ impl Setup {
     }
 
     /// The bridge whose adapter logs its run, then runs `steps`.
-    pub fn bridge(&self, steps: &[&str]) -> Value {
+    pub(crate) fn bridge(&self, steps: &[&str]) -> Value {
         let log = format!("pidfile:{}", self.ran.display());
         let mut all = vec![log.as_str()];
         all.extend(steps);
@@ -30,21 +30,21 @@ impl Setup {
     }
 
     /// The main job on this ledger with that bridge.
-    pub fn dispatch(&self, steps: &[&str]) -> Dispatch {
+    pub(crate) fn dispatch(&self, steps: &[&str]) -> Dispatch {
         Dispatch::with_bridge(self.bridge(steps)).args(&["--ledger", self.path()])
     }
 
-    pub fn path(&self) -> &str {
+    pub(crate) fn path(&self) -> &str {
         self.ledger.to_str().unwrap()
     }
 
     /// How often the adapter ran.
-    pub fn runs(&self) -> usize {
+    pub(crate) fn runs(&self) -> usize {
         pids(&self.ran).len()
     }
 
     /// Wait until the adapter ran `n` times (it is then under way).
-    pub fn wait_runs(&self, n: usize) {
+    pub(crate) fn wait_runs(&self, n: usize) {
         let until = Instant::now() + Duration::from_secs(20);
         while self.runs() < n {
             assert!(Instant::now() < until, "the adapter never started");
@@ -53,7 +53,7 @@ impl Setup {
     }
 
     /// `audit export`, parsed.
-    pub fn records(&self) -> Vec<Value> {
+    pub(crate) fn records(&self) -> Vec<Value> {
         let mut records = Vec::new();
         Cmd::new(["audit", "export", "--ledger", self.path()])
             .run()
@@ -69,7 +69,7 @@ impl Setup {
     }
 
     /// `audit verify` passes, over `n` records.
-    pub fn verify(&self, n: usize) {
+    pub(crate) fn verify(&self, n: usize) {
         Cmd::new(["audit", "verify", "--ledger", self.path()])
             .run()
             .exit(0)
@@ -81,7 +81,7 @@ impl Setup {
     }
 
     /// The main job's command for a concurrent or killed run: `steps`' bridge, `request_id`.
-    pub fn command(&self, steps: &[&str], request_id: &str) -> Cmd {
+    pub(crate) fn command(&self, steps: &[&str], request_id: &str) -> Cmd {
         let mut req = request();
         req["request_id"] = json!(request_id);
         Cmd::new(["--ledger", self.path(), "--parent-tool-bridge"])
