@@ -20,6 +20,7 @@ mod hostile;
 mod human;
 mod ledger;
 mod ledger_rules;
+mod ledger_stress;
 mod man_pages;
 mod mcp;
 mod named_files;
