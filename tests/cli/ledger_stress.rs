@@ -199,7 +199,7 @@ fn sigkill_at_random_moments_leaves_the_ledger_consistent_and_no_key_runs_twice(
 fn replay_equals_record(status: &str, input: &Value, pretty: bool) {
     let s = Setup::new();
     let step = format!("echo:{status}:some_code");
-    let mut dispatch = |s: &Setup| {
+    let dispatch = |s: &Setup| {
         let mut cmd = s.command(&[step.as_str()], "prop");
         if pretty {
             cmd = cmd.arg("--pretty");
