@@ -59,7 +59,10 @@ pub fn ledger_flags(data: &[u8]) {
 /// What an accepted flag must have changed, and nothing else.
 fn check_accepted(before: &Budgets, after: &Budgets, flag: &str, value: &str) {
     let count = |text: &str| -> u64 {
-        assert!(text.bytes().all(|b| b.is_ascii_digit()) && !text.is_empty(), "{text:?}");
+        assert!(
+            text.bytes().all(|b| b.is_ascii_digit()) && !text.is_empty(),
+            "{text:?}"
+        );
         text.parse().unwrap_or_else(|e| panic!("{text:?}: {e}"))
     };
     let mut expected = before.clone();
@@ -72,7 +75,9 @@ fn check_accepted(before: &Budgets, after: &Budgets, flag: &str, value: &str) {
             expected.max_concurrent = Some(n);
         }
         _ => {
-            let (tool, n) = value.rsplit_once('=').unwrap_or_else(|| panic!("{value:?}"));
+            let (tool, n) = value
+                .rsplit_once('=')
+                .unwrap_or_else(|| panic!("{value:?}"));
             assert!(!tool.is_empty() && tool.bytes().all(|b| b.is_ascii_graphic()));
             assert!(!before.tools.contains_key(tool));
             expected.tools.insert(tool.to_string(), count(n));
