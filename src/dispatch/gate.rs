@@ -15,7 +15,7 @@
 
 use super::{Admitted, DispatchError, Learned, Report, UsageError};
 use crate::authorize::Denial;
-use crate::cli::{DispatchArgs, LedgerArgs, LEDGER_ENV};
+use crate::cli::{LedgerArgs, LEDGER_ENV};
 use crate::envelope::canonical;
 use crate::envelope::result::LedgerDiagnostics;
 use crate::error::ErrorCode;
@@ -295,12 +295,7 @@ impl Gate {
 /// Record the concluded job (SPEC §14.3): the envelope's text is fixed as it will be printed,
 /// and stored with the audit record in one transaction — with the key when this process holds
 /// it — before anything is printed. A failure is reported in the envelope and on stderr.
-pub(super) fn conclude(
-    gate: &mut Gate,
-    report: &mut Report<'_>,
-    learned: &Learned,
-    args: &DispatchArgs,
-) {
+pub(super) fn conclude(gate: &mut Gate, report: &mut Report<'_>, learned: &Learned) {
     let text = report.fix_text();
     let record = gate.record(report, learned);
     // The job's own deadline may have passed (the adapter ran up to it): the record gets a
@@ -322,7 +317,7 @@ pub(super) fn conclude(
         None => gate.ledger.record(&record),
     };
     if let Err(err) = stored {
-        report.ledger_failed(args, &err.to_string());
+        report.ledger_failed(&err.to_string());
     }
 }
 

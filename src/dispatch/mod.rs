@@ -102,7 +102,10 @@ pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
             let mut report = Report::build(args, &learned, outcome);
             // Durable before a byte is printed (SPEC §14.1).
             if let Some(gated) = gated.as_mut() {
-                gate::conclude(gated, &mut report, &learned, args);
+                gate::conclude(gated, &mut report, &learned);
+            }
+            if learned.ledger.is_some() {
+                report.write_pending(args);
             }
             let exit = report.print(&wrote);
             // Only now: the cleanup is bounded, but nothing may delay the envelope.

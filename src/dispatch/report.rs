@@ -247,8 +247,9 @@ impl<'a> Report<'a> {
             pretty: args.pretty,
             replay_source: None,
         };
-        if let Some(path) = &args.result_file {
-            report.write_result_file(path);
+        // With a ledger, only once the outcome is recorded ([`Report::write_pending`]).
+        if learned.ledger.is_none() {
+            report.write_pending(args);
         }
         if let Some(code) = report.envelope.error_code() {
             let message = match human {
@@ -284,9 +285,6 @@ impl<'a> Report<'a> {
             replay_source: Some(replayed.text),
         };
         report.text = Some(report.render());
-        if let Some(path) = &args.result_file {
-            report.write_result_file(path);
-        }
         if let Some(code) = report.envelope.error_code() {
             let message = report.envelope.error_message().unwrap_or_default();
             let line = error_line(&redactor.redact_str(&code), &redactor.redact_str(&message));
@@ -361,10 +359,10 @@ impl<'a> Report<'a> {
     }
 
     /// The call's outcome could not be recorded (SPEC §14.3): the real envelope is printed
-    /// with `diagnostics.ledger.error`, `--result-file` written again to match, and a
+    /// (and written to `--result-file`) with `diagnostics.ledger.error`, and a
     /// `warning[ledger_unavailable]` line on stderr (the envelope's own code keeps the one
     /// `error[…]` line).
-    pub fn ledger_failed(&mut self, args: &DispatchArgs, message: &str) {
+    pub fn ledger_failed(&mut self, message: &str) {
         let message = self.redactor.redact_str(message);
         self.envelope
             .ledger
@@ -375,6 +373,12 @@ impl<'a> Report<'a> {
             crate::terminal::escape(&message)
         ));
         self.fix_text();
+    }
+
+    /// Write `--result-file`, when it is asked for. With a ledger the sequencer calls this
+    /// after the outcome is recorded (or failed to be), so that no file holds an envelope the
+    /// ledger does not know, and the file holds exactly what stdout gets.
+    pub fn write_pending(&mut self, args: &DispatchArgs) {
         if let Some(path) = &args.result_file {
             self.write_result_file(path);
         }

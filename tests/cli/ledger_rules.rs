@@ -117,8 +117,18 @@ fn a_repeated_request_is_answered_from_the_ledger_exactly_as_printed_without_run
         first.envelope["diagnostics"]["ledger"],
         json!({"replayed": false, "attempt": 1})
     );
-    let again = s.dispatch(&["echo"]).args(&["--artifact-dir", art]).run();
+    let result_file = s.dir.path().join("result.json");
+    let again = s
+        .dispatch(&["echo"])
+        .args(&[
+            "--artifact-dir",
+            art,
+            "--result-file",
+            result_file.to_str().unwrap(),
+        ])
+        .run();
     again.expect("succeeded", None, 0);
+    assert_eq!(std::fs::read_to_string(&result_file).unwrap(), again.stdout);
     assert_eq!(
         again.envelope["diagnostics"]["ledger"],
         json!({"replayed": true, "attempt": 1})
@@ -634,7 +644,12 @@ fn a_recording_failure_after_the_run_still_prints_the_real_envelope() {
         .request(id(0))
         .run()
         .expect("succeeded", None, 0);
-    let running = s.command(&steps, "call-1").spawn();
+    let result_file = s.dir.path().join("result.json");
+    let running = s
+        .command(&steps, "call-1")
+        .arg("--result-file")
+        .arg(&result_file)
+        .spawn();
     s.wait_runs(2);
     let lock = rusqlite::Connection::open(&s.ledger).unwrap();
     lock.execute_batch("BEGIN EXCLUSIVE").unwrap();
@@ -655,6 +670,8 @@ fn a_recording_failure_after_the_run_still_prints_the_real_envelope() {
             assert_eq!(envelope["status"], "succeeded");
             let error = envelope["diagnostics"]["ledger"]["error"].as_str().unwrap();
             assert!(error.contains("locked"), "{error}");
+            // The result file is what stdout got.
+            assert_eq!(std::fs::read_to_string(&result_file).unwrap(), text);
         });
     // Nobody knows now that it ran: a retry under the same id is indeterminate.
     s.dispatch(&steps)
