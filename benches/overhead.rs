@@ -12,6 +12,10 @@
 //!   dispatcher read the same way; wall time and peak RSS of each;
 //! - **(c) 1,000 sequential calls** — blocks of (a)'s calls back to back, dispatcher and
 //!   `timeout` blocks alternating;
+//! - **(d) the ledger** — (a)'s call by the dispatcher without a ledger, with `--ledger` on a
+//!   new key (a new sandbox session each round: the claim and the outcome are two durable
+//!   commits, `synchronous = FULL` in WAL), and with `--ledger` on a recorded key (a replay),
+//!   interleaved round by round, each run checked for its `diagnostics.ledger.replayed`;
 //!
 //! and the ratio of each against its target. The in-process micro-benchmarks (parse,
 //! validate, redact in MB/s) are `cargo bench --bench pipeline`.
@@ -35,7 +39,9 @@
 //! (default 64), `PTD_BENCH_PAYLOAD` (`text`, the default: lines of prose with an escaped
 //! newline every 64 bytes; or `x`: one repeated byte, the easiest case for every scanner),
 //! `PTD_BENCH_TIMEOUT` (the `timeout` program, default `timeout` on `PATH`), `PTD_BENCH_ONLY`
-//! (which parts to run, `a,b,c` by default).
+//! (which parts to run, `a,b,c,d` by default), `PTD_BENCH_LEDGER_RUNS` (rounds for (d),
+//! default 200). The ledger lives in the benchmark's temporary folder (under `TMPDIR`): its
+//! cost is mostly that file system's `fsync`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a bench that cannot set up fails loudly
 
 use std::fs::File;
@@ -61,7 +67,7 @@ fn main() {
     let bench = Bench::new();
     bench.machine();
     // `PTD_BENCH_ONLY=b` (or `a,c`, …) runs only those parts.
-    let only = std::env::var("PTD_BENCH_ONLY").unwrap_or_else(|_| "a,b,c".into());
+    let only = std::env::var("PTD_BENCH_ONLY").unwrap_or_else(|_| "a,b,c,d".into());
     let wanted = |part: &str| only.split(',').any(|p| p.trim() == part);
     if wanted("a") {
         bench.per_call();
@@ -71,6 +77,9 @@ fn main() {
     }
     if wanted("c") {
         bench.sequential();
+    }
+    if wanted("d") {
+        bench.ledger();
     }
 }
 
@@ -158,6 +167,8 @@ struct Sample {
 struct Expect {
     /// At least this many bytes on stdout (the big answer must have come through).
     min_stdout: usize,
+    /// Text the end of the envelope must hold (`diagnostics.ledger`), if any.
+    tail: Option<&'static str>,
 }
 
 /// Spawn `cmd` with `stdin` from a file, read its stdout to the end (keeping the first and
@@ -248,6 +259,11 @@ fn check(
     }
     if !tail.ends_with(b"}\n") {
         return Some("stdout does not end with one complete envelope".into());
+    }
+    if let Some(wanted) = expect.tail {
+        if !String::from_utf8_lossy(tail).contains(wanted) {
+            return Some(format!("the end of stdout does not hold {wanted}"));
+        }
     }
     if total < expect.min_stdout {
         return Some(format!(
@@ -475,7 +491,10 @@ impl Bench {
     fn per_call(&self) {
         const ANSWER: usize = 1024;
         let req = self.small_request();
-        let small = Expect { min_stdout: ANSWER };
+        let small = Expect {
+            min_stdout: ANSWER,
+            tail: None,
+        };
         let confine = self.confinement_options();
         let confine: Vec<&str> = confine.iter().map(String::as_str).collect();
         let mut series: [Series; 4] = Default::default();
@@ -543,6 +562,7 @@ impl Bench {
         let req = self.small_request();
         let big = Expect {
             min_stdout: self.big_bytes,
+            tail: None,
         };
         // Room for the envelope around the payload.
         let cap = (self.big_bytes + MIB).to_string();
@@ -612,7 +632,10 @@ impl Bench {
         const ANSWER: usize = 1024;
         const BLOCKS: usize = 10;
         let req = self.small_request();
-        let small = Expect { min_stdout: ANSWER };
+        let small = Expect {
+            min_stdout: ANSWER,
+            tail: None,
+        };
         let per_block = self.sequential / BLOCKS;
         let mut totals = [Duration::ZERO; 3];
         for block in 0..BLOCKS {
@@ -651,6 +674,93 @@ impl Bench {
     }
 }
 
+impl Bench {
+    /// (d): what `--ledger` adds to one call, durably: no ledger, a new key, a replay.
+    fn ledger(&self) {
+        const ANSWER: usize = 1024;
+        let rounds = env_number("PTD_BENCH_LEDGER_RUNS", 200).max(1);
+        let plain_req = self.small_request();
+        let ledger = self.dir.path().join("ledger.db");
+        let ledger = ledger.to_str().expect("a UTF-8 temporary path");
+        let with_ledger = ["--ledger", ledger];
+        let expect = |tail| Expect {
+            min_stdout: ANSWER,
+            tail: Some(tail),
+        };
+        let (fresh, replayed) = (
+            expect(r#""ledger":{"replayed":false,"attempt":1}"#),
+            expect(r#""ledger":{"replayed":true,"attempt":1}"#),
+        );
+        // The recorded key the replays ask for, and a warm ledger.
+        let recorded = self.dir.path().join("request-recorded.json");
+        std::fs::write(&recorded, request_in(1024, "recorded")).expect("write the request");
+        run_checked(&mut self.dispatched(ANSWER, &with_ledger), &recorded, fresh);
+        for _ in 0..5 {
+            run_checked(
+                &mut self.dispatched(ANSWER, &[]),
+                &plain_req,
+                Expect {
+                    min_stdout: ANSWER,
+                    tail: None,
+                },
+            );
+            run_checked(
+                &mut self.dispatched(ANSWER, &with_ledger),
+                &recorded,
+                replayed,
+            );
+        }
+        let mut series: [Series; 3] = Default::default();
+        for round in 0..rounds {
+            let new_key = self.dir.path().join("request-new-key.json");
+            std::fs::write(&new_key, request_in(1024, &format!("session-{round}")))
+                .expect("write the request");
+            for k in 0..3 {
+                let which = (round + k) % 3;
+                let sample = match which {
+                    0 => run_checked(
+                        &mut self.dispatched(ANSWER, &[]),
+                        &plain_req,
+                        Expect {
+                            min_stdout: ANSWER,
+                            tail: None,
+                        },
+                    ),
+                    1 => run_checked(&mut self.dispatched(ANSWER, &with_ledger), &new_key, fresh),
+                    _ => run_checked(
+                        &mut self.dispatched(ANSWER, &with_ledger),
+                        &recorded,
+                        replayed,
+                    ),
+                };
+                series[which].push(sample);
+            }
+        }
+        println!("(d) the ledger: one call, 1 KiB request, 1 KiB answer, {rounds} rounds (ms)");
+        println!(
+            "    {:<30} {:>8} {:>8} {:>8} {:>8} {:>9}",
+            "", "median", "mean", "p95", "min", "cpu med"
+        );
+        let names = [
+            "dispatcher, no ledger",
+            "--ledger, a new key",
+            "--ledger, a replay",
+        ];
+        for (name, s) in names.iter().zip(&series) {
+            let (w, c) = (s.wall(), s.cpu());
+            println!(
+                "    {name:<30} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2}",
+                w.median, w.mean, w.p95, w.min, c.median
+            );
+        }
+        let added = series[1].wall().median - series[0].wall().median;
+        println!(
+            "    --ledger adds {added:+.2} ms a call (median wall, two durable commits); target < 1 ms: {}\n",
+            verdict(added.max(0.0), 1.0)
+        );
+    }
+}
+
 fn load() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -659,9 +769,14 @@ fn load() -> String {
 
 /// A request of exactly `size` bytes (its `input` string padded to fit).
 fn request(size: usize) -> String {
+    request_in(size, "s")
+}
+
+/// [`request`] in the sandbox session `session`.
+fn request_in(size: usize, session: &str) -> String {
     let make = |pad: usize| {
         format!(
-            r#"{{"schema":"wp-codebox/parent-tool-request/v1","version":1,"request_id":"{REQUEST_ID}","tool":"{TOOL}","operation":"call","input":"{}","sandbox_session":{{"sandbox_session_id":"s"}},"authorization":{{"allowed_tools":["{TOOL}"]}},"metadata":{{}}}}"#,
+            r#"{{"schema":"wp-codebox/parent-tool-request/v1","version":1,"request_id":"{REQUEST_ID}","tool":"{TOOL}","operation":"call","input":"{}","sandbox_session":{{"sandbox_session_id":"{session}"}},"authorization":{{"allowed_tools":["{TOOL}"]}},"metadata":{{}}}}"#,
             "x".repeat(pad)
         )
     };

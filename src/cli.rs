@@ -120,6 +120,43 @@ pub struct DispatchArgs {
     /// Pretty-print the envelope (default: compact, one line).
     #[arg(long)]
     pub pretty: bool,
+
+    #[command(flatten)]
+    pub ledger: LedgerArgs,
+}
+
+/// The ledger options of SPEC 14: idempotency, per-session budgets and the audit trail. The
+/// budget values stay text here: `ledger::flags` parses them (the usage error names the
+/// option). Every budget counts per bridge ref and sandbox session, across every dispatcher
+/// process sharing the ledger, and needs --ledger.
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Ledger (SPEC 14)")]
+pub struct LedgerArgs {
+    /// Record every call in the SQLite ledger at PATH (created 0600 on first use) shared by
+    /// every dispatcher on the host: a repeated request (same bridge ref, sandbox session and
+    /// request_id, same request) is answered with the recorded envelope without running
+    /// anything (`diagnostics.ledger.replayed: true`, same exit status); the same id with
+    /// another request is `request_id_reused`; a call whose dispatcher died while running it
+    /// is `dispatch_indeterminate`. A ledger that cannot be opened, written or read is
+    /// `ledger_unavailable` before anything starts.
+    #[arg(long, value_name = "PATH", env = LEDGER_ENV)]
+    pub ledger: Option<PathBuf>,
+    /// Admit at most N calls per sandbox session (replays do not count); then
+    /// `budget_exhausted`.
+    #[arg(long, value_name = "N")]
+    pub budget_calls: Option<String>,
+    /// Admit at most N calls of TOOL (its canonical id) per sandbox session (repeatable, one
+    /// per tool). A tool the bridge does not allow is accepted: its calls are denied anyway.
+    #[arg(long, value_name = "TOOL=N")]
+    pub budget_tool: Vec<String>,
+    /// At most N ms of adapter wall time per sandbox session; each call's timeout is also cut
+    /// to what is left.
+    #[arg(long, value_name = "N")]
+    pub budget_adapter_ms: Option<String>,
+    /// At most N calls of one sandbox session in flight at once (held by live dispatchers);
+    /// over it, `concurrency_limited` (retryable).
+    #[arg(long, value_name = "N")]
+    pub max_concurrent: Option<String>,
 }
 
 /// Options of every adapter run the dispatcher starts from its command line: the main job's and

@@ -41,7 +41,9 @@ use serde_json::Value;
 use std::rc::Rc;
 use std::sync::OnceLock;
 
+mod ledger;
 mod protocols;
+pub use ledger::ledger_flags;
 pub use protocols::{endpoint, mcp};
 
 /// Size cap the targets read with: far above what a fuzzer feeds, so the cap is never what
@@ -52,7 +54,7 @@ const MAX: usize = 1 << 22;
 pub type Target = fn(&[u8]);
 
 /// Every target, by the name of its folder under `fuzz/regressions/` and its `fuzz/` binary.
-pub const TARGETS: [(&str, Target); 9] = [
+pub const TARGETS: [(&str, Target); 10] = [
     ("json", json),
     ("bridge", bridge),
     ("request", request),
@@ -62,6 +64,7 @@ pub const TARGETS: [(&str, Target); 9] = [
     ("delegation", delegation),
     ("endpoint", endpoint),
     ("mcp", mcp),
+    ("ledger_flags", ledger_flags),
 ];
 
 /// The strict reader: [`Document::parse`], [`json::check_object`], [`json::check`] and

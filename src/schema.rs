@@ -334,6 +334,20 @@ fn confinement_diagnostics() -> Value {
     })
 }
 
+fn ledger_diagnostics() -> Value {
+    json!({
+        "type": "object",
+        "description": "What the ledger (--ledger, SPEC 14) did with the call; it replaces any `ledger` member an answer wrote.",
+        "required": ["replayed"],
+        "properties": {
+            "replayed": {"type": "boolean", "description": "True when this is a recorded envelope printed again: nothing was started and no transcript written; the rest of the envelope is the recorded one."},
+            "attempt": {"type": "integer", "minimum": 1, "description": "The attempt of the call's key that produced the envelope (more than 1 after retryable outcomes)."},
+            "adapter_ms_left": {"type": "integer", "minimum": 0, "description": "The session's adapter time left under --budget-adapter-ms when the call started (its timeout was cut to it)."},
+            "error": {"type": "string", "description": "Why the outcome could not be recorded; the envelope is the real one nonetheless."}
+        }
+    })
+}
+
 fn result_schema() -> Value {
     let mut out = envelope_schema(
         result::SCHEMA,
@@ -345,7 +359,8 @@ fn result_schema() -> Value {
         "$defs".into(),
         json!({
             "artifact_ref": spec_schema(&Spec::object(&result::fields::ARTIFACT_REF)),
-            "dispatch_diagnostics": dispatch_diagnostics()
+            "dispatch_diagnostics": dispatch_diagnostics(),
+            "ledger_diagnostics": ledger_diagnostics()
         }),
     );
     Value::Object(out)

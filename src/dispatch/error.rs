@@ -125,6 +125,24 @@ pub enum DispatchError {
     /// The endpoint's answer is over `--max-output-bytes`.
     #[error("the answer is too large")]
     EndpointTooLarge { max_bytes: usize },
+    /// The ledger cannot be opened, read or written (SPEC §14.3); nothing was started.
+    #[error("the ledger is unavailable")]
+    LedgerUnavailable(crate::ledger::LedgerError),
+    /// The key was used before by another request (SPEC §14.1).
+    #[error("the request id was used before")]
+    RequestIdReused,
+    /// The key's holder died while running it (SPEC §14.1).
+    #[error("the call's outcome is indeterminate")]
+    Indeterminate { attempt: u32 },
+    /// Another live dispatcher held the key past this call's timeout.
+    #[error("timeout")]
+    HeldTimeout { timeout_ms: u64 },
+    /// Over a budget of SPEC §14.2.
+    #[error("a budget is exhausted")]
+    BudgetExhausted(crate::ledger::OverBudget),
+    /// Over `--max-concurrent`.
+    #[error("too many calls in flight")]
+    ConcurrencyLimited(crate::ledger::OverBudget),
     /// Confinement was asked for and cannot be put in place (SPEC §13 "Fail closed"): the
     /// adapter was not started. `(missing, message)` pairs: the names for
     /// `error.details.missing`, and for stderr what each is (it may name host paths).
@@ -198,6 +216,12 @@ impl DispatchError {
             E::EndpointTooLarge { .. } => ErrorCode::ResultTooLarge,
             E::ConfinementUnavailable { .. } => ErrorCode::ConfinementUnavailable,
             E::ResourceLimitExceeded { .. } => ErrorCode::ResourceLimitExceeded,
+            E::LedgerUnavailable(_) => ErrorCode::LedgerUnavailable,
+            E::RequestIdReused => ErrorCode::RequestIdReused,
+            E::Indeterminate { .. } => ErrorCode::DispatchIndeterminate,
+            E::HeldTimeout { .. } => ErrorCode::DispatchTimeout,
+            E::BudgetExhausted(_) => ErrorCode::BudgetExhausted,
+            E::ConcurrencyLimited(_) => ErrorCode::ConcurrencyLimited,
         }
     }
 
@@ -350,6 +374,36 @@ impl DispatchError {
                 limit.as_str(),
                 limit_option(*limit)
             ),
+            E::LedgerUnavailable(err) => format!("the ledger is unavailable: {err}"),
+            E::RequestIdReused => "this request_id was already used in this sandbox session \
+                                   for a different request"
+                .to_string(),
+            E::Indeterminate { attempt } => format!(
+                "the dispatcher running attempt {attempt} of this request died: whether the \
+                 tool's effect happened is unknown; check the real state, then retry under a \
+                 new request_id"
+            ),
+            E::HeldTimeout { timeout_ms } => format!(
+                "another dispatcher was still running this request after {timeout_ms} ms"
+            ),
+            E::BudgetExhausted(over) => match &over.tool {
+                Some(tool) => format!(
+                    "the sandbox session's budget of {} calls of {tool:?} is spent",
+                    over.limit
+                ),
+                None if over.budget == crate::ledger::BudgetKind::AdapterMs => format!(
+                    "the sandbox session's budget of {} ms of adapter time is spent",
+                    over.limit
+                ),
+                None => format!(
+                    "the sandbox session's budget of {} calls is spent",
+                    over.limit
+                ),
+            },
+            E::ConcurrencyLimited(over) => format!(
+                "the sandbox session already has {} calls in flight (at most {})",
+                over.used, over.limit
+            ),
         }
     }
 
@@ -397,6 +451,8 @@ impl DispatchError {
                 details.insert("limit".into(), json!(limit.as_str()));
                 Some(Value::Object(details))
             }
+            E::BudgetExhausted(over) | E::ConcurrencyLimited(over) => Some(json!(over)),
+            E::Indeterminate { attempt } => Some(json!({ "attempt": attempt })),
             E::RequestUnreadable { .. }
             | E::ArtifactDir { .. }
             | E::ModeUnsupported { .. }
@@ -409,7 +465,10 @@ impl DispatchError {
             | E::Panicked { .. }
             | E::EndpointUnconfigured(_)
             | E::EndpointUnreachable { .. }
-            | E::EndpointTimeout { .. } => None,
+            | E::EndpointTimeout { .. }
+            | E::LedgerUnavailable(_)
+            | E::RequestIdReused
+            | E::HeldTimeout { .. } => None,
         }
     }
 

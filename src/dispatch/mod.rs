@@ -10,18 +10,19 @@
 //! boundary.
 
 mod error;
+mod gate;
 mod report;
 
 pub use error::{limit_option, DispatchError};
 pub(crate) use report::resources;
-pub use report::{Concluded, Learned, Outcome, Report};
+pub use report::{Concluded, Learned, Outcome, Replayed, Report};
 
 use crate::authorize::authorize;
 use crate::cli::DispatchArgs;
 use crate::endpoint::{self, Exchanged, Failure};
 use crate::envelope::bridge::{Bridge, CommandSpec, Mode};
 use crate::envelope::request::{Echo, Request};
-use crate::envelope::result::{Expect, Transport};
+use crate::envelope::result::{Expect, ResultEnvelope, Transport};
 use crate::exec::{self, Finished, Termination};
 use crate::hostenv::HostEnv;
 use crate::interrupt::Interrupts;
@@ -71,23 +72,43 @@ pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
             return crate::error::exit::USAGE;
         }
     };
+    // Checked by `check_usage` already.
+    let ledger = gate::options(&args.ledger).ok().flatten();
     let panics = PanicNote::install();
     let mut learned = Learned::new(args, &env);
     // What was obtained outlives a panic in judging: it is cleaned up after the envelope.
     let mut obtained = None;
+    // The ledger's part of the job, recorded after the report is built.
+    let mut gated = None;
     let stage = Cell::new(Stage::Steps);
     let wrote = Cell::new(false);
     let mut failure = None;
     loop {
         let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let outcome = match failure.take() {
-                None => steps(args, &env, &usage, interrupts, &mut learned, &mut obtained)
-                    .unwrap_or_else(Outcome::from),
+                None => steps(
+                    args,
+                    &env,
+                    &usage,
+                    interrupts,
+                    &mut learned,
+                    (ledger.as_ref(), &mut gated),
+                    &mut obtained,
+                )
+                .unwrap_or_else(Outcome::from),
                 Some(err) => Outcome::from(err),
             };
             stage.set(Stage::Concluding);
             panic_point::reach(PanicPoint::Concluding);
-            let exit = Report::build(args, &learned, outcome).print(&wrote);
+            let mut report = Report::build(args, &learned, outcome);
+            // Durable before a byte is printed (SPEC §14.1).
+            if let Some(gated) = gated.as_mut() {
+                gate::conclude(gated, &mut report, &learned);
+            }
+            if learned.ledger.is_some() {
+                report.write_pending(args);
+            }
+            let exit = report.print(&wrote);
             // Only now: the cleanup is bounded, but nothing may delay the envelope.
             stage.set(Stage::CleaningUp(exit));
             if let Some(obtained) = obtained.take() {
@@ -148,6 +169,7 @@ pub fn check_usage(args: &DispatchArgs, env: &HostEnv) -> Result<Usage, UsageErr
             crate::cli::BRIDGE_ENV
         )));
     }
+    gate::options(&args.ledger)?;
     let tool_map = match &args.tool_map {
         // The error's own message already names its cause (and the file): printed once.
         Some(arg) => ToolMap::parse(arg)
@@ -170,25 +192,39 @@ pub fn confine_options(
 }
 
 /// The live main job's steps, up to the judged answer (which borrows from what `obtained`
-/// keeps). The ledger check of SPEC §14 goes between `admit` and `obtain`: one step that
-/// records `diagnostics.ledger` in `learned` and may return a recorded outcome at once.
+/// keeps). The ledger step of SPEC §14 goes between `admit` and `obtain`: it records
+/// `diagnostics.ledger` in `learned`, leaves what is to be recorded in the gate, and may
+/// answer at once — a recorded envelope to print again, or a refusal — so that nothing runs.
 fn steps<'o>(
     args: &DispatchArgs,
     env: &HostEnv,
     usage: &Usage,
     interrupts: &Interrupts,
     learned: &mut Learned,
+    (ledger, gated): (Option<&gate::Options>, &mut Option<gate::Gate>),
     obtained: &'o mut Option<Obtained>,
 ) -> Result<Outcome<'o>, DispatchError> {
     let bytes = read_request(args, interrupts)?;
-    let admitted = admit(args, env, &usage.tool_map, bytes, learned)?;
+    let admitted = admit(args, env, &usage.tool_map, bytes, learned);
+    let admitted = match gate::gate(ledger, admitted, learned, gated)? {
+        gate::Gated::Run(admitted) => *admitted,
+        gate::Gated::Replay(recorded) => {
+            let obtained = obtained.insert(Obtained::Replayed(recorded));
+            return Ok(obtained.judge());
+        }
+    };
     let run = Obtain {
         args,
         env,
         confine: &usage.confine,
         interrupts,
     };
-    let obtained = obtained.insert(obtain(admitted, &run, learned)?);
+    let started = std::time::Instant::now();
+    let answer = obtain(admitted, &run, learned);
+    if let Some(gated) = gated.as_mut() {
+        gated.ran(started.elapsed());
+    }
+    let obtained = obtained.insert(answer?);
     panic_point::reach(PanicPoint::Judging);
     Ok(obtained.judge())
 }
@@ -448,8 +484,10 @@ fn admit(
         .extend(warnings.iter().map(crate::terminal::warning_line));
     let bridge = bridge?;
     learned.bridge(&bridge, env);
+    let bridge_ref = bridge.bridge_ref();
+    learned.bridge_ref = Some(bridge_ref.clone());
     let request = validate_request(parsed, max_request)?;
-    authorize(&bridge, &request, &bridge.bridge_ref()).map_err(|denial| DispatchError::Denied {
+    authorize(&bridge, &request, &bridge_ref).map_err(|denial| DispatchError::Denied {
         denial,
         tool: request.echo.tool.clone(),
         status: bridge.failure_status,
@@ -529,6 +567,8 @@ fn obtain(
 enum Obtained {
     Ran(Ran),
     Answered(Answered),
+    /// The ledger's recorded envelope (SPEC §14.1): printed again, not judged again.
+    Replayed(crate::ledger::Recorded),
 }
 
 impl Obtained {
@@ -536,13 +576,33 @@ impl Obtained {
         match self {
             Obtained::Ran(ran) => ran.judge(),
             Obtained::Answered(answered) => answered.judge(),
+            Obtained::Replayed(recorded) => {
+                match ResultEnvelope::check(&recorded.envelope, None) {
+                    Ok(envelope) => Outcome {
+                        verdict: Ok(envelope),
+                        stdout_kept: None,
+                        replayed: Some(Replayed {
+                            text: &recorded.envelope,
+                            exit: recorded.exit_status,
+                        }),
+                    },
+                    // Only the dispatcher writes the ledger: a recorded envelope that is no
+                    // envelope is damage.
+                    Err(issues) => Outcome::from(DispatchError::LedgerUnavailable(
+                        crate::ledger::LedgerError::Corrupt(format!(
+                            "the recorded envelope is not valid: {}",
+                            crate::validate::summary(&issues)
+                        )),
+                    )),
+                }
+            }
         }
     }
 
     fn clean_up(self) {
         match self {
             Obtained::Ran(ran) => ran.clean_up(),
-            Obtained::Answered(_) => {}
+            Obtained::Answered(_) | Obtained::Replayed(_) => {}
         }
     }
 }
@@ -628,6 +688,7 @@ impl Answered {
         Outcome {
             verdict: judge::judge(Answer { ending, body }, expected.expect(), expected.limits),
             stdout_kept: None,
+            replayed: None,
         }
     }
 }
@@ -773,6 +834,7 @@ impl Ran {
         Outcome {
             verdict: outcome.verdict.map_err(|err| self.limit_hit(err)),
             stdout_kept: outcome.stdout_kept,
+            replayed: None,
         }
     }
 
@@ -837,6 +899,7 @@ pub fn judge_answer<'a>(
     Outcome {
         verdict,
         stdout_kept: keep.then_some(stdout),
+        replayed: None,
     }
 }
 

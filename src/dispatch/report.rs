@@ -13,8 +13,8 @@ use crate::envelope::bridge::Bridge;
 use crate::envelope::canonical;
 use crate::envelope::request::Echo;
 use crate::envelope::result::{
-    self, ArtifactRef, Audience, DispatchDiagnostics, Resources, ResultEnvelope, RunDiagnostics,
-    StdinError,
+    self, ArtifactRef, Audience, DispatchDiagnostics, LedgerDiagnostics, Resources, ResultEnvelope,
+    RunDiagnostics, StdinError,
 };
 use crate::error::Status;
 use crate::exec::{self, Finished, Termination};
@@ -53,6 +53,10 @@ pub struct Learned {
     pub echo: Echo,
     /// Warning lines for stderr, printed before the envelope.
     pub warnings: Vec<String>,
+    /// `diagnostics.ledger`, when the job runs with `--ledger` (SPEC §14).
+    pub ledger: Option<LedgerDiagnostics>,
+    /// The bridge ref, once the bridge loaded.
+    pub bridge_ref: Option<String>,
 }
 
 impl Learned {
@@ -73,6 +77,8 @@ impl Learned {
             fallback_name: None,
             echo: Echo::default(),
             warnings: Vec::new(),
+            ledger: None,
+            bridge_ref: None,
         }
     }
 
@@ -224,6 +230,15 @@ pub struct Outcome<'o> {
     pub verdict: Result<ResultEnvelope<'o>, DispatchError>,
     /// Kept, redacted, in `diagnostics.dispatch.stdout_head`.
     pub stdout_kept: Option<&'o [u8]>,
+    /// The ledger's recorded envelope, when the verdict is one printed again (SPEC §14.1).
+    pub replayed: Option<Replayed<'o>>,
+}
+
+/// A recorded envelope printed again: its text exactly as stored, and its exit status.
+#[derive(Debug, Clone, Copy)]
+pub struct Replayed<'o> {
+    pub text: &'o str,
+    pub exit: u8,
 }
 
 impl From<DispatchError> for Outcome<'_> {
@@ -231,6 +246,7 @@ impl From<DispatchError> for Outcome<'_> {
         Outcome {
             verdict: Err(err),
             stdout_kept: None,
+            replayed: None,
         }
     }
 }
@@ -245,6 +261,9 @@ pub struct Report<'a> {
     text: Option<String>,
     redactor: &'a Redactor,
     pretty: bool,
+    /// A replayed envelope's recorded text: printed again with only `diagnostics.ledger` set
+    /// from `envelope.ledger`.
+    replay_source: Option<&'a str>,
 }
 
 impl<'a> Report<'a> {
@@ -252,6 +271,9 @@ impl<'a> Report<'a> {
     /// diagnostics, write the transcript, write `--result-file`, compose the stderr lines.
     /// Nothing is printed: [`Report::print`] prints, [`Report::into_concluded`] hands it over.
     pub fn build(args: &DispatchArgs, learned: &'a Learned, outcome: Outcome<'a>) -> Report<'a> {
+        if let (Some(replayed), Ok(envelope)) = (outcome.replayed, &outcome.verdict) {
+            return Report::replayed(args, learned, replayed, envelope.clone());
+        }
         let redactor = &learned.redactor;
         let mut dispatch = learned.dispatch.clone();
         if let Some(stdout) = outcome.stdout_kept {
@@ -272,6 +294,7 @@ impl<'a> Report<'a> {
         };
         dispatch.duration_ms = learned.started.elapsed().as_millis() as u64;
         envelope.dispatch = Some(dispatch);
+        envelope.ledger.clone_from(&learned.ledger);
         write_transcript(learned, &mut envelope);
         let mut report = Report {
             envelope,
@@ -280,9 +303,11 @@ impl<'a> Report<'a> {
             text: None,
             redactor,
             pretty: args.pretty,
+            replay_source: None,
         };
-        if let Some(path) = &args.result_file {
-            report.write_result_file(path);
+        // With a ledger, only once the outcome is recorded ([`Report::write_pending`]).
+        if learned.ledger.is_none() {
+            report.write_pending(args);
         }
         if let Some(code) = report.envelope.error_code() {
             let message = match human {
@@ -295,6 +320,126 @@ impl<'a> Report<'a> {
             report.stderr.push(line);
         }
         report
+    }
+
+    /// The report of a recorded envelope printed again (SPEC §14.1): its text as stored but for
+    /// `diagnostics.ledger`, its exit status, no transcript and no new diagnostics; stderr gets
+    /// the warnings and, for a failure, the recorded code and message.
+    fn replayed(
+        args: &DispatchArgs,
+        learned: &'a Learned,
+        replayed: Replayed<'a>,
+        mut envelope: ResultEnvelope<'a>,
+    ) -> Report<'a> {
+        let redactor = &learned.redactor;
+        envelope.ledger.clone_from(&learned.ledger);
+        let mut report = Report {
+            envelope,
+            exit: replayed.exit,
+            stderr: learned.warnings.clone(),
+            text: None,
+            redactor,
+            pretty: args.pretty,
+            replay_source: Some(replayed.text),
+        };
+        report.text = Some(report.render());
+        if let Some(code) = report.envelope.error_code() {
+            let message = report.envelope.error_message().unwrap_or_default();
+            let line = error_line(&redactor.redact_str(&code), &redactor.redact_str(&message));
+            report.stderr.push(line);
+        }
+        report
+    }
+
+    /// The envelope's status.
+    pub fn status(&self) -> Status {
+        self.envelope.status
+    }
+
+    /// The envelope's `error.code`, if any.
+    pub fn error_code(&self) -> Option<String> {
+        self.envelope.error_code().map(|c| c.into_owned())
+    }
+
+    /// The exit status the job will have.
+    pub fn exit(&self) -> u8 {
+        self.exit
+    }
+
+    /// The path of the dispatcher's transcript ref, when one was written (for a replayed
+    /// envelope: the recorded one's).
+    pub fn transcript_ref(&self) -> Option<String> {
+        if let Some(reference) = self.envelope.transcript_refs.first() {
+            return Some(reference.path.clone());
+        }
+        let source = self.replay_source?;
+        let transcripts = Fields::parse(source)?
+            .get("artifacts")
+            .and_then(Fields::parse)?
+            .get("transcripts")?;
+        let mut found = None;
+        raw::for_each_item(transcripts, |_, item| {
+            let Some(fields) = Fields::parse(item) else {
+                return;
+            };
+            let kind = fields.get("kind").and_then(raw::string);
+            if kind.as_deref() == Some("tool-call-transcript") {
+                found = fields
+                    .get("path")
+                    .and_then(raw::string)
+                    .map(|p| p.into_owned());
+            }
+        });
+        found
+    }
+
+    /// The envelope's `error.retryable` (false for a success): such an outcome is not final.
+    pub fn retryable(&self) -> bool {
+        match &self.envelope.error {
+            None => false,
+            Some(result::ErrorPart::Dispatcher(body)) => body.retryable,
+            Some(result::ErrorPart::Answer(text)) => Fields::parse(text)
+                .and_then(|f| f.get("retryable").and_then(raw::boolean))
+                .unwrap_or(false),
+        }
+    }
+
+    /// Fix the envelope's text (compact) as it will be printed, and return it: what the
+    /// ledger stores is exactly what stdout then gets (pretty-printed with `--pretty`).
+    pub fn fix_text(&mut self) -> String {
+        let compact = self.compact();
+        self.text = Some(if self.pretty {
+            raw::pretty(&compact)
+        } else {
+            compact.clone()
+        });
+        compact
+    }
+
+    /// The call's outcome could not be recorded (SPEC §14.3): the real envelope is printed
+    /// (and written to `--result-file`) with `diagnostics.ledger.error`, and a
+    /// `warning[ledger_unavailable]` line on stderr (the envelope's own code keeps the one
+    /// `error[…]` line).
+    pub fn ledger_failed(&mut self, message: &str) {
+        let message = self.redactor.redact_str(message);
+        self.envelope
+            .ledger
+            .get_or_insert_with(LedgerDiagnostics::default)
+            .error = Some(message.clone());
+        self.stderr.push(format!(
+            "warning[ledger_unavailable]: the call's outcome was not recorded in the ledger: {}",
+            crate::terminal::escape(&message)
+        ));
+        self.fix_text();
+    }
+
+    /// Write `--result-file`, when it is asked for. With a ledger the sequencer calls this
+    /// after the outcome is recorded (or failed to be), so that no file holds an envelope the
+    /// ledger does not know, and the file holds exactly what stdout gets.
+    pub fn write_pending(&mut self, args: &DispatchArgs) {
+        if let Some(path) = &args.result_file {
+            self.write_result_file(path);
+        }
     }
 
     /// Write `--result-file` (atomically) with the envelope as stdout gets it; a failure is
@@ -371,8 +516,20 @@ impl<'a> Report<'a> {
         }
     }
 
+    /// The envelope as compact text: rendered, or the replayed text with its ledger member.
+    fn compact(&self) -> String {
+        match self.replay_source {
+            Some(source) => {
+                let ledger = self.envelope.ledger.clone().unwrap_or_default();
+                result::with_ledger_diagnostics(source, &ledger)
+                    .unwrap_or_else(|| source.to_string())
+            }
+            None => self.envelope.render(self.redactor, Audience::Caller),
+        }
+    }
+
     fn render(&self) -> String {
-        let compact = self.envelope.render(self.redactor, Audience::Caller);
+        let compact = self.compact();
         if self.pretty {
             raw::pretty(&compact)
         } else {

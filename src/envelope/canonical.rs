@@ -58,6 +58,55 @@ pub fn digest(value: &Value) -> String {
     sha256_hex(to_string(value).as_bytes())
 }
 
+/// The canonical form of JSON text the strict reader accepted, without building a tree:
+/// object keys sorted by their UTF-8 bytes, strings re-quoted as [`to_string`] would write
+/// them, insignificant whitespace dropped — and numbers kept as they were written (opaque
+/// payload is never converted), so `1.0` and `1` stay two requests. Text that is not JSON is
+/// copied minified.
+pub fn to_string_raw(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    write_raw(raw, &mut out);
+    out
+}
+
+fn write_raw(raw: &str, out: &mut String) {
+    use crate::json::{raw as text, Kind};
+    match Kind::of(raw) {
+        Kind::Object => {
+            let Some(fields) = text::Fields::parse(raw) else {
+                return text::minify_into(raw, out);
+            };
+            let mut members: Vec<(&str, &str)> = fields.iter().collect();
+            members.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            out.push('{');
+            for (i, (key, value)) in members.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.to_string()).to_string());
+                out.push(':');
+                write_raw(value, out);
+            }
+            out.push('}');
+        }
+        Kind::Array => {
+            out.push('[');
+            text::for_each_item(raw, |i, item| {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_raw(item, out);
+            });
+            out.push(']');
+        }
+        Kind::String => match text::string(raw) {
+            Some(decoded) => out.push_str(&Value::String(decoded.into_owned()).to_string()),
+            None => text::minify_into(raw, out),
+        },
+        _ => text::minify_into(raw, out),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,6 +117,17 @@ mod tests {
         let v: Value =
             serde_json::from_str(r#"{ "b": [ {"z":1, "a":"x y"} ], "a": null }"#).unwrap();
         assert_eq!(to_string(&v), r#"{"a":null,"b":[{"a":"x y","z":1}]}"#);
+    }
+
+    #[test]
+    fn raw_canonical_form_agrees_with_the_tree_one_but_keeps_number_spellings() {
+        let text = r#"{ "b": [ {"z":1, "a":"x\u0079 \n"} ], "a": null, "\u00e9": true }"#;
+        let v: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(to_string_raw(text), to_string(&v));
+        assert_eq!(
+            to_string_raw(r#"{"n": 1.0e0, "m": [ ]}"#),
+            r#"{"m":[],"n":1.0e0}"#
+        );
     }
 
     #[test]

@@ -18,15 +18,17 @@ pub fn read_input(path: Option<&Path>, max_bytes: u64) -> std::io::Result<Vec<u8
 
 /// Every object key of the documents the dispatcher writes — the result envelope (with
 /// `diagnostics.dispatch` and its artifact refs), the request as a transcript embeds it, the
-/// transcript itself — for [`crate::redact::Redactor::keep_keys`]: no registered secret may
+/// transcript itself, `diagnostics.ledger` — for [`crate::redact::Redactor::keep_keys`]: no registered secret may
 /// rename one of them. A test keeps this list a superset of the JSON Schemas' property names
 /// and of every key `diagnostics.dispatch` can carry.
 pub const OWN_KEYS: &[&str] = &[
     "abi",
+    "adapter_ms_left",
     "adapter_started",
     "algorithm",
     "allowed_tools",
     "artifacts",
+    "attempt",
     "authorization",
     "bridge_ref",
     "call_id",
@@ -55,6 +57,7 @@ pub const OWN_KEYS: &[&str] = &[
     "kind",
     "landlock",
     "leaked_processes",
+    "ledger",
     "limit",
     "limits",
     "max_rss_bytes",
@@ -76,6 +79,7 @@ pub const OWN_KEYS: &[&str] = &[
     "policy",
     "principal",
     "redaction",
+    "replayed",
     "request",
     "request_id",
     "resources",
@@ -122,7 +126,9 @@ pub mod result;
 mod tests {
     use super::OWN_KEYS;
     use crate::cli::SchemaKind;
-    use crate::envelope::result::{DispatchDiagnostics, RunDiagnostics, StdinError, Transport};
+    use crate::envelope::result::{
+        DispatchDiagnostics, LedgerDiagnostics, RunDiagnostics, StdinError, Transport,
+    };
     use serde_json::Value;
 
     fn property_names(v: &Value, into: &mut Vec<String>) {
@@ -197,7 +203,14 @@ mod tests {
                 map.values().for_each(|x| keys(x, into));
             }
         }
+        let ledger = LedgerDiagnostics {
+            replayed: true,
+            attempt: Some(1),
+            adapter_ms_left: Some(1),
+            error: Some(String::new()),
+        };
         keys(&serde_json::to_value(full).unwrap(), &mut names);
+        keys(&serde_json::to_value(ledger).unwrap(), &mut names);
         let missing: Vec<&String> = names
             .iter()
             .filter(|n| !OWN_KEYS.contains(&n.as_str()))

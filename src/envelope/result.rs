@@ -131,11 +131,18 @@ pub mod fields {
     };
     pub const DIAGNOSTICS: Field =
         Field::new("diagnostics", Filled, Spec::object(&DIAGNOSTICS_SHAPE));
-    pub const DIAGNOSTICS_SHAPE: Shape = Shape::of(&[&Field::new(
-        "dispatch",
-        Optional,
-        Spec::of(Type::Ref("dispatch_diagnostics", None), &[]),
-    )]);
+    pub const DIAGNOSTICS_SHAPE: Shape = Shape::of(&[
+        &Field::new(
+            "dispatch",
+            Optional,
+            Spec::of(Type::Ref("dispatch_diagnostics", None), &[]),
+        ),
+        &Field::new(
+            "ledger",
+            Optional,
+            Spec::of(Type::Ref("ledger_diagnostics", None), &[]),
+        ),
+    ]);
     pub const METADATA: Field = Field::new("metadata", Filled, Spec::OBJECT);
     /// The envelope.
     pub const TOP: Shape = Shape {
@@ -340,6 +347,50 @@ impl Default for DispatchDiagnostics {
     }
 }
 
+/// `diagnostics.ledger` (SPEC §14): what the ledger did with the call, present when the
+/// dispatcher runs with `--ledger`. Like `dispatch`, it replaces any `ledger` member an answer
+/// wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LedgerDiagnostics {
+    /// True when this envelope is a recorded one printed again.
+    pub replayed: bool,
+    /// The key's attempt that produced the envelope (1 for a first run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// The session's adapter time left under `--budget-adapter-ms` when the call started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adapter_ms_left: Option<u64>,
+    /// Why the call could not be recorded (the envelope is the real one nonetheless).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `text`, a compact envelope the dispatcher rendered, with `diagnostics.ledger` set to
+/// `ledger` and every other byte of every other member kept as it is; `None` when `text` is
+/// not an object with an object `diagnostics`.
+pub fn with_ledger_diagnostics(text: &str, ledger: &LedgerDiagnostics) -> Option<String> {
+    let top = Fields::parse(text)?;
+    let diagnostics = Fields::parse(top.get("diagnostics")?)?;
+    let mut out = String::with_capacity(text.len() + 128);
+    let mut w = ObjectWriter::new(&mut out);
+    for (key, value) in top.iter() {
+        if key != "diagnostics" {
+            w.raw(key, value);
+            continue;
+        }
+        w.with("diagnostics", |o| {
+            let mut d = ObjectWriter::new(o);
+            for (key, value) in diagnostics.iter().filter(|(k, _)| *k != "ledger") {
+                d.raw(key, value);
+            }
+            d.value("ledger", ledger);
+            d.finish();
+        });
+    }
+    w.finish();
+    Some(out)
+}
+
 /// A ref in `artifacts.transcripts` or `artifacts.evidence` that the dispatcher adds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ArtifactRef {
@@ -379,6 +430,8 @@ pub struct ResultEnvelope<'a> {
     diagnostics: Vec<(Cow<'a, str>, &'a str)>,
     /// `diagnostics.dispatch`, when the dispatcher reports.
     pub dispatch: Option<DispatchDiagnostics>,
+    /// `diagnostics.ledger`, when the dispatcher runs with a ledger.
+    pub ledger: Option<LedgerDiagnostics>,
     metadata: Option<&'a str>,
     /// Top-level members the contract does not name (allowed: forward compatibility).
     extra: Vec<(Cow<'a, str>, &'a str)>,
@@ -442,6 +495,7 @@ impl<'a> ResultEnvelope<'a> {
             transcript_refs: Vec::new(),
             diagnostics: Vec::new(),
             dispatch: None,
+            ledger: None,
             metadata: None,
             extra: Vec::new(),
         }
@@ -546,12 +600,13 @@ impl<'a> ResultEnvelope<'a> {
             diagnostics: diagnostics
                 .map(|d| {
                     d.iter()
-                        .filter(|(k, _)| *k != "dispatch")
+                        .filter(|(k, _)| *k != "dispatch" && *k != "ledger")
                         .map(|(k, v)| (Cow::Owned(k.to_string()), v))
                         .collect()
                 })
                 .unwrap_or_default(),
             dispatch: None,
+            ledger: None,
             metadata: top.get("metadata"),
             extra: top
                 .iter()
@@ -753,6 +808,9 @@ impl<'a> ResultEnvelope<'a> {
         }
         if let Some(dispatch) = &self.dispatch {
             d.value("dispatch", dispatch);
+        }
+        if let Some(ledger) = &self.ledger {
+            d.value("ledger", ledger);
         }
         d.finish();
         out

@@ -48,6 +48,27 @@ impl Name {
         }
     }
 
+    /// `text` as a name, cleaned when it is not one: lower-cased, every other character
+    /// outside the alphabet turned into `_`, cut at 64 bytes (`_` for empty text). For codes
+    /// an adapter chose itself.
+    pub fn lossy(text: &str) -> Name {
+        Name::new(text).unwrap_or_else(|_| {
+            let cleaned: String = text
+                .chars()
+                .map(|c| match c.to_ascii_lowercase() {
+                    c @ ('a'..='z' | '0'..='9' | '_' | '.' | ':' | '-') => c,
+                    _ => '_',
+                })
+                .take(64)
+                .collect();
+            Name(if cleaned.is_empty() {
+                "_".to_string()
+            } else {
+                cleaned
+            })
+        })
+    }
+
     /// The name.
     pub fn as_str(&self) -> &str {
         &self.0

@@ -271,6 +271,17 @@ impl SqliteStore {
         }
         self.conn
             .execute_batch("PRAGMA synchronous = FULL;")
+            .map_err(db)?;
+        // Each dispatcher is usually the ledger's last connection when it closes, and SQLite
+        // would then checkpoint the WAL into the file and delete it: a copy and more fsyncs
+        // on every call. The WAL is checkpointed by the automatic checkpoint instead (every
+        // 1000 pages, inside a commit), which keeps the same durability.
+        self.conn
+            .set_db_config(
+                rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+                true,
+            )
+            .map(|_| ())
             .map_err(db)
     }
 
@@ -307,6 +318,75 @@ impl SqliteStore {
             .map_err(db)?;
         }
         tx.commit().map_err(db)
+    }
+
+    /// One attempt at [`Store::finish`]'s transaction.
+    fn finish_once(
+        &mut self,
+        key: &Key,
+        lease: &Lease,
+        outcome: &Outcome<'_>,
+        record: &AuditRecord,
+    ) -> Result<Finished, LedgerError> {
+        let tx = self.immediate()?;
+        append(&tx, record)?;
+        let state = if outcome.retryable {
+            "retryable"
+        } else {
+            "final"
+        };
+        let changed = tx
+            .execute(
+                "UPDATE calls SET state = ?4, envelope = ?5, exit_status = ?6, updated_ms = ?7 \
+                 WHERE bridge_ref = ?1 AND session_id = ?2 AND request_id = ?3 \
+                 AND state = 'running' AND lease_boot = ?8 AND lease_pid = ?9 AND lease_start = ?10",
+                params![
+                    key.bridge_ref,
+                    key.session_id,
+                    key.request_id,
+                    state,
+                    outcome.envelope,
+                    i64::from(outcome.exit_status),
+                    i64_of(super::now_ms()),
+                    lease.boot_id,
+                    i64::from(lease.pid),
+                    i64_of(lease.start_ticks)
+                ],
+            )
+            .map_err(db)?;
+        if outcome.adapter_ms > 0 {
+            tx.execute(
+                "INSERT INTO session_usage (bridge_ref, session_id, calls, adapter_ms) \
+                 VALUES (?1, ?2, 0, ?3) ON CONFLICT (bridge_ref, session_id) \
+                 DO UPDATE SET adapter_ms = adapter_ms + excluded.adapter_ms",
+                params![key.bridge_ref, key.session_id, i64_of(outcome.adapter_ms)],
+            )
+            .map_err(db)?;
+        }
+        tx.commit().map_err(db)?;
+        Ok(if changed == 1 {
+            Finished::Stored
+        } else {
+            Finished::NotHolder
+        })
+    }
+
+    /// Run one whole transaction, again while SQLite answers BUSY before the deadline. SQLite
+    /// answers some BUSY at once, without its busy handler (while another connection resets
+    /// or recovers the WAL, say); a transaction that failed is rolled back whole, so trying it
+    /// again is safe.
+    fn retrying<T>(
+        &mut self,
+        mut step: impl FnMut(&mut SqliteStore) -> Result<T, LedgerError>,
+    ) -> Result<T, LedgerError> {
+        loop {
+            match step(self) {
+                Err(LedgerError::Locked) if Instant::now() < self.deadline => {
+                    std::thread::sleep(PREPARE_RETRY);
+                }
+                done => return done,
+            }
+        }
     }
 
     fn immediate(&mut self) -> Result<rusqlite::Transaction<'_>, LedgerError> {
@@ -542,17 +622,19 @@ impl Store for SqliteStore {
         lease: &Lease,
         decide: &mut dyn FnMut(&Snapshot) -> (Decision, Claim),
     ) -> Result<Decision, LedgerError> {
-        let tx = self.immediate()?;
-        let snap = read_snapshot(&tx, call)?;
-        let (decision, claim) = decide(&snap);
-        let now = i64_of(super::now_ms());
-        match claim {
-            Claim::None => {}
-            Claim::Admit { attempt } => write_admit(&tx, call, lease, attempt, now)?,
-            Claim::TakeOver => write_takeover(&tx, call.key, lease, now)?,
-        }
-        tx.commit().map_err(db)?;
-        Ok(decision)
+        self.retrying(|store| {
+            let tx = store.immediate()?;
+            let snap = read_snapshot(&tx, call)?;
+            let (decision, claim) = decide(&snap);
+            let now = i64_of(super::now_ms());
+            match claim {
+                Claim::None => {}
+                Claim::Admit { attempt } => write_admit(&tx, call, lease, attempt, now)?,
+                Claim::TakeOver => write_takeover(&tx, call.key, lease, now)?,
+            }
+            tx.commit().map_err(db)?;
+            Ok(decision)
+        })
     }
 
     fn finish(
@@ -562,53 +644,15 @@ impl Store for SqliteStore {
         outcome: &Outcome<'_>,
         record: &AuditRecord,
     ) -> Result<Finished, LedgerError> {
-        let tx = self.immediate()?;
-        append(&tx, record)?;
-        let state = if outcome.retryable {
-            "retryable"
-        } else {
-            "final"
-        };
-        let changed = tx
-            .execute(
-                "UPDATE calls SET state = ?4, envelope = ?5, exit_status = ?6, updated_ms = ?7 \
-                 WHERE bridge_ref = ?1 AND session_id = ?2 AND request_id = ?3 \
-                 AND state = 'running' AND lease_boot = ?8 AND lease_pid = ?9 AND lease_start = ?10",
-                params![
-                    key.bridge_ref,
-                    key.session_id,
-                    key.request_id,
-                    state,
-                    outcome.envelope,
-                    i64::from(outcome.exit_status),
-                    i64_of(super::now_ms()),
-                    lease.boot_id,
-                    i64::from(lease.pid),
-                    i64_of(lease.start_ticks)
-                ],
-            )
-            .map_err(db)?;
-        if outcome.adapter_ms > 0 {
-            tx.execute(
-                "INSERT INTO session_usage (bridge_ref, session_id, calls, adapter_ms) \
-                 VALUES (?1, ?2, 0, ?3) ON CONFLICT (bridge_ref, session_id) \
-                 DO UPDATE SET adapter_ms = adapter_ms + excluded.adapter_ms",
-                params![key.bridge_ref, key.session_id, i64_of(outcome.adapter_ms)],
-            )
-            .map_err(db)?;
-        }
-        tx.commit().map_err(db)?;
-        Ok(if changed == 1 {
-            Finished::Stored
-        } else {
-            Finished::NotHolder
-        })
+        self.retrying(|store| store.finish_once(key, lease, outcome, record))
     }
 
     fn append(&mut self, record: &AuditRecord) -> Result<(), LedgerError> {
-        let tx = self.immediate()?;
-        append(&tx, record)?;
-        tx.commit().map_err(db)
+        self.retrying(|store| {
+            let tx = store.immediate()?;
+            append(&tx, record)?;
+            tx.commit().map_err(db)
+        })
     }
 
     fn call(&mut self, key: &Key) -> Result<Option<CallRow>, LedgerError> {

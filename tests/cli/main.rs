@@ -24,6 +24,8 @@ mod hostile;
 mod human;
 mod launcher;
 mod ledger;
+mod ledger_rules;
+mod ledger_stress;
 mod man_pages;
 mod mcp;
 mod named_files;

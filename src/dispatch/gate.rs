@@ -1,0 +1,409 @@
+//! The ledger step of the main job (SPEC §14), between `admit` and `obtain`, and the recording
+//! of the outcome after [`Report::build`].
+//!
+//! [`gate`] opens the ledger (failing closed: `unavailable` / `ledger_unavailable` before
+//! anything starts), and asks it ONE atomic question for an admitted call — run it, replay it,
+//! refuse it (reused id, budget, concurrency), or declare it indeterminate — waiting for a live
+//! holder within the call's own timeout. A call that failed before the step (not authorized,
+//! invalid) only gets its audit record. [`conclude`] stores the envelope exactly as it will be
+//! printed, with the audit record, in one transaction that is durable before the envelope goes
+//! out; when that fails, the envelope is still printed, with `diagnostics.ledger.error`.
+//!
+//! Everything that goes into an audit record goes through the job's redactor first; no
+//! payload (`input`, `output`) ever does. This module does not know how the ledger stores
+//! anything.
+
+use super::{Admitted, DispatchError, Learned, Report, UsageError};
+use crate::authorize::Denial;
+use crate::cli::{LedgerArgs, LEDGER_ENV};
+use crate::envelope::canonical;
+use crate::envelope::result::LedgerDiagnostics;
+use crate::error::ErrorCode;
+use crate::json::raw::{self, Fields};
+use crate::ledger::audit::MAX_FIELD_BYTES;
+use crate::ledger::{
+    self, AuditRecord, Budgets, Call, Decision, Key, Lease, Ledger, LedgerError, Name, Recorded,
+    Resources, Verdict,
+};
+use crate::redact::Redactor;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// The ledger options of one main job, checked.
+#[derive(Debug, Clone)]
+pub(super) struct Options {
+    /// `--ledger`.
+    pub(super) path: PathBuf,
+    /// The budgets and `--max-concurrent`.
+    pub(super) budgets: Budgets,
+}
+
+/// Check the ledger options: a value that does not parse, or a budget without `--ledger`, is
+/// a usage error naming the option. `None` without `--ledger`.
+pub(super) fn options(args: &LedgerArgs) -> Result<Option<Options>, UsageError> {
+    let mut budgets = Budgets::default();
+    let single = [
+        ("--budget-calls", &args.budget_calls),
+        ("--budget-adapter-ms", &args.budget_adapter_ms),
+        ("--max-concurrent", &args.max_concurrent),
+    ];
+    let values = single
+        .iter()
+        .filter_map(|(flag, value)| value.as_deref().map(|v| (*flag, v)))
+        .chain(
+            args.budget_tool
+                .iter()
+                .map(|v| ("--budget-tool", v.as_str())),
+        );
+    let mut first = None;
+    for (flag, value) in values {
+        first.get_or_insert(flag);
+        ledger::parse_budget_flag(&mut budgets, flag, value)
+            .map_err(|err| UsageError(err.to_string()))?;
+    }
+    match (&args.ledger, first) {
+        (Some(path), _) => Ok(Some(Options {
+            path: path.clone(),
+            budgets,
+        })),
+        (None, Some(flag)) => Err(UsageError(format!(
+            "{flag} needs a ledger: pass --ledger PATH or set {LEDGER_ENV}"
+        ))),
+        (None, None) => Ok(None),
+    }
+}
+
+/// What the ledger step lets through.
+pub(super) enum Gated {
+    /// Run it: this process holds the key.
+    Run(Box<Admitted>),
+    /// Print the recorded envelope again.
+    Replay(Recorded),
+}
+
+/// What the ledger knows of one main job, from the step to the recording.
+pub(super) struct Gate {
+    ledger: Ledger,
+    /// This process's lease, when it holds the key (started it, or took it over from a dead
+    /// holder): the outcome is then stored with the key.
+    held: Option<Lease>,
+    /// The key, its ids as digests (see [`id_digest`]).
+    key: Key,
+    /// The session id as the request has it (the record keeps it redacted).
+    session_id: String,
+    digest: String,
+    tool: String,
+    operation: String,
+    attempt: u32,
+    decision: Verdict,
+    rule: &'static str,
+    /// The adapter's (or endpoint's) wall time, once it ran.
+    adapter_ms: Option<u64>,
+    /// The call's own timeout, for waiting on other writers.
+    timeout: Duration,
+}
+
+/// The call's own deadline: the bridge's timeout (its default when no bridge loaded) from the
+/// job's start.
+fn timeout_of(learned: &Learned) -> Duration {
+    Duration::from_millis(
+        learned
+            .dispatch
+            .timeout_ms
+            .unwrap_or(crate::envelope::bridge::DEFAULT_TIMEOUT_MS),
+    )
+}
+
+/// The ledger step. Without `--ledger`, `admitted` passes as it is. With it: the ledger is
+/// opened; a call that failed before the step keeps its failure (and gets its audit record at
+/// the end); an admitted one gets the ledger's decision. The gate is left in `slot` whenever
+/// something is to be recorded at the end.
+pub(super) fn gate(
+    options: Option<&Options>,
+    admitted: Result<Admitted, DispatchError>,
+    learned: &mut Learned,
+    slot: &mut Option<Gate>,
+) -> Result<Gated, DispatchError> {
+    let Some(options) = options else {
+        return admitted.map(|a| Gated::Run(Box::new(a)));
+    };
+    learned.ledger = Some(LedgerDiagnostics::default());
+    let timeout = timeout_of(learned);
+    let deadline = learned.started + timeout;
+    let opened = Ledger::open(&options.path, deadline);
+    let (decision, rule) = match &admitted {
+        Err(err) => rule_of(err),
+        Ok(_) => (Verdict::Admit, "bridge.allowed_tools"),
+    };
+    let ledger = match (opened, &admitted) {
+        (Ok(ledger), _) => ledger,
+        // Refused already: that stays the answer, and the record that could not be kept is
+        // reported beside it.
+        (Err(err), Err(_)) => {
+            note_unrecorded(learned, &err);
+            return admitted.map(|a| Gated::Run(Box::new(a)));
+        }
+        (Err(err), Ok(_)) => return Err(DispatchError::LedgerUnavailable(err)),
+    };
+    let session_id = session_of(learned);
+    let gate = slot.insert(Gate {
+        ledger,
+        held: None,
+        key: Key {
+            bridge_ref: learned.bridge_ref.clone().unwrap_or_default(),
+            session_id: id_digest(&session_id),
+            request_id: id_digest(&learned.echo.request_id),
+        },
+        session_id,
+        digest: learned
+            .request
+            .as_ref()
+            .map(|doc| canonical::sha256_hex(canonical::to_string_raw(doc.text()).as_bytes()))
+            .unwrap_or_default(),
+        tool: learned.echo.tool.clone(),
+        operation: learned.echo.operation.clone(),
+        attempt: 0,
+        decision,
+        rule,
+        adapter_ms: None,
+        timeout,
+    });
+    let mut admitted = admitted?;
+    let lease =
+        Lease::current().map_err(|e| DispatchError::LedgerUnavailable(LedgerError::Lease(e)))?;
+    let call = Call {
+        key: &gate.key,
+        digest: &gate.digest,
+        tool: &gate.tool,
+        budgets: &options.budgets,
+    };
+    let decided = gate
+        .ledger
+        .wait(&call, &lease, deadline)
+        .map_err(DispatchError::LedgerUnavailable);
+    let refuse = |gate: &mut Gate, decision, rule| {
+        gate.decision = decision;
+        gate.rule = rule;
+    };
+    match decided {
+        Err(err) => {
+            refuse(gate, Verdict::Refuse, "ledger");
+            Err(err)
+        }
+        Ok(Decision::Start {
+            attempt,
+            adapter_ms_left,
+        }) => {
+            gate.held = Some(lease);
+            gate.attempt = attempt;
+            if let Some(left) = adapter_ms_left {
+                // The run's deadline, the adapter's TIMEOUT_MS variable and the endpoint's
+                // deadline all come from these two.
+                let cut = admitted.bridge.timeout_ms.min(left.max(1));
+                admitted.bridge.timeout_ms = cut;
+                admitted.expected.limits.timeout_ms = cut;
+                learned.dispatch.timeout_ms = Some(cut);
+            }
+            learned.ledger = Some(LedgerDiagnostics {
+                attempt: Some(attempt),
+                adapter_ms_left,
+                ..LedgerDiagnostics::default()
+            });
+            Ok(Gated::Run(Box::new(admitted)))
+        }
+        Ok(Decision::Replay(recorded)) => {
+            refuse(gate, Verdict::Replay, "ledger:replay");
+            gate.attempt = recorded_attempt(&recorded.envelope).unwrap_or(0);
+            learned.ledger = Some(LedgerDiagnostics {
+                replayed: true,
+                attempt: recorded_attempt(&recorded.envelope),
+                ..LedgerDiagnostics::default()
+            });
+            Ok(Gated::Replay(recorded))
+        }
+        Ok(Decision::Reused) => {
+            refuse(gate, Verdict::Deny, "ledger:request_id");
+            Err(DispatchError::RequestIdReused)
+        }
+        Ok(Decision::Held(_)) => {
+            refuse(gate, Verdict::Refuse, "ledger:held");
+            Err(DispatchError::HeldTimeout {
+                timeout_ms: timeout.as_millis() as u64,
+            })
+        }
+        Ok(Decision::Indeterminate { attempt, .. }) => {
+            // The dead holder's key is ours now, to close with this final outcome.
+            gate.held = Some(lease);
+            gate.attempt = attempt;
+            refuse(gate, Verdict::Refuse, "ledger:lease");
+            Err(DispatchError::Indeterminate { attempt })
+        }
+        Ok(Decision::BudgetExhausted(over)) => {
+            refuse(gate, Verdict::Deny, over.budget.rule());
+            Err(DispatchError::BudgetExhausted(over))
+        }
+        Ok(Decision::ConcurrencyLimited(over)) => {
+            refuse(gate, Verdict::Refuse, over.budget.rule());
+            Err(DispatchError::ConcurrencyLimited(over))
+        }
+    }
+}
+
+impl Gate {
+    /// The adapter (or the endpoint) took this long.
+    pub(super) fn ran(&mut self, took: Duration) {
+        self.adapter_ms = Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
+    }
+
+    /// The audit record of the concluded job.
+    fn record(&self, report: &Report<'_>, learned: &Learned) -> AuditRecord {
+        let redactor = &learned.redactor;
+        let code = report.error_code();
+        let (decision, rule) = match code.as_deref() {
+            // Admitted by the policy, then refused by the host's confinement.
+            Some(c) if c == ErrorCode::ConfinementUnavailable.as_str() => {
+                (Verdict::Refuse, "confinement")
+            }
+            _ => (self.decision, self.rule),
+        };
+        let resources = Resources {
+            stdout_bytes: learned.dispatch.run.as_ref().map(|run| run.stdout_bytes),
+            ..Resources::default()
+        };
+        AuditRecord {
+            time_ms: ledger::now_ms(),
+            bridge_ref: field(redactor, &self.key.bridge_ref),
+            session_id: field(redactor, &self.session_id),
+            request_id: field(redactor, &learned.echo.request_id),
+            tool: field(redactor, &self.tool),
+            operation: field(redactor, &self.operation),
+            request_digest: self.digest.clone(),
+            attempt: self.attempt,
+            decision,
+            rule: name(rule),
+            status: name(report.status().as_str()),
+            code: code.map(|c| name(&redactor.redact_str(&c))),
+            duration_ms: u64::try_from(learned.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            adapter_ms: self.adapter_ms,
+            exit_status: report.exit(),
+            resources,
+            transcript_ref: report.transcript_ref().map(|r| field(redactor, &r)),
+        }
+    }
+}
+
+/// Record the concluded job (SPEC §14.3): the envelope's text is fixed as it will be printed,
+/// and stored with the audit record in one transaction — with the key when this process holds
+/// it — before anything is printed. A failure is reported in the envelope and on stderr.
+pub(super) fn conclude(gate: &mut Gate, report: &mut Report<'_>, learned: &Learned) {
+    let text = report.fix_text();
+    let record = gate.record(report, learned);
+    // The job's own deadline may have passed (the adapter ran up to it): the record gets a
+    // deadline of its own.
+    gate.ledger
+        .set_deadline(Instant::now() + gate.timeout.max(MIN_RECORD_WAIT));
+    let stored = match &gate.held {
+        Some(lease) => {
+            let outcome = ledger::Outcome {
+                envelope: &text,
+                exit_status: report.exit(),
+                retryable: report.retryable(),
+                adapter_ms: gate.adapter_ms.unwrap_or(0),
+            };
+            gate.ledger
+                .finish(&gate.key, lease, &outcome, &record)
+                .map(|_| ())
+        }
+        None => gate.ledger.record(&record),
+    };
+    if let Err(err) = stored {
+        report.ledger_failed(&err.to_string());
+    }
+}
+
+/// The least a record waits for other writers, however short the call's timeout.
+const MIN_RECORD_WAIT: Duration = Duration::from_secs(2);
+
+/// A refusal whose record cannot be kept: `diagnostics.ledger.error` and a warning.
+fn note_unrecorded(learned: &mut Learned, err: &LedgerError) {
+    let message = learned.redactor.redact_str(&err.to_string());
+    learned.warnings.push(format!(
+        "warning[ledger_unavailable]: the call's outcome was not recorded in the ledger: {}",
+        crate::terminal::escape(&message)
+    ));
+    learned.ledger = Some(LedgerDiagnostics {
+        error: Some(message),
+        ..LedgerDiagnostics::default()
+    });
+}
+
+/// The decision and the rule behind a failure before the ledger step.
+fn rule_of(err: &DispatchError) -> (Verdict, &'static str) {
+    match err {
+        DispatchError::Denied {
+            denial: Denial::ToolNotAllowed {
+                by_bridge: false, ..
+            },
+            ..
+        } => (Verdict::Deny, "bridge.allowed_tools"),
+        DispatchError::Denied {
+            denial: Denial::ToolNotAllowed { .. },
+            ..
+        } => (Verdict::Deny, "request.authorization.allowed_tools"),
+        DispatchError::Denied {
+            denial: Denial::BridgeRefMismatch,
+            ..
+        } => (Verdict::Deny, "bridge_ref"),
+        DispatchError::BridgeInvalid { .. } => (Verdict::Refuse, "bridge.schema"),
+        DispatchError::RequestInvalid { .. } | DispatchError::RequestUnreadable { .. } => {
+            (Verdict::Refuse, "request.schema")
+        }
+        DispatchError::RequestTooLarge { .. } => (Verdict::Refuse, "request.max_bytes"),
+        DispatchError::ArtifactDir { .. } => (Verdict::Refuse, "artifact_dir"),
+        _ => (Verdict::Refuse, "dispatch"),
+    }
+}
+
+/// A key's id as the ledger keeps it: `sha256:` and the hex SHA-256 of the id. The ids are
+/// the sandbox's to choose and may carry anything, a secret included; the calls table keeps
+/// only their digests, the audit record the redacted ids.
+pub(crate) fn id_digest(id: &str) -> String {
+    format!("sha256:{}", canonical::sha256_hex(id.as_bytes()))
+}
+
+/// `sandbox_session.sandbox_session_id` of the request as read (empty without one).
+fn session_of(learned: &Learned) -> String {
+    learned
+        .request
+        .as_ref()
+        .and_then(|doc| Fields::parse(doc.text()))
+        .and_then(|top| top.get("sandbox_session").and_then(Fields::parse))
+        .and_then(|session| session.get("sandbox_session_id").and_then(raw::string))
+        .map(|id| id.into_owned())
+        .unwrap_or_default()
+}
+
+/// `diagnostics.ledger.attempt` of a recorded envelope.
+fn recorded_attempt(envelope: &str) -> Option<u32> {
+    let top = Fields::parse(envelope)?;
+    let ledger = Fields::parse(top.get("diagnostics")?)
+        .and_then(|d| d.get("ledger").and_then(Fields::parse))?;
+    u32::try_from(raw::integer(ledger.get("attempt")?)?).ok()
+}
+
+/// A text field of an audit record: redacted, control characters escaped, cut at the
+/// record's bound.
+fn field(redactor: &Redactor, text: &str) -> String {
+    let escaped = crate::terminal::escape(&redactor.redact_str(text)).into_owned();
+    let mut end = escaped.len().min(MAX_FIELD_BYTES);
+    while !escaped.is_char_boundary(end) {
+        end -= 1;
+    }
+    escaped[..end].chars().filter(|c| !c.is_control()).collect()
+}
+
+/// A rule, status or code as a record's [`Name`] (an adapter's own code outside the name's
+/// alphabet is cleaned, see [`Name::lossy`]).
+fn name(text: &str) -> Name {
+    Name::lossy(text)
+}
