@@ -32,6 +32,10 @@ pub const EXAMPLES: [(&str, &str); 4] = [
     ),
 ];
 
+/// The text after `-h`: where the rest is.
+pub const SHORT_AFTER_HELP: &str =
+    "The limits, the confinement options (SPEC 13), examples and exit statuses: see --help.";
+
 /// The text after `--help`: the examples, then the exit statuses from
 /// [`crate::error::EXIT_STATUSES`].
 pub fn after_help() -> String {
@@ -62,7 +66,8 @@ pub fn after_help() -> String {
     version,
     override_usage = "parent-tool-dispatch [OPTIONS] --parent-tool-bridge <JSON|@FILE> [REQUEST]\n       \
                       parent-tool-dispatch <COMMAND>",
-    after_help = after_help(),
+    after_help = SHORT_AFTER_HELP,
+    after_long_help = after_help(),
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true
 )]
@@ -109,17 +114,39 @@ pub struct DispatchArgs {
     #[arg(long, value_name = "JSON|@FILE|provider-safe")]
     pub tool_map: Option<String>,
 
-    #[command(flatten)]
-    pub run: RunArgs,
-
     /// Also trust this PEM CA certificate for a `host_endpoint` bridge's HTTPS endpoint
     /// (besides the platform's roots).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, hide_short_help = true, value_name = "FILE")]
     pub ca_cert: Option<PathBuf>,
 
     /// Pretty-print the envelope (default: compact, one line).
     #[arg(long)]
     pub pretty: bool,
+
+    #[command(flatten)]
+    pub messages: MessageArgs,
+
+    // Last: the confinement options' help heading applies to every option after them.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// How much the main job says on stderr (docs/cli-notes.md, "Messages on stderr").
+#[derive(Debug, Args, Clone, Default)]
+pub struct MessageArgs {
+    /// Stream the adapter's stderr to this stderr as it arrives, line by line, each line
+    /// redacted like `diagnostics.dispatch.stderr_tail` and escaped, after `  | `.
+    ///
+    /// The tail is then not printed again under a failure's `error[code]:` line.
+    #[arg(short, long, conflicts_with = "quiet")]
+    pub verbose: bool,
+    /// Print nothing on stderr: no warnings, no `error[code]:` line, no adapter stderr, no
+    /// stdin hint. The envelope and the exit status still say everything.
+    ///
+    /// Usage errors (exit 2) and a lost envelope (`error[stdout]`, exit 74) are still
+    /// printed: nothing else would report them.
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 /// Options of every adapter run the dispatcher starts from its command line: the main job's and
@@ -134,13 +161,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME")]
     pub secret_env: Vec<String>,
     /// Cap on the adapter's stdout; beyond it the adapter is killed (`result_too_large`).
-    #[arg(long, value_name = "N", default_value_t = 16 * 1024 * 1024)]
+    #[arg(long, hide_short_help = true, value_name = "N", default_value_t = 16 * 1024 * 1024)]
     pub max_output_bytes: u64,
     /// Cap on the incoming request (`request_too_large`).
-    #[arg(long, value_name = "N", default_value_t = 8 * 1024 * 1024)]
+    #[arg(long, hide_short_help = true, value_name = "N", default_value_t = 8 * 1024 * 1024)]
     pub max_request_bytes: u64,
     /// Grace between SIGTERM and SIGKILL to the adapter's process group.
-    #[arg(long, value_name = "N", default_value_t = 2000)]
+    #[arg(long, hide_short_help = true, value_name = "N", default_value_t = 2000)]
     pub kill_grace_ms: u64,
 
     #[command(flatten)]
@@ -156,36 +183,36 @@ pub struct RunArgs {
 pub struct ConfineArgs {
     /// The adapter may read and execute beneath PATH (repeatable; Landlock). Also
     /// PARENT_TOOL_DISPATCH_FS_READ, a `:`-separated list.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, hide_short_help = true, value_name = "PATH")]
     pub fs_read: Vec<std::ffi::OsString>,
     /// The adapter may read, write, create and remove beneath PATH (repeatable; Landlock; `/`
     /// is refused). Also PARENT_TOOL_DISPATCH_FS_WRITE, a `:`-separated list.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, hide_short_help = true, value_name = "PATH")]
     pub fs_write: Vec<std::ffi::OsString>,
     /// `none`: a new, empty network namespace, no route to any host, not even the host's
     /// loopback; `any` (the default): unchanged. Also PARENT_TOOL_DISPATCH_NETWORK.
-    #[arg(long, value_name = "none|any")]
+    #[arg(long, hide_short_help = true, value_name = "none|any")]
     pub network: Option<std::ffi::OsString>,
     /// The whole process tree together stays under SIZE (a cgroup; e.g. 256M, binary units).
     /// Also PARENT_TOOL_DISPATCH_LIMIT_MEMORY.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, hide_short_help = true, value_name = "SIZE")]
     pub limit_memory: Option<std::ffi::OsString>,
     /// At most N processes and threads in the tree at once (a cgroup). Also
     /// PARENT_TOOL_DISPATCH_LIMIT_PIDS.
-    #[arg(long, value_name = "N")]
+    #[arg(long, hide_short_help = true, value_name = "N")]
     pub limit_pids: Option<std::ffi::OsString>,
     /// RLIMIT_NOFILE of each process. Also PARENT_TOOL_DISPATCH_LIMIT_OPEN_FILES.
-    #[arg(long, value_name = "N")]
+    #[arg(long, hide_short_help = true, value_name = "N")]
     pub limit_open_files: Option<std::ffi::OsString>,
     /// RLIMIT_FSIZE of each process (e.g. 64M). Also PARENT_TOOL_DISPATCH_LIMIT_FILE_SIZE.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, hide_short_help = true, value_name = "SIZE")]
     pub limit_file_size: Option<std::ffi::OsString>,
 }
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Check one envelope and print {"valid":...,"issues":[{code,path,message}]}; exit 0 or 65.
+    /// Check envelopes and print {"valid":...,"issues":[{code,path,message}]}; exit 0 or 65.
     ///
     /// Nothing is run. stdout gets the JSON report: "valid", every issue as {code, path,
     /// message} with a JSON Pointer path, and for a bridge the unknown-key findings under
@@ -237,7 +264,7 @@ pub enum Command {
     /// recorded request against --parent-tool-bridge, its recorded result as the answer and
     /// its recorded status as the expectation. A failing case prints the JSON Pointer and the
     /// expected and actual value of each difference.
-    #[command(after_help = REPLAY_AFTER_HELP)]
+    #[command(after_long_help = REPLAY_AFTER_HELP)]
     Replay(ReplayArgs),
     /// Print the JSON Schema (draft 2020-12) of an envelope, of a transcript, or of a replay
     /// case file.
@@ -297,13 +324,19 @@ pub struct ValidateArgs {
     /// Which envelope the file holds.
     #[arg(value_enum)]
     pub kind: EnvelopeKind,
-    /// The file; absent or `-` reads stdin.
-    pub file: Option<PathBuf>,
-    /// Size cap on the file.
+    /// The files; none or `-` (once) reads stdin.
+    ///
+    /// With several files each gets its own report, one JSON line per file in the order given,
+    /// with the file as given under "file"; their stderr lines name the file after the code.
+    /// Exit 65 when any of them is invalid.
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Size cap on each file.
     #[arg(long, value_name = "N", default_value_t = 8 * 1024 * 1024)]
     pub max_bytes: u64,
-    /// Treat warnings (unknown keys in a bridge's dispatcher, dispatcher.command and
-    /// dispatcher.endpoint) as issues: the envelope is then invalid (exit 65).
+    /// Treat warnings (unknown keys in a bridge's dispatcher, dispatcher.command,
+    /// dispatcher.endpoint, sandbox_env, authorization and redaction) as issues: the envelope is
+    /// then invalid (exit 65).
     #[arg(long)]
     pub strict: bool,
 }
@@ -372,7 +405,7 @@ pub enum AdapterCommand {
     /// WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS (default 30000) minus a fifth of it (0.4 to 3 s),
     /// then shuts the server down: stdin closed, a wait, SIGTERM, a wait, SIGKILL; nothing is
     /// left running.
-    #[command(after_help = crate::adapter::mcp::after_help())]
+    #[command(after_long_help = crate::adapter::mcp::after_help())]
     Mcp {
         /// Map the canonical tool id to the server's tool name: a JSON object
         /// {canonical: name}, @FILE holding one, or the word `provider-safe`.
@@ -394,7 +427,7 @@ pub enum DelegationCommand {
     /// 64 hex characters (a string, or an object whose value, sha256 and hash members hold it);
     /// schema, when present, the request id; request_id a non-empty string of at most 256
     /// bytes; sandbox_session_id and session_id strings that agree.
-    #[command(after_help = crate::delegation::codes::check_after_help())]
+    #[command(after_long_help = crate::delegation::codes::check_after_help())]
     CheckRequest(DelegationCheckRequestArgs),
     /// Check a host adapter's answer (or a wp-codebox/host-delegation-result/v1) against its
     /// request and print {"valid":…,"issues":[…]}.
@@ -406,7 +439,7 @@ pub enum DelegationCommand {
     /// code and a message; request_id, sandbox_session_id / session_id (also inside result) and
     /// source_digest (also inside result) equal to the request's when the request has them.
     /// Issues about the request file have paths under /request.
-    #[command(after_help = crate::delegation::codes::check_after_help())]
+    #[command(after_long_help = crate::delegation::codes::check_after_help())]
     CheckResult(DelegationCheckResultArgs),
     /// Check a request, run a product host adapter (no shell) with it on stdin, check the
     /// answer it prints, and print one wp-codebox/host-delegation-result/v1 envelope.
@@ -416,7 +449,7 @@ pub enum DelegationCommand {
     /// variables and WP_CODEBOX_HOST_DELEGATION_REQUEST_ID, _TIMEOUT_MS, _REQUEST_SCHEMA,
     /// _RESULT_SCHEMA; SIGTERM at the deadline, SIGKILL after the grace; no process left behind.
     /// A request without request_id gets a generated one (hd-<unix ms>-<pid>).
-    #[command(after_help = crate::delegation::codes::after_help())]
+    #[command(after_long_help = crate::delegation::codes::after_help())]
     Run(Box<DelegationRunArgs>),
 }
 
@@ -455,9 +488,17 @@ pub struct DelegationCheckResultArgs {
     ))
 )]
 pub struct DelegationRunArgs {
-    /// The request file; absent or `-` reads stdin.
-    #[arg(long, value_name = "FILE")]
+    /// The request file, as the main job takes it; absent or `-` reads stdin.
+    #[arg(value_name = "REQUEST")]
     pub request: Option<PathBuf>,
+    /// The same as REQUEST (the older spelling, kept working).
+    #[arg(
+        long = "request",
+        value_name = "FILE",
+        conflicts_with = "request",
+        hide_short_help = true
+    )]
+    pub request_option: Option<PathBuf>,
     /// Deadline for the adapter, from spawn to exit (then `wp_codebox_host_delegation_timeout`).
     #[arg(long, value_name = "N", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout_ms: u64,

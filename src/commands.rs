@@ -15,15 +15,93 @@ use crate::validate::{summary, Issue, Report};
 use serde_json::{Map, Value};
 use std::rc::Rc;
 
-/// `validate bridge|request|result [FILE] [--strict]`: print the report on stdout; on stderr
-/// the warnings (`warning[unknown_key]: …`) and, when invalid, one `error[<kind>_invalid]: …`
-/// line naming the first issue (or the file and the OS error when it could not be read).
-/// Exit 0 when valid, 65 otherwise, 74 when stdout could not be written (`crate::stdout`).
-/// `--strict` turns warnings into issues.
+/// `validate bridge|request|result [FILE...] [--strict]`: print the report on stdout; on
+/// stderr the warnings (`warning[unknown_key]: …`) and, when invalid, one
+/// `error[<kind>_invalid]: …` line naming the first issue (or the file and the OS error when it
+/// could not be read). Exit 0 when valid, 65 otherwise, 74 when stdout could not be written
+/// (`crate::stdout`). `--strict` turns warnings into issues.
+///
+/// Several files get one report each, a JSON line per file in the order given, with the file
+/// as given under `"file"`, and their stderr lines start with the file's name; exit 65 when any
+/// of them is invalid. `-` (stdin) may be given once.
 pub fn validate(args: &ValidateArgs) -> u8 {
+    let kind = args.kind.name();
+    let stdin = |p: &&std::path::PathBuf| p.as_os_str() == "-";
+    if args.files.iter().filter(stdin).count() > 1 {
+        eprintln!(
+            "error[usage]: `-` (stdin) can be given once\n\nFor more information, try '--help'."
+        );
+        return exit::USAGE;
+    }
+    if args.files.len() <= 1 {
+        let file = args.files.first().filter(|p| !stdin(p));
+        let (report, cause) = check_file(args, file.map(|p| p.as_path()));
+        print_verdict(args, &report, cause, None);
+        let status = if report.valid {
+            exit::SUCCESS
+        } else {
+            exit::DATA_INVALID
+        };
+        return crate::stdout::print(&json_line(&report), "the report", status);
+    }
+    let mut lines = Vec::new();
+    let mut status = exit::SUCCESS;
+    for path in &args.files {
+        let file = Some(path.as_path()).filter(|_| !stdin(&path));
+        let (report, cause) = check_file(args, file);
+        let name = match file {
+            Some(path) => path.display().to_string(),
+            None => format!("the {kind} on stdin"),
+        };
+        print_verdict(args, &report, cause, Some(&name));
+        if !report.valid {
+            status = exit::DATA_INVALID;
+        }
+        #[derive(serde::Serialize)]
+        struct FileReport<'r> {
+            file: String,
+            #[serde(flatten)]
+            report: &'r Report,
+        }
+        let file = path.to_string_lossy().into_owned();
+        lines.extend(json_line(&FileReport {
+            file,
+            report: &report,
+        }));
+    }
+    crate::stdout::print(&lines, "the reports", status)
+}
+
+/// The stderr lines of one checked file: its warnings and, when invalid, the `error[..]` line
+/// (after the file's name when several are checked).
+fn print_verdict(args: &ValidateArgs, report: &Report, cause: Option<String>, name: Option<&str>) {
+    let prefix = name.map(|n| format!("{n}: ")).unwrap_or_default();
+    for warning in &report.warnings {
+        let line = crate::terminal::warning_line(warning);
+        match name {
+            None => eprintln!("{line}"),
+            Some(_) => {
+                let (head, rest) = line.split_once(": ").unwrap_or((&line, ""));
+                eprintln!("{head}: {}{rest}", crate::terminal::escape(&prefix));
+            }
+        }
+    }
+    if !report.valid {
+        let cause = cause.unwrap_or_else(|| summary(&report.issues));
+        let cause = match name {
+            // A file that could not be read is already named in the cause.
+            Some(_) if !cause.starts_with("reading ") => format!("{prefix}{cause}"),
+            _ => cause,
+        };
+        eprintln!("{}", error_line(args.kind.error_code().as_str(), &cause));
+    }
+}
+
+/// Check one file (`None`: stdin) as `args.kind`: the report, and why it could not be read
+/// (naming the file and the OS error, for stderr only).
+fn check_file(args: &ValidateArgs, file: Option<&std::path::Path>) -> (Report, Option<String>) {
     let max = usize::try_from(args.max_bytes).unwrap_or(usize::MAX);
     let kind = args.kind.name();
-    let file = args.file.as_deref().filter(|p| p.as_os_str() != "-");
     if file.is_none() {
         if let Some(hint) = crate::terminal::stdin_hint_for(kind) {
             eprintln!("{hint}");
@@ -72,18 +150,7 @@ pub fn validate(args: &ValidateArgs) -> u8 {
     if args.strict {
         issues.append(&mut warnings);
     }
-    let report = Report::with_warnings(issues, warnings);
-    print_warnings(&report.warnings);
-    if !report.valid {
-        let cause = cause.unwrap_or_else(|| summary(&report.issues));
-        eprintln!("{}", error_line(args.kind.error_code().as_str(), &cause));
-    }
-    let status = if report.valid {
-        exit::SUCCESS
-    } else {
-        exit::DATA_INVALID
-    };
-    crate::stdout::print(&json_line(&report), "the report", status)
+    (Report::with_warnings(issues, warnings), cause)
 }
 
 /// `value` as compact JSON and a newline: a report as the small subcommands print it.

@@ -144,7 +144,11 @@ fn delegate<'f>(
 
 /// Read the request (`--request`, or stdin for none / `-`), at most cap + 1 bytes.
 fn read_request(args: &DelegationRunArgs, interrupts: &Interrupts) -> Result<Vec<u8>, Failure> {
-    let path = args.request.clone().filter(|p| p.as_os_str() != "-");
+    let path = args
+        .request
+        .clone()
+        .or_else(|| args.request_option.clone())
+        .filter(|p| p.as_os_str() != "-");
     match read_interruptibly(path.clone(), args.run.max_request_bytes, interrupts) {
         Ok(bytes) => Ok(bytes),
         Err(ReadStop::Failed(err)) => {

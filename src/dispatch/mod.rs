@@ -66,7 +66,9 @@ pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
     let tool_map = match check_usage(args) {
         Ok(tool_map) => tool_map,
         Err(UsageError(message)) => {
-            eprintln!("error[usage]: {message}");
+            // Like clap's own usage errors: a pointer to the help (also for no arguments at
+            // all, which is this error).
+            eprintln!("error[usage]: {message}\n\nFor more information, try '--help'.");
             return crate::error::exit::USAGE;
         }
     };

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod codes;
+mod command_line;
 mod core;
 mod delegation;
 mod endpoint;

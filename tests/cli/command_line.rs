@@ -1,0 +1,183 @@
+//! The command line's smaller promises (issue 23, docs/cli-notes.md): `-h` short and `--help`
+//! long, a pointer to `--help` when nothing is given, `validate` over several files and
+//! `--strict` inside every described object, `delegation run REQUEST` beside `--request`.
+
+use super::*;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn no_arguments_at_all_point_to_help() {
+    Cmd::new(Vec::<&str>::new())
+        .run()
+        .exit(2)
+        .stdout_empty()
+        .stderr_eq(
+            "error[usage]: no bridge: pass --parent-tool-bridge '<json>|@FILE' or set \
+             PARENT_TOOL_DISPATCH_BRIDGE\n\nFor more information, try '--help'.\n",
+        );
+}
+
+#[test]
+fn short_help_is_short_and_long_help_keeps_everything() {
+    let short = Cmd::new(["-h"]);
+    let short = short.run();
+    short
+        .exit(0)
+        .stderr_empty()
+        .stdout_contains("--parent-tool-bridge")
+        .stdout_contains("-v, --verbose")
+        .stdout_contains("see --help")
+        .stdout_lacks("--fs-read")
+        .stdout_lacks("Exit status");
+    let lines = short.stdout().lines().count();
+    assert!(lines <= 55, "-h is {lines} lines:\n{}", short.stdout());
+    let long = Cmd::new(["--help"]).run();
+    long.exit(0)
+        .stderr_empty()
+        .stdout_contains("--fs-read")
+        .stdout_contains("Examples:")
+        .stdout_contains("Exit status");
+    assert!(long.stdout().lines().count() > lines);
+    // Subcommands too: their code tables are in --help only.
+    let short = Cmd::new(["delegation", "run", "-h"]).run();
+    short
+        .exit(0)
+        .stderr_empty()
+        .stdout_lacks("wp_codebox_host_delegation_timeout\n");
+    Cmd::new(["delegation", "run", "--help"])
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_contains("wp_codebox_host_delegation_timeout");
+}
+
+fn bridge_with(edit: impl FnOnce(&mut Value)) -> Value {
+    let text = std::fs::read_to_string(root().join("fixtures/bridge.json")).unwrap();
+    let mut bridge: Value = serde_json::from_str(&text).unwrap();
+    edit(&mut bridge);
+    bridge
+}
+
+#[test]
+fn strict_validation_sees_a_typo_inside_authorization() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bridge.json");
+    let bridge = bridge_with(|b| b["authorization"]["failure_stauts"] = json!("unavailable"));
+    std::fs::write(&path, bridge.to_string()).unwrap();
+    let warning = "warning[unknown_key]: /authorization/failure_stauts: unknown key \
+                   \"failure_stauts\" (did you mean \"failure_status\"?)\n";
+    Cmd::new(["validate", "bridge"])
+        .arg(&path)
+        .run()
+        .exit(0)
+        .stdout_json(|report| {
+            assert_eq!(report["valid"], true);
+            assert_eq!(
+                report["warnings"][0]["path"],
+                "/authorization/failure_stauts"
+            );
+        })
+        .stderr_eq(warning);
+    Cmd::new(["validate", "bridge", "--strict"])
+        .arg(&path)
+        .run()
+        .exit(65)
+        .stdout_json(|report| {
+            assert_eq!(report["valid"], false);
+            assert_eq!(report["issues"][0]["code"], "unknown_key");
+            assert_eq!(report["issues"][0]["path"], "/authorization/failure_stauts");
+        })
+        // (An issue now, no longer a warning.)
+        .stderr_eq(
+            "error[bridge_invalid]: /authorization/failure_stauts: unknown key \
+             \"failure_stauts\" (did you mean \"failure_status\"?)\n",
+        );
+}
+
+#[test]
+fn validate_takes_several_files_and_reports_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = root().join("fixtures/bridge.json");
+    let typo = dir.path().join("typo.json");
+    std::fs::write(
+        &typo,
+        bridge_with(|b| b["sandbox_env"]["secret_evn"] = json!([])).to_string(),
+    )
+    .unwrap();
+    let missing = dir.path().join("missing.json");
+    let out = Cmd::new(["validate", "bridge"])
+        .arg(&good)
+        .arg(&typo)
+        .arg(&missing)
+        .run();
+    out.exit(65)
+        .stdout_with(|stdout| {
+            let reports: Vec<Value> = stdout
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            assert_eq!(reports.len(), 3);
+            assert_eq!(reports[0]["file"], good.display().to_string());
+            assert_eq!(reports[0]["valid"], true);
+            assert_eq!(reports[1]["file"], typo.display().to_string());
+            assert_eq!(reports[1]["valid"], true);
+            assert_eq!(reports[1]["warnings"][0]["path"], "/sandbox_env/secret_evn");
+            assert_eq!(reports[2]["valid"], false);
+            assert_eq!(reports[2]["issues"][0]["code"], "unreadable");
+        })
+        .stderr_eq(format!(
+            "warning[unknown_key]: {}: /sandbox_env/secret_evn: unknown key \"secret_evn\" \
+             (did you mean \"secret_env\"?)\n\
+             error[bridge_invalid]: reading bridge file {}: No such file or directory (os error 2)\n",
+            typo.display(),
+            missing.display()
+        ));
+    // All valid: exit 0, a line each.
+    Cmd::new(["validate", "bridge"])
+        .arg(&good)
+        .arg(&good)
+        .run()
+        .exit(0)
+        .stdout_with(|stdout| assert_eq!(stdout.lines().count(), 2))
+        .stderr_empty();
+    // stdin at most once.
+    Cmd::new(["validate", "request", "-", "-"])
+        .run()
+        .exit(2)
+        .stdout_empty()
+        .stderr_starts_with("error[usage]: `-` (stdin) can be given once");
+}
+
+#[test]
+fn delegation_run_takes_the_request_as_an_argument_or_by_request() {
+    let request = root().join("fixtures/delegation/request.json");
+    let adapter = root().join("fixtures/delegation/adapter.sh");
+    for spelling in [
+        vec![request.clone()],
+        vec!["--request".into(), request.clone()],
+    ] {
+        Cmd::new(["delegation", "run"])
+            .args(&spelling)
+            .arg("--")
+            .arg(&adapter)
+            .run()
+            .exit(0)
+            .stdout_json(|envelope| {
+                assert_eq!(envelope["status"], "completed", "{envelope}");
+                assert_eq!(envelope["request_id"], "hd-demo-1");
+            })
+            .stderr_empty();
+    }
+    Cmd::new(["delegation", "run", "--request"])
+        .arg(&request)
+        .arg(&request)
+        .arg("--")
+        .arg(&adapter)
+        .run()
+        .exit(2)
+        .stdout_empty()
+        .stderr_contains("cannot be used with");
+}
