@@ -103,6 +103,7 @@ pub fn plan(
         timeout: Duration::from_millis(bridge.timeout_ms),
         kill_grace: Duration::from_millis(args.run.kill_grace_ms),
         max_stdout_bytes: args.run.max_output_bytes,
+        stderr_tap: None,
     };
     Ok(Plan {
         spec,

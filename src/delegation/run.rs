@@ -208,19 +208,25 @@ fn adapter_spec(
         timeout: Duration::from_millis(args.timeout_ms),
         kill_grace: Duration::from_millis(args.run.kill_grace_ms),
         max_stdout_bytes: args.run.max_output_bytes,
+        stderr_tap: None,
     };
     (spec, found)
 }
 
 /// The adapter could not be started.
 fn not_started(error: SpawnError, argv0: &str) -> Failure {
-    let what = match error {
-        SpawnError::NotFound => "was not found".to_string(),
-        SpawnError::NotExecutable => "is not executable".to_string(),
-        SpawnError::Other(kind) => format!("could not be started: {kind}"),
+    let (what, long) = match &error {
+        SpawnError::NotFound(None) => ("was not found".to_string(), None),
+        SpawnError::NotExecutable(None) => ("is not executable".to_string(), None),
+        SpawnError::NotFound(Some(why)) | SpawnError::NotExecutable(Some(why)) => (
+            format!("could not be started: {}", why.describe(true)),
+            Some(format!("could not be started: {}", why.describe(false))),
+        ),
+        SpawnError::Other(kind) => (format!("could not be started: {kind}"), None),
     };
     let failure = Failure::new(Code::Unavailable, format!("the host adapter {what}"));
-    failure.human(format!("the host adapter {argv0:?} {what}"))
+    let long = long.unwrap_or_else(|| what.clone());
+    failure.human(format!("the host adapter {argv0:?} {long}"))
 }
 
 /// The adapter's end and stdout → its checked answer, or the failure it stands for. The same

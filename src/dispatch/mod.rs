@@ -621,8 +621,33 @@ fn run_adapter(
     }
     learned.dispatch.transport = Some(transport_of(command.transport));
     let program = command.argv[0].clone();
-    let finished = exec::run(plan.spec, interrupts)
-        .map_err(|error| DispatchError::Spawn { program, error })?;
+    let mut spec = plan.spec;
+    if args.messages.verbose {
+        let live = report::LiveStderr::new(&learned.redactor);
+        spec.stderr_tap = Some(exec::Tap(std::rc::Rc::new(live)));
+    }
+    let (path_var, cwd) = (
+        spec.env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone()),
+        spec.cwd.clone(),
+    );
+    let program_path = spec.program.clone();
+    let finished =
+        exec::run(spec, interrupts).map_err(|error| DispatchError::Spawn { program, error })?;
+    if matches!(finished.termination, Termination::Exited(126 | 127)) {
+        // `env` (or a shell) could not run what a CRLF `#!` line names: say why.
+        let path_var = path_var.as_deref().map(std::ffi::OsStr::new);
+        if let Some(why) = exec::crlf_shebang(&program_path, path_var, cwd.as_deref()) {
+            learned.notes.push(crate::terminal::note_line(&format!(
+                "the adapter program {}: {}",
+                command.argv[0],
+                why.describe(false)
+            )));
+        }
+    }
     learned.dispatch.adapter_started = finished.termination != Termination::NotStarted;
     learned.dispatch.run = Some(report::run_diagnostics(&finished, &learned.redactor));
     let result_file = match &plan.files {
@@ -723,7 +748,7 @@ pub fn judge_answer<'a>(
 /// the dispatcher is interrupted while waiting for a writer that never closes.
 fn read_request(args: &DispatchArgs, interrupts: &Interrupts) -> Result<Vec<u8>, DispatchError> {
     let path = args.request.clone().filter(|p| p.as_os_str() != "-");
-    if path.is_none() {
+    if path.is_none() && !args.messages.quiet {
         if let Some(hint) = crate::terminal::stdin_hint() {
             eprintln!("{hint}");
         }

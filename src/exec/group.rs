@@ -117,6 +117,7 @@ impl ProcessGroup {
         become_subreaper();
         let env = launch.env.iter().map(|(k, v)| (k, v));
         let setup = Setup::new(launch.program, launch.argv, env, launch.cwd)?;
+        let program = setup.program().to_path_buf();
         let mut command = setup.into_command(launch.cwd);
         command
             .stdin(if launch.stdin {
@@ -126,7 +127,9 @@ impl ProcessGroup {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = command.spawn().map_err(classify_spawn_error)?;
+        let mut child = command
+            .spawn()
+            .map_err(|err| explained(err, &program, launch.cwd))?;
         // A spawned child always has a positive pid and the pipes asked for above; should
         // std ever answer otherwise, end the child rather than run it unsupervised.
         let pid = i32::try_from(child.id()).ok().and_then(Pid::from_raw);
@@ -346,15 +349,27 @@ fn termination_of(status: &WaitIdStatus) -> Termination {
 
 pub(super) fn classify_spawn_error(err: io::Error) -> SpawnError {
     match err.raw_os_error() {
-        Some(libc::ENOENT) => SpawnError::NotFound,
+        Some(libc::ENOENT) => SpawnError::NotFound(None),
         Some(libc::EACCES | libc::ENOEXEC | libc::EISDIR | libc::EPERM) => {
-            SpawnError::NotExecutable
+            SpawnError::NotExecutable(None)
         }
         _ => match err.kind() {
-            io::ErrorKind::NotFound => SpawnError::NotFound,
-            io::ErrorKind::PermissionDenied => SpawnError::NotExecutable,
+            io::ErrorKind::NotFound => SpawnError::NotFound(None),
+            io::ErrorKind::PermissionDenied => SpawnError::NotExecutable(None),
             kind => SpawnError::Other(kind),
         },
+    }
+}
+
+/// [`classify_spawn_error`], with what the resolved program file says about the failure.
+fn explained(err: io::Error, program: &Path, cwd: Option<&Path>) -> SpawnError {
+    let why = err
+        .raw_os_error()
+        .and_then(|errno| super::child::diagnose(program, cwd, errno));
+    match classify_spawn_error(err) {
+        SpawnError::NotFound(_) => SpawnError::NotFound(why),
+        SpawnError::NotExecutable(_) => SpawnError::NotExecutable(why),
+        other => other,
     }
 }
 
@@ -549,7 +564,7 @@ mod tests {
             assert!(
                 matches!(
                     ProcessGroup::spawn(&launch(&argv, &env)),
-                    Err(SpawnError::NotExecutable)
+                    Err(SpawnError::NotExecutable(Some(crate::exec::Why::NoShebang)))
                 ),
                 "{program}"
             );
@@ -563,12 +578,12 @@ mod tests {
         let missing = argv(&["/nonexistent/adapter"]);
         assert!(matches!(
             ProcessGroup::spawn(&launch(&missing, &env)),
-            Err(SpawnError::NotFound)
+            Err(SpawnError::NotFound(None))
         ));
         let directory = argv(&["/"]);
         assert!(matches!(
             ProcessGroup::spawn(&launch(&directory, &env)),
-            Err(SpawnError::NotExecutable)
+            Err(SpawnError::NotExecutable(Some(crate::exec::Why::Directory)))
         ));
     }
 }

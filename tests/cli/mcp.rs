@@ -97,10 +97,15 @@ fn adapter_stderr(run: &Run) -> &str {
     run.dispatch()["stderr_tail"].as_str().unwrap_or_default()
 }
 
-/// The dispatcher's one stderr line for a failure.
+/// The dispatcher's one stderr line for a failure, then only the adapter's stderr under it.
 fn assert_error_line(run: &Run, code: &str) {
+    let mut lines = run.stderr.lines();
     assert!(
-        run.stderr.starts_with(&format!("error[{code}]: ")) && run.stderr.lines().count() == 1,
+        lines
+            .next()
+            .unwrap_or_default()
+            .starts_with(&format!("error[{code}]: "))
+            && lines.all(|l| l.starts_with("  | ") || l.starts_with("  adapter stderr")),
         "stderr: {}",
         run.stderr
     );

@@ -417,14 +417,21 @@ fn shut_down(server: Server, cx: &Context<'_>) {
 }
 
 fn spawn_failure(err: SpawnError) -> Failure {
-    match err {
-        SpawnError::NotFound => Failure::new(
-            Code::McpServerNotFound,
-            "the MCP server program was not found",
+    let why = |plain: &str, why: Option<crate::exec::Why>| match why {
+        None => plain.to_string(),
+        Some(why) => format!(
+            "the MCP server program could not be started: {}",
+            why.describe(true)
         ),
-        SpawnError::NotExecutable => Failure::new(
+    };
+    match err {
+        SpawnError::NotFound(reason) => Failure::new(
+            Code::McpServerNotFound,
+            why("the MCP server program was not found", reason),
+        ),
+        SpawnError::NotExecutable(reason) => Failure::new(
             Code::McpServerNotExecutable,
-            "the MCP server program is not executable",
+            why("the MCP server program is not executable", reason),
         ),
         SpawnError::Other(kind) => Failure::new(
             Code::McpServerStartFailed,
