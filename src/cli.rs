@@ -233,6 +233,18 @@ pub enum Command {
     /// line on stderr, nothing on stdout, and exit 69. No bridge at all is a usage error
     /// (exit 2). Unknown-key warnings go to stderr and do not stop it.
     SandboxEnv(SandboxEnvArgs),
+    /// Print a new wp-codebox/parent-tool-request/v1 envelope for TOOL (for scripts and
+    /// tutorials); exit 0, 65 when it would be invalid, 2 when --input's file cannot be read.
+    ///
+    /// The envelope: a fresh request_id (ptr-<unix ms>-<pid>-<16 hex digits>) unless --id is
+    /// given, the tool, the operation, the input exactly as written (as one line),
+    /// sandbox_session {"sandbox_session_id": the session}, authorization {"allowed_tools":
+    /// [TOOL], "principal": {}} and empty metadata. It is checked like `validate request`
+    /// before it is printed: an input that is not one JSON value, or a field the request
+    /// schema refuses (an empty tool, an id over 256 bytes), gets `error[request_invalid]` on
+    /// stderr, nothing on stdout and exit 65. An --input @FILE that cannot be read is
+    /// `error[usage]` and exit 2, like the main job's --tool-map.
+    Request(RequestArgs),
     /// Print a shell completion script.
     Completions {
         /// The shell.
@@ -339,6 +351,28 @@ pub struct ValidateArgs {
     /// then invalid (exit 65).
     #[arg(long)]
     pub strict: bool,
+}
+
+/// Arguments of `request`.
+#[derive(Debug, Args)]
+pub struct RequestArgs {
+    /// The canonical tool id (also the request's only allowed tool).
+    pub tool: String,
+    /// The tool's input: JSON text, or @FILE to read it from a file (default: {}).
+    #[arg(long, value_name = "JSON|@FILE", default_value = "{}")]
+    pub input: String,
+    /// The request_id (default: a fresh one).
+    #[arg(long, value_name = "ID")]
+    pub id: Option<String>,
+    /// The sandbox_session_id.
+    #[arg(long, value_name = "ID", default_value = "local")]
+    pub session: String,
+    /// The operation.
+    #[arg(long, value_name = "OP", default_value = "call")]
+    pub operation: String,
+    /// Pretty-print the envelope (default: compact, one line).
+    #[arg(long)]
+    pub pretty: bool,
 }
 
 /// Output format of `sandbox-env`.

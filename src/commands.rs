@@ -1,8 +1,8 @@
-//! The small subcommands: `validate` and `sandbox-env`. Each reads, checks and prints; none
+//! The small subcommands: `validate`, `sandbox-env` and `request`. Each reads, checks and prints; none
 //! starts a process. stdout carries only the report or the variables; every human line goes to
 //! stderr through [`crate::terminal`], escaped.
 
-use crate::cli::{EnvFormat, EnvelopeKind, SandboxEnvArgs, ValidateArgs};
+use crate::cli::{EnvFormat, EnvelopeKind, RequestArgs, SandboxEnvArgs, ValidateArgs};
 use crate::envelope::bridge::{self, Bridge, LoadError, SandboxVar};
 use crate::envelope::request::Request;
 use crate::envelope::result::ResultEnvelope;
@@ -151,6 +151,89 @@ fn check_file(args: &ValidateArgs, file: Option<&std::path::Path>) -> (Report, O
         issues.append(&mut warnings);
     }
     (Report::with_warnings(issues, warnings), cause)
+}
+
+/// `request TOOL [--input JSON|@FILE] [--id ID] [--session ID] [--operation OP]`: print a new
+/// request envelope, checked by the request's own validator first. Exit 0; 65 (with
+/// `error[request_invalid]`) when the input is not one JSON value or the envelope would be
+/// invalid; 2 (`error[usage]`) when the input file cannot be read.
+pub fn request(args: &RequestArgs) -> u8 {
+    // The main job's default --max-request-bytes: a bigger input makes a request it refuses.
+    let max = 8 * 1024 * 1024;
+    let input = match args.input.strip_prefix('@') {
+        Some(path) => match crate::fs::read_file(std::path::Path::new(path), max as u64) {
+            Ok(bytes) => bytes,
+            Err(err) => {
+                eprintln!(
+                    "{}\n\nFor more information, try '--help'.",
+                    error_line(
+                        "usage",
+                        &format!("the --input file {path} cannot be read: {err}")
+                    )
+                );
+                return exit::USAGE;
+            }
+        },
+        None => args.input.clone().into_bytes(),
+    };
+    let input = match json::check(&input, max) {
+        Ok(text) => text,
+        Err(e) => {
+            let issue = Issue::from_json(&e);
+            let message = format!("--input is not one JSON value: {}", summary(&[issue]));
+            eprintln!("{}", error_line("request_invalid", &message));
+            return exit::DATA_INVALID;
+        }
+    };
+    let id = args.id.clone().unwrap_or_else(fresh_request_id);
+    let mut text = String::new();
+    let mut top = json::raw::ObjectWriter::new(&mut text);
+    top.str("schema", request::SCHEMA)
+        .raw("version", "1")
+        .str("request_id", &id)
+        .str("tool", &args.tool)
+        .str("operation", &args.operation)
+        .raw("input", input)
+        .with("sandbox_session", |out| {
+            let mut session = json::raw::ObjectWriter::new(out);
+            session.str("sandbox_session_id", &args.session);
+            session.finish();
+        })
+        .with("authorization", |out| {
+            let mut authorization = json::raw::ObjectWriter::new(out);
+            authorization
+                .value("allowed_tools", &[&args.tool])
+                .raw("principal", "{}");
+            authorization.finish();
+        })
+        .raw("metadata", "{}");
+    top.finish();
+    let checked = Document::parse(text.clone().into_bytes(), usize::MAX)
+        .map_err(|e| vec![Issue::from_json(&e)])
+        .and_then(|doc| Request::from_document(Rc::new(doc)).map(|_| ()));
+    if let Err(issues) = checked {
+        let message = format!("the request would be invalid: {}", summary(&issues));
+        eprintln!("{}", error_line("request_invalid", &message));
+        return exit::DATA_INVALID;
+    }
+    if args.pretty {
+        text = json::raw::pretty(&text);
+    }
+    text.push('\n');
+    crate::stdout::print(text.as_bytes(), "the request", exit::SUCCESS)
+}
+
+/// A request id no other run makes: `ptr-<unix ms>-<pid>-<16 hex digits>`, the digits from
+/// the operating system's randomness (std's hash keys are seeded from it).
+fn fresh_request_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    format!("ptr-{ms}-{}-{random:016x}", std::process::id())
 }
 
 /// `value` as compact JSON and a newline: a report as the small subcommands print it.

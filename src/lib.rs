@@ -214,6 +214,7 @@ pub fn run(cli: Cli) -> u8 {
         }
         Some(Command::Validate(args)) => commands::validate(&args),
         Some(Command::SandboxEnv(args)) => commands::sandbox_env(&args),
+        Some(Command::Request(args)) => commands::request(&args),
         Some(Command::Completions { shell }) => {
             // Rendered first: clap_complete panics when its writer fails.
             let mut script = Vec::new();

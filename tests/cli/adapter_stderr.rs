@@ -175,7 +175,15 @@ fn an_exec_failure_names_its_precise_reason() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     // (file, its bytes, its mode, code, details.reason, details.interpreter, stderr's words)
-    type Case<'a> = (&'a str, &'a [u8], u32, &'a str, &'a str, Option<&'a str>, &'a str);
+    type Case<'a> = (
+        &'a str,
+        &'a [u8],
+        u32,
+        &'a str,
+        &'a str,
+        Option<&'a str>,
+        &'a str,
+    );
     let cases: [Case; 5] = [
         (
             "missing.py",

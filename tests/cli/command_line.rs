@@ -181,3 +181,128 @@ fn delegation_run_takes_the_request_as_an_argument_or_by_request() {
         .stdout_empty()
         .stderr_contains("cannot be used with");
 }
+
+#[test]
+fn request_prints_an_envelope_that_validate_request_accepts_and_a_dispatch_runs() {
+    let first = Cmd::new([
+        "request",
+        "workspace.read",
+        "--input",
+        r#"{"path": "README.md", "n": 1.50}"#,
+    ])
+    .run();
+    first.exit(0).stderr_empty().stdout_with(|_| ());
+    let text = first.stdout().to_string();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    // The input is carried as written (numbers keep their spelling), minified.
+    assert!(
+        text.contains(r#""input":{"path":"README.md","n":1.50}"#),
+        "{text}"
+    );
+    let envelope = first.json();
+    assert_eq!(envelope["tool"], "workspace.read");
+    assert_eq!(envelope["operation"], "call");
+    assert_eq!(envelope["sandbox_session"]["sandbox_session_id"], "local");
+    assert_eq!(
+        envelope["authorization"]["allowed_tools"],
+        json!(["workspace.read"])
+    );
+    let id = envelope["request_id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("ptr-"), "{id}");
+    Cmd::new(["validate", "request", "-"])
+        .stdin(text.clone())
+        .run()
+        .exit(0)
+        .stdout_eq("{\"valid\":true,\"issues\":[]}\n")
+        .stderr_empty();
+    // A fresh id every time.
+    let second = Cmd::new(["request", "workspace.read"]).run();
+    second.exit(0).stderr_empty().stdout_with(|_| ());
+    assert_ne!(second.json()["request_id"], json!(id));
+    assert_eq!(second.json()["input"], json!({}));
+    // What it prints is what the main job takes.
+    Dispatch::adapter(&["echo"])
+        .stdin(text)
+        .run()
+        .expect("succeeded", None, 0);
+}
+
+#[test]
+fn request_takes_every_field_and_an_input_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input.json");
+    std::fs::write(
+        &input,
+        "{\n  \"pattern\": \"fn main\",\n  \"max_results\": 5\n}\n",
+    )
+    .unwrap();
+    let out = Cmd::new([
+        "request",
+        "workspace.search",
+        "--id",
+        "req-7",
+        "--session",
+        "s-1",
+    ])
+    .args(["--operation", "query", "--input"])
+    .arg(format!("@{}", input.display()))
+    .run();
+    out.exit(0)
+        .stdout_json(|envelope| {
+            assert_eq!(envelope["request_id"], "req-7");
+            assert_eq!(envelope["sandbox_session"]["sandbox_session_id"], "s-1");
+            assert_eq!(envelope["operation"], "query");
+            assert_eq!(
+                envelope["input"],
+                json!({"pattern": "fn main", "max_results": 5})
+            );
+        })
+        .stderr_empty()
+        .stdout_with(|stdout| assert_eq!(stdout.lines().count(), 1));
+}
+
+#[test]
+fn request_refuses_bad_input_with_documented_statuses() {
+    Cmd::new(["request", "t", "--input", "{\"a\":"])
+        .run()
+        .exit(65)
+        .stdout_empty()
+        .stderr_starts_with("error[request_invalid]: --input is not one JSON value: ");
+    Cmd::new(["request", "t", "--input", "1 2"])
+        .run()
+        .exit(65)
+        .stdout_empty()
+        .stderr_starts_with("error[request_invalid]: --input is not one JSON value: ");
+    Cmd::new(["request", ""])
+        .run()
+        .exit(65)
+        .stdout_empty()
+        .stderr_eq(
+        "error[request_invalid]: the request would be invalid: /tool: \"tool\" must not be empty\n",
+    );
+    let long_id = "x".repeat(300);
+    Cmd::new(["request", "t", "--id", &long_id])
+        .run()
+        .exit(65)
+        .stdout_empty()
+        .stderr_starts_with("error[request_invalid]: the request would be invalid: /request_id: ");
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.json");
+    Cmd::new(["request", "t", "--input"])
+        .arg(format!("@{}", missing.display()))
+        .run()
+        .exit(2)
+        .stdout_empty()
+        .stderr_eq(format!(
+            "error[usage]: the --input file {} cannot be read: No such file or directory (os error 2)\n\n\
+             For more information, try '--help'.\n",
+            missing.display()
+        ));
+    // A directory (the one reader takes regular files only).
+    Cmd::new(["request", "t", "--input"])
+        .arg(format!("@{}", dir.path().display()))
+        .run()
+        .exit(2)
+        .stdout_empty()
+        .stderr_contains("not a regular file");
+}
