@@ -271,6 +271,12 @@ pub enum Command {
     /// (objects compared recursively, arrays whole; `diagnostics.dispatch.duration_ms` and
     /// transcript digests never compared).
     ///
+    /// Every relative path a case names is relative to the case file's folder: the bridge's
+    /// `@FILE` (for every kind of case), the files its options name (--artifact-dir,
+    /// --result-file, --ca-cert, --tool-map @FILE), and an `argv` case's child dispatcher runs
+    /// in that folder, so a relative argv[0] (taken as given, SPEC 4.2) and the adapter's
+    /// working directory are there too.
+    ///
     /// `recorded` and `result` answers are judged in this process by the main job's own
     /// pipeline; `argv` runs the main job as a child process. A transcript replays its
     /// recorded request against --parent-tool-bridge, its recorded result as the answer and

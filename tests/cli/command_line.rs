@@ -306,3 +306,93 @@ fn request_refuses_bad_input_with_documented_statuses() {
         .stdout_empty()
         .stderr_contains("not a regular file");
 }
+
+/// A case for `workspace.read` with the bridge given as `bridge` and this adapter.
+fn case_with(name: &str, bridge: Value, adapter: Value, options: &[&str]) -> Value {
+    let mut req = request();
+    req["request_id"] = json!("case-rel");
+    json!({
+        "schema": "parent-tool-dispatch/fixture/v1",
+        "name": name,
+        "bridge": bridge,
+        "request": req,
+        "adapter": adapter,
+        "options": options,
+        "expect": {"status": "succeeded", "exit_code": 0}
+    })
+}
+
+#[test]
+fn replay_resolves_every_relative_path_of_a_case_against_its_folder() {
+    let suite = tempfile::tempdir().unwrap();
+    let cases = suite.path().join("cases");
+    std::fs::create_dir_all(&cases).unwrap();
+    // The bridge one folder up, named relatively; its argv is the case's.
+    std::fs::write(
+        suite.path().join("bridge.json"),
+        bridge(&["unused"]).to_string(),
+    )
+    .unwrap();
+    // A relative argv[0], found from the case's folder (the child dispatcher runs there).
+    std::os::unix::fs::symlink(test_bin(), cases.join("adapter")).unwrap();
+    let live = case_with(
+        "argv with an @FILE bridge",
+        json!("@../bridge.json"),
+        json!({"argv": ["./adapter", "adapter", "read-stdin", "echo"]}),
+        &["--result-file", "live-result.json"],
+    );
+    std::fs::write(cases.join("live.case.json"), live.to_string()).unwrap();
+    let answer = json!({"schema": "wp-codebox/parent-tool-result/v1", "version": 1,
+        "request_id": "case-rel", "tool": "workspace.read", "operation": "call",
+        "status": "succeeded", "output": {}});
+    let recorded = case_with(
+        "recorded with an @FILE bridge",
+        json!("@../bridge.json"),
+        json!({"recorded": {"stdout": format!("{answer}\n"), "exit_code": 0}}),
+        &["--result-file=recorded-result.json"],
+    );
+    std::fs::write(cases.join("recorded.case.json"), recorded.to_string()).unwrap();
+    // Run from somewhere else entirely.
+    let elsewhere = tempfile::tempdir().unwrap();
+    Cmd::new(["replay", "--jobs", "1"])
+        .arg(&cases)
+        .cwd(elsewhere.path())
+        .run()
+        .exit(0)
+        .stdout_eq(
+            "ok argv with an @FILE bridge\nok recorded with an @FILE bridge\n2 passed, 0 failed\n",
+        )
+        .stderr_empty();
+    for file in ["live-result.json", "recorded-result.json"] {
+        let text = std::fs::read_to_string(cases.join(file)).unwrap();
+        let envelope: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(envelope["status"], "succeeded", "{file}");
+    }
+    assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+    // An @FILE that is not there fails the argv case with the reason.
+    let broken = case_with(
+        "argv with a missing bridge file",
+        json!("@../missing.json"),
+        json!({"argv": ["./adapter", "adapter", "echo"]}),
+        &[],
+    );
+    std::fs::write(cases.join("live.case.json"), broken.to_string()).unwrap();
+    std::fs::remove_file(cases.join("recorded.case.json")).unwrap();
+    Cmd::new(["replay"])
+        .arg(&cases)
+        .cwd(elsewhere.path())
+        .run()
+        .exit(1)
+        .stdout_with(|stdout| {
+            assert!(
+                stdout.starts_with("FAIL argv with a missing bridge file\n"),
+                "{stdout}"
+            );
+            assert!(
+                stdout.contains("an argv case's bridge cannot be used: reading "),
+                "{stdout}"
+            );
+            assert!(stdout.ends_with("0 passed, 1 failed\n"), "{stdout}");
+        })
+        .stderr_empty();
+}
