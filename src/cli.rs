@@ -451,6 +451,17 @@ pub enum AdapterCommand {
         /// {canonical: name}, @FILE holding one, or the word `provider-safe`.
         #[arg(long, value_name = "JSON|@FILE|provider-safe")]
         tool_map: Option<String>,
+        /// Print the server's tools and exit, reading no request: one JSON document
+        /// {"tools": [{"name", "description", "inputSchema"}, ...]} (pretty-printed; each
+        /// member as the server wrote it, absent ones left out), in the server's order.
+        ///
+        /// The server is started, connected and shut down as for a call, within
+        /// WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS (default 30000). A failure (the server cannot be
+        /// started, speaks no supported revision, lists its tools incompletely, times out)
+        /// prints `error[CODE]: message` with the adapter's code on stderr, nothing on stdout,
+        /// and exits 69.
+        #[arg(long, conflicts_with = "tool_map")]
+        list_tools: bool,
         /// The MCP server's argv, after `--`, run exactly as given (argv[0] through PATH).
         #[arg(last = true, required = true, num_args = 1.., value_name = "SERVER_ARGV")]
         server: Vec<String>,

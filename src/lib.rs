@@ -237,8 +237,17 @@ pub fn run(cli: Cli) -> u8 {
                 adapter::workspace::GitDir::Protected
             },
         ),
-        Some(Command::Adapter(cli::AdapterCommand::Mcp { tool_map, server })) => {
-            adapter::mcp::run(adapter::mcp::Options { tool_map, server })
+        Some(Command::Adapter(cli::AdapterCommand::Mcp {
+            tool_map,
+            list_tools,
+            server,
+        })) => {
+            let options = adapter::mcp::Options { tool_map, server };
+            if list_tools {
+                adapter::mcp::list_tools(options)
+            } else {
+                adapter::mcp::run(options)
+            }
         }
         Some(Command::Delegation(command)) => delegation::main(&command),
         Some(Command::Replay(args)) => replay::run(&args),

@@ -446,6 +446,90 @@ fn quoted(s: &str) -> String {
     crate::terminal::escape(&format!("{shown:?}")).into_owned()
 }
 
+/// `adapter mcp --list-tools -- SERVER…`: start the server, list its tools, shut it down and
+/// print {"tools": [{name, description, inputSchema}, …]} (pretty, members as the server wrote
+/// them); exit 0, or 69 with `error[CODE]: …` on stderr when the listing failed, 74 when
+/// stdout could not be written.
+pub fn list_tools(options: Options) -> u8 {
+    let start = Instant::now();
+    let interrupts = Interrupts::install();
+    let budget =
+        Budget::from_timeout_ms(std::env::var(crate::plan::vars::TIMEOUT_MS).ok().as_deref());
+    let env = server_env(
+        std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+    );
+    let cx = Context {
+        options: &options,
+        budget,
+        start,
+        env,
+        interrupts: &interrupts,
+    };
+    let listed = Server::spawn(&cx.options.server, &cx.env, limits::MAX_MESSAGE_BYTES)
+        .map_err(spawn_failure)
+        .and_then(|mut server| {
+            let deadline = cx.start + cx.budget.exchange;
+            let outcome = {
+                let mut client =
+                    client::Client::new(&mut server, cx.interrupts, deadline, cx.budget.exchange);
+                client.connect().and_then(|_| client.list_tools())
+            };
+            shut_down(server, &cx);
+            outcome
+        });
+    let tools = match listed {
+        Ok(Some(tools)) => tools,
+        Ok(None) => {
+            let failure = Failure::new(
+                Code::McpProtocolError,
+                "the MCP server's tools/list was not a complete listing (an error, no tools \
+                 array, or more pages than the adapter reads)",
+            );
+            return listing_failed(&failure);
+        }
+        Err(failure) => return listing_failed(&failure),
+    };
+    let mut text = String::new();
+    let mut top = raw::ObjectWriter::new(&mut text);
+    top.with("tools", |out| {
+        out.push('[');
+        for (i, tool) in tools.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let fields = raw::Fields::parse(tool).unwrap_or_default();
+            let mut entry = raw::ObjectWriter::new(out);
+            for key in [
+                "name",
+                "title",
+                "description",
+                "inputSchema",
+                "outputSchema",
+            ] {
+                if let Some(value) = fields.get(key) {
+                    entry.raw(key, value);
+                }
+            }
+            entry.finish();
+        }
+        out.push(']');
+    });
+    top.finish();
+    let mut text = raw::pretty(&text);
+    text.push('\n');
+    crate::stdout::print(text.as_bytes(), "the tool list", 0)
+}
+
+/// The `error[CODE]:` line of a failed `--list-tools` (escaped), and exit 69.
+fn listing_failed(failure: &Failure) -> u8 {
+    eprintln!(
+        "{}",
+        crate::terminal::error_line(failure.code.as_str(), &failure.message)
+    );
+    crate::error::exit::UNAVAILABLE
+}
+
 /// Serve one request from stdin with the server `options.server`, print one result envelope
 /// on stdout; returns the exit status: 0 when the envelope was printed (any status), 1 when
 /// stdin could not be read or stdout could not be written.
