@@ -32,6 +32,10 @@ pub const EXAMPLES: [(&str, &str); 4] = [
     ),
 ];
 
+/// The text after `-h`: where the rest is.
+pub const SHORT_AFTER_HELP: &str =
+    "The limits, the confinement options (SPEC 13), examples and exit statuses: see --help.";
+
 /// The text after `--help`: the examples, then the exit statuses from
 /// [`crate::error::EXIT_STATUSES`].
 pub fn after_help() -> String {
@@ -62,7 +66,8 @@ pub fn after_help() -> String {
     version,
     override_usage = "parent-tool-dispatch [OPTIONS] --parent-tool-bridge <JSON|@FILE> [REQUEST]\n       \
                       parent-tool-dispatch <COMMAND>",
-    after_help = after_help(),
+    after_help = SHORT_AFTER_HELP,
+    after_long_help = after_help(),
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true
 )]
@@ -109,12 +114,9 @@ pub struct DispatchArgs {
     #[arg(long, value_name = "JSON|@FILE|provider-safe")]
     pub tool_map: Option<String>,
 
-    #[command(flatten)]
-    pub run: RunArgs,
-
     /// Also trust this PEM CA certificate for a `host_endpoint` bridge's HTTPS endpoint
     /// (besides the platform's roots).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, hide_short_help = true, value_name = "FILE")]
     pub ca_cert: Option<PathBuf>,
 
     /// Pretty-print the envelope (default: compact, one line).
@@ -122,7 +124,33 @@ pub struct DispatchArgs {
     pub pretty: bool,
 
     #[command(flatten)]
+    pub messages: MessageArgs,
+
+    // The groups with a help heading of their own come last: a heading applies to every
+    // option after it.
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    #[command(flatten)]
     pub ledger: LedgerArgs,
+}
+
+/// How much the main job says on stderr (docs/cli-notes.md, "Messages on stderr").
+#[derive(Debug, Args, Clone, Default)]
+pub struct MessageArgs {
+    /// Stream the adapter's stderr to this stderr as it arrives, line by line, each line
+    /// redacted like `diagnostics.dispatch.stderr_tail` and escaped, after `  | `.
+    ///
+    /// The tail is then not printed again under a failure's `error[code]:` line.
+    #[arg(short, long, conflicts_with = "quiet")]
+    pub verbose: bool,
+    /// Print nothing on stderr: no warnings, no `error[code]:` line, no adapter stderr, no
+    /// stdin hint. The envelope and the exit status still say everything.
+    ///
+    /// Usage errors (exit 2) and a lost envelope (`error[stdout]`, exit 74) are still
+    /// printed: nothing else would report them.
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 /// The ledger options of SPEC 14: idempotency, per-session budgets and the audit trail. The
@@ -139,23 +167,23 @@ pub struct LedgerArgs {
     /// another request is `request_id_reused`; a call whose dispatcher died while running it
     /// is `dispatch_indeterminate`. A ledger that cannot be opened, written or read is
     /// `ledger_unavailable` before anything starts.
-    #[arg(long, value_name = "PATH", env = LEDGER_ENV)]
+    #[arg(long, hide_short_help = true, value_name = "PATH", env = LEDGER_ENV)]
     pub ledger: Option<PathBuf>,
     /// Admit at most N calls per sandbox session (replays do not count); then
     /// `budget_exhausted`.
-    #[arg(long, value_name = "N")]
+    #[arg(long, hide_short_help = true, value_name = "N")]
     pub budget_calls: Option<String>,
     /// Admit at most N calls of TOOL (its canonical id) per sandbox session (repeatable, one
     /// per tool). A tool the bridge does not allow is accepted: its calls are denied anyway.
-    #[arg(long, value_name = "TOOL=N")]
+    #[arg(long, hide_short_help = true, value_name = "TOOL=N")]
     pub budget_tool: Vec<String>,
     /// At most N ms of adapter wall time per sandbox session; each call's timeout is also cut
     /// to what is left.
-    #[arg(long, value_name = "N")]
+    #[arg(long, hide_short_help = true, value_name = "N")]
     pub budget_adapter_ms: Option<String>,
     /// At most N calls of one sandbox session in flight at once (held by live dispatchers);
     /// over it, `concurrency_limited` (retryable).
-    #[arg(long, value_name = "N")]
+    #[arg(long, hide_short_help = true, value_name = "N")]
     pub max_concurrent: Option<String>,
 }
 
@@ -171,13 +199,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME")]
     pub secret_env: Vec<String>,
     /// Cap on the adapter's stdout; beyond it the adapter is killed (`result_too_large`).
-    #[arg(long, value_name = "N", default_value_t = 16 * 1024 * 1024)]
+    #[arg(long, hide_short_help = true, value_name = "N", default_value_t = 16 * 1024 * 1024)]
     pub max_output_bytes: u64,
     /// Cap on the incoming request (`request_too_large`).
-    #[arg(long, value_name = "N", default_value_t = 8 * 1024 * 1024)]
+    #[arg(long, hide_short_help = true, value_name = "N", default_value_t = 8 * 1024 * 1024)]
     pub max_request_bytes: u64,
     /// Grace between SIGTERM and SIGKILL to the adapter's process group.
-    #[arg(long, value_name = "N", default_value_t = 2000)]
+    #[arg(long, hide_short_help = true, value_name = "N", default_value_t = 2000)]
     pub kill_grace_ms: u64,
 
     #[command(flatten)]
@@ -199,38 +227,38 @@ pub struct ConfineArgs {
     /// TMPDIR (0700, removed afterwards) and the file transport's folder. An interpreter
     /// outside the base (a pyenv shim) is refused with the --fs-read that allows it. Also
     /// PARENT_TOOL_DISPATCH_FS_READ, a `:`-separated list.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, hide_short_help = true, value_name = "PATH")]
     pub fs_read: Vec<std::ffi::OsString>,
     /// The adapter may read, write, create and remove beneath PATH (repeatable; Landlock; `/`
     /// is refused). Also PARENT_TOOL_DISPATCH_FS_WRITE, a `:`-separated list.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, hide_short_help = true, value_name = "PATH")]
     pub fs_write: Vec<std::ffi::OsString>,
     /// `none`: a new, empty network namespace, no route to any host, not even the host's
     /// loopback; `any` (the default): unchanged. Also PARENT_TOOL_DISPATCH_NETWORK.
-    #[arg(long, value_name = "none|any")]
+    #[arg(long, hide_short_help = true, value_name = "none|any")]
     pub network: Option<std::ffi::OsString>,
     /// The whole process tree together stays under SIZE (a cgroup; e.g. 256M, binary units);
     /// an adapter killed at it is resource_limit_exceeded (details.limit "memory"). Also
     /// PARENT_TOOL_DISPATCH_LIMIT_MEMORY.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, hide_short_help = true, value_name = "SIZE")]
     pub limit_memory: Option<std::ffi::OsString>,
     /// At most N processes and threads in the tree at once (a cgroup; "pids" when hit). Also
     /// PARENT_TOOL_DISPATCH_LIMIT_PIDS.
-    #[arg(long, value_name = "N")]
+    #[arg(long, hide_short_help = true, value_name = "N")]
     pub limit_pids: Option<std::ffi::OsString>,
     /// RLIMIT_NOFILE of each process. Also PARENT_TOOL_DISPATCH_LIMIT_OPEN_FILES.
-    #[arg(long, value_name = "N")]
+    #[arg(long, hide_short_help = true, value_name = "N")]
     pub limit_open_files: Option<std::ffi::OsString>,
     /// RLIMIT_FSIZE of each process (e.g. 64M; "file_size" when the adapter dies of SIGXFSZ).
     /// Also PARENT_TOOL_DISPATCH_LIMIT_FILE_SIZE.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, hide_short_help = true, value_name = "SIZE")]
     pub limit_file_size: Option<std::ffi::OsString>,
 }
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Check one envelope and print {"valid":...,"issues":[{code,path,message}]}; exit 0 or 65.
+    /// Check envelopes and print {"valid":...,"issues":[{code,path,message}]}; exit 0 or 65.
     ///
     /// Nothing is run. stdout gets the JSON report: "valid", every issue as {code, path,
     /// message} with a JSON Pointer path, and for a bridge the unknown-key findings under
@@ -251,6 +279,18 @@ pub enum Command {
     /// line on stderr, nothing on stdout, and exit 69. No bridge at all is a usage error
     /// (exit 2). Unknown-key warnings go to stderr and do not stop it.
     SandboxEnv(SandboxEnvArgs),
+    /// Print a new wp-codebox/parent-tool-request/v1 envelope for TOOL (for scripts and
+    /// tutorials); exit 0, 65 when it would be invalid, 2 when --input's file cannot be read.
+    ///
+    /// The envelope: a fresh request_id (ptr-<unix ms>-<pid>-<16 hex digits>) unless --id is
+    /// given, the tool, the operation, the input exactly as written (as one line),
+    /// sandbox_session {"sandbox_session_id": the session}, authorization {"allowed_tools":
+    /// [TOOL], "principal": {}} and empty metadata. It is checked like `validate request`
+    /// before it is printed: an input that is not one JSON value, or a field the request
+    /// schema refuses (an empty tool, an id over 256 bytes), gets `error[request_invalid]` on
+    /// stderr, nothing on stdout and exit 65. An --input @FILE that cannot be read is
+    /// `error[usage]` and exit 2, like the main job's --tool-map.
+    Request(RequestArgs),
     /// Print a shell completion script.
     Completions {
         /// The shell.
@@ -277,12 +317,18 @@ pub enum Command {
     /// (objects compared recursively, arrays whole; `diagnostics.dispatch.duration_ms` and
     /// transcript digests never compared).
     ///
+    /// Every relative path a case names is relative to the case file's folder: the bridge's
+    /// `@FILE` (for every kind of case), the files its options name (--artifact-dir,
+    /// --result-file, --ca-cert, --tool-map @FILE), and an `argv` case's child dispatcher runs
+    /// in that folder, so a relative argv[0] (taken as given, SPEC 4.2) and the adapter's
+    /// working directory are there too.
+    ///
     /// `recorded` and `result` answers are judged in this process by the main job's own
     /// pipeline; `argv` runs the main job as a child process. A transcript replays its
     /// recorded request against --parent-tool-bridge, its recorded result as the answer and
     /// its recorded status as the expectation. A failing case prints the JSON Pointer and the
     /// expected and actual value of each difference.
-    #[command(after_help = REPLAY_AFTER_HELP)]
+    #[command(after_long_help = REPLAY_AFTER_HELP)]
     Replay(ReplayArgs),
     /// Print the JSON Schema (draft 2020-12) of an envelope, of a transcript, or of a replay
     /// case file.
@@ -382,15 +428,43 @@ pub struct ValidateArgs {
     /// Which envelope the file holds.
     #[arg(value_enum)]
     pub kind: EnvelopeKind,
-    /// The file; absent or `-` reads stdin.
-    pub file: Option<PathBuf>,
-    /// Size cap on the file.
+    /// The files; none or `-` (once) reads stdin.
+    ///
+    /// With several files each gets its own report, one JSON line per file in the order given,
+    /// with the file as given under "file"; their stderr lines name the file after the code.
+    /// Exit 65 when any of them is invalid.
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Size cap on each file.
     #[arg(long, value_name = "N", default_value_t = 8 * 1024 * 1024)]
     pub max_bytes: u64,
-    /// Treat warnings (unknown keys in a bridge's dispatcher, dispatcher.command and
-    /// dispatcher.endpoint) as issues: the envelope is then invalid (exit 65).
+    /// Treat warnings (unknown keys in a bridge's dispatcher, dispatcher.command,
+    /// dispatcher.endpoint, sandbox_env, authorization and redaction) as issues: the envelope is
+    /// then invalid (exit 65).
     #[arg(long)]
     pub strict: bool,
+}
+
+/// Arguments of `request`.
+#[derive(Debug, Args)]
+pub struct RequestArgs {
+    /// The canonical tool id (also the request's only allowed tool).
+    pub tool: String,
+    /// The tool's input: JSON text, or @FILE to read it from a file (default: {}).
+    #[arg(long, value_name = "JSON|@FILE", default_value = "{}")]
+    pub input: String,
+    /// The request_id (default: a fresh one).
+    #[arg(long, value_name = "ID")]
+    pub id: Option<String>,
+    /// The sandbox_session_id.
+    #[arg(long, value_name = "ID", default_value = "local")]
+    pub session: String,
+    /// The operation.
+    #[arg(long, value_name = "OP", default_value = "call")]
+    pub operation: String,
+    /// Pretty-print the envelope (default: compact, one line).
+    #[arg(long)]
+    pub pretty: bool,
 }
 
 /// Output format of `sandbox-env`.
@@ -503,12 +577,23 @@ pub enum AdapterCommand {
     /// WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS (default 30000) minus a fifth of it (0.4 to 3 s),
     /// then shuts the server down: stdin closed, a wait, SIGTERM, a wait, SIGKILL; nothing is
     /// left running.
-    #[command(after_help = crate::adapter::mcp::after_help())]
+    #[command(after_long_help = crate::adapter::mcp::after_help())]
     Mcp {
         /// Map the canonical tool id to the server's tool name: a JSON object
         /// {canonical: name}, @FILE holding one, or the word `provider-safe`.
         #[arg(long, value_name = "JSON|@FILE|provider-safe")]
         tool_map: Option<String>,
+        /// Print the server's tools and exit, reading no request: one JSON document
+        /// {"tools": [{"name", "description", "inputSchema"}, ...]} (pretty-printed; each
+        /// member as the server wrote it, absent ones left out), in the server's order.
+        ///
+        /// The server is started, connected and shut down as for a call, within
+        /// WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS (default 30000). A failure (the server cannot be
+        /// started, speaks no supported revision, lists its tools incompletely, times out)
+        /// prints `error[CODE]: message` with the adapter's code on stderr, nothing on stdout,
+        /// and exits 69.
+        #[arg(long, conflicts_with = "tool_map")]
+        list_tools: bool,
         /// The confinement of the server process (SPEC 13), as for the main job's adapter:
         /// a server that cannot be confined as asked is not started (confinement_unavailable).
         #[command(flatten)]
@@ -529,7 +614,7 @@ pub enum DelegationCommand {
     /// 64 hex characters (a string, or an object whose value, sha256 and hash members hold it);
     /// schema, when present, the request id; request_id a non-empty string of at most 256
     /// bytes; sandbox_session_id and session_id strings that agree.
-    #[command(after_help = crate::delegation::codes::check_after_help())]
+    #[command(after_long_help = crate::delegation::codes::check_after_help())]
     CheckRequest(DelegationCheckRequestArgs),
     /// Check a host adapter's answer (or a wp-codebox/host-delegation-result/v1) against its
     /// request and print {"valid":…,"issues":[…]}.
@@ -541,7 +626,7 @@ pub enum DelegationCommand {
     /// code and a message; request_id, sandbox_session_id / session_id (also inside result) and
     /// source_digest (also inside result) equal to the request's when the request has them.
     /// Issues about the request file have paths under /request.
-    #[command(after_help = crate::delegation::codes::check_after_help())]
+    #[command(after_long_help = crate::delegation::codes::check_after_help())]
     CheckResult(DelegationCheckResultArgs),
     /// Check a request, run a product host adapter (no shell) with it on stdin, check the
     /// answer it prints, and print one wp-codebox/host-delegation-result/v1 envelope.
@@ -558,7 +643,7 @@ pub enum DelegationCommand {
     /// Once the adapter ran, the envelope ends with diagnostics.dispatch.resources
     /// {max_rss_bytes, user_ms, system_ms}: what its whole process tree used (SPEC 13), on a
     /// failure too.
-    #[command(after_help = crate::delegation::codes::after_help())]
+    #[command(after_long_help = crate::delegation::codes::after_help())]
     Run(Box<DelegationRunArgs>),
 }
 
@@ -597,9 +682,17 @@ pub struct DelegationCheckResultArgs {
     ))
 )]
 pub struct DelegationRunArgs {
-    /// The request file; absent or `-` reads stdin.
-    #[arg(long, value_name = "FILE")]
+    /// The request file, as the main job takes it; absent or `-` reads stdin.
+    #[arg(value_name = "REQUEST")]
     pub request: Option<PathBuf>,
+    /// The same as REQUEST (the older spelling, kept working).
+    #[arg(
+        long = "request",
+        value_name = "FILE",
+        conflicts_with = "request",
+        hide_short_help = true
+    )]
+    pub request_option: Option<PathBuf>,
     /// Deadline for the adapter, from spawn to exit (then `wp_codebox_host_delegation_timeout`).
     #[arg(long, value_name = "N", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout_ms: u64,

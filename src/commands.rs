@@ -1,8 +1,8 @@
-//! The small subcommands: `validate` and `sandbox-env`. Each reads, checks and prints; none
+//! The small subcommands: `validate`, `sandbox-env` and `request`. Each reads, checks and prints; none
 //! starts a process. stdout carries only the report or the variables; every human line goes to
 //! stderr through [`crate::terminal`], escaped.
 
-use crate::cli::{EnvFormat, EnvelopeKind, SandboxEnvArgs, ValidateArgs};
+use crate::cli::{EnvFormat, EnvelopeKind, RequestArgs, SandboxEnvArgs, ValidateArgs};
 use crate::envelope::bridge::{self, Bridge, LoadError, SandboxVar};
 use crate::envelope::request::Request;
 use crate::envelope::result::ResultEnvelope;
@@ -15,15 +15,93 @@ use crate::validate::{summary, Issue, Report};
 use serde_json::{Map, Value};
 use std::rc::Rc;
 
-/// `validate bridge|request|result [FILE] [--strict]`: print the report on stdout; on stderr
-/// the warnings (`warning[unknown_key]: …`) and, when invalid, one `error[<kind>_invalid]: …`
-/// line naming the first issue (or the file and the OS error when it could not be read).
-/// Exit 0 when valid, 65 otherwise, 74 when stdout could not be written (`crate::stdout`).
-/// `--strict` turns warnings into issues.
+/// `validate bridge|request|result [FILE...] [--strict]`: print the report on stdout; on
+/// stderr the warnings (`warning[unknown_key]: …`) and, when invalid, one
+/// `error[<kind>_invalid]: …` line naming the first issue (or the file and the OS error when it
+/// could not be read). Exit 0 when valid, 65 otherwise, 74 when stdout could not be written
+/// (`crate::stdout`). `--strict` turns warnings into issues.
+///
+/// Several files get one report each, a JSON line per file in the order given, with the file
+/// as given under `"file"`, and their stderr lines start with the file's name; exit 65 when any
+/// of them is invalid. `-` (stdin) may be given once.
 pub fn validate(args: &ValidateArgs) -> u8 {
+    let kind = args.kind.name();
+    let stdin = |p: &&std::path::PathBuf| p.as_os_str() == "-";
+    if args.files.iter().filter(stdin).count() > 1 {
+        eprintln!(
+            "error[usage]: `-` (stdin) can be given once\n\nFor more information, try '--help'."
+        );
+        return exit::USAGE;
+    }
+    if args.files.len() <= 1 {
+        let file = args.files.first().filter(|p| !stdin(p));
+        let (report, cause) = check_file(args, file.map(|p| p.as_path()));
+        print_verdict(args, &report, cause, None);
+        let status = if report.valid {
+            exit::SUCCESS
+        } else {
+            exit::DATA_INVALID
+        };
+        return crate::stdout::print(&json_line(&report), "the report", status);
+    }
+    let mut lines = Vec::new();
+    let mut status = exit::SUCCESS;
+    for path in &args.files {
+        let file = Some(path.as_path()).filter(|_| !stdin(&path));
+        let (report, cause) = check_file(args, file);
+        let name = match file {
+            Some(path) => path.display().to_string(),
+            None => format!("the {kind} on stdin"),
+        };
+        print_verdict(args, &report, cause, Some(&name));
+        if !report.valid {
+            status = exit::DATA_INVALID;
+        }
+        #[derive(serde::Serialize)]
+        struct FileReport<'r> {
+            file: String,
+            #[serde(flatten)]
+            report: &'r Report,
+        }
+        let file = path.to_string_lossy().into_owned();
+        lines.extend(json_line(&FileReport {
+            file,
+            report: &report,
+        }));
+    }
+    crate::stdout::print(&lines, "the reports", status)
+}
+
+/// The stderr lines of one checked file: its warnings and, when invalid, the `error[..]` line
+/// (after the file's name when several are checked).
+fn print_verdict(args: &ValidateArgs, report: &Report, cause: Option<String>, name: Option<&str>) {
+    let prefix = name.map(|n| format!("{n}: ")).unwrap_or_default();
+    for warning in &report.warnings {
+        let line = crate::terminal::warning_line(warning);
+        match name {
+            None => eprintln!("{line}"),
+            Some(_) => {
+                let (head, rest) = line.split_once(": ").unwrap_or((&line, ""));
+                eprintln!("{head}: {}{rest}", crate::terminal::escape(&prefix));
+            }
+        }
+    }
+    if !report.valid {
+        let cause = cause.unwrap_or_else(|| summary(&report.issues));
+        let cause = match name {
+            // A file that could not be read is already named in the cause.
+            Some(_) if !cause.starts_with("reading ") => format!("{prefix}{cause}"),
+            _ => cause,
+        };
+        eprintln!("{}", error_line(args.kind.error_code().as_str(), &cause));
+    }
+}
+
+/// Check one file (`None`: stdin) as `args.kind`: the report, and why it could not be read
+/// (naming the file and the OS error, for stderr only).
+fn check_file(args: &ValidateArgs, file: Option<&std::path::Path>) -> (Report, Option<String>) {
     let max = usize::try_from(args.max_bytes).unwrap_or(usize::MAX);
     let kind = args.kind.name();
-    let file = args.file.as_deref().filter(|p| p.as_os_str() != "-");
     if file.is_none() {
         if let Some(hint) = crate::terminal::stdin_hint_for(kind) {
             eprintln!("{hint}");
@@ -72,18 +150,90 @@ pub fn validate(args: &ValidateArgs) -> u8 {
     if args.strict {
         issues.append(&mut warnings);
     }
-    let report = Report::with_warnings(issues, warnings);
-    print_warnings(&report.warnings);
-    if !report.valid {
-        let cause = cause.unwrap_or_else(|| summary(&report.issues));
-        eprintln!("{}", error_line(args.kind.error_code().as_str(), &cause));
-    }
-    let status = if report.valid {
-        exit::SUCCESS
-    } else {
-        exit::DATA_INVALID
+    (Report::with_warnings(issues, warnings), cause)
+}
+
+/// `request TOOL [--input JSON|@FILE] [--id ID] [--session ID] [--operation OP]`: print a new
+/// request envelope, checked by the request's own validator first. Exit 0; 65 (with
+/// `error[request_invalid]`) when the input is not one JSON value or the envelope would be
+/// invalid; 2 (`error[usage]`) when the input file cannot be read.
+pub fn request(args: &RequestArgs) -> u8 {
+    // The main job's default --max-request-bytes: a bigger input makes a request it refuses.
+    let max = 8 * 1024 * 1024;
+    let input = match args.input.strip_prefix('@') {
+        Some(path) => match crate::fs::read_file(std::path::Path::new(path), max as u64) {
+            Ok(bytes) => bytes,
+            Err(err) => {
+                eprintln!(
+                    "{}\n\nFor more information, try '--help'.",
+                    error_line(
+                        "usage",
+                        &format!("the --input file {path} cannot be read: {err}")
+                    )
+                );
+                return exit::USAGE;
+            }
+        },
+        None => args.input.clone().into_bytes(),
     };
-    crate::stdout::print(&json_line(&report), "the report", status)
+    let input = match json::check(&input, max) {
+        Ok(text) => text,
+        Err(e) => {
+            let issue = Issue::from_json(&e);
+            let message = format!("--input is not one JSON value: {}", summary(&[issue]));
+            eprintln!("{}", error_line("request_invalid", &message));
+            return exit::DATA_INVALID;
+        }
+    };
+    let id = args.id.clone().unwrap_or_else(fresh_request_id);
+    let mut text = String::new();
+    let mut top = json::raw::ObjectWriter::new(&mut text);
+    top.str("schema", request::SCHEMA)
+        .raw("version", "1")
+        .str("request_id", &id)
+        .str("tool", &args.tool)
+        .str("operation", &args.operation)
+        .raw("input", input)
+        .with("sandbox_session", |out| {
+            let mut session = json::raw::ObjectWriter::new(out);
+            session.str("sandbox_session_id", &args.session);
+            session.finish();
+        })
+        .with("authorization", |out| {
+            let mut authorization = json::raw::ObjectWriter::new(out);
+            authorization
+                .value("allowed_tools", &[&args.tool])
+                .raw("principal", "{}");
+            authorization.finish();
+        })
+        .raw("metadata", "{}");
+    top.finish();
+    let checked = Document::parse(text.clone().into_bytes(), usize::MAX)
+        .map_err(|e| vec![Issue::from_json(&e)])
+        .and_then(|doc| Request::from_document(Rc::new(doc)).map(|_| ()));
+    if let Err(issues) = checked {
+        let message = format!("the request would be invalid: {}", summary(&issues));
+        eprintln!("{}", error_line("request_invalid", &message));
+        return exit::DATA_INVALID;
+    }
+    if args.pretty {
+        text = json::raw::pretty(&text);
+    }
+    text.push('\n');
+    crate::stdout::print(text.as_bytes(), "the request", exit::SUCCESS)
+}
+
+/// A request id no other run makes: `ptr-<unix ms>-<pid>-<16 hex digits>`, the digits from
+/// the operating system's randomness (std's hash keys are seeded from it).
+fn fresh_request_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    format!("ptr-{ms}-{}-{random:016x}", std::process::id())
 }
 
 /// `value` as compact JSON and a newline: a report as the small subcommands print it.

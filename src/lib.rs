@@ -216,6 +216,7 @@ pub fn run(cli: Cli) -> u8 {
         }
         Some(Command::Validate(args)) => commands::validate(&args),
         Some(Command::SandboxEnv(args)) => commands::sandbox_env(&args),
+        Some(Command::Request(args)) => commands::request(&args),
         Some(Command::Completions { shell }) => {
             // Rendered first: clap_complete panics when its writer fails.
             let script = completions::script(shell, &mut completion_command());
@@ -243,16 +244,24 @@ pub fn run(cli: Cli) -> u8 {
         }),
         Some(Command::Adapter(cli::AdapterCommand::Mcp {
             tool_map,
+            list_tools,
             confine,
             server,
         })) => {
             let host = hostenv::HostEnv::process();
             match dispatch::confine_options(&confine, &host) {
-                Ok(confine) => adapter::mcp::run(adapter::mcp::Options {
-                    tool_map,
-                    confine,
-                    server,
-                }),
+                Ok(confine) => {
+                    let options = adapter::mcp::Options {
+                        tool_map,
+                        confine,
+                        server,
+                    };
+                    if list_tools {
+                        adapter::mcp::list_tools(options)
+                    } else {
+                        adapter::mcp::run(options)
+                    }
+                }
                 Err(message) => {
                     eprintln!("error[usage]: {message}");
                     error::exit::USAGE

@@ -104,6 +104,7 @@ pub fn plan(
         kill_grace: Duration::from_millis(args.run.kill_grace_ms),
         max_stdout_bytes: args.run.max_output_bytes,
         confinement: None,
+        stderr_tap: None,
     };
     Ok(Plan {
         spec,

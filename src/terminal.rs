@@ -71,11 +71,52 @@ pub fn error_line(code: &str, message: &str) -> String {
     format!("error[{}]: {}", escape(code), escape(message))
 }
 
+/// A line that explains the failure above it: `  note: message`, escaped.
+pub fn note_line(message: &str) -> String {
+    format!("  note: {}", escape(message))
+}
+
 /// The human line for a warning issue: `warning[code]: path: message` (the path only when
 /// non-empty), escaped.
 pub fn warning_line(issue: &Issue) -> String {
     let text = crate::validate::summary(std::slice::from_ref(issue));
     format!("warning[{}]: {}", escape(&issue.code), escape(&text))
+}
+
+/// How many of the adapter's last stderr lines follow a failure's `error[..]` line.
+pub const TAIL_LINES: usize = 10;
+/// How much of each such line is shown (bytes of the line, before escaping).
+pub const TAIL_LINE_BYTES: usize = 200;
+
+/// The adapter's stderr under a failure's `error[..]` line: a heading, then the last
+/// `max_lines` non-blank-ended lines of `tail` (the redacted `diagnostics.dispatch.stderr_tail`),
+/// each cut to `max_width` bytes (`...` marks a cut) and escaped, after `  | `. Empty when
+/// `tail` holds nothing but whitespace.
+pub fn stderr_tail_lines(tail: &str, max_lines: usize, max_width: usize) -> Vec<String> {
+    let lines: Vec<&str> = tail
+        .trim_end_matches(['\n', '\r', ' ', '\t'])
+        .split('\n')
+        .collect();
+    if lines.iter().all(|l| l.trim().is_empty()) {
+        return Vec::new();
+    }
+    let shown = &lines[lines.len().saturating_sub(max_lines)..];
+    let heading = if shown.len() < lines.len() {
+        format!("  adapter stderr (its last {} lines):", shown.len())
+    } else {
+        "  adapter stderr:".to_string()
+    };
+    std::iter::once(heading)
+        .chain(shown.iter().map(|line| stderr_line(line, max_width)))
+        .collect()
+}
+
+/// One line of the adapter's stderr as this stderr shows it: cut to `max_width` bytes
+/// (`...` marks a cut), escaped, after `  | `.
+pub fn stderr_line(line: &str, max_width: usize) -> String {
+    let cut = cut_at_char_boundary(line, max_width);
+    let more = if cut.len() < line.len() { "..." } else { "" };
+    format!("  | {}{more}", escape(cut))
 }
 
 /// Print one [`warning_line`] per issue on stderr.
@@ -164,6 +205,32 @@ mod tests {
             warning_line(&issue),
             "warning[unknown_key]: /dispatcher/x\\ny: unknown key \"x\\ny\""
         );
+    }
+
+    #[test]
+    fn the_stderr_tail_shows_its_last_lines_cut_and_escaped() {
+        assert!(stderr_tail_lines("", 10, 200).is_empty());
+        assert!(stderr_tail_lines(" \n\n", 10, 200).is_empty());
+        assert_eq!(
+            stderr_tail_lines("one\ntwo\n", 10, 200),
+            ["  adapter stderr:", "  | one", "  | two"]
+        );
+        let many: String = (1..=12).map(|i| format!("line {i}\n")).collect();
+        let shown = stderr_tail_lines(&many, 3, 200);
+        assert_eq!(
+            shown,
+            [
+                "  adapter stderr (its last 3 lines):",
+                "  | line 10",
+                "  | line 11",
+                "  | line 12"
+            ]
+        );
+        let hostile = format!("{HOSTILE}\r\n{}", "é".repeat(200));
+        let shown = stderr_tail_lines(&hostile, 10, 9);
+        assert_eq!(shown[1], "  | \\x1b[2K\\rerro...");
+        assert_eq!(shown[2], "  | éééé...");
+        assert!(shown.iter().all(|l| !l.chars().any(is_unsafe)));
     }
 
     #[test]

@@ -227,7 +227,11 @@ fn limit_hit(failure: Failure, finished: &Finished, prepared: Option<&Prepared>)
 
 /// Read the request (`--request`, or stdin for none / `-`), at most cap + 1 bytes.
 fn read_request(args: &DelegationRunArgs, interrupts: &Interrupts) -> Result<Vec<u8>, Failure> {
-    let path = args.request.clone().filter(|p| p.as_os_str() != "-");
+    let path = args
+        .request
+        .clone()
+        .or_else(|| args.request_option.clone())
+        .filter(|p| p.as_os_str() != "-");
     match read_interruptibly(path.clone(), args.run.max_request_bytes, interrupts) {
         Ok(bytes) => Ok(bytes),
         Err(ReadStop::Failed(err)) => {
@@ -288,22 +292,28 @@ fn adapter_spec(
         kill_grace: Duration::from_millis(args.run.kill_grace_ms),
         max_stdout_bytes: args.run.max_output_bytes,
         confinement: None,
+        stderr_tap: None,
     };
     (spec, found)
 }
 
 /// The adapter could not be started.
 fn not_started(error: SpawnError, argv0: &str) -> Failure {
-    let what = match error {
-        SpawnError::NotFound => "was not found".to_string(),
-        SpawnError::NotExecutable => "is not executable".to_string(),
-        SpawnError::Other(kind) => format!("could not be started: {kind}"),
+    let (what, long) = match &error {
+        SpawnError::NotFound(None) => ("was not found".to_string(), None),
+        SpawnError::NotExecutable(None) => ("is not executable".to_string(), None),
+        SpawnError::NotFound(Some(why)) | SpawnError::NotExecutable(Some(why)) => (
+            format!("could not be started: {}", why.describe(true)),
+            Some(format!("could not be started: {}", why.describe(false))),
+        ),
+        SpawnError::Other(kind) => (format!("could not be started: {kind}"), None),
         SpawnError::Confinement(refused) => {
-            return confinement_unavailable(&crate::dispatch::DispatchError::from(refused))
+            return confinement_unavailable(&crate::dispatch::DispatchError::from(*refused))
         }
     };
     let failure = Failure::new(Code::Unavailable, format!("the host adapter {what}"));
-    failure.human(format!("the host adapter {argv0:?} {what}"))
+    let long = long.unwrap_or_else(|| what.clone());
+    failure.human(format!("the host adapter {argv0:?} {long}"))
 }
 
 /// The adapter's end and stdout → its checked answer, or the failure it stands for. The same

@@ -198,7 +198,7 @@ impl DispatchError {
             E::ModeUnsupported { .. } => ErrorCode::DispatchModeUnsupported,
             E::CwdUnavailable { .. } => ErrorCode::CwdUnavailable,
             E::Spawn {
-                error: SpawnError::NotFound,
+                error: SpawnError::NotFound(_),
                 ..
             } => ErrorCode::AdapterNotFound,
             E::Spawn { .. } => ErrorCode::AdapterNotExecutable,
@@ -422,6 +422,13 @@ impl DispatchError {
             E::Interrupted { signal, .. } => Some(json!({ "signal": signal_name(*signal) })),
             E::AdapterSignaled { signal } => Some(json!({ "signal": signal_name(*signal) })),
             E::ResultTooLarge { max_bytes, .. } => Some(json!({ "max_output_bytes": max_bytes })),
+            E::Spawn { error, .. } => error.why().map(|why| {
+                let mut details = json!({ "reason": why.reason() });
+                if let Some(name) = why.interpreter_name() {
+                    details["interpreter"] = json!(name);
+                }
+                details
+            }),
             E::AdapterExitNonzero { code, issues } => {
                 let mut details = json!({ "exit_code": code });
                 if let Some(issues) = issues {
@@ -457,7 +464,6 @@ impl DispatchError {
             | E::ArtifactDir { .. }
             | E::ModeUnsupported { .. }
             | E::CwdUnavailable { .. }
-            | E::Spawn { .. }
             | E::Setup(_)
             | E::Timeout { .. }
             | E::ResultFileUnusable(_)
@@ -514,10 +520,14 @@ impl DispatchError {
                 dir.display()
             ),
             E::Spawn { program, error } => match error {
-                SpawnError::NotFound if program.contains('/') => format!(
+                SpawnError::NotFound(Some(why)) | SpawnError::NotExecutable(Some(why)) => format!(
+                    "the adapter program {program} could not be started: {}",
+                    why.describe(false)
+                ),
+                SpawnError::NotFound(None) if program.contains('/') => format!(
                     "the adapter program {program} was not found (a relative path is resolved against the dispatcher's working directory)"
                 ),
-                SpawnError::NotFound => format!(
+                SpawnError::NotFound(None) => format!(
                     "the adapter program {program} was not found in PATH"
                 ),
                 other => format!("the adapter program {program}: {other}"),

@@ -68,7 +68,9 @@ pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
     let usage = match check_usage(args, &env) {
         Ok(usage) => usage,
         Err(UsageError(message)) => {
-            eprintln!("error[usage]: {message}");
+            // Like clap's own usage errors: a pointer to the help (also for no arguments at
+            // all, which is this error).
+            eprintln!("error[usage]: {message}\n\nFor more information, try '--help'.");
             return crate::error::exit::USAGE;
         }
     };
@@ -728,7 +730,21 @@ fn run_adapter(
         }
         learned.dispatch.confinement = Some(report::confinement_diagnostics(run.confine, prepared));
     }
-    let finished = exec::run(plan.spec, run.interrupts).map_err(|error| match error {
+    let mut spec = plan.spec;
+    if run.args.messages.verbose {
+        let live = report::LiveStderr::new(&learned.redactor);
+        spec.stderr_tap = Some(exec::Tap(std::rc::Rc::new(live)));
+    }
+    let (path_var, cwd) = (
+        spec.env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone()),
+        spec.cwd.clone(),
+    );
+    let program_path = spec.program.clone();
+    let finished = exec::run(spec, run.interrupts).map_err(|error| match error {
         exec::SpawnError::Confinement(refused) => {
             // Nothing was in force: the child gave up before the adapter ran.
             learned.dispatch.confinement = None;
@@ -736,6 +752,17 @@ fn run_adapter(
         }
         error => DispatchError::Spawn { program, error },
     })?;
+    if matches!(finished.termination, Termination::Exited(126 | 127)) {
+        // `env` (or a shell) could not run what a CRLF `#!` line names: say why.
+        let path_var = path_var.as_deref().map(std::ffi::OsStr::new);
+        if let Some(why) = exec::crlf_shebang(&program_path, path_var, cwd.as_deref()) {
+            learned.notes.push(crate::terminal::note_line(&format!(
+                "the adapter program {}: {}",
+                command.argv[0],
+                why.describe(false)
+            )));
+        }
+    }
     learned.dispatch.adapter_started = finished.termination != Termination::NotStarted;
     learned.dispatch.run = Some(report::run_diagnostics(&finished, &learned.redactor));
     let result_file = match &plan.files {
@@ -907,7 +934,7 @@ pub fn judge_answer<'a>(
 /// the dispatcher is interrupted while waiting for a writer that never closes.
 fn read_request(args: &DispatchArgs, interrupts: &Interrupts) -> Result<Vec<u8>, DispatchError> {
     let path = args.request.clone().filter(|p| p.as_os_str() != "-");
-    if path.is_none() {
+    if path.is_none() && !args.messages.quiet {
         if let Some(hint) = crate::terminal::stdin_hint() {
             eprintln!("{hint}");
         }

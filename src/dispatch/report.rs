@@ -24,7 +24,7 @@ use crate::json::Document;
 use crate::plan;
 use crate::redact::{is_sensitive_key, Redactor};
 use crate::signal::signal_name;
-use crate::terminal::error_line;
+use crate::terminal::{error_line, stderr_line, stderr_tail_lines, TAIL_LINES, TAIL_LINE_BYTES};
 use crate::transcript::{self, safe_name, ArtifactDir, Call};
 use std::io::Write;
 use std::rc::Rc;
@@ -57,6 +57,9 @@ pub struct Learned {
     pub ledger: Option<LedgerDiagnostics>,
     /// The bridge ref, once the bridge loaded.
     pub bridge_ref: Option<String>,
+    /// Lines that explain a failure, printed after its `error[..]` line (a CRLF `#!` line
+    /// behind an exit status of 127).
+    pub notes: Vec<String>,
 }
 
 impl Learned {
@@ -79,6 +82,7 @@ impl Learned {
             warnings: Vec::new(),
             ledger: None,
             bridge_ref: None,
+            notes: Vec::new(),
         }
     }
 
@@ -224,6 +228,59 @@ fn stderr_tail(stderr: &[u8], redactor: &Redactor) -> (String, bool) {
     (tail, cut || kept.len() < stderr.len())
 }
 
+/// `--verbose`: the adapter's stderr on this process's stderr as it arrives, a line at a time,
+/// each redacted with the rules of `diagnostics.dispatch.stderr_tail` and escaped, after
+/// `  | `. A line longer than [`LIVE_LINE_BYTES`] is shown in pieces of that size, so memory
+/// stays bounded whatever the adapter writes.
+pub(super) struct LiveStderr {
+    redactor: Redactor,
+    held: std::cell::RefCell<Vec<u8>>,
+}
+
+/// The longest piece of one stderr line `--verbose` holds before showing it.
+const LIVE_LINE_BYTES: usize = 4096;
+
+impl LiveStderr {
+    /// Redacting with what is known when the adapter starts (`learned.redactor` then).
+    pub(super) fn new(redactor: &Redactor) -> LiveStderr {
+        LiveStderr {
+            redactor: redactor.clone(),
+            held: std::cell::RefCell::new(Vec::new()),
+        }
+    }
+
+    fn show(&self, line: &[u8]) {
+        let text = String::from_utf8_lossy(line);
+        let shown = stderr_line(&self.redactor.redact_str(&text), usize::MAX);
+        // A closed stderr loses the line, and nothing else: the envelope is what matters.
+        let _ = writeln!(std::io::stderr().lock(), "{shown}");
+    }
+}
+
+impl exec::StderrTap for LiveStderr {
+    fn chunk(&self, bytes: &[u8]) {
+        let mut held = self.held.borrow_mut();
+        held.extend_from_slice(bytes);
+        let mut start = 0;
+        while let Some(end) = held[start..].iter().position(|&b| b == b'\n') {
+            self.show(&held[start..start + end]);
+            start += end + 1;
+        }
+        while held.len() - start >= LIVE_LINE_BYTES {
+            self.show(&held[start..start + LIVE_LINE_BYTES]);
+            start += LIVE_LINE_BYTES;
+        }
+        held.drain(..start);
+    }
+
+    fn finish(&self) {
+        let rest = std::mem::take(&mut *self.held.borrow_mut());
+        if !rest.is_empty() {
+            self.show(&rest);
+        }
+    }
+}
+
 /// How a main job ended: the answer's envelope or the failure, and the stdout to keep as a
 /// diagnostic (the judge step decides: see [`super::judge_answer`]).
 pub struct Outcome<'o> {
@@ -318,6 +375,23 @@ impl<'a> Report<'a> {
             };
             let line = error_line(&redactor.redact_str(&code), &message);
             report.stderr.push(line);
+            report.stderr.extend(learned.notes.iter().cloned());
+            // The adapter's own account, unless --verbose already showed all of it.
+            let tail = report
+                .envelope
+                .dispatch
+                .as_ref()
+                .and_then(|d| d.run.as_ref());
+            if let (Some(run), false) = (tail, args.messages.verbose) {
+                report.stderr.extend(stderr_tail_lines(
+                    &run.stderr_tail,
+                    TAIL_LINES,
+                    TAIL_LINE_BYTES,
+                ));
+            }
+        }
+        if args.messages.quiet {
+            report.stderr.clear();
         }
         report
     }

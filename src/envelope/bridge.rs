@@ -5,12 +5,14 @@
 //! checked when present. argv is kept exactly as given: bridges from the upstream builder may
 //! arrive trimmed and de-duplicated, and "repairing" them would run something nobody wrote.
 //!
-//! Unknown keys never make a bridge invalid, but in the three objects whose every key this
-//! dispatcher acts on — `dispatcher`, `dispatcher.command` and `dispatcher.endpoint` — an
-//! unknown key is almost always a typo that silently changes behaviour (`timeout_sm` runs with
-//! the 30 s default), so each one becomes an `unknown_key` *warning* ([`Bridge::warnings`],
-//! [`unknown_keys`]) with a suggestion. Other objects (the top level, `sandbox_env`, …) carry
-//! upstream's extra keys and get no warnings.
+//! Unknown keys never make a bridge invalid, but in the six objects whose every key this
+//! dispatcher acts on — `dispatcher`, `dispatcher.command`, `dispatcher.endpoint`,
+//! `sandbox_env`, `authorization` and `redaction` — an unknown key is almost always a typo
+//! that silently changes behaviour (`timeout_sm` runs with the 30 s default,
+//! `failure_stauts` with `denied`, `secret_evn` redacts nothing), so each one becomes an
+//! `unknown_key` *warning* ([`Bridge::warnings`], [`unknown_keys`]) with a suggestion
+//! (`validate --strict` makes them issues). The top level and `metadata` carry upstream's
+//! extra keys and get no warnings.
 //!
 //! [`Bridge::load`] reads the command-line form (`JSON` or `@FILE`) and fails with a
 //! [`LoadError`]: its issues are for the envelope and never carry a host path; its `Display`
@@ -380,7 +382,7 @@ struct KnownKeys {
 }
 
 /// `notes` is upstream's free-text key; it may appear in any object.
-const LEVELS: [KnownKeys; 3] = [
+const LEVELS: [KnownKeys; 6] = [
     KnownKeys {
         name: "dispatcher",
         pointer: "/dispatcher",
@@ -405,23 +407,44 @@ const LEVELS: [KnownKeys; 3] = [
         pointer: "/dispatcher/endpoint",
         keys: &["url_env", "method", "token_env", "notes"],
     },
+    KnownKeys {
+        name: "sandbox_env",
+        pointer: "/sandbox_env",
+        keys: &["mode", "variables", "secret_env", "notes"],
+    },
+    KnownKeys {
+        name: "authorization",
+        pointer: "/authorization",
+        keys: &["mode", "failure_status", "notes"],
+    },
+    KnownKeys {
+        name: "redaction",
+        pointer: "/redaction",
+        keys: &["transcript_artifact_refs", "notes"],
+    },
 ];
 
 /// At most this many `unknown_key` warnings, then one that counts the rest.
 const MAX_UNKNOWN_KEY_WARNINGS: usize = 20;
 
-/// `unknown_key` warnings for `dispatcher`, `dispatcher.command` and `dispatcher.endpoint`:
+/// `unknown_key` warnings for `dispatcher`, `dispatcher.command`, `dispatcher.endpoint`,
+/// `sandbox_env`, `authorization` and `redaction` (the objects whose every key is acted on):
 /// each with a "did you mean" when a known key is close, or where the key belongs when it is a
 /// known key of one of the other two objects (`transport` directly under `dispatcher`).
 /// Objects of the wrong type are left to validation. Bounded: at most 21 warnings.
 pub fn unknown_keys(raw: &Map<String, Value>) -> Vec<Issue> {
-    let Some(Value::Object(dispatcher)) = raw.get("dispatcher") else {
-        return Vec::new();
-    };
+    let dispatcher = raw.get("dispatcher").and_then(Value::as_object);
     let objects = [
-        Some(dispatcher),
-        dispatcher.get("command").and_then(Value::as_object),
-        dispatcher.get("endpoint").and_then(Value::as_object),
+        dispatcher,
+        dispatcher
+            .and_then(|d| d.get("command"))
+            .and_then(Value::as_object),
+        dispatcher
+            .and_then(|d| d.get("endpoint"))
+            .and_then(Value::as_object),
+        raw.get("sandbox_env").and_then(Value::as_object),
+        raw.get("authorization").and_then(Value::as_object),
+        raw.get("redaction").and_then(Value::as_object),
     ];
     let mut out = Vec::new();
     let mut more = 0usize;
@@ -444,8 +467,8 @@ pub fn unknown_keys(raw: &Map<String, Value>) -> Vec<Issue> {
     if more > 0 {
         out.push(Issue::new(
             codes::UNKNOWN_KEY,
-            "/dispatcher",
-            format!("and {more} more unknown keys under dispatcher"),
+            "",
+            format!("and {more} more unknown keys"),
         ));
     }
     out
@@ -644,6 +667,9 @@ mod tests {
             &fields::DISPATCHER_SHAPE,
             &fields::COMMAND_SHAPE,
             &fields::ENDPOINT_SHAPE,
+            &fields::SANDBOX_ENV_SHAPE,
+            &fields::AUTHORIZATION_SHAPE,
+            &fields::REDACTION_SHAPE,
         ]) {
             let mut known: Vec<&str> = level.keys.to_vec();
             known.sort_unstable();
@@ -771,8 +797,7 @@ mod tests {
         let mut v = minimal();
         v["extra_top_level"] = json!(1);
         v["sandbox_env"]["notes"] = json!("n");
-        v["sandbox_env"]["whatever"] = json!("n");
-        v["authorization"]["extra"] = json!({});
+        v["authorization"]["notes"] = json!("n");
         v["metadata"]["timeout_sm"] = json!(1);
         v["dispatcher"]["notes"] = json!("n");
         v["dispatcher"]["command"]["notes"] = json!("n");
@@ -780,6 +805,34 @@ mod tests {
         let text = include_str!("../../fixtures/upstream/example-bridge.host_command.json");
         let upstream: Value = serde_json::from_str(text).unwrap();
         assert_eq!(warnings(upstream), []);
+    }
+
+    #[test]
+    fn unknown_keys_inside_authorization_sandbox_env_and_redaction_are_warned() {
+        let mut v = minimal();
+        v["authorization"]["failure_stauts"] = json!("unavailable");
+        v["sandbox_env"]["secret_evn"] = json!(["TOKEN"]);
+        v["redaction"]["notes"] = json!("free text is fine");
+        v["metadata"]["anything"] = json!("is fine");
+        v["extra_top_level"] = json!("is fine");
+        let w = bridge(v).unwrap().warnings;
+        let shown: Vec<(&str, &str)> = w
+            .iter()
+            .map(|i| (i.path.as_str(), i.message.as_str()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (
+                    "/sandbox_env/secret_evn",
+                    "unknown key \"secret_evn\" (did you mean \"secret_env\"?)"
+                ),
+                (
+                    "/authorization/failure_stauts",
+                    "unknown key \"failure_stauts\" (did you mean \"failure_status\"?)"
+                ),
+            ]
+        );
     }
 
     #[test]
@@ -791,10 +844,8 @@ mod tests {
         v["dispatcher"]["command"]["x".repeat(100_000)] = json!(1);
         let w = bridge(v).unwrap().warnings;
         assert_eq!(w.len(), MAX_UNKNOWN_KEY_WARNINGS + 1);
-        assert_eq!(
-            w.last().unwrap().message,
-            "and 981 more unknown keys under dispatcher"
-        );
+        assert_eq!(w.last().unwrap().message, "and 981 more unknown keys");
+        assert_eq!(w.last().unwrap().path, "");
         assert!(w.iter().all(|i| i.message.len() < 200));
     }
 

@@ -34,7 +34,7 @@
 //! It covers the child only: what the child starts itself is not killed by it when the
 //! dispatcher dies hard, but stays in the child's session and group (see docs/guide.md).
 
-use super::SpawnError;
+use super::{SpawnError, Why};
 use crate::confine::{ChildError, Prepared, Step};
 use rustix::fd::OwnedFd;
 use rustix::process::{Pid, Signal};
@@ -318,14 +318,14 @@ fn resolve(
 ) -> Result<PathBuf, SpawnError> {
     let name = program.as_os_str().as_bytes();
     if name.is_empty() {
-        return Err(SpawnError::NotFound);
+        return Err(SpawnError::NotFound(None));
     }
     if name.contains(&b'/') {
         // The kernel's own answer (ENOENT, EACCES, ENOEXEC) classifies it at execve.
         return Ok(program.to_path_buf());
     }
     let path_var = path_var.unwrap_or(OsStr::new(DEFAULT_PATH));
-    let mut denied = false;
+    let mut denied = None;
     for dir in path_var.as_bytes().split(|&b| b == b':') {
         // An empty entry is the working directory, as for execvp.
         let candidate = Path::new(OsStr::from_bytes(dir)).join(program);
@@ -340,16 +340,154 @@ fn resolve(
             {
                 return Ok(candidate);
             }
-            Ok(_) => denied = true,
-            Err(err) if err.raw_os_error() == Some(libc::EACCES) => denied = true,
+            // The first entry that held something says why (as execvp's EACCES would).
+            Ok(meta) if meta.is_dir() => {
+                denied.get_or_insert(Some(Why::Directory));
+            }
+            Ok(_) => {
+                denied.get_or_insert(Some(Why::NoExecutePermission));
+            }
+            Err(err) if err.raw_os_error() == Some(libc::EACCES) => {
+                denied.get_or_insert(None);
+            }
             Err(_) => {}
         }
     }
-    Err(if denied {
-        SpawnError::NotExecutable
-    } else {
-        SpawnError::NotFound
+    Err(match denied {
+        Some(why) => SpawnError::NotExecutable(why),
+        None => SpawnError::NotFound(None),
     })
+}
+
+/// How much of a program the kernel reads to decide how to run it (`BINPRM_BUF_SIZE`).
+const HEAD_BYTES: u64 = 256;
+
+/// What the start of a program file says about how it runs.
+enum Head {
+    /// `#!`: the interpreter as the kernel reads it (blanks trimmed, a `\r` kept), the rest
+    /// of the line, and whether the line ends in `\r`.
+    Script {
+        interpreter: Vec<u8>,
+        argument: Vec<u8>,
+        crlf: bool,
+    },
+    /// An ELF binary.
+    Elf,
+    /// Anything else.
+    Other,
+}
+
+fn head_of(program: &Path) -> Option<Head> {
+    let head = crate::fs::read_head(program, HEAD_BYTES).ok()?;
+    if head.starts_with(b"\x7fELF") {
+        return Some(Head::Elf);
+    }
+    let Some(rest) = head.strip_prefix(b"#!") else {
+        return Some(Head::Other);
+    };
+    let line = rest.split(|&b| b == b'\n').next().unwrap_or_default();
+    let crlf = line.ends_with(b"\r");
+    // As the kernel: leading blanks skipped, trailing blanks (not `\r`) trimmed; the
+    // interpreter ends at the first blank, the rest is its one argument.
+    let blank = |b: &u8| *b == b' ' || *b == b'\t';
+    let start = line.iter().position(|b| !blank(b)).unwrap_or(line.len());
+    let end = line
+        .iter()
+        .rposition(|b| !blank(b))
+        .map_or(start, |i| i + 1);
+    let line = &line[start..end.max(start)];
+    let split = line.iter().position(blank).unwrap_or(line.len());
+    let (interpreter, argument) = line.split_at(split);
+    let argument = argument
+        .iter()
+        .position(|b| !blank(b))
+        .map_or(&[][..], |i| &argument[i..]);
+    Some(Head::Script {
+        interpreter: interpreter.to_vec(),
+        argument: argument.to_vec(),
+        crlf,
+    })
+}
+
+/// `program` as the child's `execve` saw it: relative to the child's working directory.
+fn as_seen(program: &Path, cwd: Option<&Path>) -> PathBuf {
+    match cwd {
+        Some(cwd) if program.is_relative() => cwd.join(program),
+        _ => program.to_path_buf(),
+    }
+}
+
+/// Why `execve` of the resolved `program` failed with `errno`, as far as the file shows more
+/// than the errno (SPEC §4.2's resolution is unchanged: this only reads the file after the
+/// failure, for the message). `None` when it shows nothing more.
+pub(crate) fn diagnose(program: &Path, cwd: Option<&Path>, errno: i32) -> Option<Why> {
+    let program = as_seen(program, cwd);
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    match errno {
+        libc::ENOENT => match head_of(&program)? {
+            Head::Script {
+                interpreter, crlf, ..
+            } if crlf && interpreter.ends_with(b"\r") => Some(Why::CrlfShebang(text(&interpreter))),
+            Head::Script { interpreter, .. } if interpreter.is_empty() => Some(Why::EmptyShebang),
+            Head::Script { interpreter, .. } => Some(Why::MissingInterpreter(text(&interpreter))),
+            Head::Elf => Some(Why::MissingLoader),
+            Head::Other => None,
+        },
+        libc::EACCES | libc::EPERM | libc::EISDIR => {
+            let meta = std::fs::metadata(&program).ok()?;
+            if meta.is_dir() {
+                return Some(Why::Directory);
+            }
+            if rustix::fs::access(&program, rustix::fs::Access::EXEC_OK).is_err() {
+                return Some(Why::NoExecutePermission);
+            }
+            match head_of(&program)? {
+                Head::Script { interpreter, .. } if !interpreter.is_empty() => {
+                    Some(Why::InterpreterNotExecutable(text(&interpreter)))
+                }
+                _ => None,
+            }
+        }
+        libc::ENOEXEC => match head_of(&program)? {
+            Head::Script { interpreter, .. } if interpreter.is_empty() => Some(Why::EmptyShebang),
+            Head::Script { interpreter, .. } => {
+                Some(Why::InterpreterNotExecutable(text(&interpreter)))
+            }
+            Head::Elf => Some(Why::ForeignBinary),
+            Head::Other => Some(Why::NoShebang),
+        },
+        _ => None,
+    }
+}
+
+/// For a program that started and exited 126 or 127 (what `env` and shells exit with when a
+/// program cannot be run or found): a `#!` line ending in `\r`, whose `env` then looked for a
+/// program named with the `\r` (`/usr/bin/env: 'python3\r': No such file or directory`).
+/// `program` is resolved through `path_var` like [`Setup::new`] does.
+pub fn crlf_shebang(program: &Path, path_var: Option<&OsStr>, cwd: Option<&Path>) -> Option<Why> {
+    let resolved = resolve(program, path_var, cwd).ok()?;
+    match head_of(&as_seen(&resolved, cwd))? {
+        Head::Script {
+            interpreter,
+            argument,
+            crlf: true,
+        } if interpreter.ends_with(b"\r") || !argument.is_empty() => {
+            let named = if argument.is_empty() {
+                interpreter
+            } else {
+                // `env`'s program: the last word, which carries the `\r`.
+                argument
+                    .rsplit(|b| *b == b' ' || *b == b'\t')
+                    .next()
+                    .unwrap_or_default()
+                    .to_vec()
+            };
+            Some(Why::CrlfShebang(
+                String::from_utf8_lossy(&named).into_owned(),
+            ))
+        }
+        _ => None,
+    }
 }
 
 /// Whether this kernel has `close_range(2)` with `CLOSE_RANGE_CLOEXEC` (Linux 5.11), asked
@@ -453,15 +591,15 @@ mod tests {
         let path = std::env::join_paths([&a, &b]).unwrap();
         assert!(matches!(
             resolve(Path::new("tool"), Some(&path), None),
-            Err(SpawnError::NotExecutable)
+            Err(SpawnError::NotExecutable(Some(Why::NoExecutePermission)))
         ));
         assert!(matches!(
             resolve(Path::new("no-such-tool"), Some(&path), None),
-            Err(SpawnError::NotFound)
+            Err(SpawnError::NotFound(None))
         ));
         assert!(matches!(
             resolve(Path::new(""), Some(&path), None),
-            Err(SpawnError::NotFound)
+            Err(SpawnError::NotFound(None))
         ));
         // An empty entry is the child's working directory.
         let found = resolve(

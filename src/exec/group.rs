@@ -129,6 +129,7 @@ impl ProcessGroup {
         become_subreaper();
         let env = launch.env.iter().map(|(k, v)| (k, v));
         let mut setup = Setup::new(launch.program, launch.argv, env, launch.cwd)?;
+        let program = setup.program().to_path_buf();
         let report = match launch.confinement {
             Some(prepared) => Some(setup.confine(Arc::clone(prepared))?),
             None => None,
@@ -146,7 +147,7 @@ impl ProcessGroup {
             // A confinement step the kernel refused, or else the execve's own answer.
             match report.as_ref().and_then(|r| r.refused(err.raw_os_error())) {
                 Some(step) => SpawnError::Confinement(step),
-                None => classify_spawn_error(err),
+                None => explained(err, &program, launch.cwd),
             }
         })?;
         // A spawned child always has a positive pid and the pipes asked for above; should
@@ -374,15 +375,27 @@ fn termination_of(status: &WaitIdStatus) -> Termination {
 
 pub(super) fn classify_spawn_error(err: io::Error) -> SpawnError {
     match err.raw_os_error() {
-        Some(libc::ENOENT) => SpawnError::NotFound,
+        Some(libc::ENOENT) => SpawnError::NotFound(None),
         Some(libc::EACCES | libc::ENOEXEC | libc::EISDIR | libc::EPERM) => {
-            SpawnError::NotExecutable
+            SpawnError::NotExecutable(None)
         }
         _ => match err.kind() {
-            io::ErrorKind::NotFound => SpawnError::NotFound,
-            io::ErrorKind::PermissionDenied => SpawnError::NotExecutable,
+            io::ErrorKind::NotFound => SpawnError::NotFound(None),
+            io::ErrorKind::PermissionDenied => SpawnError::NotExecutable(None),
             kind => SpawnError::Other(kind),
         },
+    }
+}
+
+/// [`classify_spawn_error`], with what the resolved program file says about the failure.
+fn explained(err: io::Error, program: &Path, cwd: Option<&Path>) -> SpawnError {
+    let why = err
+        .raw_os_error()
+        .and_then(|errno| super::child::diagnose(program, cwd, errno));
+    match classify_spawn_error(err) {
+        SpawnError::NotFound(_) => SpawnError::NotFound(why),
+        SpawnError::NotExecutable(_) => SpawnError::NotExecutable(why),
+        other => other,
     }
 }
 
@@ -578,7 +591,7 @@ mod tests {
             assert!(
                 matches!(
                     ProcessGroup::spawn(&launch(&argv, &env)),
-                    Err(SpawnError::NotExecutable)
+                    Err(SpawnError::NotExecutable(Some(crate::exec::Why::NoShebang)))
                 ),
                 "{program}"
             );
@@ -685,7 +698,7 @@ mod tests {
         confined.confinement = Some(&fine);
         assert!(matches!(
             ProcessGroup::spawn(&confined),
-            Err(SpawnError::NotFound)
+            Err(SpawnError::NotFound(_))
         ));
     }
 
@@ -695,12 +708,12 @@ mod tests {
         let missing = argv(&["/nonexistent/adapter"]);
         assert!(matches!(
             ProcessGroup::spawn(&launch(&missing, &env)),
-            Err(SpawnError::NotFound)
+            Err(SpawnError::NotFound(None))
         ));
         let directory = argv(&["/"]);
         assert!(matches!(
             ProcessGroup::spawn(&launch(&directory, &env)),
-            Err(SpawnError::NotExecutable)
+            Err(SpawnError::NotExecutable(Some(crate::exec::Why::Directory)))
         ));
     }
 }

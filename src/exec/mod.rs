@@ -40,6 +40,7 @@
 compile_error!("exec needs Linux: pidfds, PR_SET_CHILD_SUBREAPER and /proc");
 
 mod child;
+pub use child::crlf_shebang;
 mod group;
 mod ladder;
 mod sink;
@@ -115,6 +116,8 @@ pub struct Spec {
     /// another handle to read its counters after the run (its cgroup and private `TMPDIR`
     /// live until the last handle is dropped).
     pub confinement: Option<Arc<Prepared>>,
+    /// Also handed every piece of the adapter's stderr as it arrives (`--verbose`).
+    pub stderr_tap: Option<Tap>,
 }
 
 /// Why the confinement asked for could not be prepared: nothing was started.
@@ -186,21 +189,160 @@ impl Spec {
     }
 }
 
-/// Why the adapter could not be started.
+/// What sees the adapter's stderr as it arrives, besides the kept tail. `exec` only hands
+/// the bytes over; what becomes of them (redacted, escaped, printed) is the caller's.
+pub trait StderrTap {
+    /// The next bytes the adapter wrote to stderr.
+    fn chunk(&self, bytes: &[u8]);
+    /// stderr is closed, or the run is over: nothing more comes.
+    fn finish(&self);
+}
+
+/// A shared [`StderrTap`].
+#[derive(Clone)]
+pub struct Tap(pub std::rc::Rc<dyn StderrTap>);
+
+impl std::fmt::Debug for Tap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tap")
+    }
+}
+
+/// Why the adapter could not be started. `NotFound` and `NotExecutable` are the two codes
+/// (`adapter_not_found`, `adapter_not_executable`); what the program file says about the
+/// failure, when it says more than the errno, rides along ([`Why`]).
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
-    /// The program does not exist (or is not on `PATH`).
-    #[error("the adapter program was not found")]
-    NotFound,
-    /// It exists but cannot be executed (permissions, exec format).
-    #[error("the adapter program is not executable")]
-    NotExecutable,
+    /// `execve` said `ENOENT`: the program does not exist (or is not on `PATH`), or it does
+    /// and what it needs does not (its `#!` interpreter, its dynamic loader).
+    #[error("{}", spawn_message("the adapter program was not found", .0))]
+    NotFound(Option<Why>),
+    /// It exists but cannot be executed (permissions, exec format, no `#!` line).
+    #[error("{}", spawn_message("the adapter program is not executable", .0))]
+    NotExecutable(Option<Why>),
     /// Anything else the kernel refused.
     #[error("the adapter could not be started: {0}")]
     Other(io::ErrorKind),
     /// The kernel refused a confinement step in the child (SPEC §13.1): nothing was run.
     #[error("the adapter was not started: {0}")]
     Confinement(ChildError),
+}
+
+impl SpawnError {
+    /// What the program file says about the failure, when anything.
+    pub fn why(&self) -> Option<&Why> {
+        match self {
+            SpawnError::NotFound(why) | SpawnError::NotExecutable(why) => why.as_ref(),
+            SpawnError::Other(_) | SpawnError::Confinement(_) => None,
+        }
+    }
+}
+
+/// The one-sentence form, for `error.message`: no path, only an interpreter's file name.
+fn spawn_message(plain: &str, why: &Option<Why>) -> String {
+    match why {
+        None => plain.to_string(),
+        Some(why) => format!(
+            "the adapter program could not be started: {}",
+            why.describe(true)
+        ),
+    }
+}
+
+/// Why a program that exists could not be run, as its file shows (read after `execve`
+/// failed, for the message only; `child.rs` works it out).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Why {
+    /// The `#!` line names this interpreter (as written), which does not exist.
+    MissingInterpreter(String),
+    /// The `#!` line ends in a carriage return (the file has CRLF line endings): the
+    /// interpreter, or `env`'s program, is this name with the `\r`, which does not exist.
+    CrlfShebang(String),
+    /// The `#!` line names this interpreter, which exists but cannot be executed.
+    InterpreterNotExecutable(String),
+    /// An empty `#!` line.
+    EmptyShebang,
+    /// No `#!` line, and not a binary this system runs.
+    NoShebang,
+    /// A dynamically linked binary whose loader (ELF interpreter) does not exist.
+    MissingLoader,
+    /// A binary for another kind of system.
+    ForeignBinary,
+    /// A directory.
+    Directory,
+    /// No execute permission for this user.
+    NoExecutePermission,
+}
+
+impl Why {
+    /// The stable word for `error.details.reason`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Why::MissingInterpreter(_) => "missing_interpreter",
+            Why::CrlfShebang(_) => "crlf_shebang",
+            Why::InterpreterNotExecutable(_) => "interpreter_not_executable",
+            Why::EmptyShebang => "empty_shebang",
+            Why::NoShebang => "no_shebang",
+            Why::MissingLoader => "missing_loader",
+            Why::ForeignBinary => "exec_format",
+            Why::Directory => "directory",
+            Why::NoExecutePermission => "no_execute_permission",
+        }
+    }
+
+    /// The interpreter named, as written (a host path), when the reason is about one.
+    pub fn interpreter(&self) -> Option<&str> {
+        match self {
+            Why::MissingInterpreter(name)
+            | Why::CrlfShebang(name)
+            | Why::InterpreterNotExecutable(name) => Some(name),
+            _ => None,
+        }
+    }
+
+    /// The interpreter's file name (what `error.details` and `error.message` may show).
+    pub fn interpreter_name(&self) -> Option<&str> {
+        self.interpreter()
+            .map(|name| name.rsplit('/').next().unwrap_or(name))
+    }
+
+    /// The reason in words, after "could not be started: "; the interpreter by its file name
+    /// only when `short` (the envelope's message), else as written (stderr).
+    pub fn describe(&self, short: bool) -> String {
+        let interpreter = if short {
+            self.interpreter_name()
+        } else {
+            self.interpreter()
+        }
+        .unwrap_or_default();
+        match self {
+            Why::MissingInterpreter(_) => {
+                format!("its #! line names the interpreter {interpreter}, which does not exist")
+            }
+            Why::CrlfShebang(_) => format!(
+                "its #! line ends in a carriage return (the file has CRLF line endings): it \
+                 names `{interpreter}`, carriage return included, which does not exist; convert \
+                 the file to LF line endings (e.g. dos2unix)"
+            ),
+            Why::InterpreterNotExecutable(_) => {
+                format!("its #! line names the interpreter {interpreter}, which is not executable")
+            }
+            Why::EmptyShebang => "its #! line names no interpreter".to_string(),
+            Why::NoShebang => "it has no #! line and is not a binary this system runs (a script \
+                               needs a first line such as #!/bin/sh)"
+                .to_string(),
+            Why::MissingLoader => "it is a dynamically linked binary whose loader (its ELF \
+                                   interpreter) does not exist"
+                .to_string(),
+            Why::ForeignBinary => {
+                "it is a binary for another kind of system (exec format error)".to_string()
+            }
+            Why::Directory => "it is a directory".to_string(),
+            Why::NoExecutePermission => {
+                "it has no execute permission for this user (chmod +x)".to_string()
+            }
+        }
+    }
 }
 
 /// How the adapter ended.
@@ -352,6 +494,7 @@ pub fn run(spec: Spec, interrupts: &Interrupts) -> Result<Finished, SpawnError> 
     crate::dispatch::panic_point::reach(crate::dispatch::PanicPoint::AdapterStarted);
     let mut io = Io::new(pipes, spec.stdin, spec.max_stdout_bytes, STDERR_KEEP_BYTES)
         .map_err(|err| SpawnError::Other(err.kind()))?;
+    io.tap = spec.stderr_tap.clone();
     let hard = start + bound(spec.timeout, spec.kill_grace);
 
     let mut ladder = Ladder::new(start, spec.timeout, spec.kill_grace, KILL_WAIT);
@@ -390,6 +533,9 @@ pub fn run(spec: Spec, interrupts: &Interrupts) -> Result<Finished, SpawnError> 
     // Everything that could hold a pipe is dead now; EOF follows at once.
     io.close_stdin();
     io.drain(hard.min(Instant::now() + EOF_WAIT));
+    if let Some(tap) = &spec.stderr_tap {
+        tap.0.finish();
+    }
     Ok(Finished {
         termination: swept.termination,
         stopped,
@@ -484,6 +630,7 @@ mod tests {
             kill_grace: Duration::from_millis(500),
             max_stdout_bytes: 1 << 20,
             confinement: None,
+            stderr_tap: None,
         }
     }
 

@@ -45,6 +45,8 @@ pub(crate) struct Io {
     pub(crate) err: TailSink,
     pub(crate) stdin_written: u64,
     pub(crate) stdin_error: Option<StdinError>,
+    /// Also sees stderr as it arrives (`--verbose`).
+    pub(crate) tap: Option<super::Tap>,
     buf: Vec<u8>,
 }
 
@@ -86,6 +88,7 @@ impl Io {
             err: TailSink::new(stderr_keep_bytes),
             stdin_written: 0,
             stdin_error: None,
+            tap: None,
             buf: vec![0; CHUNK],
         })
     }
@@ -174,8 +177,12 @@ impl Io {
         }
         if any(revents[STDERR]) {
             let (pipe, err, buf) = (&mut self.stderr, &mut self.err, &mut self.buf);
+            let tap = self.tap.as_ref();
             let drained = read_some(pipe, buf, |bytes| {
                 err.push(bytes);
+                if let Some(tap) = tap {
+                    tap.0.chunk(bytes);
+                }
                 false
             });
             if matches!(drained, Drained::Eof) {

@@ -43,22 +43,23 @@ pub struct Watched {
 }
 
 impl Watched {
-    /// Start `program` with `argv` (its name first) and exactly `env`, in this process's
-    /// working directory. Call it from a thread that waits for the child (the parent-death
-    /// signal is tied to the forking thread).
+    /// Start `program` with `argv` (its name first) and exactly `env`, in `cwd` (`None`: this
+    /// process's working directory). Call it from a thread that waits for the child (the
+    /// parent-death signal is tied to the forking thread).
     pub fn spawn<A, K, V>(
         program: &Path,
         argv: &[A],
         env: impl IntoIterator<Item = (K, V)>,
+        cwd: Option<&Path>,
     ) -> Result<(Watched, Pipes), SpawnError>
     where
         A: AsRef<OsStr>,
         K: AsRef<OsStr>,
         V: AsRef<OsStr>,
     {
-        let setup = Setup::new(program, argv, env, None)?;
+        let setup = Setup::new(program, argv, env, cwd)?;
         let mut child = setup
-            .into_command(None)
+            .into_command(cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -53,7 +53,7 @@ pub use at::{
 };
 pub use private::{Budget, CleanupError, PrivateDir, ReadRegular, MAX_CLEANUP_DEPTH};
 pub use publish::{write_atomic, AtomicWriteError, TempFile};
-pub use read::{read_file, read_file_at, read_opened, read_stream, regular, ReadError};
+pub use read::{read_file, read_file_at, read_head, read_opened, read_stream, regular, ReadError};
 pub use rustix::fs::{FileType, Mode, OFlags, Stat};
 
 use std::io;

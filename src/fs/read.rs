@@ -77,6 +77,16 @@ pub fn read_file(path: &Path, max_bytes: u64) -> Result<Vec<u8>, ReadError> {
     read_opened(open_path(path)?, max_bytes)
 }
 
+/// The first `max_bytes` of the regular file at the host path `path` (however large it is):
+/// what the kernel reads of a program to decide how to run it (its `#!` line), for explaining
+/// why a program could not be started.
+pub fn read_head(path: &Path, max_bytes: u64) -> Result<Vec<u8>, ReadError> {
+    let (file, _) = regular(open_path(path)?)?;
+    let mut bytes = Vec::new();
+    (&file).take(max_bytes).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// The regular file `name` in `dir`, opened with `OPEN_FLAGS` plus `extra` (`O_NOFOLLOW` to
 /// refuse a symlink), at most `max_bytes` of it.
 pub fn read_file_at(

@@ -231,13 +231,7 @@ fn parse_case(doc: &Document, path: &Path) -> Loaded {
     let adapter = c
         .required(&top, "", "adapter")
         .and_then(|raw| adapter_of(&mut c, raw));
-    if matches!(adapter, Some(Adapter::Argv(_))) && bridge.is_some() && bridge_tree.is_none() {
-        c.push(
-            codes::WRONG_TYPE,
-            "/bridge",
-            "an argv case needs the bridge as an object (its argv becomes dispatcher.command.argv)",
-        );
-    }
+    // An argv case's bridge text or `@FILE` is read when it runs (`runner::bridge_tree`).
     let env = top
         .get("env")
         .map(|raw| env_of(&mut c, raw))
@@ -245,6 +239,7 @@ fn parse_case(doc: &Document, path: &Path) -> Loaded {
     let options = top
         .get("options")
         .map(|raw| options_of(&mut c, raw))
+        .map(|options| relative_to_case(options, path))
         .unwrap_or_default();
     let (expect, expect_tree) = match top.get("expect") {
         None => (None, None),
@@ -439,6 +434,62 @@ fn env_of(c: &mut Checker, raw: &str) -> Vec<(String, String)> {
         return Vec::new();
     };
     c.env_vars(map, "/env", codes::CONTAINS_NUL)
+}
+
+/// The main job's options that name a file or folder, and whether only an `@` value does.
+const FILE_OPTIONS: [(&str, bool); 4] = [
+    ("--artifact-dir", false),
+    ("--result-file", false),
+    ("--ca-cert", false),
+    ("--tool-map", true),
+];
+
+/// The one rule for relative paths in a case file: every path it names — the bridge's
+/// `@FILE`, the files its options name, an `argv` case's working directory — is relative to
+/// the case file's folder. Here: the options' paths, made so (`--opt VALUE` and
+/// `--opt=VALUE`), for recorded cases judged in this process as for argv cases in a child.
+fn relative_to_case(options: Vec<String>, case_file: &Path) -> Vec<String> {
+    let folder = case_file.parent().unwrap_or(Path::new(""));
+    let rewrite = |value: &str, at_only: bool| -> String {
+        let (prefix, file) = match value.strip_prefix('@') {
+            Some(file) => ("@", file),
+            None if at_only => return value.to_string(),
+            None => ("", value),
+        };
+        if file.is_empty() || Path::new(file).is_absolute() {
+            return value.to_string();
+        }
+        format!("{prefix}{}", folder.join(file).display())
+    };
+    let mut out = Vec::with_capacity(options.len());
+    let mut pending: Option<bool> = None;
+    for option in options {
+        if let Some(at_only) = pending.take() {
+            out.push(rewrite(&option, at_only));
+            continue;
+        }
+        let named = FILE_OPTIONS.iter().find_map(|&(name, at_only)| {
+            if option == name {
+                Some((None, at_only))
+            } else {
+                option
+                    .strip_prefix(name)
+                    .and_then(|rest| rest.strip_prefix('='))
+                    .map(|value| (Some((name, value.to_string())), at_only))
+            }
+        });
+        match named {
+            Some((None, at_only)) => {
+                pending = Some(at_only);
+                out.push(option);
+            }
+            Some((Some((name, value)), at_only)) => {
+                out.push(format!("{name}={}", rewrite(&value, at_only)));
+            }
+            None => out.push(option),
+        }
+    }
+    out
 }
 
 fn options_of(c: &mut Checker, raw: &str) -> Vec<String> {
@@ -716,6 +767,44 @@ mod tests {
         let file = std::fs::File::create(&huge).unwrap();
         file.set_len(MAX_FILE_BYTES as u64 + 1).unwrap();
         assert!(reasons(&load(&huge, None)).contains("over the 64 MiB limit"));
+    }
+
+    #[test]
+    fn the_paths_options_name_are_relative_to_the_case_s_folder() {
+        let case = Path::new("/suite/cases/a.case.json");
+        let options = [
+            "--artifact-dir",
+            "out",
+            "--result-file=r.json",
+            "--tool-map",
+            "@map.json",
+            "--tool-map=provider-safe",
+            "--ca-cert",
+            "/etc/ca.pem",
+            "--max-output-bytes",
+            "128",
+            "--tool-map",
+            "{\"a\":\"b\"}",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            relative_to_case(options, case),
+            [
+                "--artifact-dir",
+                "/suite/cases/out",
+                "--result-file=/suite/cases/r.json",
+                "--tool-map",
+                "@/suite/cases/map.json",
+                "--tool-map=provider-safe",
+                "--ca-cert",
+                "/etc/ca.pem",
+                "--max-output-bytes",
+                "128",
+                "--tool-map",
+                "{\"a\":\"b\"}",
+            ]
+        );
     }
 
     #[test]

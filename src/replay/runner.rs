@@ -57,8 +57,8 @@ pub enum RunError {
     OptionsAskForHelp,
     #[error("the case confines its adapter itself (a confinement option or PARENT_TOOL_DISPATCH_* variable), and replay was given confinement options: one place decides")]
     CaseConfines,
-    #[error("an argv case needs its bridge as an object")]
-    BridgeNotAnObject,
+    #[error("an argv case's bridge cannot be used: {0}")]
+    BridgeUnreadable(String),
     #[error("an argv case's bridge needs a \"dispatcher\" object to take the argv")]
     NoDispatcherObject,
     #[error("an argv case's bridge has a dispatcher.command that is not an object")]
@@ -230,6 +230,18 @@ pub fn run_recorded(
     dispatch::conclude_recorded(args, env, request, recorded)
 }
 
+/// The folder of the case file (`None` for a transcript, which runs no argv): where an `argv`
+/// case's child dispatcher runs.
+fn case_folder(case: &Case) -> Option<&Path> {
+    match case.origin {
+        super::cases::Origin::CaseFile => case
+            .file
+            .parent()
+            .filter(|folder| !folder.as_os_str().is_empty()),
+        _ => None,
+    }
+}
+
 /// The case's bridge with `argv` as `dispatcher.command.argv`.
 fn bridge_with_argv(
     bridge: &Map<String, Value>,
@@ -249,17 +261,30 @@ fn bridge_with_argv(
     Ok(bridge)
 }
 
+/// The bridge of an `argv` case as a tree: the case's object, or the JSON text or `@FILE`
+/// (already relative to the case's folder) it names, read through the one reader.
+fn bridge_tree(case: &Case) -> Result<Map<String, Value>, RunError> {
+    if let Some(tree) = &case.bridge_tree {
+        return Ok(tree.clone());
+    }
+    let max = crate::envelope::bridge::MAX_BYTES;
+    let bytes = match case.bridge.strip_prefix('@') {
+        Some(file) => crate::fs::read_file(Path::new(file), max as u64)
+            .map_err(|err| RunError::BridgeUnreadable(format!("reading {file}: {err}")))?,
+        None => case.bridge.clone().into_bytes(),
+    };
+    crate::json::parse_object(&bytes, max)
+        .map_err(|err| RunError::BridgeUnreadable(err.to_string()))
+}
+
 fn in_child(
     case: &Case,
     argv: &[String],
     exe: &Path,
     confine: &[OsString],
 ) -> Result<Actual, RunError> {
-    let tree = case
-        .bridge_tree
-        .as_ref()
-        .ok_or(RunError::BridgeNotAnObject)?;
-    let bridge = bridge_with_argv(tree, argv)?;
+    let tree = bridge_tree(case)?;
+    let bridge = bridge_with_argv(&tree, argv)?;
     let text = serde_json::to_string(&Value::Object(bridge.clone())).unwrap_or_default();
     let (max_output_bytes, kill_grace_ms) = match parse_options(&text, &case.options)? {
         Ok(args) if !confine.is_empty() && case_confines(&args, &case.env) => {
@@ -289,7 +314,10 @@ fn in_child(
         .chain(case.options.iter().map(OsString::from))
         .collect();
     let (mut child, pipes) =
-        Watched::spawn(exe, &argv, child_env(&case.env)).map_err(RunError::Spawn)?;
+        // In the case's folder: the one rule for its relative paths (argv[0] stays as given,
+        // resolved by the child as the main job resolves it, against its working directory).
+        Watched::spawn(exe, &argv, child_env(&case.env), case_folder(case))
+            .map_err(RunError::Spawn)?;
     let (tx, rx) = mpsc::channel();
     if let Some(mut stdin) = pipes.stdin {
         let request = case.request.clone();
@@ -484,7 +512,8 @@ mod tests {
         let env = [("PATH", "/usr/bin:/bin")];
         for script in ["exec sleep 30", "trap '' TERM; exec sleep 30"] {
             let argv = ["sh", "-c", script];
-            let (mut child, _pipes) = Watched::spawn(Path::new("/bin/sh"), &argv, env).unwrap();
+            let (mut child, _pipes) =
+                Watched::spawn(Path::new("/bin/sh"), &argv, env, None).unwrap();
             let pid = child.id();
             let started = Instant::now();
             let err = wait_bounded(&mut child, Duration::from_millis(200), 100).unwrap_err();
@@ -497,7 +526,7 @@ mod tests {
         }
         // One that ends in time is reaped with its status.
         let argv = ["sh", "-c", "exit 3"];
-        let (mut child, _pipes) = Watched::spawn(Path::new("/bin/sh"), &argv, env).unwrap();
+        let (mut child, _pipes) = Watched::spawn(Path::new("/bin/sh"), &argv, env, None).unwrap();
         let status = wait_bounded(&mut child, Duration::from_secs(20), 100).unwrap();
         assert_eq!(status.code(), Some(3));
     }

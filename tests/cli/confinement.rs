@@ -285,7 +285,11 @@ fn bad_confinement_options_are_usage_errors_naming_the_option() {
             .exit(2)
             .stdout_empty()
             .stderr_starts_with(message);
-        assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+        // The message, then the pointer every usage error of the main job ends with.
+        assert_eq!(run.stderr.lines().count(), 3, "{}", run.stderr);
+        assert!(run
+            .stderr
+            .ends_with("\n\nFor more information, try '--help'.\n"));
         assert!(!pidfile.exists(), "{args:?}: the adapter ran");
     }
     let run = Dispatch::adapter(&["echo"])

@@ -526,7 +526,10 @@ fn a_missing_or_unexecutable_adapter_is_unavailable_with_exit_69() {
     for (argv0, what) in [
         ("/nonexistent/delegation-adapter", "was not found"),
         ("no-such-delegation-adapter-on-path", "was not found"),
-        (not_executable.to_str().unwrap(), "is not executable"),
+        (
+            not_executable.to_str().unwrap(),
+            "could not be started: it has no execute permission for this user (chmod +x)",
+        ),
     ] {
         let out = delegation(
             &["run", "--", argv0],

@@ -300,7 +300,7 @@ fn an_unreadable_tool_map_file_is_named_with_its_cause_once() {
         .run();
     run.output().exit(2).stdout_empty().stderr_eq(format!(
         "error[usage]: the --tool-map value cannot be used: reading tool map file {}: \
-         No such file or directory (os error 2)\n",
+         No such file or directory (os error 2)\n\nFor more information, try '--help'.\n",
         missing.display()
     ));
 }

@@ -722,7 +722,7 @@ fn ledger_options_that_do_not_parse_are_usage_errors_naming_the_option() {
     run.output()
         .exit(2)
         .stdout_empty()
-        .stderr_eq("error[usage]: --budget-calls needs a ledger: pass --ledger PATH or set PARENT_TOOL_DISPATCH_LEDGER\n");
+        .stderr_eq("error[usage]: --budget-calls needs a ledger: pass --ledger PATH or set PARENT_TOOL_DISPATCH_LEDGER\n\nFor more information, try '--help'.\n");
     assert_eq!(s.runs(), 0);
     assert!(!s.ledger.exists());
 }

@@ -6,7 +6,9 @@
 // All of this crate is test code: a failed unwrap is a failed test, with its location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod adapter_stderr;
 mod codes;
+mod command_line;
 mod completions;
 mod confinement;
 mod core;

@@ -102,7 +102,7 @@ impl Page<'_> {
             examples(&mut roff);
             exit_statuses(&mut roff);
             error_codes(&mut roff);
-        } else if let Some(after) = self.cmd.get_after_help() {
+        } else if let Some(after) = self.cmd.get_after_long_help().or(self.cmd.get_after_help()) {
             // A subcommand's after-help (its exit statuses, its codes) as written, unfilled.
             roff.control("SH", ["NOTES"]);
             roff.control("nf", []);

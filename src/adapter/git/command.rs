@@ -261,13 +261,14 @@ impl<'a> Git<'a> {
             kill_grace: KILL_GRACE,
             max_stdout_bytes: opts.max_stdout,
             confinement: None,
+            stderr_tap: None,
         };
         let finished = exec::run(spec, self.interrupts).map_err(|err| match err {
-            exec::SpawnError::NotFound => Failure::new(
+            exec::SpawnError::NotFound(_) => Failure::new(
                 Code::GitUnavailable,
                 "git was not found on the adapter's PATH",
             ),
-            exec::SpawnError::NotExecutable => Failure::new(
+            exec::SpawnError::NotExecutable(_) => Failure::new(
                 Code::GitUnavailable,
                 "the git found on the adapter's PATH is not executable",
             ),

@@ -224,8 +224,8 @@ impl<'s> Client<'s> {
                 CallResult::Output(output) => return Ok(output),
                 CallResult::Again(next) => state = Some(next),
                 CallResult::ToolError { message, details } => {
-                    if self.tool_is_absent(name)? {
-                        return Err(unknown_tool(name, details));
+                    if let Some(names) = self.tool_is_absent(name)? {
+                        return Err(unknown_tool(name, details, &names));
                     }
                     return Err(Failure::new(Code::ToolError, message).with_details(details));
                 }
@@ -241,8 +241,8 @@ impl<'s> Client<'s> {
         }
         if err.code == Some(wire::INVALID_PARAMS) {
             match self.tool_is_absent(name) {
-                Ok(true) => return unknown_tool(name, error_details(&err)),
-                Ok(false) => {}
+                Ok(Some(names)) => return unknown_tool(name, error_details(&err), &names),
+                Ok(None) => {}
                 Err(failure) => return failure,
             }
         }
@@ -257,10 +257,27 @@ impl<'s> Client<'s> {
         .with_details(error_details(&err))
     }
 
-    /// Whether a complete `tools/list` lacks `name`. Anything short of a complete listing (an
-    /// error, no `tools` array, too many pages, the deadline) leaves it unconfirmed: `false`.
-    fn tool_is_absent(&mut self, name: &str) -> Result<bool, Failure> {
+    /// Whether a complete `tools/list` lacks `name`, with the names it lists (for "did you
+    /// mean"). Anything short of a complete listing (an error, no `tools` array, too many
+    /// pages, the deadline) leaves it unconfirmed: `None`.
+    fn tool_is_absent(&mut self, name: &str) -> Result<Option<Vec<String>>, Failure> {
+        let Some(tools) = self.list_tools()? else {
+            return Ok(None);
+        };
+        let names: Vec<String> = tools
+            .iter()
+            .filter_map(|tool| Fields::parse(tool)?.get("name").and_then(raw::string))
+            .map(|n| n.into_owned())
+            .collect();
+        Ok((!names.iter().any(|n| n == name)).then_some(names))
+    }
+
+    /// Every tool a complete `tools/list` names, each as the server wrote it (raw JSON), in
+    /// its order; `None` when the listing is not complete (an error, no `tools` array, more
+    /// than [`limits::MAX_LIST_PAGES`] pages).
+    pub(super) fn list_tools(&mut self) -> Result<Option<Vec<String>>, Failure> {
         let mut cursor: Option<String> = None;
+        let mut all = Vec::new();
         for _ in 0..limits::MAX_LIST_PAGES {
             let params = self.params(|w| {
                 if let Some(cursor) = &cursor {
@@ -269,26 +286,21 @@ impl<'s> Client<'s> {
             });
             let Reply::Result(result) = self.exchange("tools/list", &params, self.deadline)?.1
             else {
-                return Ok(false);
+                return Ok(None);
             };
             let fields = Fields::parse(&result).unwrap_or_default();
-            let mut listed = false;
             let is_array = fields.get("tools").is_some_and(|tools| {
-                raw::for_each_item(tools, |_, tool| {
-                    let tool_name = Fields::parse(tool)
-                        .and_then(|t| t.get("name").and_then(raw::string).map(|n| n == name));
-                    listed |= tool_name == Some(true);
-                })
+                raw::for_each_item(tools, |_, tool| all.push(tool.to_string()))
             });
-            if !is_array || listed {
-                return Ok(false);
+            if !is_array {
+                return Ok(None);
             }
             match fields.get("nextCursor") {
                 Some(next) if Kind::of(next) == Kind::String => cursor = Some(next.to_string()),
-                _ => return Ok(true),
+                _ => return Ok(Some(all)),
             }
         }
-        Ok(false)
+        Ok(None)
     }
 
     /// Tell the server to stop working on request `id` (sent before the shutdown).
@@ -665,15 +677,42 @@ fn unsupported_by_error(err: &RpcError) -> Failure {
     .with_details(json!({ "error": error_details(err) }))
 }
 
-fn unknown_tool(name: &str, details: Value) -> Failure {
-    Failure::new(
-        Code::UnknownTool,
-        format!(
-            "the MCP server has no tool named {}",
-            bounded_to(&format!("{name:?}"), 200)
-        ),
-    )
-    .with_details(details)
+/// How many of the server's tool names `unknown_tool` lists in `details.tools`.
+const LISTED_NAMES: usize = 100;
+
+/// `unknown_tool`, with the server's closest name ("did you mean") in the message and
+/// `details.did_you_mean`, and its names (at most [`LISTED_NAMES`], each cut to 200 bytes) in
+/// `details.tools`.
+fn unknown_tool(name: &str, details: Value, names: &[String]) -> Failure {
+    let near = crate::validate::did_you_mean(name, names.iter().map(String::as_str));
+    let mut message = format!(
+        "the MCP server has no tool named {}",
+        bounded_to(&format!("{name:?}"), 200)
+    );
+    if let Some(near) = near {
+        message.push_str(&format!(
+            " (did you mean {}?)",
+            bounded_to(&format!("{near:?}"), 200)
+        ));
+    }
+    let mut details = match details {
+        Value::Object(map) => map,
+        Value::Null => serde_json::Map::new(),
+        other => {
+            let mut map = serde_json::Map::new();
+            map.insert("server".into(), other);
+            map
+        }
+    };
+    let cut = |n: &str| crate::terminal::cut_at_char_boundary(n, 200).to_string();
+    details.insert(
+        "tools".into(),
+        names.iter().take(LISTED_NAMES).map(|n| cut(n)).collect(),
+    );
+    if let Some(near) = near {
+        details.insert("did_you_mean".into(), cut(near).into());
+    }
+    Failure::new(Code::UnknownTool, message).with_details(Value::Object(details))
 }
 
 fn input_required(requests: Option<&str>) -> Failure {

@@ -317,8 +317,11 @@ fn call_target<'r>(request: &'r Request, tool_map: &ToolMap) -> Result<(String, 
     Ok((name, input))
 }
 
-/// Start the MCP server, make the call and shut the server down, whatever the call's outcome.
-fn call_server(cx: &Context<'_>, name: &str, arguments: &str) -> Result<String, Failure> {
+/// Start the MCP server under the confinement asked for (SPEC §13): the prepared confinement
+/// comes back with it, to keep until the server is reaped and to read its counters.
+fn start_server(
+    cx: &Context<'_>,
+) -> Result<(Server, Option<std::sync::Arc<crate::confine::Prepared>>), Failure> {
     let mut env = cx.env.clone();
     let program = crate::plan::resolve_program(&cx.options.server[0]);
     let confinement =
@@ -329,13 +332,19 @@ fn call_server(cx: &Context<'_>, name: &str, arguments: &str) -> Result<String, 
                     confinement_unavailable(unavailable.missing)
                 }
             })?;
-    let mut server = Server::spawn(
+    let server = Server::spawn(
         &cx.options.server,
         &env,
         limits::MAX_MESSAGE_BYTES,
         confinement.as_ref(),
     )
     .map_err(spawn_failure)?;
+    Ok((server, confinement))
+}
+
+/// Start the MCP server, make the call and shut the server down, whatever the call's outcome.
+fn call_server(cx: &Context<'_>, name: &str, arguments: &str) -> Result<String, Failure> {
+    let (mut server, confinement) = start_server(cx)?;
     let deadline = cx.start + cx.budget.exchange;
     let outcome = {
         let mut client =
@@ -424,14 +433,21 @@ fn shut_down(server: Server, cx: &Context<'_>) -> crate::exec::Termination {
 }
 
 fn spawn_failure(err: SpawnError) -> Failure {
-    match err {
-        SpawnError::NotFound => Failure::new(
-            Code::McpServerNotFound,
-            "the MCP server program was not found",
+    let why = |plain: &str, why: Option<crate::exec::Why>| match why {
+        None => plain.to_string(),
+        Some(why) => format!(
+            "the MCP server program could not be started: {}",
+            why.describe(true)
         ),
-        SpawnError::NotExecutable => Failure::new(
+    };
+    match err {
+        SpawnError::NotFound(reason) => Failure::new(
+            Code::McpServerNotFound,
+            why("the MCP server program was not found", reason),
+        ),
+        SpawnError::NotExecutable(reason) => Failure::new(
             Code::McpServerNotExecutable,
-            "the MCP server program is not executable",
+            why("the MCP server program is not executable", reason),
         ),
         SpawnError::Other(kind) => Failure::new(
             Code::McpServerStartFailed,
@@ -448,6 +464,88 @@ fn spawn_failure(err: SpawnError) -> Failure {
 fn quoted(s: &str) -> String {
     let shown = crate::adapter::workspace::cut_at_char_boundary(s, 128);
     crate::terminal::escape(&format!("{shown:?}")).into_owned()
+}
+
+/// `adapter mcp --list-tools -- SERVER…`: start the server, list its tools, shut it down and
+/// print {"tools": [{name, description, inputSchema}, …]} (pretty, members as the server wrote
+/// them); exit 0, or 69 with `error[CODE]: …` on stderr when the listing failed, 74 when
+/// stdout could not be written.
+pub fn list_tools(options: Options) -> u8 {
+    let start = Instant::now();
+    let interrupts = Interrupts::install();
+    let budget =
+        Budget::from_timeout_ms(std::env::var(crate::plan::vars::TIMEOUT_MS).ok().as_deref());
+    let env = server_env(
+        std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+    );
+    let cx = Context {
+        options: &options,
+        budget,
+        start,
+        env,
+        interrupts: &interrupts,
+    };
+    let listed = start_server(&cx).and_then(|(mut server, _confinement)| {
+        let deadline = cx.start + cx.budget.exchange;
+        let outcome = {
+            let mut client =
+                client::Client::new(&mut server, cx.interrupts, deadline, cx.budget.exchange);
+            client.connect().and_then(|_| client.list_tools())
+        };
+        shut_down(server, &cx);
+        outcome
+    });
+    let tools = match listed {
+        Ok(Some(tools)) => tools,
+        Ok(None) => {
+            let failure = Failure::new(
+                Code::McpProtocolError,
+                "the MCP server's tools/list was not a complete listing (an error, no tools \
+                 array, or more pages than the adapter reads)",
+            );
+            return listing_failed(&failure);
+        }
+        Err(failure) => return listing_failed(&failure),
+    };
+    let mut text = String::new();
+    let mut top = raw::ObjectWriter::new(&mut text);
+    top.with("tools", |out| {
+        out.push('[');
+        for (i, tool) in tools.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let fields = raw::Fields::parse(tool).unwrap_or_default();
+            let mut entry = raw::ObjectWriter::new(out);
+            for key in [
+                "name",
+                "title",
+                "description",
+                "inputSchema",
+                "outputSchema",
+            ] {
+                if let Some(value) = fields.get(key) {
+                    entry.raw(key, value);
+                }
+            }
+            entry.finish();
+        }
+        out.push(']');
+    });
+    top.finish();
+    let mut text = raw::pretty(&text);
+    text.push('\n');
+    crate::stdout::print(text.as_bytes(), "the tool list", 0)
+}
+
+/// The `error[CODE]:` line of a failed `--list-tools` (escaped), and exit 69.
+fn listing_failed(failure: &Failure) -> u8 {
+    eprintln!(
+        "{}",
+        crate::terminal::error_line(failure.code.as_str(), &failure.message)
+    );
+    crate::error::exit::UNAVAILABLE
 }
 
 /// Serve one request from stdin with the server `options.server`, print one result envelope
