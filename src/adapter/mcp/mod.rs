@@ -188,6 +188,15 @@ impl Budget {
     }
 }
 
+/// [`server_env`] of this process's own environment (variables that are not UTF-8 are left
+/// out).
+fn server_env_of_process() -> Vec<(String, String)> {
+    server_env(
+        std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+    )
+}
+
 /// The server's environment: every variable of the adapter's own (under the dispatcher, that
 /// is the base variables, the bridge's `command.env` and the `--pass-env` / `--secret-env`
 /// ones) except the `WP_CODEBOX_PARENT_TOOL_*` metadata of the bridge protocol, which is not
@@ -475,10 +484,7 @@ pub fn list_tools(options: Options) -> u8 {
     let interrupts = Interrupts::install();
     let budget =
         Budget::from_timeout_ms(std::env::var(crate::plan::vars::TIMEOUT_MS).ok().as_deref());
-    let env = server_env(
-        std::env::vars_os()
-            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
-    );
+    let env = server_env_of_process();
     let cx = Context {
         options: &options,
         budget,
@@ -560,10 +566,7 @@ pub fn run(options: Options) -> u8 {
         Ok(bytes) => bytes,
         Err(status) => return status,
     };
-    let env = server_env(
-        std::env::vars_os()
-            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
-    );
+    let env = server_env_of_process();
     let cx = Context {
         options: &options,
         budget,
