@@ -23,7 +23,7 @@ use crate::json::raw::{self, Fields};
 use crate::ledger::audit::MAX_FIELD_BYTES;
 use crate::ledger::{
     self, AuditRecord, Budgets, Call, Decision, Key, Lease, Ledger, LedgerError, Name, Recorded,
-    Resources, Verdict,
+    Resources, Verdict, Waited,
 };
 use crate::redact::Redactor;
 use std::path::PathBuf;
@@ -120,6 +120,7 @@ fn timeout_of(learned: &Learned) -> Duration {
 /// something is to be recorded at the end.
 pub(super) fn gate(
     options: Option<&Options>,
+    interrupts: &crate::interrupt::Interrupts,
     admitted: Result<Admitted, DispatchError>,
     learned: &mut Learned,
     slot: &mut Option<Gate>,
@@ -177,13 +178,41 @@ pub(super) fn gate(
         tool: &gate.tool,
         budgets: &options.budgets,
     };
-    let decided = gate
-        .ledger
-        .wait(&call, &lease, deadline)
-        .map_err(DispatchError::LedgerUnavailable);
     let refuse = |gate: &mut Gate, decision, rule| {
         gate.decision = decision;
         gate.rule = rule;
+    };
+    // A signal ends the wait at once: the call is then interrupted before anything started.
+    let mut pause = |pause: Duration| interrupts.wait(pause).is_none();
+    let decided = gate
+        .ledger
+        .wait(&call, &lease, deadline, &mut pause)
+        .map_err(DispatchError::LedgerUnavailable);
+    if let (
+        Ok(Waited {
+            decision: Decision::Held(_),
+            ..
+        }),
+        Some(signal),
+    ) = (&decided, interrupts.received())
+    {
+        refuse(gate, Verdict::Refuse, "dispatch");
+        return Err(DispatchError::Interrupted {
+            signal,
+            adapter_started: false,
+        });
+    }
+    let decided = match decided {
+        Ok(Waited { decision, waited }) => {
+            if waited {
+                // The wait for the holder spent part of this call's own timeout: the adapter
+                // gets what is left of it.
+                let left = deadline.saturating_duration_since(Instant::now());
+                cut_timeout(&mut admitted, learned, millis(left));
+            }
+            Ok(decision)
+        }
+        Err(err) => Err(err),
     };
     match decided {
         Err(err) => {
@@ -197,12 +226,7 @@ pub(super) fn gate(
             gate.held = Some(lease);
             gate.attempt = attempt;
             if let Some(left) = adapter_ms_left {
-                // The run's deadline, the adapter's TIMEOUT_MS variable and the endpoint's
-                // deadline all come from these two.
-                let cut = admitted.bridge.timeout_ms.min(left.max(1));
-                admitted.bridge.timeout_ms = cut;
-                admitted.expected.limits.timeout_ms = cut;
-                learned.dispatch.timeout_ms = Some(cut);
+                cut_timeout(&mut admitted, learned, left);
             }
             learned.ledger = Some(LedgerDiagnostics {
                 attempt: Some(attempt),
@@ -249,10 +273,23 @@ pub(super) fn gate(
     }
 }
 
+/// Cut the call's timeout to `left` ms (at least 1) when that is shorter. The run's deadline,
+/// the adapter's TIMEOUT_MS variable and the endpoint's deadline all come from these fields.
+fn cut_timeout(admitted: &mut Admitted, learned: &mut Learned, left: u64) {
+    let cut = admitted.bridge.timeout_ms.min(left.max(1));
+    admitted.bridge.timeout_ms = cut;
+    admitted.expected.limits.timeout_ms = cut;
+    learned.dispatch.timeout_ms = Some(cut);
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 impl Gate {
     /// The adapter (or the endpoint) took this long.
     pub(super) fn ran(&mut self, took: Duration) {
-        self.adapter_ms = Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
+        self.adapter_ms = Some(millis(took));
     }
 
     /// The audit record of the concluded job.
@@ -266,10 +303,7 @@ impl Gate {
             }
             _ => (self.decision, self.rule),
         };
-        let resources = Resources {
-            stdout_bytes: learned.dispatch.run.as_ref().map(|run| run.stdout_bytes),
-            ..Resources::default()
-        };
+        let resources = resources_of(learned);
         AuditRecord {
             time_ms: ledger::now_ms(),
             bridge_ref: field(redactor, &self.key.bridge_ref),
@@ -318,6 +352,26 @@ pub(super) fn conclude(gate: &mut Gate, report: &mut Report<'_>, learned: &Learn
     };
     if let Err(err) = stored {
         report.ledger_failed(&err.to_string());
+    }
+}
+
+/// What the adapter's run used, for its audit record: the stdout and stderr byte counts and,
+/// when a process tree ran, its peak RSS and CPU times (`diagnostics.dispatch.resources`).
+/// Nothing for a call that ran nothing (an endpoint's answer has only its size).
+fn resources_of(learned: &Learned) -> Resources {
+    let Some(run) = learned.dispatch.run.as_ref() else {
+        return Resources {
+            stdout_bytes: learned.dispatch.response_bytes,
+            ..Resources::default()
+        };
+    };
+    let tree = run.resources;
+    Resources {
+        max_rss_kb: tree.map(|t| t.max_rss_bytes / 1024),
+        user_cpu_ms: tree.map(|t| t.user_ms),
+        system_cpu_ms: tree.map(|t| t.system_ms),
+        stdout_bytes: Some(run.stdout_bytes),
+        stderr_bytes: Some(run.stderr_bytes),
     }
 }
 

@@ -212,7 +212,7 @@ fn steps<'o>(
 ) -> Result<Outcome<'o>, DispatchError> {
     let bytes = read_request(args, interrupts)?;
     let admitted = admit(args, env, &usage.tool_map, bytes, learned);
-    let admitted = match gate::gate(ledger, admitted, learned, gated)? {
+    let admitted = match gate::gate(ledger, interrupts, admitted, learned, gated)? {
         gate::Gated::Run(admitted) => *admitted,
         gate::Gated::Replay(recorded) => {
             let obtained = obtained.insert(Obtained::Replayed(recorded));

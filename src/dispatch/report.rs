@@ -173,6 +173,7 @@ pub(super) fn run_diagnostics(finished: &Finished, redactor: &Redactor) -> RunDi
         stdin_error: finished.stdin_error.map(stdin_error),
         stderr_truncated: finished.stderr_truncated || tail_cut,
         stderr_tail,
+        stderr_bytes: finished.stderr_bytes,
         leaked_processes: finished.leaked_processes,
         resources: finished.resources_used().map(resources),
     }
@@ -214,6 +215,7 @@ pub(super) fn replayed_diagnostics(
         stdin_error: None,
         stderr_tail,
         stderr_truncated: tail_cut,
+        stderr_bytes: stderr.len() as u64,
         leaked_processes: 0,
         resources: None,
     }

@@ -168,6 +168,7 @@ mod tests {
                 stdin_error: Some(StdinError::BrokenPipe),
                 stderr_tail: String::new(),
                 stderr_truncated: false,
+                stderr_bytes: 0,
                 leaked_processes: 0,
                 resources: Some(crate::envelope::result::Resources {
                     max_rss_bytes: 0,

@@ -232,6 +232,9 @@ pub struct RunDiagnostics {
     /// The end of stderr, redacted, at most 64 KiB.
     pub stderr_tail: String,
     pub stderr_truncated: bool,
+    /// Every byte the adapter wrote to stderr: for the audit record (SPEC §14.3), not printed.
+    #[serde(skip)]
+    pub stderr_bytes: u64,
     pub leaked_processes: usize,
     /// What the adapter's whole process tree used (SPEC §13); absent for a recorded answer,
     /// where nothing ran.

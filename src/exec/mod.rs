@@ -384,6 +384,8 @@ pub struct Finished {
     pub stderr_tail: Vec<u8>,
     /// More was written to stderr than `stderr_tail` holds.
     pub stderr_truncated: bool,
+    /// How many bytes were written to stderr in all.
+    pub stderr_bytes: u64,
     pub stdin_bytes_written: u64,
     /// Set when writing stdin failed: [`StdinError::BrokenPipe`] when the adapter closed it
     /// early (normal).
@@ -541,6 +543,7 @@ pub fn run(spec: Spec, interrupts: &Interrupts) -> Result<Finished, SpawnError> 
         stopped,
         stdout_bytes: io.out.total(),
         stderr_truncated: io.err.truncated(),
+        stderr_bytes: io.err.total(),
         stdin_bytes_written: io.stdin_written,
         stdin_error: io.stdin_error,
         stdout: io.out.into_data(),
@@ -582,6 +585,7 @@ fn not_started(sig: Signal, start: Instant) -> Finished {
         stdout_bytes: 0,
         stderr_tail: Vec::new(),
         stderr_truncated: false,
+        stderr_bytes: 0,
         stdin_bytes_written: 0,
         stdin_error: None,
         duration: start.elapsed(),

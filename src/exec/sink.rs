@@ -122,6 +122,11 @@ impl TailSink {
         self.total > self.keep as u64
     }
 
+    /// How many bytes were pushed in all.
+    pub(crate) fn total(&self) -> u64 {
+        self.total
+    }
+
     pub(crate) fn into_tail(mut self) -> Vec<u8> {
         if self.data.len() > self.keep {
             let cut = self.data.len() - self.keep;

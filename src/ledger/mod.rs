@@ -166,6 +166,16 @@ pub enum Decision {
     ConcurrencyLimited(OverBudget),
 }
 
+/// The answer of [`Ledger::wait`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waited {
+    /// The last decision: `Held` when the key was still held at the deadline or when the
+    /// caller stopped waiting.
+    pub decision: Decision,
+    /// Whether the call waited for a holder at all: its own time is then partly spent.
+    pub waited: bool,
+}
+
 /// The final outcome [`Ledger::finish`] stores with the key.
 #[derive(Debug, Clone)]
 pub struct Outcome<'a> {
@@ -455,22 +465,31 @@ impl Ledger {
     /// [`Ledger::begin`], and while the key is [`Decision::Held`] by a live dispatcher, look
     /// again until `deadline`; a key still held then is answered `Held` (the caller's
     /// `timeout` / `dispatch_timeout`). Other writers are waited for until `deadline` too.
+    ///
+    /// Between two looks it calls `pause` with how long to wait; `pause` returns `false` to
+    /// stop waiting at once (the caller received a signal), and the key is then answered
+    /// `Held` as it stands. [`Waited::waited`] says whether any pause was taken.
     pub fn wait(
         &mut self,
         call: &Call<'_>,
         lease: &Lease,
         deadline: Instant,
-    ) -> Result<Decision, LedgerError> {
+        pause: &mut dyn FnMut(Duration) -> bool,
+    ) -> Result<Waited, LedgerError> {
         self.set_deadline(deadline);
-        let mut pause = Duration::from_millis(2);
+        let mut step = Duration::from_millis(2);
+        let mut waited = false;
         loop {
             let decision = self.begin(call, lease)?;
             let now = Instant::now();
             if !matches!(decision, Decision::Held(_)) || now >= deadline {
-                return Ok(decision);
+                return Ok(Waited { decision, waited });
             }
-            std::thread::sleep(pause.min(deadline - now));
-            pause = (pause * 2).min(MAX_POLL);
+            waited = true;
+            if !pause(step.min(deadline - now)) {
+                return Ok(Waited { decision, waited });
+            }
+            step = (step * 2).min(MAX_POLL);
         }
     }
 

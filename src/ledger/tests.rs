@@ -7,6 +7,12 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
+/// A [`Ledger::wait`] pause that sleeps and never stops waiting.
+fn sleep(pause: Duration) -> bool {
+    std::thread::sleep(pause);
+    true
+}
+
 fn soon() -> Instant {
     Instant::now() + Duration::from_secs(20)
 }
@@ -340,10 +346,43 @@ fn wait_returns_when_the_holder_finishes_or_dies_and_gives_up_at_the_deadline() 
     ));
     let started = Instant::now();
     let held = ledger
-        .wait(&c, &me, Instant::now() + Duration::from_millis(300))
+        .wait(
+            &c,
+            &me,
+            Instant::now() + Duration::from_millis(300),
+            &mut sleep,
+        )
         .unwrap();
-    assert_eq!(held, Decision::Held(holder.clone()));
+    assert_eq!(held.decision, Decision::Held(holder.clone()));
+    assert!(held.waited);
     assert!(started.elapsed() >= Duration::from_millis(300));
+    // A caller that stops waiting (it received a signal) is answered at once, still held.
+    let started = Instant::now();
+    let mut pauses = 0;
+    let stopped = ledger
+        .wait(
+            &c,
+            &me,
+            Instant::now() + Duration::from_secs(30),
+            &mut |_| {
+                pauses += 1;
+                false
+            },
+        )
+        .unwrap();
+    assert_eq!(stopped.decision, Decision::Held(holder.clone()));
+    assert!(stopped.waited);
+    assert_eq!(pauses, 1);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // A key nobody holds is answered without a pause.
+    let free = key("free");
+    let got = ledger
+        .wait(&call(&free, "d", &none), &me, soon(), &mut |_| {
+            panic!("no pause")
+        })
+        .unwrap();
+    assert!(matches!(got.decision, Decision::Start { .. }), "{got:?}");
+    assert!(!got.waited);
     // The holder finishes while we wait: we get its envelope.
     let finisher = {
         let (path, holder, k) = (path.clone(), holder.clone(), k.clone());
@@ -356,7 +395,7 @@ fn wait_returns_when_the_holder_finishes_or_dies_and_gives_up_at_the_deadline() 
                 .unwrap()
         })
     };
-    let got = ledger.wait(&c, &me, soon()).unwrap();
+    let got = ledger.wait(&c, &me, soon(), &mut sleep).unwrap().decision;
     assert_eq!(finisher.join().unwrap(), Finished::Stored);
     assert!(matches!(got, Decision::Replay(r) if r.envelope == "{\"done\":1}"));
     // A holder that dies while we wait: indeterminate.
@@ -371,7 +410,7 @@ fn wait_returns_when_the_holder_finishes_or_dies_and_gives_up_at_the_deadline() 
         child.kill().unwrap();
         child.wait().unwrap();
     });
-    let got = ledger.wait(&c2, &me, soon()).unwrap();
+    let got = ledger.wait(&c2, &me, soon(), &mut sleep).unwrap().decision;
     killer.join().unwrap();
     assert!(matches!(got, Decision::Indeterminate { .. }), "{got:?}");
 }
@@ -771,8 +810,14 @@ fn worker() {
             if session == "b" { &budgets } else { &unlimited },
         );
         let decision = ledger
-            .wait(&c, &lease, Instant::now() + Duration::from_secs(60))
-            .unwrap();
+            .wait(
+                &c,
+                &lease,
+                Instant::now() + Duration::from_secs(60),
+                &mut sleep,
+            )
+            .unwrap()
+            .decision;
         let what = match decision {
             Decision::Start { .. } => {
                 let mut f = std::fs::OpenOptions::new()
@@ -983,4 +1028,56 @@ fn sigkill_at_any_moment_leaves_the_ledger_consistent_and_no_key_runs_twice() {
         }
     }
     assert!(matches!(verify(&path), Verification::Intact { .. }));
+}
+
+#[test]
+fn the_calls_in_flight_are_found_through_the_partial_index_not_the_session_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _ledger) = ledger_in(dir.path());
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let plan: Vec<String> = conn
+        .prepare(&format!(
+            "EXPLAIN QUERY PLAN {}",
+            super::sqlite::RUNNING_CALLS
+        ))
+        .unwrap()
+        .query_map(["b", "s", "r"], |row| row.get::<_, String>(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(
+        plan.iter()
+            .any(|step| step.contains("USING INDEX calls_running")),
+        "{plan:?}"
+    );
+    assert!(
+        !plan.iter().any(|step| step.contains("PRIMARY KEY")),
+        "{plan:?}"
+    );
+}
+
+#[test]
+fn the_wal_is_checkpointed_well_before_sqlites_default_of_1000_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, mut ledger) = ledger_in(dir.path());
+    let me = Lease::current().unwrap();
+    let none = Budgets::default();
+    for n in 0..60 {
+        let k = key(&format!("call-{n}"));
+        let c = call(&k, "d", &none);
+        assert!(matches!(
+            ledger.begin(&c, &me).unwrap(),
+            Decision::Start { .. }
+        ));
+        let rec = record(&k, Verdict::Admit, "bridge.allowed_tools", "succeeded");
+        ledger
+            .finish(&k, &me, &outcome("{\"done\":1}", false), &rec)
+            .unwrap();
+    }
+    // A new dispatcher reads the whole WAL when it opens the ledger: it stays small.
+    let wal = std::fs::metadata(dir.path().join("ledger.db-wal")).unwrap();
+    let pages = wal.len() / 4096;
+    assert!(pages <= 2 * 128 + 16, "the WAL holds {pages} pages");
+    drop(ledger);
+    assert!(path.exists());
 }

@@ -28,6 +28,7 @@ mod launcher;
 mod ledger;
 mod ledger_rules;
 mod ledger_stress;
+mod ledger_waits;
 mod man_pages;
 mod mcp;
 mod named_files;
