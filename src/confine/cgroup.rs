@@ -8,9 +8,17 @@
 //! is nested under whatever limits the host already put on the dispatcher.
 //!
 //! Before the fork: [`CallCgroup::create`] makes the folders, writes the limits and opens each
-//! `cgroup.procs` for writing. In the child: [`CallCgroup::join`] `write`s `"0"` to each
-//! descriptor (the writing process moves itself, with everything it starts later) — one
-//! system call per hierarchy, async-signal-safe. Afterwards: [`CallCgroup::counters`] reads
+//! folder's join file for writing ([`join_file`]). In the child: [`CallCgroup::join`]
+//! `write`s `"0"` to each descriptor (the writing process moves itself, with everything it
+//! starts later) — one system call per hierarchy, async-signal-safe.
+//!
+//! The join file is `cgroup.procs` on v2 and `tasks` on v1. Moving a whole thread group takes
+//! the kernel's global `cgroup_threadgroup_rwsem` for writing, which waits for an RCU grace
+//! period: 5 to 15 ms on every call here. Moving the calling thread alone through v1's
+//! `tasks` skips that lock (Linux 5.19 and later), and the child is one thread (a `fork`
+//! copies only the thread that called it), so it is the whole process that moves. v2 has no
+//! such file for a domain cgroup (`cgroup.threads` is for threaded ones); `clone3` with
+//! `CLONE_INTO_CGROUP` would start the child inside it instead. Afterwards: [`CallCgroup::counters`] reads
 //! the limit counters (v2 `memory.events` `oom_kill`, v1 `memory.oom_control` `oom_kill`,
 //! `pids.events` `max`), [`CallCgroup::kill`] uses `cgroup.kill` where the kernel has it, and
 //! `Drop` removes the folders (bounded retries while the last members are being reaped).
@@ -441,11 +449,20 @@ impl CallCgroup {
     }
 }
 
-/// Make one folder of the call's cgroup and open its `cgroup.procs`; the caller owns it
-/// (and removes it) from the moment this returns.
+/// The file a child writes `"0"` to, to join a folder of the call's cgroup (see the module
+/// docs for why v1 uses `tasks`).
+pub(crate) fn join_file(version: Version) -> &'static str {
+    match version {
+        Version::V1 => "tasks",
+        Version::V2 => "cgroup.procs",
+    }
+}
+
+/// Make one folder of the call's cgroup and open its join file; the caller owns it (and
+/// removes it) from the moment this returns.
 fn make_part(location: &Location, controllers: Vec<Controller>) -> Result<Part, CgroupError> {
     let dir = make_dir(&location.parent)?;
-    let file = dir.join("cgroup.procs");
+    let file = dir.join(join_file(location.version));
     match open_write(&file) {
         Ok(procs) => Ok(Part {
             version: location.version,
