@@ -105,6 +105,15 @@ pub(super) const RUNNING_CALLS: &str = "SELECT lease_boot, lease_pid, lease_star
 pub(super) struct SqliteStore {
     conn: Connection,
     deadline: Instant,
+    /// The ledger's folder, kept to make a new WAL's (or ledger's) name durable.
+    dir: std::os::fd::OwnedFd,
+    /// The WAL's name in that folder.
+    wal_name: std::ffi::CString,
+    /// The WAL's identity before SQLite opened the ledger (`None`: there was none), until its
+    /// name is known to be durable ([`SqliteStore::settle`]).
+    wal_before: Option<Option<(u64, u64)>>,
+    /// This process created the ledger file: its name is not durable yet either.
+    created: bool,
 }
 
 fn db(err: rusqlite::Error) -> LedgerError {
@@ -135,7 +144,7 @@ fn open_file(
     dir: std::os::fd::BorrowedFd<'_>,
     name: &std::ffi::CStr,
     create: bool,
-) -> Result<std::os::fd::OwnedFd, LedgerError> {
+) -> Result<(std::os::fd::OwnedFd, bool), LedgerError> {
     // Two rounds at most: a concurrent creator can win the O_EXCL race once.
     for _ in 0..2 {
         match pfs::lstat_at(dir, name) {
@@ -148,7 +157,9 @@ fn open_file(
                     return Err(LedgerError::ReadOnly);
                 }
                 let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY;
-                return pfs::open_at(dir, name, flags, Mode::empty()).map_err(LedgerError::Open);
+                return pfs::open_at(dir, name, flags, Mode::empty())
+                    .map(|fd| (fd, false))
+                    .map_err(LedgerError::Open);
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
                 let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
@@ -157,7 +168,7 @@ fn open_file(
                         // The umask may have taken bits away; 0600 exactly.
                         pfs::set_mode(fd.as_fd(), Mode::from_raw_mode(0o600))
                             .map_err(LedgerError::Open)?;
-                        return Ok(fd);
+                        return Ok((fd, true));
                     }
                     Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                     Err(e) => return Err(LedgerError::Open(e)),
@@ -193,8 +204,14 @@ impl SqliteStore {
         let parent = std::path::absolute(parent).map_err(LedgerError::Folder)?;
         let dir = pfs::open_dir_path(&parent).map_err(LedgerError::Folder)?;
         let cname = pfs::cstring(name.as_bytes()).map_err(LedgerError::Open)?;
-        let fd = open_file(dir.as_fd(), &cname, create)?;
+        let (fd, created) = open_file(dir.as_fd(), &cname, create)?;
         let st = rustix::fs::fstat(&fd).map_err(|e| LedgerError::Open(e.into()))?;
+        let mut wal = name.as_bytes().to_vec();
+        wal.extend_from_slice(b"-wal");
+        let wal_name = pfs::cstring(&wal).map_err(LedgerError::Open)?;
+        let wal_before = pfs::lstat_at(dir.as_fd(), &wal_name)
+            .ok()
+            .map(|st| identity(&st));
         if pfs::kind(&st) != FileType::RegularFile {
             return Err(LedgerError::NotRegular(kind_name(pfs::kind(&st))));
         }
@@ -215,7 +232,14 @@ impl SqliteStore {
             _ => return Err(LedgerError::Replaced),
         }
         drop(fd);
-        let mut store = SqliteStore { conn, deadline };
+        let mut store = SqliteStore {
+            conn,
+            deadline,
+            dir,
+            wal_name,
+            wal_before: Some(wal_before),
+            created,
+        };
         // While another dispatcher creates the ledger or switches it to WAL, SQLite may answer
         // BUSY at once, without its busy handler (a lock it will not wait for, to avoid a
         // deadlock): look again until the deadline, as the handler would.
@@ -402,9 +426,33 @@ impl SqliteStore {
                 Err(LedgerError::Locked) if Instant::now() < self.deadline => {
                     std::thread::sleep(PREPARE_RETRY);
                 }
+                Ok(done) => return self.settle().map(|()| done),
                 done => return done,
             }
         }
+    }
+
+    /// After this connection's first commit: make the WAL's name durable when the WAL is new
+    /// (SQLite created it for this connection, or another one did since we looked), and the
+    /// ledger's own name when this process created the file, with one `fsync` of the folder.
+    ///
+    /// SQLite is built with `SQLITE_DISABLE_DIRSYNC` (`.cargo/config.toml`): otherwise it
+    /// `fsync`s the folder at the first commit of every connection — one more `fsync` on every
+    /// call — because it cannot tell a WAL it created from one that was there. We can: the
+    /// WAL of a ledger is never deleted by a dispatcher (no checkpoint on close), so this is
+    /// one `lstat` per call and an `fsync` only the first time.
+    fn settle(&mut self) -> Result<(), LedgerError> {
+        let Some(before) = self.wal_before else {
+            return Ok(());
+        };
+        let now = pfs::lstat_at(self.dir.as_fd(), &self.wal_name)
+            .ok()
+            .map(|st| identity(&st));
+        if needs_folder_sync(self.created, before, now) {
+            pfs::fsync(self.dir.as_fd()).map_err(LedgerError::Open)?;
+        }
+        self.wal_before = None;
+        Ok(())
     }
 
     fn immediate(&mut self) -> Result<rusqlite::Transaction<'_>, LedgerError> {
@@ -413,6 +461,17 @@ impl SqliteStore {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(db)
     }
+}
+
+/// Whether a connection's first commit must `fsync` the ledger's folder: this process created
+/// the ledger, or the WAL it committed to is not the one that was there before SQLite opened
+/// the ledger (there was none, or another was put in its place).
+pub(super) fn needs_folder_sync(
+    created: bool,
+    wal_before: Option<(u64, u64)>,
+    wal_now: Option<(u64, u64)>,
+) -> bool {
+    created || wal_before.is_none() || wal_now != wal_before
 }
 
 /// How many tables, indexes and the like the database holds (0: an empty file).

@@ -1081,3 +1081,40 @@ fn the_wal_is_checkpointed_well_before_sqlites_default_of_1000_pages() {
     drop(ledger);
     assert!(path.exists());
 }
+
+#[test]
+fn the_folder_is_synced_only_for_a_new_ledger_or_a_new_wal() {
+    use super::sqlite::needs_folder_sync;
+    let wal = Some((1, 42));
+    assert!(
+        !needs_folder_sync(false, wal, wal),
+        "the same WAL as before"
+    );
+    assert!(
+        needs_folder_sync(true, wal, wal),
+        "this process made the ledger"
+    );
+    assert!(needs_folder_sync(false, None, wal), "SQLite made the WAL");
+    assert!(
+        needs_folder_sync(false, wal, Some((1, 43))),
+        "another WAL in its place"
+    );
+    assert!(needs_folder_sync(false, None, None));
+}
+
+#[test]
+fn sqlite_is_built_without_its_own_folder_sync() {
+    // `.cargo/config.toml` sets it; `SqliteStore::settle` does that sync when it is needed.
+    let conn = rusqlite::Connection::open_in_memory().unwrap();
+    let options: Vec<String> = conn
+        .prepare("PRAGMA compile_options")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(
+        options.iter().any(|o| o == "DISABLE_DIRSYNC"),
+        "{options:?}"
+    );
+}
