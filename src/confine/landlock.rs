@@ -223,7 +223,7 @@ pub fn prepare(request: &FsRequest<'_>) -> Result<PreparedLandlock, LandlockErro
     if abi < MIN_ABI {
         return Err(LandlockError::AbiTooOld { found: abi });
     }
-    let (mut grants, withheld) = base_grants();
+    let (mut grants, withheld, kinds) = base_grants_and_kinds();
     let exec_roots: Vec<PathBuf> = grants
         .iter()
         .filter(|(_, g)| *g == Grant::ReadExecute)
@@ -266,7 +266,7 @@ pub fn prepare(request: &FsRequest<'_>) -> Result<PreparedLandlock, LandlockErro
 
     let effective = ABI::from(abi.min(KNOWN_ABI) as i32);
     let scoped = abi >= SCOPE_ABI;
-    let ruleset = build(&grants, effective, scoped)?;
+    let ruleset = build(&grants, &kinds, effective, scoped)?;
     Ok(PreparedLandlock {
         ruleset,
         abi,
@@ -287,7 +287,12 @@ fn suggestion(interpreter: &Path) -> PathBuf {
     }
 }
 
-fn build(grants: &[(PathBuf, Grant)], abi: ABI, scoped: bool) -> Result<OwnedFd, LandlockError> {
+fn build(
+    grants: &[(PathBuf, Grant)],
+    kinds: &Kinds,
+    abi: ABI,
+    scoped: bool,
+) -> Result<OwnedFd, LandlockError> {
     let failed = |e: ::landlock::RulesetError| LandlockError::Ruleset(e.to_string());
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
@@ -311,12 +316,18 @@ fn build(grants: &[(PathBuf, Grant)], abi: ABI, scoped: bool) -> Result<OwnedFd,
                 })
             }
         };
-        let is_dir = rustix::fs::fstat(&fd)
-            .map(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory)
-            .map_err(|error| LandlockError::Open {
-                path: path.clone(),
-                error,
-            })?;
+        // A rename between the listing and this open could change what the path names:
+        // Landlock then grants the file-only rights of a directory, or the kernel refuses a
+        // directory's rights on a file (an error here, the adapter not started).
+        let is_dir = match kinds.get(path) {
+            Some(&is_dir) => is_dir,
+            None => rustix::fs::fstat(&fd)
+                .map(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory)
+                .map_err(|error| LandlockError::Open {
+                    path: path.clone(),
+                    error,
+                })?,
+        };
         let mut allowed = access(*grant, abi);
         if !is_dir {
             allowed &= AccessFs::from_file(abi);
@@ -333,6 +344,16 @@ fn build(grants: &[(PathBuf, Grant)], abi: ABI, scoped: bool) -> Result<OwnedFd,
 /// execute), `/etc` entry by entry less [`ETC_WITHHELD`] (read), `/proc` (read), the devices
 /// (read and write). Missing entries are left out. Returns the grants and what `/etc` withheld.
 pub fn base_grants() -> (Vec<(PathBuf, Grant)>, Vec<PathBuf>) {
+    let (grants, withheld, _) = base_grants_and_kinds();
+    (grants, withheld)
+}
+
+/// Whether each path is a directory, where the listing that found it already said (`/etc`'s
+/// entries): [`build`] then needs no `fstat` of its own for them.
+type Kinds = std::collections::HashMap<PathBuf, bool>;
+
+/// [`base_grants`], and the kinds the `/etc` listing told.
+fn base_grants_and_kinds() -> (Vec<(PathBuf, Grant)>, Vec<PathBuf>, Kinds) {
     let mut exec: Vec<PathBuf> = BASE_EXEC.iter().map(PathBuf::from).collect();
     if let Ok(root) = std::fs::read_dir("/") {
         let mut libs: Vec<PathBuf> = root
@@ -353,11 +374,12 @@ pub fn base_grants() -> (Vec<(PathBuf, Grant)>, Vec<PathBuf>) {
     }
     let exec_roots: Vec<PathBuf> = grants.iter().map(|(p, _)| p.clone()).collect();
     let mut withheld = Vec::new();
+    let mut kinds = Kinds::new();
     etc_grants(
         Path::new("/etc"),
         &[],
         &exec_roots,
-        &mut grants,
+        (&mut grants, &mut kinds),
         &mut withheld,
     );
     grants.push((PathBuf::from("/proc"), Grant::Read));
@@ -366,7 +388,7 @@ pub fn base_grants() -> (Vec<(PathBuf, Grant)>, Vec<PathBuf>) {
             grants.push((PathBuf::from(device), Grant::ReadWriteFile));
         }
     }
-    (grants, withheld)
+    (grants, withheld, kinds)
 }
 
 /// Whether `/etc/<rel>` is withheld (`Some(true)`), holds something withheld further down
@@ -374,22 +396,31 @@ pub fn base_grants() -> (Vec<(PathBuf, Grant)>, Vec<PathBuf>) {
 fn withheld(rel: &[&OsStr]) -> Option<bool> {
     let mut descend = false;
     for pattern in ETC_WITHHELD {
-        let parts: Vec<&str> = pattern.split('/').collect();
-        let matches = |i: usize| {
-            let (Some(part), Some(name)) = (parts.get(i), rel.get(i)) else {
-                return false;
-            };
-            match part.strip_suffix('*') {
-                Some(prefix) => name.as_encoded_bytes().starts_with(prefix.as_bytes()),
-                None => name.as_encoded_bytes() == part.as_bytes(),
+        // Compared component by component as the pattern is walked: no allocation per entry.
+        let mut parts = pattern.split('/');
+        let mut names = rel.iter();
+        let whole = loop {
+            match (parts.next(), names.next()) {
+                (Some(part), Some(name)) => {
+                    let name = name.as_encoded_bytes();
+                    let hit = match part.strip_suffix('*') {
+                        Some(prefix) => name.starts_with(prefix.as_bytes()),
+                        None => name == part.as_bytes(),
+                    };
+                    if !hit {
+                        break None;
+                    }
+                }
+                // The pattern is used up: `rel` is it or beneath it.
+                (None, _) => break Some(true),
+                // `rel` is used up first: it holds what the pattern names.
+                (Some(_), None) => break Some(false),
             }
         };
-        let common = parts.len().min(rel.len());
-        if (0..common).all(matches) {
-            if parts.len() <= rel.len() {
-                return Some(true);
-            }
-            descend = true;
+        match whole {
+            Some(true) => return Some(true),
+            Some(false) => descend = true,
+            None => {}
         }
     }
     descend.then_some(false)
@@ -399,7 +430,7 @@ fn etc_grants(
     dir: &Path,
     rel: &[&OsStr],
     exec_roots: &[PathBuf],
-    grants: &mut Vec<(PathBuf, Grant)>,
+    (grants, kinds): (&mut Vec<(PathBuf, Grant)>, &mut Kinds),
     withheld_out: &mut Vec<PathBuf>,
 ) {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -415,11 +446,15 @@ fn etc_grants(
         match withheld(&here) {
             Some(true) => withheld_out.push(path),
             Some(false) if entry.file_type().is_ok_and(|t| t.is_dir()) => {
-                etc_grants(&path, &here, exec_roots, grants, withheld_out)
+                etc_grants(&path, &here, exec_roots, (grants, kinds), withheld_out)
             }
             _ => {
-                let is_link = entry.file_type().is_ok_and(|t| t.is_symlink());
+                let kind = entry.file_type();
+                let is_link = kind.as_ref().is_ok_and(|t| t.is_symlink());
                 if !is_link {
+                    if let Ok(kind) = kind {
+                        kinds.insert(path.clone(), kind.is_dir());
+                    }
                     grants.push((path, Grant::Read));
                 } else if let Some(target) = link_target(&path, exec_roots) {
                     grants.push((target, Grant::Read));

@@ -225,11 +225,12 @@ impl Limit {
 
 impl Prepared {
     /// Prepare every mechanism `options` asks for; `Ok(None)` when it asks for none. All
-    /// missing pieces are collected, not only the first.
+    /// missing pieces are collected, not only the first. `host` is asked for the cgroup
+    /// mounts only when a cgroup limit is asked for (reading them parses `/proc/self/mountinfo`).
     pub fn prepare(
         options: &Options,
         run: &Run<'_>,
-        host: &Host,
+        host: impl FnOnce() -> Host,
     ) -> Result<Option<Prepared>, Unavailable> {
         if !options.is_requested() {
             return Ok(None);
@@ -257,7 +258,7 @@ impl Prepared {
                 memory_bytes: options.limit_memory_bytes,
                 pids: options.limit_pids,
             };
-            CallCgroup::create(host, &limits)
+            CallCgroup::create(&host(), &limits)
                 .map_err(|errors| {
                     for e in errors {
                         missing.push((e.missing(), e.to_string()));

@@ -262,18 +262,16 @@ fn unavailable_names_every_missing_piece() {
         transport_dir: None,
         tmp_parent: Path::new("/tmp"),
     };
-    let err = Prepared::prepare(&options, &run, &Host::default()).unwrap_err();
+    let err = Prepared::prepare(&options, &run, Host::default).unwrap_err();
     assert_eq!(err.missing(), vec!["cgroup_memory", "cgroup_pids"]);
     assert!(
         err.to_string()
             .contains("no cgroup hierarchy has the memory controller"),
         "{err}"
     );
-    assert!(
-        Prepared::prepare(&Options::default(), &run, &Host::default())
-            .unwrap()
-            .is_none()
-    );
+    assert!(Prepared::prepare(&Options::default(), &run, Host::default)
+        .unwrap()
+        .is_none());
     assert_eq!(CgroupError::NoController("pids").missing(), "cgroup_pids");
 }
 
@@ -310,7 +308,7 @@ fn a_confined_adapter_reads_its_grants_and_nothing_else() {
         transport_dir: None,
         tmp_parent: &std::env::temp_dir(),
     };
-    let prepared = Prepared::prepare(&options, &run, &Host::read())
+    let prepared = Prepared::prepare(&options, &run, Host::read)
         .unwrap()
         .unwrap();
     let tmp = prepared.landlock.as_ref().unwrap().tmpdir().to_path_buf();
@@ -346,7 +344,7 @@ fn a_confined_adapter_cannot_use_filtered_calls_or_the_network() {
         transport_dir: None,
         tmp_parent: &std::env::temp_dir(),
     };
-    let prepared = Prepared::prepare(&options, &run, &Host::read())
+    let prepared = Prepared::prepare(&options, &run, Host::read)
         .unwrap()
         .unwrap();
     assert!(prepared.landlock.is_none(), "no --fs-*: no Landlock");
@@ -385,7 +383,7 @@ fn an_interpreter_outside_the_base_is_named_and_one_fs_read_fixes_it() {
         fs_read: vec![work.path().canonicalize().unwrap()],
         ..Options::default()
     };
-    let err = Prepared::prepare(&options, &run, &Host::read()).unwrap_err();
+    let err = Prepared::prepare(&options, &run, Host::read).unwrap_err();
     let pyenv = home.path().canonicalize().unwrap().join(".pyenv");
     assert_eq!(err.missing(), vec!["fs_read_interpreter"]);
     assert!(
@@ -416,7 +414,7 @@ fn an_interpreter_outside_the_base_is_named_and_one_fs_read_fixes_it() {
         fs_read: vec![pyenv],
         ..Options::default()
     };
-    let prepared = Prepared::prepare(&options, &run, &Host::read())
+    let prepared = Prepared::prepare(&options, &run, Host::read)
         .unwrap()
         .unwrap();
     let out = run_confined(prepared, &adapter, &[("PATH", OsStr::new(&path))]);
@@ -439,7 +437,7 @@ fn a_file_size_kill_is_reported_as_the_file_size_limit() {
         limit_file_size_bytes: Some(0),
         ..Options::default()
     };
-    let prepared = Prepared::prepare(&options, &run, &Host::default())
+    let prepared = Prepared::prepare(&options, &run, Host::default)
         .unwrap()
         .unwrap();
     assert_eq!(
@@ -467,7 +465,7 @@ fn a_pids_limit_hit_by_an_adapter_is_reported() {
         transport_dir: None,
         tmp_parent: &std::env::temp_dir(),
     };
-    let prepared = Prepared::prepare(&options, &run, &Host::read())
+    let prepared = Prepared::prepare(&options, &run, Host::read)
         .unwrap()
         .unwrap();
     let prepared = Arc::new(prepared);

@@ -157,7 +157,7 @@ pub fn prepare_confinement(
         tmp_parent: &tmp_parent,
     };
     let prepared =
-        Prepared::prepare(options, &run, &Host::read()).map_err(Unconfinable::Unavailable)?;
+        Prepared::prepare(options, &run, Host::read).map_err(Unconfinable::Unavailable)?;
     let Some(prepared) = prepared else {
         return Ok(None);
     };

@@ -30,7 +30,9 @@ const ROUND_WAIT: Duration = Duration::from_millis(10);
 /// Rounds of killing and reaping our own children, and what they found alive.
 pub(super) struct Sweeper {
     until: Instant,
-    own_session: Option<i32>,
+    /// The dispatcher's own session, read when a live process is first found: a clean run
+    /// (nothing left behind) never needs it.
+    own_session: std::cell::OnceCell<Option<i32>>,
     /// Distinct processes found alive (or killed whole with their group) after the leader.
     found: BTreeSet<i32>,
     /// Groups in another session killed whole (by leader pid): their members die unseen by
@@ -42,9 +44,7 @@ impl Sweeper {
     pub(super) fn new(until: Instant) -> Sweeper {
         Sweeper {
             until,
-            // From /proc, not getsid(2): in a PID namespace whose session leader lives
-            // outside, the session id is 0, which rustix's `Pid` cannot hold.
-            own_session: Stat::read(std::process::id() as i32).map(|s| s.session),
+            own_session: std::cell::OnceCell::new(),
             found: BTreeSet::new(),
             killed_groups: BTreeSet::new(),
         }
@@ -156,7 +156,12 @@ impl Sweeper {
     /// adapter's own lineage, and no process can join a session from outside, so every member
     /// of a group in it is a descendant of the adapter.
     fn escaped(&self, stat: &Stat) -> bool {
-        self.own_session.is_some_and(|own| stat.session != own)
+        // From /proc, not getsid(2): in a PID namespace whose session leader lives outside,
+        // the session id is 0, which rustix's `Pid` cannot hold.
+        let own = self
+            .own_session
+            .get_or_init(|| Stat::read(std::process::id() as i32).map(|s| s.session));
+        own.is_some_and(|own| stat.session != own)
     }
 
     /// Add `root` and its live descendants to `found` (bounded).

@@ -300,10 +300,18 @@ impl SqliteStore {
                 "schema version {version}, this dispatcher reads {SCHEMA_VERSION}"
             )));
         }
-        let mode: String = self
+        // WAL is kept in the file's header: asking costs little, setting it again (a no-op
+        // that still takes a fraction of a millisecond) is only done when it is not.
+        let mut mode: String = self
             .conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
             .map_err(db)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            mode = self
+                .conn
+                .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+                .map_err(db)?;
+        }
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(LedgerError::Database(format!(
                 "the ledger cannot use WAL (journal mode {mode})"
