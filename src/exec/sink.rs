@@ -41,12 +41,12 @@ impl HeadSink {
     pub(crate) fn read_from(
         &mut self,
         fd: BorrowedFd<'_>,
-        scratch: &mut [u8],
+        scratch: &mut Scratch,
     ) -> rustix::io::Result<usize> {
         let room =
             usize::try_from(self.cap.saturating_sub(self.data.len() as u64)).unwrap_or(usize::MAX);
         if room == 0 {
-            let n = rustix::io::read(fd, scratch)?;
+            let n = rustix::io::read(fd, scratch.get())?;
             self.total += n as u64;
             return Ok(n);
         }
@@ -54,12 +54,13 @@ impl HeadSink {
         // cap needs plus one chunk (`reserve_exact`: `reserve` could round a late doubling up
         // to twice the cap), so reads fill it in place.
         let want = room.min(scratch.len()).max(1);
+        let chunk = scratch.len();
         if self.data.capacity() - self.data.len() < want {
             let grow = self
                 .data
                 .capacity()
                 .max(want)
-                .min(room.saturating_add(scratch.len()));
+                .min(room.saturating_add(chunk));
             self.data.reserve_exact(grow);
         }
         let before = self.data.len();
@@ -80,6 +81,35 @@ impl HeadSink {
 
     pub(crate) fn into_data(self) -> Vec<u8> {
         self.data
+    }
+}
+
+/// A read buffer of one size, allocated (and zeroed) only when something is read into it:
+/// a run whose adapter writes nothing on stderr and stays under the stdout cap never pays
+/// for it.
+pub(crate) struct Scratch {
+    len: usize,
+    buf: Vec<u8>,
+}
+
+impl Scratch {
+    pub(crate) fn new(len: usize) -> Scratch {
+        Scratch {
+            len,
+            buf: Vec::new(),
+        }
+    }
+
+    /// The size it reads at most.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn get(&mut self) -> &mut [u8] {
+        if self.buf.len() != self.len {
+            self.buf = vec![0; self.len];
+        }
+        &mut self.buf
     }
 }
 
@@ -154,7 +184,7 @@ mod tests {
     #[test]
     fn head_reads_in_place_up_to_the_cap_and_counts_the_rest() {
         let (read, write) = rustix::pipe::pipe().unwrap();
-        let mut scratch = [0u8; 4];
+        let mut scratch = Scratch::new(4);
         let mut head = HeadSink::new(6);
         rustix::io::write(&write, b"abcdefghij").unwrap();
         drop(write);
@@ -175,6 +205,23 @@ mod tests {
         assert!(head.overflowed());
         assert_eq!(head.total(), 10);
         assert_eq!(head.into_data(), b"abcdef");
+        assert_eq!(scratch.buf.len(), 4, "used past the cap");
+    }
+
+    #[test]
+    fn the_scratch_buffer_is_not_made_while_reads_fit_under_the_cap() {
+        let (read, write) = rustix::pipe::pipe().unwrap();
+        let mut scratch = Scratch::new(64 * 1024);
+        let mut head = HeadSink::new(100);
+        rustix::io::write(&write, b"abcdefghij").unwrap();
+        drop(write);
+        while head
+            .read_from(rustix::fd::AsFd::as_fd(&read), &mut scratch)
+            .unwrap()
+            > 0
+        {}
+        assert_eq!(head.into_data(), b"abcdefghij");
+        assert_eq!(scratch.buf.capacity(), 0);
     }
 
     #[test]

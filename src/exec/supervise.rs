@@ -4,7 +4,7 @@
 //! deadline it is given.
 
 use super::group::Pipes;
-use super::sink::{HeadSink, TailSink};
+use super::sink::{HeadSink, Scratch, TailSink};
 use super::{timespec, StdinError};
 use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -47,7 +47,7 @@ pub(crate) struct Io {
     pub(crate) stdin_error: Option<StdinError>,
     /// Also sees stderr as it arrives (`--verbose`).
     pub(crate) tap: Option<super::Tap>,
-    buf: Vec<u8>,
+    buf: Scratch,
 }
 
 enum Drained {
@@ -89,7 +89,7 @@ impl Io {
             stdin_written: 0,
             stdin_error: None,
             tap: None,
-            buf: vec![0; CHUNK],
+            buf: Scratch::new(CHUNK),
         })
     }
 
@@ -175,10 +175,15 @@ impl Io {
                 }
             }
         }
-        if any(revents[STDERR]) {
+        if any(revents[STDERR]) && !revents[STDERR].contains(PollFlags::IN) {
+            // Hung up with nothing left in the pipe (a pipe is readable while it holds
+            // anything): end of file, no read needed — and no buffer made for a run that
+            // never wrote to stderr.
+            self.stderr = None;
+        } else if any(revents[STDERR]) {
             let (pipe, err, buf) = (&mut self.stderr, &mut self.err, &mut self.buf);
             let tap = self.tap.as_ref();
-            let drained = read_some(pipe, buf, |bytes| {
+            let drained = read_some(pipe, buf.get(), |bytes| {
                 err.push(bytes);
                 if let Some(tap) = tap {
                     tap.0.chunk(bytes);

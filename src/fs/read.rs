@@ -36,6 +36,8 @@ const OPEN_FLAGS: OFlags = OFlags::RDONLY
 
 /// One read of a stream.
 const CHUNK: usize = 64 * 1024;
+/// The first read of a stream: most requests are smaller.
+const FIRST_READ: usize = 4 * 1024;
 
 /// Why a named file was not read.
 #[derive(Debug, thiserror::Error)]
@@ -164,8 +166,7 @@ pub(crate) fn read_polled(
     use rustix::event::{poll, PollFd, PollFlags};
     use rustix::io::Errno;
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    let mut bytes = Vec::new();
-    let mut chunk = vec![0u8; CHUNK];
+    let mut bytes: Vec<u8> = Vec::new();
     while bytes.len() < limit {
         let mut fds = vec![PollFd::from_borrowed_fd(input, PollFlags::IN)];
         if let Some(wake) = interrupts.wake_fd() {
@@ -181,10 +182,18 @@ pub(crate) fn read_polled(
         if fds[0].revents().is_empty() {
             continue;
         }
-        let want = CHUNK.min(limit - bytes.len());
-        match rustix::io::read(input, &mut chunk[..want]) {
+        // Straight into the bytes, a read at most the size of what came so far (4 KiB at
+        // first, a chunk at most): a small request zeroes a small buffer, not a whole chunk.
+        let want = CHUNK
+            .min(limit - bytes.len())
+            .min(bytes.len().max(FIRST_READ));
+        let start = bytes.len();
+        bytes.resize(start + want, 0);
+        let read = rustix::io::read(input, &mut bytes[start..]);
+        bytes.truncate(start + *read.as_ref().unwrap_or(&0));
+        match read {
             Ok(0) => break,
-            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+            Ok(_) => {}
             Err(Errno::INTR) | Err(Errno::AGAIN) => {}
             Err(err) => return Err(io::Error::from(err).into()),
         }
