@@ -18,6 +18,9 @@
 //!   interleaved round by round, each run checked for its `diagnostics.ledger.replayed`; and,
 //!   where `/dev/shm` is there, a new key on a ledger in memory (the ledger's own work without
 //!   the disk's `fsync`s);
+//! - **(e) confinement by mechanism** — (a)'s call unconfined, then with one mechanism at a
+//!   time (rlimits, Landlock, the network namespace, the cgroup limits) and with all of them,
+//!   interleaved round by round (`PTD_BENCH_MECHANISM_RUNS`, default 100);
 //!
 //! and the ratio of each against its target. The in-process micro-benchmarks (parse,
 //! validate, redact in MB/s) are `cargo bench --bench pipeline`.
@@ -69,7 +72,7 @@ fn main() {
     let bench = Bench::new();
     bench.machine();
     // `PTD_BENCH_ONLY=b` (or `a,c`, …) runs only those parts.
-    let only = std::env::var("PTD_BENCH_ONLY").unwrap_or_else(|_| "a,b,c,d".into());
+    let only = std::env::var("PTD_BENCH_ONLY").unwrap_or_else(|_| "a,b,c,d,e".into());
     let wanted = |part: &str| only.split(',').any(|p| p.trim() == part);
     if wanted("a") {
         bench.per_call();
@@ -82,6 +85,9 @@ fn main() {
     }
     if wanted("d") {
         bench.ledger();
+    }
+    if wanted("e") {
+        bench.confinement_by_mechanism();
     }
 }
 
@@ -781,6 +787,63 @@ impl Bench {
             let own = series[3].wall().median - series[0].wall().median;
             println!(
                 "    of which the ledger's own work (in memory, no fsync) {own:+.2} ms; the disk's two fsyncs and checkpoints the rest"
+            );
+        }
+        println!();
+    }
+}
+
+impl Bench {
+    /// (e): what each confinement mechanism adds on its own, interleaved round by round.
+    /// `no_new_privs` and seccomp come with every one of them (the "rlimits" line is little
+    /// more than those two).
+    fn confinement_by_mechanism(&self) {
+        const ANSWER: usize = 1024;
+        let rounds = env_number("PTD_BENCH_MECHANISM_RUNS", 100).max(1);
+        let req = self.small_request();
+        let small = Expect {
+            min_stdout: ANSWER,
+            tail: None,
+        };
+        let work = self.dir.path().display().to_string();
+        let all = self.confinement_options();
+        let variants: [(&str, Vec<&str>); 6] = [
+            ("dispatcher, unconfined", vec![]),
+            (
+                "rlimits (+ nnp, seccomp)",
+                vec!["--limit-open-files", "256"],
+            ),
+            ("Landlock (--fs-write)", vec!["--fs-write", &work]),
+            ("network namespace", vec!["--network", "none"]),
+            (
+                "cgroup (memory, pids)",
+                vec!["--limit-memory", "256M", "--limit-pids", "64"],
+            ),
+            ("every mechanism", all.iter().map(String::as_str).collect()),
+        ];
+        for (_, args) in &variants {
+            run_checked(&mut self.dispatched(ANSWER, args), &req, small);
+        }
+        let mut series: Vec<Series> = variants.iter().map(|_| Series::default()).collect();
+        for round in 0..rounds {
+            for k in 0..variants.len() {
+                let which = (round + k) % variants.len();
+                let mut cmd = self.dispatched(ANSWER, &variants[which].1);
+                series[which].push(run_checked(&mut cmd, &req, small));
+            }
+        }
+        println!("(e) confinement by mechanism: one call, 1 KiB answer, {rounds} rounds (ms)");
+        println!(
+            "    {:<30} {:>8} {:>8} {:>9} {:>9}",
+            "", "median", "added", "cpu med", "cpu added"
+        );
+        let (base, base_cpu) = (series[0].wall().median, series[0].cpu().median);
+        for ((name, _), s) in variants.iter().zip(&series) {
+            let (w, c) = (s.wall().median, s.cpu().median);
+            println!(
+                "    {name:<30} {w:>8.2} {:>+8.2} {c:>9.2} {:>+9.2}",
+                w - base,
+                c - base_cpu
             );
         }
         println!();
