@@ -44,8 +44,10 @@
 //! (default 64), `PTD_BENCH_PAYLOAD` (`text`, the default: lines of prose with an escaped
 //! newline every 64 bytes; or `x`: one repeated byte, the easiest case for every scanner),
 //! `PTD_BENCH_TIMEOUT` (the `timeout` program, default `timeout` on `PATH`), `PTD_BENCH_ONLY`
-//! (which parts to run, `a,b,c,d` by default), `PTD_BENCH_LEDGER_RUNS` (rounds for (d),
-//! default 200). The ledger lives in the benchmark's temporary folder (under `TMPDIR`): its
+//! (which parts to run, `a,b,c,d,e` by default), `PTD_BENCH_LEDGER_RUNS` (rounds for (d),
+//! default 200), `PTD_BENCH_MECHANISM_RUNS` (rounds for (e), default 100),
+//! `PTD_BENCH_DISPATCHER` (another build of the dispatcher to measure, e.g. the static one
+//! `cargo install-static` installs; default: the one cargo built for the benchmark). The ledger lives in the benchmark's temporary folder (under `TMPDIR`): its
 //! cost is mostly that file system's `fsync`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a bench that cannot set up fails loudly
 
@@ -397,7 +399,11 @@ impl Bench {
         let small = request(1024);
         std::fs::write(dir.path().join("request-1k.json"), &small).expect("write the request");
         Bench {
-            dispatcher: PathBuf::from(env!("CARGO_BIN_EXE_parent-tool-dispatch")),
+            // Another build of the dispatcher (the static one `cargo install-static` makes)
+            // by `PTD_BENCH_DISPATCHER`.
+            dispatcher: std::env::var_os("PTD_BENCH_DISPATCHER")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_parent-tool-dispatch"))),
             adapter: std::env::current_exe().expect("this benchmark's own path"),
             timeout: std::env::var("PTD_BENCH_TIMEOUT").unwrap_or_else(|_| "timeout".into()),
             dir,

@@ -9,7 +9,7 @@ seconds=${1:-600}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(json bridge request result redact workspace_path delegation endpoint mcp ledger_flags)
+  targets=(json bridge request result redact workspace_path delegation endpoint mcp ledger_flags dns)
 fi
 mkdir -p logs
 # A failed build must not fall back to stale binaries from an earlier one.

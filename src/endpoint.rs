@@ -647,7 +647,7 @@ impl Call {
             let roots = trust_anchors(&self.target.extra_roots);
             tls = tls.root_certs(RootCerts::Specific(Arc::new(roots)));
         }
-        let agent = ureq::Agent::config_builder()
+        let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .max_redirects(0)
             .proxy(None)
@@ -657,8 +657,12 @@ impl Call {
             .timeout_global(Some(self.timeout))
             .max_idle_connections(0)
             .tls_config(tls.build())
-            .build()
-            .new_agent();
+            .build();
+        let agent = ureq::Agent::with_parts(
+            config,
+            ureq::unversioned::transport::DefaultConnector::new(),
+            NameResolver,
+        );
         let mut request = agent
             .post(&self.target.url)
             .header("Content-Type", "application/json")
@@ -696,6 +700,48 @@ impl Call {
     }
 }
 
+/// The HTTP client's resolver: [`resolve`]'s, not the C library's (see its module docs).
+#[derive(Debug)]
+struct NameResolver;
+
+impl ureq::unversioned::resolver::Resolver for NameResolver {
+    fn resolve(
+        &self,
+        uri: &ureq::http::Uri,
+        config: &ureq::config::Config,
+        timeout: ureq::unversioned::transport::NextTimeout,
+    ) -> Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
+        let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
+            return Err(ureq::Error::HostNotFound);
+        };
+        let port = authority
+            .port_u16()
+            .unwrap_or(if scheme == "https" { 443 } else { 80 });
+        let now = Instant::now();
+        let after = match timeout.after {
+            ureq::unversioned::transport::time::Duration::Exact(after) => after,
+            // The call's own deadline ends the exchange anyway.
+            _ => Duration::from_secs(3600),
+        };
+        let deadline = now
+            .checked_add(after)
+            .unwrap_or(now + Duration::from_secs(3600));
+        let addrs = resolve::resolve(authority.host(), port, deadline, resolve::Files::system())
+            .map_err(|err| match err {
+                resolve::ResolveError::TimedOut => ureq::Error::Timeout(timeout.reason),
+                resolve::ResolveError::NotFound => ureq::Error::HostNotFound,
+            })?;
+        let mut out = self.empty();
+        for addr in config.ip_family().keep_wanted(addrs.into_iter()).take(16) {
+            out.push(addr);
+        }
+        if out.is_empty() {
+            return Err(ureq::Error::HostNotFound);
+        }
+        Ok(out)
+    }
+}
+
 /// The HTTP client's error, in our terms. Its own texts are never kept: some quote the URL.
 fn classify(error: ureq::Error) -> Failure {
     use std::io::ErrorKind as K;
@@ -726,6 +772,8 @@ fn classify(error: ureq::Error) -> Failure {
         _ => unreachable(Unreachable::Client),
     }
 }
+
+pub mod resolve;
 
 #[cfg(test)]
 mod tests;

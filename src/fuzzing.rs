@@ -44,7 +44,7 @@ use std::sync::OnceLock;
 mod ledger;
 mod protocols;
 pub use ledger::ledger_flags;
-pub use protocols::{endpoint, mcp};
+pub use protocols::{dns, endpoint, mcp};
 
 /// Size cap the targets read with: far above what a fuzzer feeds, so the cap is never what
 /// decides.
@@ -54,7 +54,7 @@ const MAX: usize = 1 << 22;
 pub type Target = fn(&[u8]);
 
 /// Every target, by the name of its folder under `fuzz/regressions/` and its `fuzz/` binary.
-pub const TARGETS: [(&str, Target); 10] = [
+pub const TARGETS: [(&str, Target); 11] = [
     ("json", json),
     ("bridge", bridge),
     ("request", request),
@@ -65,6 +65,7 @@ pub const TARGETS: [(&str, Target); 10] = [
     ("endpoint", endpoint),
     ("mcp", mcp),
     ("ledger_flags", ledger_flags),
+    ("dns", dns),
 ];
 
 /// The strict reader: [`Document::parse`], [`json::check_object`], [`json::check`] and

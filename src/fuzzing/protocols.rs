@@ -236,3 +236,47 @@ fn percent_decode(key: &str) -> Vec<u8> {
     }
     out
 }
+
+/// The endpoint mode's name resolution (`endpoint::resolve`) on hostile input: `data`'s first
+/// byte picks what it is — a nameserver's answer to a fixed query (to both record types), a
+/// hosts file or a `resolv.conf`. Nothing panics or loops; an answer is taken only for the
+/// query's id and question and holds no more addresses than the packet has room for; a hosts
+/// lookup finds only names the text holds; `resolv.conf` gives one to three nameservers on
+/// port 53 and options within their bounds.
+pub fn dns(data: &[u8]) {
+    use crate::endpoint::resolve::{self, Answer};
+    use std::time::Duration;
+    let Some((&pick, rest)) = data.split_first() else {
+        return;
+    };
+    match pick % 3 {
+        0 => {
+            for qtype in [1, 28] {
+                let answer = resolve::parse_answer(rest, 0x4242, "svc.example", qtype);
+                if answer.is_some() {
+                    assert!(rest.len() >= 12 && rest[..2] == [0x42, 0x42]);
+                }
+                if let Some(Answer::Addresses(ips)) = answer {
+                    let each = if qtype == 1 { 4 + 12 } else { 16 + 12 };
+                    assert!(ips.len() * each <= rest.len(), "{ips:?}");
+                }
+            }
+        }
+        1 => {
+            let text = String::from_utf8_lossy(rest);
+            for name in ["localhost", "svc.example", ""] {
+                let found = resolve::hosts_lookup(&text, name);
+                if !found.is_empty() {
+                    assert!(text.to_ascii_lowercase().contains(name));
+                }
+            }
+        }
+        _ => {
+            let conf = resolve::parse_resolv_conf(&String::from_utf8_lossy(rest));
+            assert!((1..=3).contains(&conf.nameservers.len()));
+            assert!(conf.nameservers.iter().all(|s| s.port() == 53));
+            assert!(conf.ndots <= 15 && (1..=5).contains(&conf.attempts));
+            assert!((Duration::from_secs(1)..=Duration::from_secs(30)).contains(&conf.timeout));
+        }
+    }
+}

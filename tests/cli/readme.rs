@@ -425,13 +425,37 @@ fn the_tutorial_s_things_to_try_end_as_it_says() {
     }
 }
 
-/// The README's Install section: `cargo install` of this package, then a completion script
-/// for each shell it names (each one the binary prints) and the man pages of `man/`.
+/// The README's Install section: `cargo install-static` — cargo's alias (from this
+/// repository's `.cargo/config.toml`) for `cargo install` of this package, linked statically and
+/// position-independent — then a completion script for each shell it names (each one the binary
+/// prints) and the man pages of `man/`.
 #[test]
 fn the_install_section_installs_what_exists() {
     let section = readme_section("Install");
     let commands: Vec<String> = fenced_blocks(&section, "sh");
-    assert!(commands[0].starts_with("cargo install --locked --path . "));
+    assert!(commands[0].starts_with("cargo install-static "));
+    let listed = std::process::Command::new(std::env::var_os("CARGO").unwrap_or("cargo".into()))
+        .arg("--list")
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(listed.status.success());
+    let listed = String::from_utf8(listed.stdout).unwrap();
+    let alias = listed
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("install-static"))
+        .unwrap_or_else(|| panic!("cargo knows no install-static alias:\n{listed}"));
+    let alias = alias.trim().strip_prefix("alias: ").unwrap();
+    assert!(
+        alias.starts_with("install --locked --path . --target "),
+        "{alias}"
+    );
+    assert!(alias.contains("target-feature=+crt-static"), "{alias}");
+    assert!(!alias.contains("relocation-model"), "PIE is kept: {alias}");
+    assert!(
+        section.contains("cargo install --locked --path ."),
+        "the dynamic way too"
+    );
     let mut shells = Vec::new();
     for line in commands.iter().flat_map(|c| c.lines()) {
         if let Some(rest) = line.strip_prefix("parent-tool-dispatch completions ") {

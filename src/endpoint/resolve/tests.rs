@@ -1,0 +1,331 @@
+use super::*;
+use std::net::UdpSocket;
+use std::thread::JoinHandle;
+
+fn soon() -> Instant {
+    Instant::now() + Duration::from_secs(10)
+}
+
+#[test]
+fn resolv_conf_is_read_as_glibc_reads_it() {
+    let conf = parse_resolv_conf(
+        "# comment\n\
+         nameserver 10.0.0.1\n\
+         nameserver ::1 ; trailing comment\n\
+         nameserver not-an-ip\n\
+         nameserver 10.0.0.2\n\
+         nameserver 10.0.0.3\n\
+         domain ignored.example\n\
+         search corp.example. lan\n\
+         options ndots:2 timeout:3 attempts:4 rotate\n",
+    );
+    assert_eq!(
+        conf.nameservers,
+        vec![
+            "10.0.0.1:53".parse().unwrap(),
+            "[::1]:53".parse().unwrap(),
+            "10.0.0.2:53".parse().unwrap(),
+        ],
+        "at most three, IP literals only"
+    );
+    assert_eq!(conf.search, vec!["corp.example", "lan"], "the last wins");
+    assert_eq!(conf.ndots, 2);
+    assert_eq!(conf.timeout, Duration::from_secs(3));
+    assert_eq!(conf.attempts, 4);
+    let empty = parse_resolv_conf("");
+    assert_eq!(empty.nameservers, vec!["127.0.0.1:53".parse().unwrap()]);
+    assert_eq!((empty.ndots, empty.attempts), (1, 2));
+    // Out-of-range options are clamped, never zero.
+    let odd = parse_resolv_conf("options timeout:0 attempts:0 ndots:99\n");
+    assert_eq!(
+        (odd.timeout, odd.attempts, odd.ndots),
+        (Duration::from_secs(1), 1, 15)
+    );
+}
+
+#[test]
+fn the_hosts_file_matches_whole_names_in_file_order() {
+    let hosts = "127.0.0.1 localhost\n\
+                 ::1 localhost ip6-localhost\n\
+                 # 10.9.9.9 commented.example\n\
+                 10.1.1.1 Svc.Example svc # alias\n\
+                 10.1.1.2 svc.example.\n\
+                 bogus line here\n\
+                 10.1.1.3 svc.example.org\n";
+    let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+    assert_eq!(
+        hosts_lookup(hosts, "localhost"),
+        vec![ip("127.0.0.1"), ip("::1")]
+    );
+    assert_eq!(
+        hosts_lookup(hosts, "svc.example"),
+        vec![ip("10.1.1.1"), ip("10.1.1.2")]
+    );
+    assert_eq!(hosts_lookup(hosts, "svc"), vec![ip("10.1.1.1")]);
+    assert!(hosts_lookup(hosts, "commented.example").is_empty());
+    assert!(
+        hosts_lookup(hosts, "example").is_empty(),
+        "no partial match"
+    );
+}
+
+#[test]
+fn names_with_enough_dots_are_tried_as_written_first() {
+    let conf = Conf {
+        search: vec!["corp.example".into(), "lan".into()],
+        ndots: 1,
+        ..Conf::default()
+    };
+    assert_eq!(
+        candidates("api.service", &conf),
+        vec!["api.service", "api.service.corp.example", "api.service.lan"]
+    );
+    assert_eq!(
+        candidates("api", &conf),
+        vec!["api.corp.example", "api.lan", "api"]
+    );
+}
+
+#[test]
+fn literals_and_the_hosts_file_need_no_nameserver() {
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = dir.path().join("hosts");
+    let conf = dir.path().join("resolv.conf");
+    std::fs::write(&hosts, "127.0.0.1 endpoint.test\n").unwrap();
+    // A nameserver nobody answers at: never asked for these.
+    std::fs::write(&conf, "nameserver 192.0.2.1\n").unwrap();
+    let files = Files {
+        hosts: &hosts,
+        resolv_conf: &conf,
+    };
+    let quick = Instant::now() + Duration::from_millis(300);
+    assert_eq!(
+        resolve("endpoint.test.", 8080, quick, files),
+        Ok(vec!["127.0.0.1:8080".parse().unwrap()])
+    );
+    assert_eq!(
+        resolve("ENDPOINT.test", 1, quick, files),
+        Ok(vec!["127.0.0.1:1".parse().unwrap()])
+    );
+    assert_eq!(
+        resolve("10.2.3.4", 443, quick, files),
+        Ok(vec!["10.2.3.4:443".parse().unwrap()])
+    );
+    assert_eq!(
+        resolve("[::1]", 443, quick, files),
+        Ok(vec!["[::1]:443".parse().unwrap()])
+    );
+    // A name DNS cannot carry is refused without asking anyone.
+    let started = Instant::now();
+    assert_eq!(
+        resolve("bad name", 80, soon(), files),
+        Err(ResolveError::NotFound)
+    );
+    assert_eq!(
+        resolve(&"a".repeat(64), 80, soon(), files),
+        Err(ResolveError::NotFound)
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+/// A reply to `query` (as this module writes queries): `rcode`, the flags' other bits in
+/// `extra_flags`, and `answers` as (owner, type, data) with the owner written out in full.
+fn reply(query: &[u8], rcode: u16, extra_flags: u16, answers: &[(&str, u16, Vec<u8>)]) -> Vec<u8> {
+    let question_end = query.len();
+    let mut r = Vec::new();
+    r.extend_from_slice(&query[..2]);
+    r.extend_from_slice(&(0x8180u16 | extra_flags | rcode).to_be_bytes());
+    r.extend_from_slice(&1u16.to_be_bytes());
+    r.extend_from_slice(&(answers.len() as u16).to_be_bytes());
+    r.extend_from_slice(&[0, 0, 0, 0]);
+    r.extend_from_slice(&query[12..question_end]);
+    for (owner, rtype, data) in answers {
+        if *owner == "@" {
+            // A pointer to the question's name.
+            r.extend_from_slice(&[0xC0, 12]);
+        } else {
+            r.extend_from_slice(&wire(owner));
+        }
+        r.extend_from_slice(&rtype.to_be_bytes());
+        r.extend_from_slice(&CLASS_IN.to_be_bytes());
+        r.extend_from_slice(&60u32.to_be_bytes());
+        r.extend_from_slice(&(data.len() as u16).to_be_bytes());
+        r.extend_from_slice(data);
+    }
+    r
+}
+
+/// A name in DNS wire form.
+fn wire(name: &str) -> Vec<u8> {
+    let q = query(0, name, 1).unwrap();
+    q[12..q.len() - 4].to_vec()
+}
+
+#[test]
+fn answers_are_read_with_compression_and_cname_chains() {
+    let q = query(7, "svc.example", TYPE_A).unwrap();
+    let answer = reply(
+        &q,
+        0,
+        0,
+        &[
+            ("@", TYPE_CNAME, wire("real.example")),
+            ("real.example", TYPE_A, vec![10, 0, 0, 7]),
+            // Not on the chain: ignored.
+            ("other.example", TYPE_A, vec![10, 6, 6, 6]),
+            // The wrong type for this question: ignored.
+            ("@", TYPE_AAAA, vec![0; 16]),
+        ],
+    );
+    assert_eq!(
+        parse_answer(&answer, 7, "svc.example", TYPE_A),
+        Some(Answer::Addresses(vec!["10.0.0.7".parse().unwrap()]))
+    );
+    // Another id, another name or type: not this query's answer.
+    assert_eq!(parse_answer(&answer, 8, "svc.example", TYPE_A), None);
+    assert_eq!(parse_answer(&answer, 7, "svc.example.org", TYPE_A), None);
+    assert_eq!(parse_answer(&answer, 7, "svc.example", TYPE_AAAA), None);
+    // A query is not an answer.
+    assert_eq!(parse_answer(&q, 7, "svc.example", TYPE_A), None);
+    let nx = reply(&q, 3, 0, &[]);
+    assert_eq!(
+        parse_answer(&nx, 7, "svc.example", TYPE_A),
+        Some(Answer::NoSuchName)
+    );
+    let servfail = reply(&q, 2, 0, &[]);
+    assert_eq!(
+        parse_answer(&servfail, 7, "svc.example", TYPE_A),
+        Some(Answer::Failed)
+    );
+    let truncated = reply(&q, 0, 0x0200, &[("@", TYPE_A, vec![1, 2, 3, 4])]);
+    assert_eq!(
+        parse_answer(&truncated, 7, "svc.example", TYPE_A),
+        Some(Answer::Failed)
+    );
+}
+
+#[test]
+fn hostile_answers_are_refused_in_bounded_time() {
+    let q = query(9, "loop.example", TYPE_A).unwrap();
+    // A pointer to itself, a pointer forwards, a record running past the end, a cut packet.
+    let mut self_pointer = reply(&q, 0, 0, &[("@", TYPE_A, vec![1, 2, 3, 4])]);
+    let at = q.len();
+    self_pointer[at] = 0xC0;
+    self_pointer[at + 1] = at as u8;
+    assert_eq!(parse_answer(&self_pointer, 9, "loop.example", TYPE_A), None);
+    let mut forward = self_pointer.clone();
+    forward[at + 1] = (at + 20) as u8;
+    assert_eq!(parse_answer(&forward, 9, "loop.example", TYPE_A), None);
+    let mut long = reply(&q, 0, 0, &[("@", TYPE_A, vec![1, 2, 3, 4])]);
+    let len_at = long.len() - 6;
+    long[len_at] = 0xFF;
+    assert_eq!(parse_answer(&long, 9, "loop.example", TYPE_A), None);
+    let whole = reply(&q, 0, 0, &[("@", TYPE_A, vec![1, 2, 3, 4])]);
+    for cut in 0..whole.len() {
+        let parsed = parse_answer(&whole[..cut], 9, "loop.example", TYPE_A);
+        assert!(
+            parsed.is_none() || parsed == Some(Answer::Addresses(vec![])),
+            "{cut}: {parsed:?}"
+        );
+    }
+}
+
+/// A scripted nameserver on a loopback port: answers `A` for `names` with `v4`, nothing for
+/// `AAAA`, `NXDOMAIN` for everything else; stops by itself after `max` queries or 10 s.
+fn nameserver(
+    names: &'static [&'static str],
+    v4: [u8; 4],
+    max: usize,
+) -> (SocketAddr, JoinHandle<Vec<String>>) {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let addr = socket.local_addr().unwrap();
+    let handle = std::thread::spawn(move || {
+        let until = Instant::now() + Duration::from_secs(10);
+        let mut asked = Vec::new();
+        let mut buf = [0u8; 512];
+        while asked.len() < max && Instant::now() < until {
+            let Ok((n, from)) = socket.recv_from(&mut buf) else {
+                continue;
+            };
+            let q = &buf[..n];
+            let mut r = Reader { packet: q, at: 12 };
+            let name = r.name().unwrap();
+            let qtype = r.u16().unwrap();
+            asked.push(format!("{name}/{qtype}"));
+            let known = names.contains(&name.as_str());
+            let answer = match (known, qtype) {
+                (true, TYPE_A) => reply(q, 0, 0, &[("@", TYPE_A, v4.to_vec())]),
+                (true, _) => reply(q, 0, 0, &[]),
+                (false, _) => reply(q, 3, 0, &[]),
+            };
+            // A stray packet from elsewhere first: a wrong id must be ignored.
+            let mut stray = answer.clone();
+            stray[0] ^= 0xFF;
+            socket.send_to(&stray, from).unwrap();
+            socket.send_to(&answer, from).unwrap();
+        }
+        asked
+    });
+    (addr, handle)
+}
+
+#[test]
+fn a_nameserver_is_asked_for_both_families_and_the_search_list_is_followed() {
+    let (server, handle) = nameserver(&["api.corp.example"], [10, 20, 30, 40], 10);
+    let conf = Conf {
+        nameservers: vec![server],
+        search: vec!["lan".into(), "corp.example".into()],
+        timeout: Duration::from_secs(2),
+        ..Conf::default()
+    };
+    assert_eq!(
+        ask_dns("api", 443, soon(), &conf),
+        Ok(vec!["10.20.30.40:443".parse().unwrap()])
+    );
+    assert_eq!(
+        ask_dns("nowhere.example", 443, soon(), &conf),
+        Err(ResolveError::NotFound)
+    );
+    let asked = handle.join().unwrap();
+    assert_eq!(
+        asked,
+        vec![
+            "api.lan/1",
+            "api.lan/28",
+            "api.corp.example/1",
+            "api.corp.example/28",
+            "nowhere.example/1",
+            "nowhere.example/28",
+            "nowhere.example.lan/1",
+            "nowhere.example.lan/28",
+            "nowhere.example.corp.example/1",
+            "nowhere.example.corp.example/28",
+        ],
+        "search domains first for a name without a dot, last for one with; a found name \
+         stops the list"
+    );
+}
+
+#[test]
+fn a_silent_nameserver_ends_at_the_deadline_as_a_timeout() {
+    // Bound, never answered.
+    let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let conf = Conf {
+        nameservers: vec![silent.local_addr().unwrap()],
+        timeout: Duration::from_secs(30),
+        attempts: 5,
+        ..Conf::default()
+    };
+    let started = Instant::now();
+    let deadline = started + Duration::from_millis(400);
+    assert_eq!(
+        ask_dns("quiet.example", 80, deadline, &conf),
+        Err(ResolveError::TimedOut)
+    );
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(350), "{took:?}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+}
