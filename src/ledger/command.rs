@@ -4,16 +4,22 @@
 //! `{"intact":false,"records_intact":K,"first_bad":{"seq":S,"reason":R}}` (exit 1, with an
 //! `error[audit_chain_broken]` line on stderr). `export` prints one JSON object per record
 //! (JSON Lines) and stops with exit 1 at a record it cannot read. A ledger that cannot be
-//! opened is `error[ledger_unavailable]` on stderr, nothing on stdout, exit 69. Neither
-//! creates a ledger, and neither writes to one.
+//! opened is `error[ledger_unavailable]` on stderr, nothing on stdout, exit 69. Output that
+//! cannot be written is `error[stdout]` and exit 74, as for every command (`stdout.rs`).
+//! Neither creates a ledger, and neither writes to one.
 
 use super::{audit, Ledger, Verification};
 use crate::cli::AuditCommand;
 use crate::error::exit;
+use crate::stdout;
 use crate::terminal::error_line;
 use serde_json::json;
 use std::io::Write;
 use std::time::{Duration, Instant};
+
+/// What `audit verify` and `audit export` print, as a lost write names it.
+const REPORT: &str = "the audit report";
+const EXPORT: &str = "the audit records";
 
 /// How long `audit` waits for a ledger locked by writers (reads do not wait in WAL; opening
 /// may, while another process recovers the WAL after a crash).
@@ -48,18 +54,15 @@ fn verify(ledger: &mut Ledger) -> u8 {
     };
     match outcome {
         Verification::Intact { records, head } => {
-            println!(
-                "{}",
-                json!({"intact": true, "records": records, "head": head})
-            );
-            exit::SUCCESS
+            let report = json!({"intact": true, "records": records, "head": head});
+            stdout::print(format!("{report}\n").as_bytes(), REPORT, exit::SUCCESS)
         }
         Verification::Broken { intact, at } => {
-            println!(
-                "{}",
-                json!({"intact": false, "records_intact": intact,
-                       "first_bad": {"seq": at.seq, "reason": at.reason}})
-            );
+            let report = json!({"intact": false, "records_intact": intact,
+                                "first_bad": {"seq": at.seq, "reason": at.reason}});
+            if let Err(lost) = stdout::write(format!("{report}\n").as_bytes(), REPORT) {
+                return lost;
+            }
             eprintln!(
                 "{}",
                 error_line(
@@ -76,34 +79,38 @@ fn export(ledger: &mut Ledger, since: u64) -> u8 {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut failure: Option<String> = None;
+    let mut lost: Option<std::io::Error> = None;
     let scanned = ledger.scan(since, &mut |row| {
         let line = row
             .map_err(|at| format!("record {}: {}", at.seq, at.reason))
             .and_then(|row| {
                 audit::export_line(&row).map_err(|reason| format!("record {}: {reason}", row.seq))
             });
-        match line.and_then(|line| writeln!(out, "{line}").map_err(|e| format!("stdout: {e}"))) {
-            Ok(()) => true,
+        let line = match line {
+            Ok(line) => line,
             Err(message) => {
                 failure = Some(message);
+                return false;
+            }
+        };
+        match writeln!(out, "{line}") {
+            Ok(()) => true,
+            Err(err) => {
+                lost = Some(err);
                 false
             }
         }
     });
     let flushed = out.flush();
+    if let Some(err) = lost.or(flushed.err()) {
+        return stdout::failed(EXPORT, &err);
+    }
     if let Err(err) = scanned {
         eprintln!("{}", error_line(err.code(), &err.to_string()));
         return exit::UNAVAILABLE;
     }
     if let Some(message) = failure {
         eprintln!("{}", error_line("audit_unreadable", &message));
-        return exit::FAILED;
-    }
-    if let Err(err) = flushed {
-        eprintln!(
-            "{}",
-            error_line("audit_unreadable", &format!("stdout: {err}"))
-        );
         return exit::FAILED;
     }
     exit::SUCCESS

@@ -152,3 +152,20 @@ fn the_workspace_adapter_reports_a_lost_result() {
         "",
     );
 }
+
+#[test]
+fn audit_reports_a_lost_report_or_lost_records() {
+    let s = super::ledger_rules::Setup::new();
+    s.dispatch(&["echo"]).run().expect("succeeded", None, 0);
+    let ledger = s.path().to_string();
+    assert_lost(
+        || Cmd::new(["audit", "verify", "--ledger", &ledger]),
+        "the audit report",
+        "",
+    );
+    assert_lost(
+        || Cmd::new(["audit", "export", "--ledger", &ledger]),
+        "the audit records",
+        "",
+    );
+}
