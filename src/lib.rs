@@ -54,6 +54,9 @@ use std::process::ExitCode;
 pub fn main() -> ExitCode {
     become_non_dumpable();
     let args: Vec<OsString> = std::env::args_os().collect();
+    if let Some(cli) = main_job_command_line(&args) {
+        return ExitCode::from(run(cli));
+    }
     // The command tree is built once per run (it is a good part of start-up): for the
     // mistyped-subcommand check and for parsing.
     let mut cmd = Cli::command();
@@ -88,6 +91,57 @@ pub fn main() -> ExitCode {
         }
     };
     ExitCode::from(run(cli))
+}
+
+/// The names a first word of the command line can be a subcommand by: each subcommand of
+/// [`Cli`] and clap's own `help` (a test keeps this list equal to the command tree).
+pub const SUBCOMMAND_NAMES: &[&str] = &[
+    "validate",
+    "sandbox-env",
+    "schema",
+    "completions",
+    "request",
+    "replay",
+    "adapter",
+    "delegation",
+    "doctor",
+    "audit",
+    "help",
+];
+
+/// The main job's command line, parsed without building the whole command tree (every
+/// subcommand's options and help texts: about 0.1 ms of each call): only the top-level options,
+/// with a name for each subcommand so that one is never taken for the REQUEST. `None` — and the
+/// whole tree parses it, as before — for anything but a main job that parses cleanly: a
+/// subcommand, `--help`, `--version`, a mistyped subcommand, any error. The main job's
+/// arguments come from the same definition (`DispatchArgs`), so they are the same values.
+pub fn main_job_command_line(args: &[OsString]) -> Option<Cli> {
+    use clap::{Args, FromArgMatches};
+    let mut light = clap::Command::new("parent-tool-dispatch")
+        .args_conflicts_with_subcommands(true)
+        .subcommand_negates_reqs(true)
+        .disable_help_flag(true)
+        .disable_version_flag(true)
+        .disable_help_subcommand(true)
+        .subcommands(
+            SUBCOMMAND_NAMES
+                .iter()
+                .map(|name| clap::Command::new(*name)),
+        );
+    light = cli::DispatchArgs::augment_args(light);
+    light.build();
+    if mistyped_in(&light, args).is_some() {
+        return None;
+    }
+    let mut matches = light.try_get_matches_from_mut(args).ok()?;
+    if matches.subcommand().is_some() {
+        return None;
+    }
+    let dispatch = cli::DispatchArgs::from_arg_matches_mut(&mut matches).ok()?;
+    Some(Cli {
+        command: None,
+        dispatch,
+    })
 }
 
 /// Make this process non-dumpable before it starts anything (docs/guide.md, "What an adapter cannot

@@ -396,3 +396,107 @@ fn replay_resolves_every_relative_path_of_a_case_against_its_folder() {
         })
         .stderr_empty();
 }
+
+/// The main job's quick parse (`main_job_command_line`, which skips building every
+/// subcommand) knows every subcommand by name, and gives exactly what the whole command tree
+/// gives — or leaves the command line to it.
+#[test]
+fn the_main_jobs_quick_parse_agrees_with_the_whole_command_tree() {
+    use clap::{CommandFactory, FromArgMatches};
+    use parent_tool_dispatch::cli::Cli;
+    use parent_tool_dispatch::{main_job_command_line, SUBCOMMAND_NAMES};
+    use std::ffi::OsString;
+    let mut full = Cli::command();
+    full.build();
+    let mut names: Vec<&str> = full.get_subcommands().map(|s| s.get_name()).collect();
+    names.sort_unstable();
+    let mut listed = SUBCOMMAND_NAMES.to_vec();
+    listed.sort_unstable();
+    assert_eq!(listed, names, "SUBCOMMAND_NAMES is the command tree's");
+    assert!(full
+        .get_subcommands()
+        .all(|s| s.get_all_aliases().next().is_none() && !s.is_hide_set()));
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("request.json");
+    std::fs::write(&file, "{}").unwrap();
+    let file = file.to_str().unwrap();
+    let quick: &[&[&str]] = &[
+        &[],
+        &["--parent-tool-bridge", "{}"],
+        &["--parent-tool-bridge", "@bridge.json", file],
+        &["--parent-tool-bridge={}", "--pretty", "-v", file],
+        &[
+            "-q",
+            "--artifact-dir",
+            "validate",
+            "--result-file",
+            "schema",
+        ],
+        &[
+            "--parent-tool-bridge",
+            "{}",
+            "--pass-env",
+            "A",
+            "--pass-env",
+            "B",
+        ],
+        &[
+            "--ledger",
+            "l.db",
+            "--budget-tool",
+            "a=1",
+            "--budget-tool",
+            "b=2",
+        ],
+        &[
+            "--fs-read",
+            "/usr",
+            "--network",
+            "none",
+            "--limit-memory",
+            "64M",
+        ],
+        &[
+            "--kill-grace-ms",
+            "5",
+            "--max-output-bytes",
+            "10",
+            "--",
+            "-",
+        ],
+    ];
+    for line in quick {
+        let args: Vec<OsString> = std::iter::once("parent-tool-dispatch")
+            .chain(line.iter().copied())
+            .map(OsString::from)
+            .collect();
+        let fast = main_job_command_line(&args)
+            .unwrap_or_else(|| panic!("{line:?} was left to the whole tree"));
+        let mut cmd = Cli::command();
+        let mut matches = cmd.try_get_matches_from_mut(&args).unwrap();
+        let whole = Cli::from_arg_matches_mut(&mut matches).unwrap();
+        assert_eq!(format!("{fast:?}"), format!("{whole:?}"), "{line:?}");
+    }
+    let left: &[&[&str]] = &[
+        &["validate", "bridge"],
+        &["help"],
+        &["--help"],
+        &["-h"],
+        &["--version"],
+        &["-V"],
+        &["valdate"],
+        &["__test-adapter"],
+        &["--no-such-option"],
+        &["--pretty", "adapter", "workspace"],
+        &["--kill-grace-ms", "soon"],
+        &["a.json", "b.json"],
+    ];
+    for line in left {
+        let args: Vec<OsString> = std::iter::once("parent-tool-dispatch")
+            .chain(line.iter().copied())
+            .map(OsString::from)
+            .collect();
+        assert!(main_job_command_line(&args).is_none(), "{line:?}");
+    }
+}
