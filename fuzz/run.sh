@@ -12,6 +12,8 @@ if [ ${#targets[@]} -eq 0 ]; then
   targets=(json bridge request result redact workspace_path delegation endpoint mcp ledger_flags dns)
 fi
 mkdir -p logs
+# cargo-fuzz from crates.io when it is not installed yet (the nightly toolchain must be there).
+command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked >logs/install.log 2>&1
 # A failed build must not fall back to stale binaries from an earlier one.
 if ! cargo +nightly fuzz build -O >logs/build.log 2>&1; then
   tail -n 30 logs/build.log >&2
