@@ -109,8 +109,8 @@ pub(super) struct SqliteStore {
     dir: std::os::fd::OwnedFd,
     /// The WAL's name in that folder.
     wal_name: std::ffi::CString,
-    /// The WAL's identity before SQLite opened the ledger (`None`: there was none), until its
-    /// name is known to be durable ([`SqliteStore::settle`]).
+    /// The WAL's identity before SQLite opened the ledger (`None`: there was none), until
+    /// [`SqliteStore::settle`] made its name durable.
     wal_before: Option<Option<(u64, u64)>>,
     /// This process created the ledger file: its name is not durable yet either.
     created: bool,
@@ -248,7 +248,9 @@ impl SqliteStore {
                 Err(LedgerError::Locked) if Instant::now() < deadline => {
                     std::thread::sleep(PREPARE_RETRY);
                 }
-                done => return done.map(|()| store),
+                // The WAL is open now (SQLite opens, or makes, it at the first read): its name
+                // is made durable before anything is claimed.
+                done => return done.and_then(|()| store.settle()).map(|()| store),
             }
         }
     }
@@ -434,15 +436,15 @@ impl SqliteStore {
                 Err(LedgerError::Locked) if Instant::now() < self.deadline => {
                     std::thread::sleep(PREPARE_RETRY);
                 }
-                Ok(done) => return self.settle().map(|()| done),
                 done => return done,
             }
         }
     }
 
-    /// After this connection's first commit: make the WAL's name durable when the WAL is new
-    /// (SQLite created it for this connection, or another one did since we looked), and the
-    /// ledger's own name when this process created the file, with one `fsync` of the folder.
+    /// Once the ledger is open, before this connection commits anything: make the WAL's name
+    /// durable when the WAL is new (SQLite made it for this connection, or another one did
+    /// since we looked), and the ledger's own name when this process created the file, with
+    /// one `fsync` of the folder. A failure is `ledger_unavailable` before any key is claimed.
     ///
     /// SQLite is built with `SQLITE_DISABLE_DIRSYNC` (`.cargo/config.toml`): otherwise it
     /// `fsync`s the folder at the first commit of every connection — one more `fsync` on every
