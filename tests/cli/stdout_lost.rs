@@ -169,3 +169,28 @@ fn audit_reports_a_lost_report_or_lost_records() {
         "",
     );
 }
+
+#[test]
+fn the_mcp_and_git_adapters_report_a_lost_result() {
+    let request = request().to_string();
+    assert_lost(
+        || {
+            Cmd::new(["adapter", "mcp", "--"])
+                .arg(super::test_bin())
+                .arg("mcp-server")
+                .stdin(request.clone())
+        },
+        "the result",
+        "",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    assert_lost(
+        || {
+            Cmd::new(["adapter", "git", "--root"])
+                .arg(dir.path())
+                .stdin(request.clone())
+        },
+        "the result",
+        "",
+    );
+}

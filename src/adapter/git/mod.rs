@@ -107,7 +107,7 @@ wire_table! {
 pub fn after_help() -> String {
     super::codes_help(
         "Exit status: 0 whenever an envelope was printed (whatever its status), 1 when stdin \
-         could not be read or stdout written, 2 usage error.",
+         could not be read, 74 when stdout could not be written, 2 usage error.",
         Code::ALL
             .into_iter()
             .map(|c| (c.as_str(), c.status().as_str(), c.retryable())),

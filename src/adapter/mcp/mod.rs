@@ -44,7 +44,6 @@ use crate::json::Kind;
 use crate::toolmap::ToolMap;
 use serde_json::json;
 use server::{Server, Step};
-use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
 /// Every bound the adapter keeps. Each is part of the documented behaviour.
@@ -134,7 +133,7 @@ pub fn after_help() -> String {
         "Protocol revisions: 2026-07-28 (stateless, probed with server/discover), then the \
          initialize handshake of 2025-11-25, 2025-06-18, 2025-03-26 and 2024-11-05.\n\n\
          Exit status: 0 whenever an envelope was printed (whatever its status), 1 when stdin \
-         could not be read or stdout written, 2 usage error.",
+         could not be read, 74 when stdout could not be written, 2 usage error.",
         Code::ALL
             .into_iter()
             .map(|c| (c.as_str(), c.status().as_str(), c.retryable())),
@@ -556,7 +555,7 @@ fn listing_failed(failure: &Failure) -> u8 {
 
 /// Serve one request from stdin with the server `options.server`, print one result envelope
 /// on stdout; returns the exit status: 0 when the envelope was printed (any status), 1 when
-/// stdin could not be read or stdout could not be written.
+/// stdin could not be read, 74 when stdout could not be written (`stdout.rs`).
 pub fn run(options: Options) -> u8 {
     let start = Instant::now();
     let interrupts = Interrupts::install();
@@ -576,14 +575,7 @@ pub fn run(options: Options) -> u8 {
     };
     let mut line = respond(bytes, &cx).into_bytes();
     line.push(b'\n');
-    let mut out = io::stdout().lock();
-    match out.write_all(&line).and_then(|()| out.flush()) {
-        Ok(()) => 0,
-        Err(err) => {
-            eprintln!("error[stdout]: could not write the result: {err}");
-            1
-        }
-    }
+    crate::stdout::print(&line, "the result", 0)
 }
 
 #[cfg(test)]
