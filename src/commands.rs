@@ -226,13 +226,10 @@ pub fn request(args: &RequestArgs) -> u8 {
 /// A request id no other run makes: `ptr-<unix ms>-<pid>-<16 hex digits>`, the digits from
 /// the operating system's randomness (std's hash keys are seeded from it).
 fn fresh_request_id() -> String {
-    use std::hash::{BuildHasher, Hasher};
     let ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
-    let random = std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish();
+    let random = crate::fs::random_u64();
     format!("ptr-{ms}-{}-{random:016x}", std::process::id())
 }
 

@@ -184,45 +184,31 @@ pub(super) fn gate(
     };
     // A signal ends the wait at once: the call is then interrupted before anything started.
     let mut pause = |pause: Duration| interrupts.wait(pause).is_none();
-    let decided = gate
-        .ledger
-        .wait(&call, &lease, deadline, &mut pause)
-        .map_err(DispatchError::LedgerUnavailable);
-    if let (
-        Ok(Waited {
-            decision: Decision::Held(_),
-            ..
-        }),
-        Some(signal),
-    ) = (&decided, interrupts.received())
-    {
+    let Waited { decision, waited } = match gate.ledger.wait(&call, &lease, deadline, &mut pause) {
+        Ok(waited) => waited,
+        Err(err) => {
+            refuse(gate, Verdict::Refuse, "ledger");
+            return Err(DispatchError::LedgerUnavailable(err));
+        }
+    };
+    if let (Decision::Held(_), Some(signal)) = (&decision, interrupts.received()) {
         refuse(gate, Verdict::Refuse, "dispatch");
         return Err(DispatchError::Interrupted {
             signal,
             adapter_started: false,
         });
     }
-    let decided = match decided {
-        Ok(Waited { decision, waited }) => {
-            if waited {
-                // The wait for the holder spent part of this call's own timeout: the adapter
-                // gets what is left of it.
-                let left = deadline.saturating_duration_since(Instant::now());
-                cut_timeout(&mut admitted, learned, millis(left));
-            }
-            Ok(decision)
-        }
-        Err(err) => Err(err),
-    };
-    match decided {
-        Err(err) => {
-            refuse(gate, Verdict::Refuse, "ledger");
-            Err(err)
-        }
-        Ok(Decision::Start {
+    if waited {
+        // The wait for the holder spent part of this call's own timeout: the adapter gets
+        // what is left of it.
+        let left = deadline.saturating_duration_since(Instant::now());
+        cut_timeout(&mut admitted, learned, millis(left));
+    }
+    match decision {
+        Decision::Start {
             attempt,
             adapter_ms_left,
-        }) => {
+        } => {
             gate.held = Some(lease);
             gate.attempt = attempt;
             if let Some(left) = adapter_ms_left {
@@ -235,7 +221,7 @@ pub(super) fn gate(
             });
             Ok(Gated::Run(Box::new(admitted)))
         }
-        Ok(Decision::Replay(recorded)) => {
+        Decision::Replay(recorded) => {
             refuse(gate, Verdict::Replay, "ledger:replay");
             gate.attempt = recorded_attempt(&recorded.envelope).unwrap_or(0);
             learned.ledger = Some(LedgerDiagnostics {
@@ -245,28 +231,28 @@ pub(super) fn gate(
             });
             Ok(Gated::Replay(recorded))
         }
-        Ok(Decision::Reused) => {
+        Decision::Reused => {
             refuse(gate, Verdict::Deny, "ledger:request_id");
             Err(DispatchError::RequestIdReused)
         }
-        Ok(Decision::Held(_)) => {
+        Decision::Held(_) => {
             refuse(gate, Verdict::Refuse, "ledger:held");
             Err(DispatchError::HeldTimeout {
-                timeout_ms: timeout.as_millis() as u64,
+                timeout_ms: millis(timeout),
             })
         }
-        Ok(Decision::Indeterminate { attempt, .. }) => {
+        Decision::Indeterminate { attempt, .. } => {
             // The dead holder's key is ours now, to close with this final outcome.
             gate.held = Some(lease);
             gate.attempt = attempt;
             refuse(gate, Verdict::Refuse, "ledger:lease");
             Err(DispatchError::Indeterminate { attempt })
         }
-        Ok(Decision::BudgetExhausted(over)) => {
+        Decision::BudgetExhausted(over) => {
             refuse(gate, Verdict::Deny, over.budget.rule());
             Err(DispatchError::BudgetExhausted(over))
         }
-        Ok(Decision::ConcurrencyLimited(over)) => {
+        Decision::ConcurrencyLimited(over) => {
             refuse(gate, Verdict::Refuse, over.budget.rule());
             Err(DispatchError::ConcurrencyLimited(over))
         }
@@ -317,7 +303,7 @@ impl Gate {
             rule: name(rule),
             status: name(report.status().as_str()),
             code: code.map(|c| name(&redactor.redact_str(&c))),
-            duration_ms: u64::try_from(learned.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            duration_ms: millis(learned.started.elapsed()),
             adapter_ms: self.adapter_ms,
             exit_status: report.exit(),
             resources,

@@ -20,8 +20,6 @@
 //! nameserver. Answers are taken only from the nameserver asked, with the query's random id
 //! and question, from a socket of a random port.
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -306,7 +304,9 @@ pub fn ask(server: SocketAddr, name: &str, deadline: Instant) -> Option<Answer> 
             }
         }
     }
-    let [a, aaaa] = answers.map(|a| a.unwrap_or(Answer::Failed));
+    let [Some(a), Some(aaaa)] = answers else {
+        return None;
+    };
     Some(match (a, aaaa) {
         (Answer::Addresses(mut v4), Answer::Addresses(v6)) => {
             v4.extend(v6);
@@ -324,10 +324,7 @@ const TYPE_CNAME: u16 = 5;
 const CLASS_IN: u16 = 1;
 
 fn random_id() -> u16 {
-    // std's hash keys are seeded from the kernel's random source for every new state.
-    let mut hasher = RandomState::new().build_hasher();
-    hasher.write_u64(0);
-    hasher.finish() as u16
+    crate::fs::random_u64() as u16
 }
 
 /// A query for `name`'s `qtype` records, recursion desired; `None` for a name DNS cannot

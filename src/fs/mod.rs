@@ -51,7 +51,7 @@ pub use at::{
     open_dir_at, open_dir_path, readlink_at, rename_at, rmdir_at, set_mode, unlink_at, DirEntry,
     EntryKind,
 };
-pub use private::{Budget, CleanupError, PrivateDir, ReadRegular, MAX_CLEANUP_DEPTH};
+pub use private::{random_u64, Budget, CleanupError, PrivateDir, ReadRegular, MAX_CLEANUP_DEPTH};
 pub use publish::{write_atomic, AtomicWriteError, TempFile};
 pub use read::{read_file, read_file_at, read_head, read_opened, read_stream, regular, ReadError};
 pub use rustix::fs::{FileType, Mode, OFlags, Stat};

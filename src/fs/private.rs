@@ -351,9 +351,9 @@ fn identity(st: &rustix::fs::Stat) -> (u64, u64) {
 }
 
 /// 64 bits nobody can guess in advance: `RandomState` is seeded from the OS, and the keyed hash
-/// of a clock and a counter varies per call. Only against someone planting our next name; the
-/// `mkdir` is exclusive either way.
-fn random_u64() -> u64 {
+/// of a clock and a counter varies per call. For names nobody should plant first (the `mkdir`
+/// of a private folder is exclusive either way) and a DNS query's id.
+pub fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     use std::sync::atomic::{AtomicU64, Ordering};
     static CALLS: AtomicU64 = AtomicU64::new(0);

@@ -105,15 +105,6 @@ pub(super) const RUNNING_CALLS: &str = "SELECT lease_boot, lease_pid, lease_star
 pub(super) struct SqliteStore {
     conn: Connection,
     deadline: Instant,
-    /// The ledger's folder, kept to make a new WAL's (or ledger's) name durable.
-    dir: std::os::fd::OwnedFd,
-    /// The WAL's name in that folder.
-    wal_name: std::ffi::CString,
-    /// The WAL's identity before SQLite opened the ledger (`None`: there was none), until
-    /// [`SqliteStore::settle`] made its name durable.
-    wal_before: Option<Option<(u64, u64)>>,
-    /// This process created the ledger file: its name is not durable yet either.
-    created: bool,
 }
 
 fn db(err: rusqlite::Error) -> LedgerError {
@@ -232,14 +223,7 @@ impl SqliteStore {
             _ => return Err(LedgerError::Replaced),
         }
         drop(fd);
-        let mut store = SqliteStore {
-            conn,
-            deadline,
-            dir,
-            wal_name,
-            wal_before: Some(wal_before),
-            created,
-        };
+        let mut store = SqliteStore { conn, deadline };
         // While another dispatcher creates the ledger or switches it to WAL, SQLite may answer
         // BUSY at once, without its busy handler (a lock it will not wait for, to avoid a
         // deadlock): look again until the deadline, as the handler would.
@@ -250,7 +234,11 @@ impl SqliteStore {
                 }
                 // The WAL is open now (SQLite opens, or makes, it at the first read): its name
                 // is made durable before anything is claimed.
-                done => return done.and_then(|()| store.settle()).map(|()| store),
+                done => {
+                    done?;
+                    settle(dir.as_fd(), &wal_name, created, wal_before)?;
+                    return Ok(store);
+                }
             }
         }
     }
@@ -441,30 +429,6 @@ impl SqliteStore {
         }
     }
 
-    /// Once the ledger is open, before this connection commits anything: make the WAL's name
-    /// durable when the WAL is new (SQLite made it for this connection, or another one did
-    /// since we looked), and the ledger's own name when this process created the file, with
-    /// one `fsync` of the folder. A failure is `ledger_unavailable` before any key is claimed.
-    ///
-    /// SQLite is built with `SQLITE_DISABLE_DIRSYNC` (`.cargo/config.toml`): otherwise it
-    /// `fsync`s the folder at the first commit of every connection — one more `fsync` on every
-    /// call — because it cannot tell a WAL it created from one that was there. We can: the
-    /// WAL of a ledger is never deleted by a dispatcher (no checkpoint on close), so this is
-    /// one `lstat` per call and an `fsync` only the first time.
-    fn settle(&mut self) -> Result<(), LedgerError> {
-        let Some(before) = self.wal_before else {
-            return Ok(());
-        };
-        let now = pfs::lstat_at(self.dir.as_fd(), &self.wal_name)
-            .ok()
-            .map(|st| identity(&st));
-        if needs_folder_sync(self.created, before, now) {
-            pfs::fsync(self.dir.as_fd()).map_err(LedgerError::Open)?;
-        }
-        self.wal_before = None;
-        Ok(())
-    }
-
     fn immediate(&mut self) -> Result<rusqlite::Transaction<'_>, LedgerError> {
         self.arm()?;
         self.conn
@@ -473,9 +437,32 @@ impl SqliteStore {
     }
 }
 
-/// Whether a connection's first commit must `fsync` the ledger's folder: this process created
-/// the ledger, or the WAL it committed to is not the one that was there before SQLite opened
-/// the ledger (there was none, or another was put in its place).
+/// Once the ledger is open, before anything is committed through it: make the WAL's name
+/// durable when the WAL is new (SQLite made it for this connection, or another one did since
+/// we looked: `wal_before`), and the ledger's own name when this process `created` the file,
+/// with one `fsync` of the folder. A failure is `ledger_unavailable` before any key is claimed.
+///
+/// SQLite is built with `SQLITE_DISABLE_DIRSYNC` (`.cargo/config.toml`): otherwise it `fsync`s
+/// the folder at the first commit of every connection — one more `fsync` on every call —
+/// because it cannot tell a WAL it created from one that was there. We can: the WAL of a
+/// ledger is never deleted by a dispatcher (no checkpoint on close), so this is one `lstat`
+/// per call and an `fsync` only the first time.
+fn settle(
+    dir: std::os::fd::BorrowedFd<'_>,
+    wal_name: &std::ffi::CStr,
+    created: bool,
+    wal_before: Option<(u64, u64)>,
+) -> Result<(), LedgerError> {
+    let now = pfs::lstat_at(dir, wal_name).ok().map(|st| identity(&st));
+    if needs_folder_sync(created, wal_before, now) {
+        pfs::fsync(dir).map_err(LedgerError::Open)?;
+    }
+    Ok(())
+}
+
+/// Whether [`settle`] must `fsync` the ledger's folder: this process created the ledger, or
+/// the WAL is not the one that was there before SQLite opened the ledger (there was none, or
+/// another was put in its place).
 pub(super) fn needs_folder_sync(
     created: bool,
     wal_before: Option<(u64, u64)>,

@@ -7,6 +7,16 @@ use super::ledger_rules::Setup;
 use super::*;
 use rustix::process::Signal;
 
+/// SIGTERM to a dispatcher whose adapter runs: it ends `interrupted`, exit 1.
+fn interrupt_holder(holder: Running) {
+    holder.signal(Signal::TERM);
+    holder
+        .wait()
+        .exit(1)
+        .stderr_contains("error[interrupted]")
+        .stdout_contains("\"code\":\"interrupted\"");
+}
+
 #[test]
 fn a_signal_ends_the_wait_for_a_held_key_at_once_and_nothing_runs() {
     let s = Setup::new();
@@ -39,12 +49,7 @@ fn a_signal_ends_the_wait_for_a_held_key_at_once_and_nothing_runs() {
         });
     assert_eq!(s.runs(), 1, "the waiter started nothing");
     // The holder is untouched by it and still holds the key.
-    holder.signal(Signal::TERM);
-    holder
-        .wait()
-        .exit(1)
-        .stderr_contains("error[interrupted]")
-        .stdout_contains("\"code\":\"interrupted\"");
+    interrupt_holder(holder);
     let records = s.records();
     assert_eq!(records.len(), 2, "{records:?}");
     let waited = records
@@ -75,12 +80,7 @@ fn the_time_spent_waiting_for_a_holder_comes_off_the_adapters_timeout() {
     // retryable outcome: the key stays open) and the waiter runs the key itself, with what is
     // left of its own 20 s.
     std::thread::sleep(Duration::from_millis(1000));
-    holder.signal(Signal::TERM);
-    holder
-        .wait()
-        .exit(1)
-        .stderr_contains("error[interrupted]")
-        .stdout_contains("\"code\":\"interrupted\"");
+    interrupt_holder(holder);
     s.wait_runs(2);
     waiter.signal(Signal::TERM);
     waiter
