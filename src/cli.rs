@@ -60,6 +60,10 @@ pub fn after_help() -> String {
 /// wp-codebox/parent-tool-bridge/v1 policy, runs the bridge's host adapter command (no shell)
 /// with the request on its stdin, bounded in time and output, validates the adapter's answer and
 /// prints exactly one wp-codebox/parent-tool-result/v1 envelope on stdout.
+///
+/// Before an envelope of 1 MiB or more, a pipe on stdout is asked for a 1 MiB buffer
+/// (F_SETPIPE_SZ): the reader gets the same bytes in fewer reads. It is never shrunk, and a
+/// refusal (the user's pipe quota, a lower /proc/sys/fs/pipe-max-size) is ignored.
 #[derive(Debug, Parser)]
 #[command(
     name = "parent-tool-dispatch",

@@ -391,7 +391,9 @@ pub fn result(data: &[u8]) {
         ending,
         body: Body::Bytes(stdout),
     };
-    let envelope = match judge::judge(answer, expect, limits) {
+    let verdict = judge::judge(answer, expect, limits);
+    same_verdict_when_prescanned(stdout, how, ending, expect, limits, &verdict);
+    let envelope = match verdict {
         Ok(envelope) => {
             let text = json::check_object(stdout, MAX).expect("judged valid, so strict JSON");
             let checked = ResultEnvelope::check(text, Some(expect)).expect("judged valid");
@@ -413,6 +415,36 @@ pub fn result(data: &[u8]) {
     if let Ending::Exited(code) = ending {
         dispatch_recorded(REQUEST.as_bytes(), stdout, code);
     }
+}
+
+/// The answer fed to a [`json::Prescan`] in pieces (their sizes from `how`), recording even
+/// short strings, then judged with it: the same verdict, the same envelope.
+fn same_verdict_when_prescanned(
+    stdout: &[u8],
+    how: u8,
+    ending: Ending,
+    expect: Expect,
+    limits: Limits,
+    plain: &Result<ResultEnvelope<'_>, DispatchError>,
+) {
+    let mut prescan = json::Prescan::recording_from(usize::from(how % 5));
+    let mut buf = Vec::new();
+    let piece = 1 + usize::from(how / 8);
+    while buf.len() < stdout.len() {
+        let end = stdout.len().min(buf.len() + piece);
+        buf.extend_from_slice(&stdout[buf.len()..end]);
+        prescan.advance(&buf);
+    }
+    let answer = Answer {
+        ending,
+        body: Body::Prescanned(&buf, &prescan),
+    };
+    let prescanned = judge::judge(answer, expect, limits);
+    let describe = |verdict: &Result<ResultEnvelope<'_>, DispatchError>| match verdict {
+        Ok(envelope) => format!("{:?}", envelope.render(&Redactor::new(), Audience::Caller)),
+        Err(err) => format!("{err:?}"),
+    };
+    assert_eq!(describe(&prescanned), describe(plain));
 }
 
 /// Both renderings of `envelope` are valid envelopes that echo `expect`, carry its status and

@@ -35,6 +35,9 @@ pub enum Ending {
 pub enum Body<'a> {
     /// The bytes that should hold one result envelope.
     Bytes(&'a [u8]),
+    /// The same, with what a [`crate::json::Prescan`] read of them as they arrived (the
+    /// adapter's stdout): the same verdict, with less left to do.
+    Prescanned(&'a [u8], &'a crate::json::Prescan),
     /// The file transport's result file does not exist.
     Missing,
     /// The file transport's result path is not a regular file: what it is instead.
@@ -99,6 +102,9 @@ pub fn judge<'a>(
     };
     let checked = match answer.body {
         Body::Bytes(bytes) => ResultEnvelope::read(bytes, limits.max_bytes, Some(expect)),
+        Body::Prescanned(bytes, prescan) => {
+            ResultEnvelope::read_prescanned(bytes, Some(prescan), limits.max_bytes, Some(expect))
+        }
         Body::Missing => Err(vec![Issue::new(
             crate::validate::codes::MISSING,
             "",

@@ -105,6 +105,7 @@ pub fn plan(
         max_stdout_bytes: args.run.max_output_bytes,
         confinement: None,
         stderr_tap: None,
+        stdout_watch: None,
     };
     Ok(Plan {
         spec,

@@ -9,10 +9,33 @@
 
 use crate::error::exit;
 use std::io::{self, Write};
+use std::os::fd::AsFd;
+
+/// The pipe buffer a large write to stdout asks for: Linux's default limit for an
+/// unprivileged process (`/proc/sys/fs/pipe-max-size`).
+pub const PIPE_BYTES: usize = 1 << 20;
+
+/// Before `len` bytes go to stdout: when `len` is at least [`PIPE_BYTES`] and stdout is a pipe
+/// whose buffer is smaller, ask the kernel for a buffer of [`PIPE_BYTES`]. A 64 MiB envelope
+/// then crosses in 64 fills of the pipe instead of 1,024 — each fill a wake-up of the reader
+/// and of this process — which took its write from about 150 ms to about 60 ms on the
+/// benchmark's machine. The reader sees the same bytes in fewer, larger reads. The buffer is
+/// never shrunk, and a refusal (the user's pipe quota, `pipe-max-size` lowered, not a pipe) is
+/// not an error: the write goes ahead as it is.
+pub fn make_room(len: usize) {
+    if len < PIPE_BYTES {
+        return;
+    }
+    let out = io::stdout();
+    if rustix::pipe::fcntl_getpipe_size(out.as_fd()).is_ok_and(|size| size < PIPE_BYTES) {
+        let _ = rustix::pipe::fcntl_setpipe_size(out.as_fd(), PIPE_BYTES);
+    }
+}
 
 /// Write `bytes` to stdout and flush. `Err` is the exit status after a failure, already
 /// reported on stderr ([`failed`]); `what` names the output in that report ("the report").
 pub fn write(bytes: &[u8], what: &str) -> Result<(), u8> {
+    make_room(bytes.len());
     let mut out = io::stdout().lock();
     out.write_all(bytes)
         .and_then(|()| out.flush())

@@ -293,6 +293,7 @@ fn adapter_spec(
         max_stdout_bytes: args.run.max_output_bytes,
         confinement: None,
         stderr_tap: None,
+        stdout_watch: None,
     };
     (spec, found)
 }

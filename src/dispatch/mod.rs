@@ -633,6 +633,12 @@ fn run_adapter(
         let live = report::LiveStderr::new(&learned.redactor);
         spec.stderr_tap = Some(exec::Tap(std::rc::Rc::new(live)));
     }
+    // The answer on stdout is read while it arrives; a result file is read after the run.
+    let prescan = plan
+        .files
+        .is_none()
+        .then(std::rc::Rc::<Prescanning>::default);
+    spec.stdout_watch = prescan.clone().map(|p| exec::Viewer(p));
     let (path_var, cwd) = (
         spec.env
             .iter()
@@ -675,9 +681,20 @@ fn run_adapter(
         finished,
         files: plan.files,
         result_file,
+        prescan: prescan.map(|p| p.0.take()),
         expected,
         confinement,
     })
+}
+
+/// The judge's prescan of the adapter's stdout, fed by the supervisor as stdout grows.
+#[derive(Default)]
+struct Prescanning(std::cell::RefCell<crate::json::Prescan>);
+
+impl exec::StdoutWatch for Prescanning {
+    fn grew(&self, kept: &[u8]) {
+        self.0.borrow_mut().advance(kept);
+    }
 }
 
 /// The confinement step (SPEC §13), between the plan and the run: prepare what `options` ask
@@ -720,6 +737,8 @@ struct Ran {
     files: Option<FileTransport>,
     /// The result file's contents (file transport).
     result_file: Option<ResultFile>,
+    /// What was read of stdout while it arrived (`None` with a result file).
+    prescan: Option<crate::json::Prescan>,
     expected: Expected,
     /// The run's confinement: its counters name a limit that was hit. Dropped after the
     /// envelope (its private `TMPDIR` and cgroup go with it).
@@ -741,13 +760,16 @@ impl Ran {
             (None, Termination::Signaled(signal)) => Ending::Signaled(signal),
             (None, Termination::Unreaped | Termination::NotStarted) => Ending::Unobserved,
         };
-        let body = match &self.result_file {
-            None => Body::Bytes(&self.finished.stdout),
-            Some(ResultFile::Read(bytes)) => Body::Bytes(bytes),
-            Some(ResultFile::Missing) => Body::Missing,
-            Some(ResultFile::TooLarge) => Body::TooLarge,
-            Some(ResultFile::NotRegular(kind)) => Body::NotRegular(crate::fs::describe(*kind)),
-            Some(ResultFile::Unreadable(kind)) => Body::Unreadable(*kind),
+        let body = match (&self.result_file, &self.prescan) {
+            (None, Some(prescan)) => Body::Prescanned(&self.finished.stdout, prescan),
+            (None, None) => Body::Bytes(&self.finished.stdout),
+            (Some(file), _) => match file {
+                ResultFile::Read(bytes) => Body::Bytes(bytes),
+                ResultFile::Missing => Body::Missing,
+                ResultFile::TooLarge => Body::TooLarge,
+                ResultFile::NotRegular(kind) => Body::NotRegular(crate::fs::describe(*kind)),
+                ResultFile::Unreadable(kind) => Body::Unreadable(*kind),
+            },
         };
         let outcome = judge_answer(
             Answer { ending, body },

@@ -569,8 +569,14 @@ impl<'a> Report<'a> {
             eprintln!("{line}");
         }
         let stdout = std::io::stdout().lock();
-        let mut out =
-            std::io::BufWriter::with_capacity(STDOUT_BUFFER_BYTES, FdWriter { fd: &stdout, wrote });
+        let mut out = std::io::BufWriter::with_capacity(
+            STDOUT_BUFFER_BYTES,
+            FdWriter {
+                fd: &stdout,
+                wrote,
+                written: 0,
+            },
+        );
         // A closed or full stdout loses the envelope: `error[stdout]` and exit 74 say so.
         let written = match &self.text {
             Some(text) => out.write_all(text.as_bytes()),
@@ -717,14 +723,23 @@ const STDOUT_BUFFER_BYTES: usize = 64 * 1024;
 /// than its buffer is searched from the end for a newline (`memrchr`), which on a 64 MiB
 /// `output` without one is a second full pass over it. The envelope is one line that ends
 /// with the only newline, and [`Report::print`] buffers and flushes it itself.
-/// `wrote` turns true at the first byte written.
+/// `wrote` turns true at the first byte written; the write that takes the envelope past
+/// [`crate::stdout::PIPE_BYTES`] makes room for the rest in a pipe
+/// ([`crate::stdout::make_room`]), once.
 struct FdWriter<'f, F: rustix::fd::AsFd> {
     fd: &'f F,
     wrote: &'f std::cell::Cell<bool>,
+    /// Bytes asked to be written so far.
+    written: usize,
 }
 
 impl<F: rustix::fd::AsFd> Write for FdWriter<'_, F> {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let before = self.written;
+        self.written = before.saturating_add(bytes.len());
+        if before < crate::stdout::PIPE_BYTES && self.written >= crate::stdout::PIPE_BYTES {
+            crate::stdout::make_room(self.written);
+        }
         loop {
             match rustix::io::write(self.fd, bytes) {
                 Err(rustix::io::Errno::INTR) => {}

@@ -528,8 +528,19 @@ impl<'a> ResultEnvelope<'a> {
         max_bytes: usize,
         expect: Option<Expect>,
     ) -> Result<ResultEnvelope<'a>, Vec<Issue>> {
-        let (_, top) =
-            Fields::read_object(bytes, max_bytes).map_err(|e| vec![Issue::from_json(&e)])?;
+        Self::read_prescanned(bytes, None, max_bytes, expect)
+    }
+
+    /// [`ResultEnvelope::read`] on bytes `prescan` (if any) was fed as they arrived: the
+    /// same verdict, with less left to do.
+    pub fn read_prescanned(
+        bytes: &'a [u8],
+        prescan: Option<&crate::json::Prescan>,
+        max_bytes: usize,
+        expect: Option<Expect>,
+    ) -> Result<ResultEnvelope<'a>, Vec<Issue>> {
+        let (_, top) = Fields::read_object(bytes, prescan, max_bytes)
+            .map_err(|e| vec![Issue::from_json(&e)])?;
         Self::check_members(Checker::new(), top, expect)
     }
 

@@ -118,6 +118,8 @@ pub struct Spec {
     pub confinement: Option<Arc<Prepared>>,
     /// Also handed every piece of the adapter's stderr as it arrives (`--verbose`).
     pub stderr_tap: Option<Tap>,
+    /// Also shown the kept stdout each time it grew (the judge's prescan).
+    pub stdout_watch: Option<Viewer>,
 }
 
 /// Why the confinement asked for could not be prepared: nothing was started.
@@ -205,6 +207,25 @@ pub struct Tap(pub std::rc::Rc<dyn StderrTap>);
 impl std::fmt::Debug for Tap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Tap")
+    }
+}
+
+/// What looks at the adapter's stdout while it arrives, besides keeping it. `exec` only shows
+/// the bytes; what is made of them is the caller's.
+pub trait StdoutWatch {
+    /// The kept stdout so far (the same bytes as before and what is new; the buffer may have
+    /// moved). Called at most once per round of the supervisor, for at most a few reads'
+    /// worth of new bytes, and never after stdout went past its cap.
+    fn grew(&self, kept: &[u8]);
+}
+
+/// A shared [`StdoutWatch`].
+#[derive(Clone)]
+pub struct Viewer(pub std::rc::Rc<dyn StdoutWatch>);
+
+impl std::fmt::Debug for Viewer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Viewer")
     }
 }
 
@@ -497,6 +518,7 @@ pub fn run(spec: Spec, interrupts: &Interrupts) -> Result<Finished, SpawnError> 
     let mut io = Io::new(pipes, spec.stdin, spec.max_stdout_bytes, STDERR_KEEP_BYTES)
         .map_err(|err| SpawnError::Other(err.kind()))?;
     io.tap = spec.stderr_tap.clone();
+    io.watch = spec.stdout_watch.clone();
     let hard = start + bound(spec.timeout, spec.kill_grace);
 
     let mut ladder = Ladder::new(start, spec.timeout, spec.kill_grace, KILL_WAIT);
@@ -635,6 +657,7 @@ mod tests {
             max_stdout_bytes: 1 << 20,
             confinement: None,
             stderr_tap: None,
+            stdout_watch: None,
         }
     }
 
@@ -680,6 +703,45 @@ mod tests {
         assert!(finished.stderr_tail.ends_with(b"eEND"));
         assert!(finished.stderr_truncated);
         assert_eq!(finished.leaked_processes, 0);
+    }
+
+    /// Records each view of stdout: where the buffer was and how long.
+    struct Views(std::cell::RefCell<Vec<(usize, usize)>>);
+
+    impl StdoutWatch for Views {
+        fn grew(&self, kept: &[u8]) {
+            let view = (kept.as_ptr() as usize, kept.len());
+            self.0.borrow_mut().push(view);
+        }
+    }
+
+    #[test]
+    fn the_stdout_viewer_sees_it_grow_and_last_sees_the_buffer_returned() {
+        if !isolated(
+            "exec::tests::the_stdout_viewer_sees_it_grow_and_last_sees_the_buffer_returned",
+        ) {
+            return;
+        }
+        for (cap, written) in [(4 << 20, 3_000_000), (1 << 20, 3_000_000)] {
+            let views = std::rc::Rc::new(Views(Default::default()));
+            let mut spec = shell(&format!("head -c {written} /dev/zero | tr '\\0' a"), None);
+            spec.max_stdout_bytes = cap;
+            spec.stdout_watch = Some(Viewer(views.clone()));
+            let finished = run(spec, &Interrupts::none()).unwrap();
+            let views = views.0.borrow();
+            assert!(views.len() > 1, "{views:?}");
+            assert!(views.windows(2).all(|w| w[0].1 < w[1].1), "only growth");
+            if cap > written {
+                // The prescan's proof is about this buffer: the one the run returns.
+                let returned = (finished.stdout.as_ptr() as usize, finished.stdout.len());
+                assert_eq!(views.last(), Some(&returned));
+                assert_eq!(finished.stdout.len() as u64, written);
+            } else {
+                // Never shown past the cap.
+                assert!(views.iter().all(|&(_, len)| len as u64 <= cap), "{views:?}");
+                assert_eq!(finished.stopped, Some(Stop::OutputCap));
+            }
+        }
     }
 
     #[test]

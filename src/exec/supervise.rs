@@ -47,6 +47,8 @@ pub(crate) struct Io {
     pub(crate) stdin_error: Option<StdinError>,
     /// Also sees stderr as it arrives (`--verbose`).
     pub(crate) tap: Option<super::Tap>,
+    /// Also sees stdout as it grows (the judge's prescan).
+    pub(crate) watch: Option<super::Viewer>,
     buf: Scratch,
 }
 
@@ -89,6 +91,7 @@ impl Io {
             stdin_written: 0,
             stdin_error: None,
             tap: None,
+            watch: None,
             buf: Scratch::new(CHUNK),
         })
     }
@@ -165,7 +168,14 @@ impl Io {
             self.feed();
         }
         if any(revents[STDOUT]) {
-            match self.read_stdout() {
+            let before = self.out.kept().len();
+            let drained = self.read_stdout();
+            if let Some(watch) = &self.watch {
+                if self.out.kept().len() > before && !self.out.overflowed() {
+                    watch.0.grew(self.out.kept());
+                }
+            }
+            match drained {
                 Drained::Open => {}
                 Drained::Eof => self.stdout = None,
                 Drained::Overflow => {

@@ -24,9 +24,12 @@
 //! It must not know what an envelope contains; shape checks live in `validate.rs` and next to
 //! each envelope type.
 
+mod prescan;
 pub mod raw;
 mod scan;
 
+pub use prescan::Prescan;
+use scan::scan_document_read;
 pub(crate) use scan::{decode_string, find_special, scan_document, Member};
 
 use serde_json::{Map, Value};
@@ -267,16 +270,42 @@ pub(crate) fn check_object_with<'t>(
     }
 }
 
+/// [`check_object_with`] on bytes a [`Prescan`] was fed as they arrived: the same checks and
+/// the same answer, without doing again what the prescan did.
+pub(crate) fn check_object_prescanned<'t>(
+    bytes: &'t [u8],
+    prescan: &Prescan,
+    max_bytes: usize,
+    on_member: &mut dyn FnMut(Member<'t>),
+) -> Result<&'t str, JsonIssue> {
+    match check_kind_prescanned(bytes, Some(prescan), max_bytes, on_member)? {
+        (text, Kind::Object) => Ok(text),
+        (_, kind) => Err(JsonIssue::NotObject { found: kind.name() }),
+    }
+}
+
 fn check_kind_with<'t>(
     bytes: &'t [u8],
     max_bytes: usize,
     on_member: &mut dyn FnMut(Member<'t>),
 ) -> Result<(&'t str, Kind), JsonIssue> {
+    check_kind_prescanned(bytes, None, max_bytes, on_member)
+}
+
+fn check_kind_prescanned<'t>(
+    bytes: &'t [u8],
+    prescan: Option<&Prescan>,
+    max_bytes: usize,
+    on_member: &mut dyn FnMut(Member<'t>),
+) -> Result<(&'t str, Kind), JsonIssue> {
     prechecks(bytes, max_bytes)?;
-    let text = std::str::from_utf8(bytes).map_err(|e| JsonIssue::InvalidUtf8 {
-        offset: e.valid_up_to(),
-    })?;
-    let kind = scan_document(text, on_member)?;
+    let text = match prescan {
+        Some(prescan) => prescan.text(bytes),
+        None => std::str::from_utf8(bytes).map_err(|e| e.valid_up_to()),
+    }
+    .map_err(|offset| JsonIssue::InvalidUtf8 { offset })?;
+    let read = prescan.map_or(&[][..], |p| p.strings(bytes));
+    let kind = scan_document_read(text, read, on_member)?;
     Ok((text, kind))
 }
 

@@ -30,19 +30,27 @@ impl<'t> Fields<'t> {
 
     /// Read `bytes` as exactly one JSON object with the strict reader (as
     /// [`json::check_object`] does, with the same issues) and return its text and its
-    /// members, from the one scan.
+    /// members, from the one scan; with `prescan`, on bytes it was fed as they arrived
+    /// ([`json::Prescan`]).
     pub fn read_object(
         bytes: &'t [u8],
+        prescan: Option<&json::Prescan>,
         max_bytes: usize,
     ) -> Result<(&'t str, Fields<'t>), json::JsonIssue> {
         let mut fields = Fields::default();
         // The text is only known once the scan is done; spans are resolved after it.
         let mut spans = Vec::new();
-        let text = json::check_object_with(bytes, max_bytes, &mut |member| {
+        let mut on_member = |member| {
             if let Member::Key(key, span, canonical) = member {
                 spans.push((key, span, canonical));
             }
-        })?;
+        };
+        let text = match prescan {
+            Some(prescan) => {
+                json::check_object_prescanned(bytes, prescan, max_bytes, &mut on_member)
+            }
+            None => json::check_object_with(bytes, max_bytes, &mut on_member),
+        }?;
         for (key, span, canonical) in spans {
             fields.members.push((key, &text[span]));
             fields.canonical.push(canonical);

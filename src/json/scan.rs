@@ -7,6 +7,7 @@
 //! eight bytes at a step), no recursion (an explicit stack of open containers), memory is that
 //! stack and, per open object, its keys. It converts no number and builds no tree.
 
+use super::prescan::ReadString;
 use super::{is_space, pointer_token, JsonIssue, Kind, MAX_DEPTH};
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -30,7 +31,19 @@ pub(crate) fn scan_document<'t>(
     text: &'t str,
     on_member: &mut dyn FnMut(Member<'t>),
 ) -> Result<Kind, JsonIssue> {
+    scan_document_read(text, &[], on_member)
+}
+
+/// [`scan_document`], told which long strings were already read whole (by a
+/// [`super::Prescan`], in order): it takes their ends and escapes from there instead of
+/// reading them again. The result is the same as without them.
+pub(crate) fn scan_document_read<'t>(
+    text: &'t str,
+    read: &[ReadString],
+    on_member: &mut dyn FnMut(Member<'t>),
+) -> Result<Kind, JsonIssue> {
     let mut scanner = Scanner::new(text);
+    scanner.read = read;
     let kind = scanner.value(on_member)?;
     scanner.skip_space();
     if scanner.pos < text.len() {
@@ -81,10 +94,12 @@ enum Frame<'t> {
     Object { keys: Keys<'t>, key: Cow<'t, str> },
 }
 
-struct Scanner<'t> {
+struct Scanner<'t, 'r> {
     text: &'t str,
     bytes: &'t [u8],
     pos: usize,
+    /// Strings read whole already, in order; those before `pos` are behind the scanner.
+    read: &'r [ReadString],
     stack: Vec<Frame<'t>>,
     /// How many places so far a compact canonical writer would write differently: runs of
     /// whitespace, and `\/` or `\u` escapes (see [`Member::Key`]).
@@ -93,12 +108,13 @@ struct Scanner<'t> {
 
 type Scan<T> = Result<T, JsonIssue>;
 
-impl<'t> Scanner<'t> {
-    fn new(text: &'t str) -> Scanner<'t> {
+impl<'t> Scanner<'t, '_> {
+    fn new(text: &'t str) -> Scanner<'t, 'static> {
         Scanner {
             text,
             bytes: text.as_bytes(),
             pos: 0,
+            read: &[],
             stack: Vec::new(),
             rewrites: 0,
         }
@@ -391,6 +407,11 @@ impl<'t> Scanner<'t> {
 
     /// A string starting at the opening quote; returns whether it held escapes.
     fn string(&mut self) -> Scan<bool> {
+        if let Some(read) = self.read_string() {
+            self.pos = read.end;
+            self.rewrites += read.rewrites;
+            return Ok(read.escaped);
+        }
         self.pos += 1;
         let mut escaped = false;
         loop {
@@ -413,56 +434,71 @@ impl<'t> Scanner<'t> {
         }
     }
 
-    /// One escape sequence at `pos` (which holds the backslash).
-    fn escape(&mut self) -> Scan<()> {
-        match self.bytes.get(self.pos + 1) {
-            Some(b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't') => {
-                self.pos += 2;
-                Ok(())
+    /// The string opening at `pos`, if it was read whole already.
+    fn read_string(&mut self) -> Option<ReadString> {
+        while let Some((first, rest)) = self.read.split_first() {
+            if first.start >= self.pos {
+                let here = first.start == self.pos && first.end <= self.bytes.len();
+                return here.then_some(*first);
             }
-            Some(b'/') => {
-                self.rewrites += 1;
-                self.pos += 2;
-                Ok(())
-            }
-            Some(b'u') => {
-                self.rewrites += 1;
-                let unit = self.hex4(self.pos + 2)?;
-                self.pos += 6;
-                match unit {
-                    0xD800..=0xDBFF => {
-                        let low = if self.bytes.get(self.pos..self.pos + 2) == Some(b"\\u") {
-                            self.hex4(self.pos + 2)?
-                        } else {
-                            0
-                        };
-                        if !(0xDC00..=0xDFFF).contains(&low) {
-                            return self.syntax("lone surrogate in a \\u escape");
-                        }
-                        self.pos += 6;
-                        Ok(())
-                    }
-                    0xDC00..=0xDFFF => self.syntax("lone surrogate in a \\u escape"),
-                    _ => Ok(()),
-                }
-            }
-            _ => self.syntax("invalid escape in a string"),
+            self.read = rest;
         }
+        None
     }
 
-    fn hex4(&mut self, at: usize) -> Scan<u32> {
-        let digits = self.bytes.get(at..at + 4).unwrap_or_default();
-        match std::str::from_utf8(digits)
-            .ok()
-            .filter(|d| d.len() == 4 && d.bytes().all(|b| b.is_ascii_hexdigit()))
-            .and_then(|d| u32::from_str_radix(d, 16).ok())
-        {
-            Some(unit) => Ok(unit),
-            None => {
+    /// One escape sequence at `pos` (which holds the backslash).
+    fn escape(&mut self) -> Scan<()> {
+        match escape_at(self.bytes, self.pos) {
+            Ok((len, rewrite)) => {
+                self.pos += len;
+                self.rewrites += usize::from(rewrite);
+                Ok(())
+            }
+            Err((at, detail)) => {
                 self.pos = at;
-                self.syntax("invalid \\u escape: expected four hex digits")
+                self.syntax(detail)
             }
         }
+    }
+}
+
+/// The escape sequence at `pos` (which holds the backslash): its length and whether a
+/// compact canonical writer would write it differently (`\/`, `\u`, see [`Member::Key`]);
+/// or where it goes wrong and how.
+pub(super) fn escape_at(bytes: &[u8], pos: usize) -> Result<(usize, bool), (usize, &'static str)> {
+    const LONE: &str = "lone surrogate in a \\u escape";
+    match bytes.get(pos + 1) {
+        Some(b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't') => Ok((2, false)),
+        Some(b'/') => Ok((2, true)),
+        Some(b'u') => match hex4(bytes, pos + 2)? {
+            0xD800..=0xDBFF => {
+                let low = if bytes.get(pos + 6..pos + 8) == Some(b"\\u") {
+                    hex4(bytes, pos + 8)?
+                } else {
+                    0
+                };
+                if (0xDC00..=0xDFFF).contains(&low) {
+                    Ok((12, true))
+                } else {
+                    Err((pos + 6, LONE))
+                }
+            }
+            0xDC00..=0xDFFF => Err((pos + 6, LONE)),
+            _ => Ok((6, true)),
+        },
+        _ => Err((pos, "invalid escape in a string")),
+    }
+}
+
+/// The four hex digits at `at` as a UTF-16 unit.
+fn hex4(bytes: &[u8], at: usize) -> Result<u32, (usize, &'static str)> {
+    match bytes.get(at..at + 4) {
+        Some(digits) if digits.iter().all(u8::is_ascii_hexdigit) => {
+            Ok(digits.iter().fold(0, |unit, &d| {
+                unit * 16 + char::from(d).to_digit(16).unwrap_or(0)
+            }))
+        }
+        _ => Err((at, "invalid \\u escape: expected four hex digits")),
     }
 }
 

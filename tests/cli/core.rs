@@ -313,3 +313,71 @@ fn the_test_adapter_refuses_a_step_it_cannot_read() {
             .stderr_starts_with("ptd-test adapter: ");
     }
 }
+
+/// Run the binary with `args` and `stdin`, stdout on a pipe this test holds; checks exit 0
+/// and an empty stderr, returns stdout and the pipe's buffer size after the run.
+fn pipe_size_after(args: &[&str], stdin: &[u8]) -> (Value, usize) {
+    use std::io::{Read, Write};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(bin())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    pipe.write_all(stdin).unwrap();
+    drop(pipe);
+    let mut stdout = child.stdout.take().unwrap();
+    let mut text = String::new();
+    stdout.read_to_string(&mut text).unwrap();
+    let size = rustix::pipe::fcntl_getpipe_size(&stdout).unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(stderr, "");
+    (serde_json::from_str(&text).unwrap(), size)
+}
+
+/// The main job's `output` length for an answer of `bytes`, and the pipe's size after.
+fn main_job_pipe(bytes: usize) -> (usize, usize) {
+    let bridge = bridge(&[&format!("big-echo:{bytes}"), "read-stdin"]).to_string();
+    let args = [
+        "--parent-tool-bridge",
+        &bridge,
+        "--max-output-bytes",
+        "8000000",
+    ];
+    let (envelope, size) = pipe_size_after(&args, request().to_string().as_bytes());
+    assert_eq!(envelope["status"], "succeeded");
+    (envelope["output"].as_str().unwrap().len(), size)
+}
+
+#[test]
+fn a_large_envelope_widens_a_pipe_on_stdout_and_a_small_one_does_not() {
+    let default = {
+        let (read, _write) = rustix::pipe::pipe().unwrap();
+        rustix::pipe::fcntl_getpipe_size(&read).unwrap()
+    };
+    assert!(default < 1 << 20, "this system's pipes are already 1 MiB");
+    // 2 MiB: the write past the threshold asks for 1 MiB (the default limit of
+    // /proc/sys/fs/pipe-max-size; root may always have it).
+    assert_eq!(main_job_pipe(2 << 20), (2 << 20, 1 << 20));
+    // A small envelope leaves the caller's pipe as it was.
+    assert_eq!(main_job_pipe(1000), (1000, default));
+    // The same for a command that prints through `stdout::write`: a 1 MiB workspace read.
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("big.txt"), "b".repeat(1 << 20)).unwrap();
+    let request = super::workspace::request("workspace.read", "call", json!({"path": "big.txt"}));
+    let root = root.path().to_str().unwrap();
+    let (result, size) = pipe_size_after(&["adapter", "workspace", "--root", root], &request);
+    assert_eq!(result["status"], "succeeded", "{result}");
+    assert_eq!(size, 1 << 20);
+}

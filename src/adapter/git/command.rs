@@ -262,6 +262,7 @@ impl<'a> Git<'a> {
             max_stdout_bytes: opts.max_stdout,
             confinement: None,
             stderr_tap: None,
+            stdout_watch: None,
         };
         let finished = exec::run(spec, self.interrupts).map_err(|err| match err {
             exec::SpawnError::NotFound(_) => Failure::new(
