@@ -39,7 +39,7 @@
 //! peak RSS come from `wait4`'s resource usage of that child and everything it reaped, so
 //! they are per run and not disturbed by other load on the machine as much as wall time is.
 //! Nothing is asserted: timings belong to the machine. Environment: `PTD_BENCH_RUNS` (rounds
-//! for (a), default 300), `PTD_BENCH_BIG_RUNS` (rounds for (b), default 10),
+//! for (a), default 300), `PTD_BENCH_BIG_RUNS` (rounds for (b), default 30),
 //! `PTD_BENCH_SEQUENTIAL` (calls per variant for (c), default 1000), `PTD_BENCH_BIG_MIB`
 //! (default 64), `PTD_BENCH_PAYLOAD` (`text`, the default: lines of prose with an escaped
 //! newline every 64 bytes; or `x`: one repeated byte, the easiest case for every scanner),
@@ -408,7 +408,7 @@ impl Bench {
             timeout: std::env::var("PTD_BENCH_TIMEOUT").unwrap_or_else(|_| "timeout".into()),
             dir,
             runs: env_number("PTD_BENCH_RUNS", 300).max(1),
-            big_runs: env_number("PTD_BENCH_BIG_RUNS", 10).max(1),
+            big_runs: env_number("PTD_BENCH_BIG_RUNS", 30).max(1),
             sequential: env_number("PTD_BENCH_SEQUENTIAL", 1000).max(10),
             big_bytes: env_number("PTD_BENCH_BIG_MIB", 64) * MIB,
             payload: Payload::from_env(),

@@ -28,7 +28,7 @@ pub fn validate(args: &ValidateArgs) -> u8 {
     let kind = args.kind.name();
     let stdin = |p: &&std::path::PathBuf| p.as_os_str() == "-";
     if args.files.iter().filter(stdin).count() > 1 {
-        eprintln!(
+        stderr_line!(
             "error[usage]: `-` (stdin) can be given once\n\nFor more information, try '--help'."
         );
         return exit::USAGE;
@@ -79,10 +79,10 @@ fn print_verdict(args: &ValidateArgs, report: &Report, cause: Option<String>, na
     for warning in &report.warnings {
         let line = crate::terminal::warning_line(warning);
         match name {
-            None => eprintln!("{line}"),
+            None => stderr_line!("{line}"),
             Some(_) => {
                 let (head, rest) = line.split_once(": ").unwrap_or((&line, ""));
-                eprintln!("{head}: {}{rest}", crate::terminal::escape(&prefix));
+                stderr_line!("{head}: {}{rest}", crate::terminal::escape(&prefix));
             }
         }
     }
@@ -93,7 +93,7 @@ fn print_verdict(args: &ValidateArgs, report: &Report, cause: Option<String>, na
             Some(_) if !cause.starts_with("reading ") => format!("{prefix}{cause}"),
             _ => cause,
         };
-        eprintln!("{}", error_line(args.kind.error_code().as_str(), &cause));
+        stderr_line!("{}", error_line(args.kind.error_code().as_str(), &cause));
     }
 }
 
@@ -104,7 +104,7 @@ fn check_file(args: &ValidateArgs, file: Option<&std::path::Path>) -> (Report, O
     let kind = args.kind.name();
     if file.is_none() {
         if let Some(hint) = crate::terminal::stdin_hint_for(kind) {
-            eprintln!("{hint}");
+            stderr_line!("{hint}");
         }
     }
     let mut cause = None;
@@ -164,7 +164,7 @@ pub fn request(args: &RequestArgs) -> u8 {
         Some(path) => match crate::fs::read_file(std::path::Path::new(path), max as u64) {
             Ok(bytes) => bytes,
             Err(err) => {
-                eprintln!(
+                stderr_line!(
                     "{}\n\nFor more information, try '--help'.",
                     error_line(
                         "usage",
@@ -181,7 +181,7 @@ pub fn request(args: &RequestArgs) -> u8 {
         Err(e) => {
             let issue = Issue::from_json(&e);
             let message = format!("--input is not one JSON value: {}", summary(&[issue]));
-            eprintln!("{}", error_line("request_invalid", &message));
+            stderr_line!("{}", error_line("request_invalid", &message));
             return exit::DATA_INVALID;
         }
     };
@@ -213,7 +213,7 @@ pub fn request(args: &RequestArgs) -> u8 {
         .and_then(|doc| Request::from_document(Rc::new(doc)).map(|_| ()));
     if let Err(issues) = checked {
         let message = format!("the request would be invalid: {}", summary(&issues));
-        eprintln!("{}", error_line("request_invalid", &message));
+        stderr_line!("{}", error_line("request_invalid", &message));
         return exit::DATA_INVALID;
     }
     if args.pretty {
@@ -294,7 +294,7 @@ pub fn sandbox_variables(bridge: &Bridge) -> Result<Vec<(String, String)>, Sandb
 /// stderr and do not stop it.
 pub fn sandbox_env(args: &SandboxEnvArgs) -> u8 {
     let Some(text) = args.parent_tool_bridge.as_deref() else {
-        eprintln!(
+        stderr_line!(
             "{}",
             error_line(
                 "usage",
@@ -318,7 +318,7 @@ pub fn sandbox_env(args: &SandboxEnvArgs) -> u8 {
     let vars = match vars {
         Ok(vars) => vars,
         Err(err) => {
-            eprintln!("{}", error_line(err.code(), &err.to_string()));
+            stderr_line!("{}", error_line(err.code(), &err.to_string()));
             return exit::UNAVAILABLE;
         }
     };

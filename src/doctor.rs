@@ -154,7 +154,7 @@ pub fn run(args: &DoctorArgs) -> u8 {
     let options = match Options::from_command_line(&args.confine) {
         Ok(options) => options,
         Err(e) => {
-            eprintln!("error: {}", escape(&e.to_string()));
+            stderr_line!("error: {}", escape(&e.to_string()));
             return exit::USAGE;
         }
     };
@@ -168,7 +168,7 @@ pub fn run(args: &DoctorArgs) -> u8 {
         render_human(&rows)
     };
     for line in stderr_lines(&rows) {
-        eprintln!("{line}");
+        stderr_line!("{line}");
     }
     crate::stdout::print(text.as_bytes(), "the report", status)
 }

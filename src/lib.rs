@@ -11,6 +11,18 @@
 //! `main.rs` only calls [`main`]. The behaviour is specified in `docs/SPEC.md`, which the code
 //! cites as `SPEC §N`.
 
+/// A line on stderr that cannot panic. `eprintln!` panics when stderr cannot be written
+/// (`/dev/full`, a reader gone), and a panic while the main job prints its messages would turn
+/// a lost message into a lost envelope. Here only the line is lost: stdout and the exit status
+/// still tell the outcome. Every message of the binary goes through it (clippy refuses
+/// `eprintln!` and `eprint!` in `src/`, `clippy.toml`).
+macro_rules! stderr_line {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod adapter;
 pub mod authorize;
 pub mod cli;
@@ -62,7 +74,8 @@ pub fn main() -> ExitCode {
     let mut cmd = Cli::command();
     cmd.build();
     if let Some(message) = mistyped_in(&cmd, &args) {
-        eprint!("{message}");
+        use std::io::Write as _;
+        let _ = std::io::stderr().write_all(message.as_bytes());
         return ExitCode::from(exit::USAGE);
     }
     let parsed = match cmd.try_get_matches_from_mut(&args) {
@@ -76,7 +89,7 @@ pub fn main() -> ExitCode {
             // that an argument cannot drive the terminal (its own newlines stay line breaks).
             let text = err.render().to_string();
             for line in text.lines() {
-                eprintln!("{}", terminal::escape(line));
+                stderr_line!("{}", terminal::escape(line));
             }
             return ExitCode::from(exit::USAGE);
         }
@@ -317,7 +330,7 @@ pub fn run(cli: Cli) -> u8 {
                     }
                 }
                 Err(message) => {
-                    eprintln!("error[usage]: {message}");
+                    stderr_line!("error[usage]: {message}");
                     error::exit::USAGE
                 }
             }

@@ -122,7 +122,7 @@ pub fn stderr_line(line: &str, max_width: usize) -> String {
 /// Print one [`warning_line`] per issue on stderr.
 pub fn print_warnings(warnings: &[Issue]) {
     for warning in warnings {
-        eprintln!("{}", warning_line(warning));
+        stderr_line!("{}", warning_line(warning));
     }
 }
 

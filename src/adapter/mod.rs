@@ -64,7 +64,7 @@ pub(crate) fn read_stdin(max_bytes: usize) -> Result<Vec<u8>, u8> {
     {
         Ok(_) => Ok(bytes),
         Err(err) => {
-            eprintln!("error[stdin]: could not read the request: {err}");
+            stderr_line!("error[stdin]: could not read the request: {err}");
             Err(1)
         }
     }

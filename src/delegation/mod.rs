@@ -50,7 +50,7 @@ pub fn main(command: &DelegationCommand) -> u8 {
             let confine = match crate::dispatch::confine_options(&args.run.confine, &host) {
                 Ok(confine) => confine,
                 Err(message) => {
-                    eprintln!("error[usage]: {message}");
+                    stderr_line!("error[usage]: {message}");
                     return exit::USAGE;
                 }
             };
@@ -81,7 +81,7 @@ pub fn check_request_command(args: &DelegationCheckRequestArgs) -> u8 {
 pub fn check_result_command(args: &DelegationCheckResultArgs) -> u8 {
     let stdin = |p: Option<&Path>| p.is_none_or(|p| p.as_os_str() == "-");
     if stdin(Some(&args.request)) && stdin(args.result.as_deref()) {
-        eprintln!("error[usage]: --request and RESULT cannot both read stdin; give one a file");
+        stderr_line!("error[usage]: --request and RESULT cannot both read stdin; give one a file");
         return exit::USAGE;
     }
     let mut findings = Findings::default();

@@ -600,7 +600,7 @@ fn conclude(learned: &Learned, outcome: Result<Answer<'_>, Failure>) -> u8 {
     };
     let text = envelope.render(redactor);
     if let Some((code, message)) = ended.stderr {
-        eprintln!(
+        stderr_line!(
             "{}",
             crate::terminal::error_line(&redactor.redact_str(&code), &message)
         );

@@ -74,7 +74,7 @@ pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
         Err(UsageError(message)) => {
             // Like clap's own usage errors: a pointer to the help (also for no arguments at
             // all, which is this error).
-            eprintln!("error[usage]: {message}\n\nFor more information, try '--help'.");
+            stderr_line!("error[usage]: {message}\n\nFor more information, try '--help'.");
             return crate::error::exit::USAGE;
         }
     };
@@ -142,12 +142,12 @@ pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
                 // stdout is cut short and no second envelope may follow it; stderr and the
                 // exit status still say what happened.
                 for line in &failed.stderr {
-                    eprintln!("{line}");
+                    stderr_line!("{line}");
                 }
                 return failed.exit;
             }
             Stage::CleaningUp(exit) => {
-                eprintln!(
+                stderr_line!(
                     "warning[internal_error]: cleaning up after the run: {}",
                     panics.take()
                 );
@@ -817,7 +817,7 @@ impl Ran {
         if let Some(files) = self.files {
             let folder = files.folder().display().to_string();
             if let Err(err) = files.cleanup(crate::fs::Budget::default()) {
-                eprintln!(
+                stderr_line!(
                     "warning[file_transport]: the private folder {folder} was not fully removed: \
                      {err}; what is left stays"
                 );
@@ -856,7 +856,7 @@ fn read_request(args: &DispatchArgs, interrupts: &Interrupts) -> Result<Vec<u8>,
     let path = args.request.clone().filter(|p| p.as_os_str() != "-");
     if path.is_none() && !args.messages.quiet {
         if let Some(hint) = crate::terminal::stdin_hint() {
-            eprintln!("{hint}");
+            stderr_line!("{hint}");
         }
     }
     read_interruptibly(path.clone(), args.run.max_request_bytes, interrupts).map_err(|stop| {

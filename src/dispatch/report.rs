@@ -566,7 +566,7 @@ impl<'a> Report<'a> {
     /// be answered with another envelope.
     pub fn print(self, wrote: &std::cell::Cell<bool>) -> u8 {
         for line in &self.stderr {
-            eprintln!("{line}");
+            stderr_line!("{line}");
         }
         let stdout = std::io::stdout().lock();
         let mut out = std::io::BufWriter::with_capacity(
@@ -774,7 +774,7 @@ impl Concluded {
     /// stderr lines, then the envelope and a newline on stdout; returns the exit status.
     pub fn print(self) -> u8 {
         for line in &self.stderr {
-            eprintln!("{line}");
+            stderr_line!("{line}");
         }
         let mut line = self.envelope.into_bytes();
         line.push(b'\n');

@@ -34,7 +34,7 @@ pub fn main(command: &AuditCommand) -> u8 {
     let mut ledger = match Ledger::open_existing(path, Instant::now() + LOCK_WAIT) {
         Ok(ledger) => ledger,
         Err(err) => {
-            eprintln!("{}", error_line(err.code(), &err.to_string()));
+            stderr_line!("{}", error_line(err.code(), &err.to_string()));
             return exit::UNAVAILABLE;
         }
     };
@@ -48,7 +48,7 @@ fn verify(ledger: &mut Ledger) -> u8 {
     let outcome = match ledger.verify() {
         Ok(outcome) => outcome,
         Err(err) => {
-            eprintln!("{}", error_line(err.code(), &err.to_string()));
+            stderr_line!("{}", error_line(err.code(), &err.to_string()));
             return exit::UNAVAILABLE;
         }
     };
@@ -63,7 +63,7 @@ fn verify(ledger: &mut Ledger) -> u8 {
             if let Err(lost) = stdout::write(format!("{report}\n").as_bytes(), REPORT) {
                 return lost;
             }
-            eprintln!(
+            stderr_line!(
                 "{}",
                 error_line(
                     "audit_chain_broken",
@@ -106,11 +106,11 @@ fn export(ledger: &mut Ledger, since: u64) -> u8 {
         return stdout::failed(EXPORT, &err);
     }
     if let Err(err) = scanned {
-        eprintln!("{}", error_line(err.code(), &err.to_string()));
+        stderr_line!("{}", error_line(err.code(), &err.to_string()));
         return exit::UNAVAILABLE;
     }
     if let Some(message) = failure {
-        eprintln!("{}", error_line("audit_unreadable", &message));
+        stderr_line!("{}", error_line("audit_unreadable", &message));
         return exit::FAILED;
     }
     exit::SUCCESS

@@ -155,14 +155,14 @@ pub fn run(args: &ReplayArgs) -> u8 {
     let confine = match crate::confine::Options::from_command_line(&args.confine) {
         Ok(options) => options.to_flags(),
         Err(e) => {
-            eprintln!("error: {}", crate::terminal::escape(&e.to_string()));
+            stderr_line!("error: {}", crate::terminal::escape(&e.to_string()));
             return exit::USAGE;
         }
     };
     let mut warnings = Vec::new();
     let sources = walk::collect(&args.paths, &mut warnings);
     for warning in &warnings {
-        eprintln!("warning[replay]: {}", escape_controls(warning));
+        stderr_line!("warning[replay]: {}", escape_controls(warning));
     }
     let settings = Settings {
         exe: std::env::current_exe().ok(),
@@ -210,7 +210,7 @@ pub fn run(args: &ReplayArgs) -> u8 {
         exit::FAILED
     };
     if passed + failed == 0 {
-        eprintln!(
+        stderr_line!(
             "error[replay]: no case ran: the paths hold no case file, or --filter matched none \
              (folders are searched for *.case.json; name transcripts as files, e.g. \
              out/files/parent-tools/*.json)"
@@ -220,7 +220,7 @@ pub fn run(args: &ReplayArgs) -> u8 {
     if let Some(path) = &args.junit {
         let xml = junit::render(&reports, elapsed);
         if let Err(err) = crate::fs::write_atomic(path, xml.as_bytes()) {
-            eprintln!(
+            stderr_line!(
                 "error[replay]: the JUnit report {} was not written: {err}",
                 walk::show(path)
             );

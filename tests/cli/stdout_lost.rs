@@ -194,3 +194,45 @@ fn the_mcp_and_git_adapters_report_a_lost_result() {
         "",
     );
 }
+
+/// Run the binary with `args`, `stdin`, stderr on `/dev/full`; returns exit status and stdout.
+fn with_stderr_full(args: &[&str], stdin: &[u8]) -> (Option<i32>, String) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(super::bin())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create("/dev/full").unwrap())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (out.status.code(), String::from_utf8(out.stdout).unwrap())
+}
+
+#[test]
+fn a_stderr_that_cannot_be_written_loses_only_the_messages() {
+    // A denial says so on stderr first: the line is lost, the envelope and status are not
+    // (was: a panic, exit 101, no envelope).
+    let bridge = bridge(&["echo"]).to_string();
+    let mut denied = super::request();
+    denied["tool"] = "workspace.write".into();
+    denied["authorization"]["allowed_tools"] = serde_json::json!(["workspace.write"]);
+    let (code, stdout) = with_stderr_full(
+        &["--parent-tool-bridge", &bridge],
+        denied.to_string().as_bytes(),
+    );
+    assert_eq!(code, Some(77), "{stdout}");
+    let envelope: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(envelope["error"]["code"], "tool_not_allowed");
+    // A usage error is only a message: exit 2, nothing else.
+    assert_eq!(
+        with_stderr_full(&["--no-such-flag"], b""),
+        (Some(2), String::new())
+    );
+    // A subcommand's error line, beside its report on stdout.
+    let (code, stdout) = with_stderr_full(&["validate", "request"], b"{}");
+    assert_eq!(code, Some(65), "{stdout}");
+    assert!(stdout.contains("\"valid\":false"), "{stdout}");
+}

@@ -397,7 +397,7 @@ fn server_failed(code: Code) -> bool {
 /// is (it may name host paths) on stderr.
 fn confinement_unavailable(missing: Vec<(String, String)>) -> Failure {
     for (_, message) in &missing {
-        eprintln!("adapter mcp: the MCP server cannot be confined: {message}");
+        stderr_line!("adapter mcp: the MCP server cannot be confined: {message}");
     }
     let names: Vec<&str> = missing.iter().map(|(name, _)| name.as_str()).collect();
     Failure::new(
@@ -429,10 +429,10 @@ fn shut_down(server: Server, cx: &Context<'_>) -> crate::exec::Termination {
         Step::Killed => Some("did not exit when its stdin closed nor on SIGTERM; it was killed"),
     };
     if let Some(note) = note {
-        eprintln!("adapter mcp: the MCP server {note}");
+        stderr_line!("adapter mcp: the MCP server {note}");
     }
     if shutdown.leaked_processes > 0 {
-        eprintln!(
+        stderr_line!(
             "adapter mcp: killed {} process(es) the MCP server left running",
             shutdown.leaked_processes
         );
@@ -546,7 +546,7 @@ pub fn list_tools(options: Options) -> u8 {
 
 /// The `error[CODE]:` line of a failed `--list-tools` (escaped), and exit 69.
 fn listing_failed(failure: &Failure) -> u8 {
-    eprintln!(
+    stderr_line!(
         "{}",
         crate::terminal::error_line(failure.code.as_str(), &failure.message)
     );

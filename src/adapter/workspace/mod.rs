@@ -513,14 +513,14 @@ pub fn run(root: Option<PathBuf>, git: GitDir) -> u8 {
     // One byte over the cap is enough to know the request is too large; the rest is not read.
     let cap = limits::MAX_REQUEST_BYTES as u64 + 1;
     if let Err(err) = io::stdin().lock().take(cap).read_to_end(&mut bytes) {
-        eprintln!("error[stdin]: could not read the request: {err}");
+        stderr_line!("error[stdin]: could not read the request: {err}");
         return 1;
     }
     let mut confined = None;
     let mut line = answer(&bytes, root.as_deref(), git, Some(&mut confined)).into_bytes();
     line.push(b'\n');
     if let Some(confine::Confined::Unsupported(errno)) = confined {
-        eprintln!(
+        stderr_line!(
             "warning[landlock]: this kernel has no Landlock ({errno}); the workspace adapter \
              served the call with its path checks alone"
         );
