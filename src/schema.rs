@@ -262,7 +262,10 @@ fn dispatch_diagnostics() -> Value {
             "version": text,
             "adapter_started": {"type": "boolean"},
             "timeout_ms": {"type": "integer", "minimum": 1},
-            "transport": {"type": "string", "description": "stdin or file for a process, replay for a recorded answer."},
+            "transport": {"type": "string", "enum": ["stdin", "file", "http", "replay"], "description": "stdin or file for a process, http for a host_endpoint POST, replay for a recorded answer."},
+            "endpoint": {"type": "string", "description": "host_endpoint mode: the endpoint's origin, scheme://host:port (never the rest of its URL)."},
+            "http_status": {"type": "integer", "minimum": 100, "maximum": 599, "description": "host_endpoint mode: the endpoint's HTTP status, once one was received."},
+            "response_bytes": {"type": "integer", "minimum": 0, "description": "host_endpoint mode: bytes of the endpoint's response body received."},
             "exit_code": {"type": ["integer", "null"]},
             "signal": {"type": ["string", "null"]},
             "stdout_bytes": int,
@@ -554,6 +557,66 @@ mod tests {
             conditions += listed.len();
         }
         assert_eq!(conditions, 3);
+    }
+
+    /// Every member `diagnostics.dispatch` can hold is described in the published schema: a
+    /// diagnostics value with every optional part set, serialized, has no key the schema
+    /// lacks (the schema allows more, so only this test notices a gap).
+    #[test]
+    fn every_dispatch_diagnostic_is_described() {
+        use crate::envelope::result::{DispatchDiagnostics, Resources, RunDiagnostics};
+        let full = DispatchDiagnostics {
+            timeout_ms: Some(1),
+            transport: Some(crate::envelope::result::Transport::Stdin),
+            endpoint: Some("https://example.test:443".into()),
+            http_status: Some(200),
+            response_bytes: Some(1),
+            run: Some(RunDiagnostics {
+                exit_code: Some(0),
+                signal: Some("SIGKILL".into()),
+                stdout_bytes: 1,
+                stdin_bytes_written: 1,
+                stdin_error: None,
+                stderr_tail: String::new(),
+                stderr_truncated: false,
+                stderr_bytes: 0,
+                leaked_processes: 0,
+                resources: Some(Resources {
+                    max_rss_bytes: 1,
+                    user_ms: 1,
+                    system_ms: 1,
+                }),
+            }),
+            stdout_head: Some(String::new()),
+            duration_ms: 1,
+            transcript_error: Some(String::new()),
+            result_file_error: Some(String::new()),
+            ..DispatchDiagnostics::default()
+        };
+        let value = serde_json::to_value(&full).unwrap();
+        let schema = dispatch_diagnostics();
+        use crate::envelope::result::Transport;
+        for transport in [
+            Transport::Stdin,
+            Transport::File,
+            Transport::Http,
+            Transport::Replay,
+        ] {
+            let spelled = serde_json::to_value(transport).unwrap();
+            assert!(
+                schema["properties"]["transport"]["enum"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&spelled),
+                "{spelled}"
+            );
+        }
+        let described = schema["properties"].as_object().unwrap();
+        let keys: Vec<&String> = value.as_object().unwrap().keys().collect();
+        assert!(keys.len() >= 18, "{keys:?}");
+        for key in keys {
+            assert!(described.contains_key(key), "{key} is not in the schema");
+        }
     }
 
     #[test]
