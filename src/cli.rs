@@ -576,7 +576,8 @@ pub enum AdapterCommand {
     /// {content, structured_content?}; isError gives tool_error, a JSON-RPC error mcp_error,
     /// a tool the server does not list unknown_tool. The server runs in its own process group
     /// with the adapter's environment less the WP_CODEBOX_PARENT_TOOL_* variables; its stderr
-    /// goes to the adapter's stderr (at most 1 MiB); a line of its stdout over 8 MiB, or one
+    /// goes to the adapter's stderr (at most 1 MiB; escaped line by line when that is a
+    /// terminal, as with --list-tools run by hand); a line of its stdout over 8 MiB, or one
     /// that is not JSON-RPC, is mcp_protocol_error. The adapter answers before
     /// WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS (default 30000) minus a fifth of it (0.4 to 3 s),
     /// then shuts the server down: stdin closed, a wait, SIGTERM, a wait, SIGKILL; nothing is

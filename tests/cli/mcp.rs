@@ -1063,6 +1063,45 @@ fn list_tools_follows_every_page_and_fails_clearly() {
 }
 
 #[test]
+fn list_tools_on_a_terminal_shows_the_server_s_stderr_escaped() {
+    use std::io::Read;
+    let server = Server::new();
+    let argv = server.argv(
+        &["--list-tools"],
+        &[
+            "tools:a",
+            "on:tools/list",
+            "eprint:\u{1b}]0;owned\u{7}\u{1b}[2Jgone",
+            "reply",
+        ],
+    );
+    let argv: Vec<String> = argv.as_array().unwrap()[1..]
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    let (mut master, slave) = super::support::pty();
+    let out = std::process::Command::new(bin())
+        .args(&argv)
+        .stdin(std::process::Stdio::null())
+        .stderr(slave)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"a\""));
+    // Everything the server wrote is in the terminal's buffer by now: read it without waiting.
+    rustix::io::ioctl_fionbio(&master, true).unwrap();
+    let mut shown = Vec::new();
+    let _ = master.read_to_end(&mut shown);
+    let shown = String::from_utf8_lossy(&shown);
+    assert!(
+        shown.contains("\\x1b]0;owned\\x07\\x1b[2Jgone"),
+        "{shown:?}"
+    );
+    assert!(!shown.contains('\u{1b}'), "{shown:?}");
+    server.assert_gone(1);
+}
+
+#[test]
 fn unknown_tool_names_the_close_tool_and_lists_the_server_s_tools() {
     let server = Server::new();
     let run = server

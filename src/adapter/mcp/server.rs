@@ -467,11 +467,19 @@ struct StderrLog<W = std::io::Stderr> {
     dropped: u64,
     tail: Vec<u8>,
     out: W,
+    /// `out` is a terminal: control characters are shown escaped, line breaks kept.
+    escape: bool,
 }
 
 impl Default for StderrLog {
     fn default() -> Self {
-        StderrLog::to(std::io::stderr())
+        use std::io::IsTerminal;
+        let out = std::io::stderr();
+        let escape = out.is_terminal();
+        StderrLog {
+            escape,
+            ..StderrLog::to(out)
+        }
     }
 }
 
@@ -482,6 +490,7 @@ impl<W: Write> StderrLog<W> {
             dropped: 0,
             tail: Vec::new(),
             out,
+            escape: false,
         }
     }
 
@@ -489,8 +498,14 @@ impl<W: Write> StderrLog<W> {
         let room = MAX_STDERR_FORWARD_BYTES - self.forwarded;
         let (now, later) = bytes.split_at(room.min(bytes.len()));
         if !now.is_empty() {
-            // The adapter's stderr is the dispatcher's pipe (drained there) or a terminal.
-            let _ = self.out.write_all(now);
+            // The adapter's stderr is the dispatcher's pipe (drained, redacted and escaped
+            // there) or, run by hand (`--list-tools`), a terminal: there the server's bytes
+            // must not drive it (ESC sequences, bidi controls), so each line is escaped.
+            let _ = if self.escape {
+                self.out.write_all(escaped_lines(now).as_bytes())
+            } else {
+                self.out.write_all(now)
+            };
             self.forwarded += now.len();
         }
         self.dropped += later.len() as u64;
@@ -514,6 +529,14 @@ impl<W: Write> StderrLog<W> {
             );
         }
     }
+}
+
+/// `bytes` as text with every line escaped for a terminal ([`crate::terminal::escape`]) and
+/// the line breaks kept. A character cut between two reads shows as U+FFFD.
+fn escaped_lines(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let lines: Vec<_> = text.split('\n').map(crate::terminal::escape).collect();
+    lines.join("\n")
 }
 
 #[cfg(test)]
@@ -582,5 +605,23 @@ mod tests {
             String::from_utf8_lossy(&log.out[log.out.len() - 80..])
         );
         assert!(log.tail.ends_with(b"xyz"));
+    }
+
+    #[test]
+    fn on_a_terminal_the_servers_stderr_is_escaped_line_by_line() {
+        let hostile = b"plain\n\x1b[2J\x1b]0;title\x07red\r\xe2\x80\xaeevil\n";
+        let mut log = StderrLog::to(Vec::new());
+        log.escape = true;
+        log.push(hostile);
+        assert_eq!(
+            String::from_utf8(log.out).unwrap(),
+            "plain\n\\x1b[2J\\x1b]0;title\\x07red\\r\\u{202e}evil\n"
+        );
+        // The tail keeps the raw bytes (the adapter's own messages escape what they quote).
+        assert!(log.tail.ends_with(b"evil\n"));
+        // Not a terminal (the dispatcher's pipe): passed on as it is.
+        let mut raw = StderrLog::to(Vec::new());
+        raw.push(hostile);
+        assert_eq!(raw.out, hostile);
     }
 }
