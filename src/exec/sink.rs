@@ -52,7 +52,8 @@ impl HeadSink {
         }
         // The first read reserves one chunk; then the buffer doubles, but never past what the
         // cap needs plus one chunk (`reserve_exact`: `reserve` could round a late doubling up
-        // to twice the cap), so reads fill it in place.
+        // to twice the cap), so reads fill it in place. Past `HUGE_PAGES_FROM` it takes all of
+        // that at once, when the system lets it.
         let want = room.min(scratch.len()).max(1);
         let chunk = scratch.len();
         if self.data.capacity() - self.data.len() < want {
