@@ -279,7 +279,7 @@ fn dispatch_diagnostics() -> Value {
                 "description": "What the adapter's whole process tree used, confined or not (SPEC 13); absent for a recorded answer. Changes from run to run: replay never compares it.",
                 "required": ["max_rss_bytes", "user_ms", "system_ms"],
                 "properties": {
-                    "max_rss_bytes": {"type": "integer", "minimum": 0, "description": "The largest resident set size any single process of the tree reached (getrusage RUSAGE_CHILDREN), in bytes."},
+                    "max_rss_bytes": {"type": "integer", "minimum": 0, "description": "The largest resident set size any single process of the tree reached (getrusage RUSAGE_CHILDREN; the adapter's own peak when the dispatcher inherited a larger one across execve), in bytes."},
                     "user_ms": {"type": "integer", "minimum": 0, "description": "CPU time in user mode, summed over the tree, in milliseconds."},
                     "system_ms": {"type": "integer", "minimum": 0, "description": "CPU time in the kernel, summed over the tree, in milliseconds."}
                 }

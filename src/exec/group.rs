@@ -24,7 +24,7 @@ use super::timespec;
 use super::{SpawnError, Termination, KILL_WAIT, SWEEP_BUDGET};
 use crate::confine::Prepared;
 use rustix::event::{poll, PollFd, PollFlags};
-use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use rustix::io::Errno;
 use rustix::process::{
     kill_process_group, pidfd_open, waitid, Pid, PidfdFlags, Signal, WaitId, WaitIdOptions,
@@ -74,6 +74,9 @@ pub struct Swept {
     pub termination: Termination,
     /// Distinct live processes found after the leader was gone, all killed.
     pub leaked_processes: usize,
+    /// The leader's peak resident set, its reaped descendants' included, in bytes (`wait`'s
+    /// resource usage of the leader); 0 when this call did not reap it.
+    pub leader_max_rss_bytes: u64,
 }
 
 /// A child running in its own process group, and everything it starts.
@@ -117,6 +120,8 @@ pub struct ProcessGroup {
     /// The child's confinement: kept (its cgroup and private folders with it) until the
     /// leader is reaped, and its cgroup killed through with the group.
     confinement: Option<Arc<Prepared>>,
+    /// The leader's peak RSS in bytes, from its reap ([`Swept::leader_max_rss_bytes`]).
+    leader_max_rss_bytes: u64,
 }
 
 impl ProcessGroup {
@@ -184,6 +189,7 @@ impl ProcessGroup {
             released: false,
             finished: false,
             confinement: launch.confinement.cloned(),
+            leader_max_rss_bytes: 0,
         };
         Ok((group, pipes))
     }
@@ -272,6 +278,7 @@ impl ProcessGroup {
         Swept {
             termination: self.exit.unwrap_or(Termination::Unreaped),
             leaked_processes,
+            leader_max_rss_bytes: self.leader_max_rss_bytes,
         }
     }
 
@@ -301,10 +308,7 @@ impl ProcessGroup {
         if self.exit.is_some() && !self.released {
             // Reap the leader last: its group is empty and no other child is left (or the
             // deadline passed, and nothing will be signalled any more).
-            let _ = waitid(
-                WaitId::PidFd(self.pidfd.as_fd()),
-                WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
-            );
+            self.leader_max_rss_bytes = reap_pidfd(&self.pidfd).unwrap_or(0);
             self.released = true;
         }
         if self.released {
@@ -397,6 +401,36 @@ fn explained(err: io::Error, program: &Path, cwd: Option<&Path>) -> SpawnError {
         SpawnError::NotExecutable(_) => SpawnError::NotExecutable(why),
         other => other,
     }
+}
+
+/// Reap the exited process `pidfd` names (non-blocking) and return its peak resident set in
+/// bytes, its reaped descendants' included: the raw `waitid(2)`, whose fifth argument (a
+/// `struct rusage`, which neither glibc's wrapper nor rustix passes) is the usage of that one
+/// child. `None` when nothing was reaped.
+fn reap_pidfd(pidfd: &OwnedFd) -> Option<u64> {
+    const P_PIDFD: libc::c_int = 3;
+    // SAFETY: `siginfo_t` and `rusage` are plain old data, valid when zeroed; waitid(2) writes
+    // into the two we pass (both live locals of the kernel's layout) and reads nothing else;
+    // the descriptor is borrowed from `pidfd` for the call.
+    let (rc, usage) = unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let mut usage: libc::rusage = std::mem::zeroed();
+        let rc = libc::syscall(
+            libc::SYS_waitid,
+            P_PIDFD,
+            pidfd.as_raw_fd(),
+            std::ptr::from_mut(&mut info),
+            libc::WEXITED | libc::WNOHANG,
+            std::ptr::from_mut(&mut usage),
+        );
+        (rc, usage)
+    };
+    // ru_maxrss is in KiB on Linux.
+    (rc == 0).then(|| {
+        u64::try_from(usage.ru_maxrss)
+            .unwrap_or(0)
+            .saturating_mul(1024)
+    })
 }
 
 #[cfg(test)]

@@ -427,8 +427,9 @@ pub struct Finished {
 /// The times are the difference (summed over the tree). `max_rss_bytes` is the kernel's
 /// maximum over every process reaped so far — the largest any single process of the tree
 /// reached, not their sum — which is this run's because a process runs one adapter (see the
-/// module's invariants). A process that could not be reaped (`Termination::Unreaped`) is not
-/// counted.
+/// module's invariants), unless the dispatcher inherited a larger one across `execve`: then it
+/// is the leader's own peak (its waited-for descendants included), from its reap. A process
+/// that could not be reaped (`Termination::Unreaped`) is not counted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Resources {
     /// The largest resident set size of any single process of the tree, in bytes.
@@ -468,8 +469,18 @@ fn children_usage() -> (u64, u64, u64) {
 
 impl Resources {
     /// The tree's usage since `before` (a [`children_usage`] taken before the spawn).
-    fn since(before: (u64, u64, u64)) -> Resources {
+    /// `leader_max_rss` is the leader's own peak from its reap, for when the children's
+    /// maximum did not move: a process that ran something larger before it `exec`ed the
+    /// dispatcher (`sh -c 'big; exec parent-tool-dispatch …'`, `cargo run`) hands that peak on
+    /// — `execve` keeps the children's totals — and it would stand for the adapter's.
+    fn since(before: (u64, u64, u64), leader_max_rss: u64) -> Resources {
         let (max_rss_bytes, user, system) = children_usage();
+        let max_rss_bytes = if max_rss_bytes > before.0 {
+            // A process of this run went past everything before it: the tree's peak.
+            max_rss_bytes
+        } else {
+            leader_max_rss
+        };
         Resources {
             max_rss_bytes,
             user_ms: user.saturating_sub(before.1) / 1000,
@@ -572,7 +583,7 @@ pub fn run(spec: Spec, interrupts: &Interrupts) -> Result<Finished, SpawnError> 
         stderr_tail: io.err.into_tail(),
         duration: start.elapsed(),
         leaked_processes: swept.leaked_processes,
-        resources: Resources::since(usage_before),
+        resources: Resources::since(usage_before, swept.leader_max_rss_bytes),
     })
 }
 
@@ -764,6 +775,37 @@ mod tests {
         let used = finished.resources_used().unwrap();
         assert!(used.user_ms + used.system_ms > 0, "{used:?}");
         assert!(used.max_rss_bytes > 0, "{used:?}");
+    }
+
+    #[test]
+    fn a_peak_from_before_the_run_does_not_stand_for_the_adapter_s() {
+        if !isolated("exec::tests::a_peak_from_before_the_run_does_not_stand_for_the_adapter_s") {
+            return;
+        }
+        // A 64 MiB child reaped before the run, as a shell that `exec`s the dispatcher leaves
+        // in its children's totals.
+        let big = std::process::Command::new("dd")
+            .args(["if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(big.success());
+        assert!(children_usage().0 >= 64 << 20);
+        let finished = run(shell("exit 0", None), &Interrupts::none()).unwrap();
+        let used = finished.resources_used().unwrap();
+        assert!(used.max_rss_bytes > 0, "{used:?}");
+        assert!(used.max_rss_bytes < 32 << 20, "the earlier peak: {used:?}");
+        // A run that goes past the earlier peak reports its own.
+        let finished = run(
+            shell(
+                "dd if=/dev/zero of=/dev/null bs=96M count=1 2>/dev/null",
+                None,
+            ),
+            &Interrupts::none(),
+        )
+        .unwrap();
+        let used = finished.resources_used().unwrap();
+        assert!(used.max_rss_bytes >= 96 << 20, "{used:?}");
     }
 
     #[test]
