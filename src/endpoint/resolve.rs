@@ -16,11 +16,15 @@
 //! shorter one the other way round; each try asks every nameserver in turn (`attempts` rounds,
 //! `timeout` seconds each, both from `options`, always within the caller's deadline) for `A`
 //! and `AAAA` at once. A nameserver's `NXDOMAIN` or empty answer moves on to the next name;
-//! no answer, a failure or a truncated answer (no TCP fallback) moves on to the next
-//! nameserver. Answers are taken only from the nameserver asked, with the query's random id
-//! and question, from a socket of a random port.
+//! no answer or a failure moves on to the next nameserver. An answer the nameserver truncated
+//! (too long for UDP) is asked again of the same nameserver over TCP (RFC 7766: a two-byte
+//! length before each message, one connection per question), within the same deadline; a
+//! truncated or failed answer there too counts as that nameserver failing. Answers are taken
+//! only from the nameserver asked, with the query's random id and question, from a socket of a
+//! random port.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, UdpSocket};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -250,7 +254,7 @@ fn ask_all(name: &str, conf: &Conf, deadline: Instant) -> Asked {
             match ask(server, name, Instant::now() + left.min(conf.timeout)) {
                 Some(Answer::Addresses(ips)) if !ips.is_empty() => return Asked::Found(ips),
                 Some(Answer::Addresses(_) | Answer::NoSuchName) => return Asked::NoSuchName,
-                Some(Answer::Failed) | None => {}
+                Some(Answer::Failed | Answer::Truncated) | None => {}
             }
         }
     }
@@ -264,8 +268,10 @@ pub enum Answer {
     Addresses(Vec<IpAddr>),
     /// `NXDOMAIN`.
     NoSuchName,
-    /// `SERVFAIL`, `REFUSED`, truncated, or otherwise unusable: ask the next nameserver.
+    /// `SERVFAIL`, `REFUSED`, or otherwise unusable: ask the next nameserver.
     Failed,
+    /// The answer did not fit (the `TC` flag): ask the same nameserver over TCP.
+    Truncated,
 }
 
 /// Ask `server` for the `A` and `AAAA` records of `name`, by `deadline`; `None` when it did
@@ -307,15 +313,60 @@ pub fn ask(server: SocketAddr, name: &str, deadline: Instant) -> Option<Answer> 
     let [Some(a), Some(aaaa)] = answers else {
         return None;
     };
+    let over_tcp = |answer: Answer, qtype: u16| match answer {
+        Answer::Truncated => ask_tcp(server, name, qtype, deadline).unwrap_or(Answer::Failed),
+        answer => answer,
+    };
+    let (a, aaaa) = (over_tcp(a, TYPE_A), over_tcp(aaaa, TYPE_AAAA));
     Some(match (a, aaaa) {
         (Answer::Addresses(mut v4), Answer::Addresses(v6)) => {
             v4.extend(v6);
             Answer::Addresses(v4)
         }
-        (found @ Answer::Addresses(_), _) | (_, found @ Answer::Addresses(_)) => found,
+        // One family found and the other failed: the addresses found. One family empty and
+        // the other failed: nothing is known yet — the next nameserver is asked.
+        (Answer::Addresses(ips), _) | (_, Answer::Addresses(ips)) if !ips.is_empty() => {
+            Answer::Addresses(ips)
+        }
         (Answer::NoSuchName, _) | (_, Answer::NoSuchName) => Answer::NoSuchName,
         _ => Answer::Failed,
     })
+}
+
+/// Ask `server` for `name`'s `qtype` records over TCP, by `deadline` (the answer UDP could not
+/// carry): one query, one answer of at most 64 KiB, each read and write bounded by what is
+/// left of the deadline, so a nameserver that drips its answer cannot hold the call past it.
+/// `None` when there is no usable answer in time (a truncated one here counts as failed).
+pub fn ask_tcp(server: SocketAddr, name: &str, qtype: u16, deadline: Instant) -> Option<Answer> {
+    let left = || Some(deadline.saturating_duration_since(Instant::now())).filter(|l| !l.is_zero());
+    let mut stream = TcpStream::connect_timeout(&server, left()?).ok()?;
+    let id = random_id();
+    let q = query(id, name, qtype)?;
+    let mut message = u16::try_from(q.len()).ok()?.to_be_bytes().to_vec();
+    message.extend_from_slice(&q);
+    stream.set_write_timeout(left()).ok()?;
+    stream.write_all(&message).ok()?;
+    let mut read_full = |buf: &mut [u8]| -> Option<()> {
+        let mut done = 0;
+        while done < buf.len() {
+            stream.set_read_timeout(left()).ok()?;
+            match stream.read(&mut buf[done..]) {
+                Ok(0) => return None,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            }
+        }
+        Some(())
+    };
+    let mut len = [0u8; 2];
+    read_full(&mut len)?;
+    let mut answer = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    read_full(&mut answer)?;
+    match parse_answer(&answer, id, name, qtype)? {
+        Answer::Truncated => Some(Answer::Failed),
+        answer => Some(answer),
+    }
 }
 
 const TYPE_A: u16 = 1;
@@ -365,7 +416,7 @@ pub fn parse_answer(packet: &[u8], id: u16, name: &str, qtype: u16) -> Option<An
         return None;
     }
     if flags & 0x0200 != 0 {
-        return Some(Answer::Failed);
+        return Some(Answer::Truncated);
     }
     match flags & 0xF {
         0 => {}

@@ -200,7 +200,8 @@ fn answers_are_read_with_compression_and_cname_chains() {
     let truncated = reply(&q, 0, 0x0200, &[("@", TYPE_A, vec![1, 2, 3, 4])]);
     assert_eq!(
         parse_answer(&truncated, 7, "svc.example", TYPE_A),
-        Some(Answer::Failed)
+        Some(Answer::Truncated),
+        "what a truncated answer holds is never taken"
     );
 }
 
@@ -328,4 +329,120 @@ fn a_silent_nameserver_ends_at_the_deadline_as_a_timeout() {
     let took = started.elapsed();
     assert!(took >= Duration::from_millis(350), "{took:?}");
     assert!(took < Duration::from_secs(10), "{took:?}");
+}
+
+/// A nameserver whose UDP answers to `A` are truncated (and hold a decoy address) and whose TCP
+/// listener on the same port answers in full with `v4s`, in two pieces — to another query id
+/// when `tcp_id_flip`. Returns how many TCP answers it gave (it stops after one, or 10 s).
+fn truncating_nameserver(
+    v4s: &'static [[u8; 4]],
+    tcp_id_flip: bool,
+) -> (SocketAddr, JoinHandle<usize>) {
+    // The TCP listener must share the UDP socket's port number.
+    let (socket, listener) = loop {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        if let Ok(listener) = std::net::TcpListener::bind(socket.local_addr().unwrap()) {
+            break (socket, listener);
+        }
+    };
+    socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = socket.local_addr().unwrap();
+    let handle = std::thread::spawn(move || {
+        let until = Instant::now() + Duration::from_secs(10);
+        let mut tcp_answers = 0;
+        let mut buf = [0u8; 512];
+        while Instant::now() < until && tcp_answers < 1 {
+            if let Ok((n, from)) = socket.recv_from(&mut buf) {
+                let q = &buf[..n];
+                let mut r = Reader { packet: q, at: 12 };
+                r.name().unwrap();
+                let answer = match r.u16().unwrap() {
+                    TYPE_A => reply(q, 0, 0x0200, &[("@", TYPE_A, vec![6, 6, 6, 6])]),
+                    _ => reply(q, 0, 0, &[]),
+                };
+                socket.send_to(&answer, from).unwrap();
+            }
+            if let Ok((mut stream, _)) = listener.accept() {
+                use std::io::{Read, Write};
+                stream.set_nonblocking(false).unwrap();
+                let mut len = [0u8; 2];
+                stream.read_exact(&mut len).unwrap();
+                let mut q = vec![0u8; usize::from(u16::from_be_bytes(len))];
+                stream.read_exact(&mut q).unwrap();
+                let records: Vec<(&str, u16, Vec<u8>)> =
+                    v4s.iter().map(|ip| ("@", TYPE_A, ip.to_vec())).collect();
+                let mut answer = reply(&q, 0, 0, &records);
+                if tcp_id_flip {
+                    answer[0] ^= 0xFF;
+                }
+                let mut framed = (answer.len() as u16).to_be_bytes().to_vec();
+                framed.extend_from_slice(&answer);
+                // In two writes: the reader must put the pieces together.
+                stream.write_all(&framed[..3]).unwrap();
+                std::thread::sleep(Duration::from_millis(20));
+                stream.write_all(&framed[3..]).unwrap();
+                tcp_answers += 1;
+            }
+        }
+        tcp_answers
+    });
+    (addr, handle)
+}
+
+#[test]
+fn a_truncated_answer_is_asked_again_over_tcp() {
+    static MANY: [[u8; 4]; 40] = {
+        let mut ips = [[10, 9, 0, 0]; 40];
+        let mut i = 0;
+        while i < 40 {
+            ips[i][3] = i as u8;
+            i += 1;
+        }
+        ips
+    };
+    let (server, handle) = truncating_nameserver(&MANY, false);
+    let conf = Conf {
+        nameservers: vec![server],
+        timeout: Duration::from_secs(3),
+        attempts: 1,
+        ..Conf::default()
+    };
+    let found = ask_dns("big.example", 443, soon(), &conf).unwrap();
+    assert_eq!(found.len(), 40, "{found:?}");
+    assert_eq!(found[39], "10.9.0.39:443".parse().unwrap());
+    assert!(
+        !found.contains(&"6.6.6.6:443".parse().unwrap()),
+        "nothing of the truncated UDP answer"
+    );
+    assert_eq!(handle.join().unwrap(), 1);
+    // A TCP answer to another id is no answer: the nameserver failed.
+    let (server, handle) = truncating_nameserver(&MANY, true);
+    let conf = Conf {
+        nameservers: vec![server],
+        ..conf
+    };
+    assert!(ask_dns("big.example", 443, soon(), &conf).is_err());
+    assert_eq!(handle.join().unwrap(), 1);
+}
+
+#[test]
+fn a_tcp_answer_that_never_comes_ends_at_the_deadline() {
+    // A listener that accepts and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = listener.local_addr().unwrap();
+    let started = Instant::now();
+    let answer = ask_tcp(
+        server,
+        "slow.example",
+        TYPE_A,
+        started + Duration::from_millis(300),
+    );
+    assert_eq!(answer, None);
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(250), "{took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    drop(listener);
 }
