@@ -467,9 +467,16 @@ struct StderrLog<W = std::io::Stderr> {
     dropped: u64,
     tail: Vec<u8>,
     out: W,
-    /// `out` is a terminal: control characters are shown escaped, line breaks kept.
+    /// `out` is a terminal: each line is shown escaped ([`crate::terminal::escape`]), line
+    /// breaks kept.
     escape: bool,
+    /// With `escape`: the start of a line not ended yet (at most [`HELD_LINE_BYTES`]), so that a
+    /// character cut between two reads is shown whole.
+    held: Vec<u8>,
 }
+
+/// The longest piece of one stderr line held back before it is shown escaped.
+const HELD_LINE_BYTES: usize = 4096;
 
 impl Default for StderrLog {
     fn default() -> Self {
@@ -491,6 +498,7 @@ impl<W: Write> StderrLog<W> {
             tail: Vec::new(),
             out,
             escape: false,
+            held: Vec::new(),
         }
     }
 
@@ -501,11 +509,7 @@ impl<W: Write> StderrLog<W> {
             // The adapter's stderr is the dispatcher's pipe (drained, redacted and escaped
             // there) or, run by hand (`--list-tools`), a terminal: there the server's bytes
             // must not drive it (ESC sequences, bidi controls), so each line is escaped.
-            let _ = if self.escape {
-                self.out.write_all(escaped_lines(now).as_bytes())
-            } else {
-                self.out.write_all(now)
-            };
+            self.pass_on(now);
             self.forwarded += now.len();
         }
         self.dropped += later.len() as u64;
@@ -516,7 +520,36 @@ impl<W: Write> StderrLog<W> {
         }
     }
 
+    /// Write `bytes` to `out`: as they are, or with `escape` a line at a time, escaped.
+    fn pass_on(&mut self, bytes: &[u8]) {
+        if !self.escape {
+            let _ = self.out.write_all(bytes);
+            return;
+        }
+        self.held.extend_from_slice(bytes);
+        let mut start = 0;
+        while let Some(end) = self.held[start..].iter().position(|&b| b == b'\n') {
+            let line = String::from_utf8_lossy(&self.held[start..start + end]);
+            let _ = writeln!(self.out, "{}", crate::terminal::escape(&line));
+            start += end + 1;
+        }
+        while self.held.len() - start >= HELD_LINE_BYTES {
+            let piece = String::from_utf8_lossy(&self.held[start..start + HELD_LINE_BYTES]);
+            let _ = write!(self.out, "{}", crate::terminal::escape(&piece));
+            start += HELD_LINE_BYTES;
+        }
+        self.held.drain(..start);
+    }
+
     fn finish(&mut self) {
+        if !self.held.is_empty() {
+            let rest = std::mem::take(&mut self.held);
+            let _ = write!(
+                self.out,
+                "{}",
+                crate::terminal::escape(&String::from_utf8_lossy(&rest))
+            );
+        }
         if self.tail.len() > STDERR_TAIL_BYTES {
             let cut = self.tail.len() - STDERR_TAIL_BYTES;
             self.tail.drain(..cut);
@@ -529,14 +562,6 @@ impl<W: Write> StderrLog<W> {
             );
         }
     }
-}
-
-/// `bytes` as text with every line escaped for a terminal ([`crate::terminal::escape`]) and
-/// the line breaks kept. A character cut between two reads shows as U+FFFD.
-fn escaped_lines(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(bytes);
-    let lines: Vec<_> = text.split('\n').map(crate::terminal::escape).collect();
-    lines.join("\n")
 }
 
 #[cfg(test)]
@@ -612,13 +637,19 @@ mod tests {
         let hostile = b"plain\n\x1b[2J\x1b]0;title\x07red\r\xe2\x80\xaeevil\n";
         let mut log = StderrLog::to(Vec::new());
         log.escape = true;
-        log.push(hostile);
+        // In pieces that cut a character and a line; the last line has no newline.
+        let (first, rest) = hostile.split_at(hostile.len() - 7);
+        log.push(first);
+        log.push(rest);
+        log.push("caf\u{e9}".as_bytes().split_at(4).0);
+        log.push("caf\u{e9}".as_bytes().split_at(4).1);
+        log.finish();
         assert_eq!(
             String::from_utf8(log.out).unwrap(),
-            "plain\n\\x1b[2J\\x1b]0;title\\x07red\\r\\u{202e}evil\n"
+            "plain\n\\x1b[2J\\x1b]0;title\\x07red\\r\\u{202e}evil\ncaf\u{e9}"
         );
         // The tail keeps the raw bytes (the adapter's own messages escape what they quote).
-        assert!(log.tail.ends_with(b"evil\n"));
+        assert!(log.tail.ends_with("evil\ncaf\u{e9}".as_bytes()));
         // Not a terminal (the dispatcher's pipe): passed on as it is.
         let mut raw = StderrLog::to(Vec::new());
         raw.push(hostile);
