@@ -142,6 +142,39 @@ fn hint(is_terminal: bool) -> Option<&'static str> {
     is_terminal.then_some("reading the request from stdin (end with Ctrl-D)\u{2026}")
 }
 
+/// Output cut into lines for a terminal, a line at a time: what came without its newline yet is
+/// held (at most `piece` bytes), so a character or an escape sequence cut between two reads
+/// is shown whole, and memory stays bounded whatever the writer sends. Used for an adapter's
+/// stderr under `--verbose` and for an MCP server's stderr on a terminal.
+#[derive(Debug, Default)]
+pub struct HeldLines {
+    held: Vec<u8>,
+}
+
+impl HeldLines {
+    /// Take `bytes`; `show` gets each complete line (without its newline, and `true`) and each
+    /// `piece`-byte part of a line longer than that (`false`).
+    pub fn push(&mut self, bytes: &[u8], piece: usize, mut show: impl FnMut(&[u8], bool)) {
+        let piece = piece.max(1);
+        self.held.extend_from_slice(bytes);
+        let mut start = 0;
+        while let Some(end) = self.held[start..].iter().position(|&b| b == b'\n') {
+            show(&self.held[start..start + end], true);
+            start += end + 1;
+        }
+        while self.held.len() - start >= piece {
+            show(&self.held[start..start + piece], false);
+            start += piece;
+        }
+        self.held.drain(..start);
+    }
+
+    /// What is held (a last line without its newline), taken; empty when nothing is.
+    pub fn take(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.held)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

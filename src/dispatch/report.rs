@@ -236,7 +236,7 @@ fn stderr_tail(stderr: &[u8], redactor: &Redactor) -> (String, bool) {
 /// stays bounded whatever the adapter writes.
 pub(super) struct LiveStderr {
     redactor: Redactor,
-    held: std::cell::RefCell<Vec<u8>>,
+    held: std::cell::RefCell<crate::terminal::HeldLines>,
 }
 
 /// The longest piece of one stderr line `--verbose` holds before showing it.
@@ -247,7 +247,7 @@ impl LiveStderr {
     pub(super) fn new(redactor: &Redactor) -> LiveStderr {
         LiveStderr {
             redactor: redactor.clone(),
-            held: std::cell::RefCell::new(Vec::new()),
+            held: std::cell::RefCell::default(),
         }
     }
 
@@ -262,21 +262,11 @@ impl LiveStderr {
 impl exec::StderrTap for LiveStderr {
     fn chunk(&self, bytes: &[u8]) {
         let mut held = self.held.borrow_mut();
-        held.extend_from_slice(bytes);
-        let mut start = 0;
-        while let Some(end) = held[start..].iter().position(|&b| b == b'\n') {
-            self.show(&held[start..start + end]);
-            start += end + 1;
-        }
-        while held.len() - start >= LIVE_LINE_BYTES {
-            self.show(&held[start..start + LIVE_LINE_BYTES]);
-            start += LIVE_LINE_BYTES;
-        }
-        held.drain(..start);
+        held.push(bytes, LIVE_LINE_BYTES, |line, _| self.show(line));
     }
 
     fn finish(&self) {
-        let rest = std::mem::take(&mut *self.held.borrow_mut());
+        let rest = self.held.borrow_mut().take();
         if !rest.is_empty() {
             self.show(&rest);
         }

@@ -425,12 +425,7 @@ fn reap_pidfd(pidfd: &OwnedFd) -> Option<u64> {
         );
         (rc, usage)
     };
-    // ru_maxrss is in KiB on Linux.
-    (rc == 0).then(|| {
-        u64::try_from(usage.ru_maxrss)
-            .unwrap_or(0)
-            .saturating_mul(1024)
-    })
+    (rc == 0).then(|| super::max_rss_bytes(&usage))
 }
 
 #[cfg(test)]

@@ -440,6 +440,13 @@ pub struct Resources {
     pub system_ms: u64,
 }
 
+/// A resource usage's peak resident set, in bytes (`ru_maxrss` is in KiB on Linux).
+fn max_rss_bytes(usage: &libc::rusage) -> u64 {
+    u64::try_from(usage.ru_maxrss)
+        .unwrap_or(0)
+        .saturating_mul(1024)
+}
+
 /// `getrusage(RUSAGE_CHILDREN)` as (max RSS in bytes, user µs, system µs).
 fn children_usage() -> (u64, u64, u64) {
     // SAFETY: `rusage` is plain old data, valid when zeroed; getrusage(2) writes into the one
@@ -458,10 +465,7 @@ fn children_usage() -> (u64, u64, u64) {
             .saturating_add(u64::try_from(t.tv_usec).unwrap_or(0))
     };
     (
-        // ru_maxrss is in KiB on Linux.
-        u64::try_from(usage.ru_maxrss)
-            .unwrap_or(0)
-            .saturating_mul(1024),
+        max_rss_bytes(&usage),
         micros(usage.ru_utime),
         micros(usage.ru_stime),
     )

@@ -472,7 +472,7 @@ struct StderrLog<W = std::io::Stderr> {
     escape: bool,
     /// With `escape`: the start of a line not ended yet (at most [`HELD_LINE_BYTES`]), so that a
     /// character cut between two reads is shown whole.
-    held: Vec<u8>,
+    held: crate::terminal::HeldLines,
 }
 
 /// The longest piece of one stderr line held back before it is shown escaped.
@@ -498,7 +498,7 @@ impl<W: Write> StderrLog<W> {
             tail: Vec::new(),
             out,
             escape: false,
-            held: Vec::new(),
+            held: crate::terminal::HeldLines::default(),
         }
     }
 
@@ -526,24 +526,20 @@ impl<W: Write> StderrLog<W> {
             let _ = self.out.write_all(bytes);
             return;
         }
-        self.held.extend_from_slice(bytes);
-        let mut start = 0;
-        while let Some(end) = self.held[start..].iter().position(|&b| b == b'\n') {
-            let line = String::from_utf8_lossy(&self.held[start..start + end]);
-            let _ = writeln!(self.out, "{}", crate::terminal::escape(&line));
-            start += end + 1;
-        }
-        while self.held.len() - start >= HELD_LINE_BYTES {
-            let piece = String::from_utf8_lossy(&self.held[start..start + HELD_LINE_BYTES]);
-            let _ = write!(self.out, "{}", crate::terminal::escape(&piece));
-            start += HELD_LINE_BYTES;
-        }
-        self.held.drain(..start);
+        let out = &mut self.out;
+        self.held.push(bytes, HELD_LINE_BYTES, |line, whole| {
+            let shown = crate::terminal::escape(&String::from_utf8_lossy(line)).into_owned();
+            let _ = if whole {
+                writeln!(out, "{shown}")
+            } else {
+                write!(out, "{shown}")
+            };
+        });
     }
 
     fn finish(&mut self) {
-        if !self.held.is_empty() {
-            let rest = std::mem::take(&mut self.held);
+        let rest = self.held.take();
+        if !rest.is_empty() {
             let _ = write!(
                 self.out,
                 "{}",
