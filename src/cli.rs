@@ -11,6 +11,18 @@ use std::path::PathBuf;
 /// Environment variable that may carry the bridge instead of `--parent-tool-bridge`.
 pub const BRIDGE_ENV: &str = "PARENT_TOOL_DISPATCH_BRIDGE";
 
+/// Every variable clap reads for the main job's options (a test holds this list equal to the
+/// `env` of [`DispatchArgs`]' arguments): `plain_main_job` leaves a command line to clap when one
+/// of them is set.
+pub const DISPATCH_ENV: &[&str] = &[BRIDGE_ENV, LEDGER_ENV];
+
+/// `--max-output-bytes`' default.
+pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
+/// `--max-request-bytes`' default.
+pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 8 * 1024 * 1024;
+/// `--kill-grace-ms`' default.
+pub const DEFAULT_KILL_GRACE_MS: u64 = 2000;
+
 /// The main page's examples, as (what it does, the command): shown by `--help` and in the man
 /// page's EXAMPLES section.
 pub const EXAMPLES: [(&str, &str); 4] = [
@@ -139,6 +151,34 @@ pub struct DispatchArgs {
     pub ledger: LedgerArgs,
 }
 
+impl DispatchArgs {
+    /// The main job with this bridge and every other option at its default: what clap gives
+    /// for `--parent-tool-bridge VALUE` alone (`plain_main_job`; a test compares the two).
+    pub fn with_bridge(bridge: String) -> DispatchArgs {
+        DispatchArgs {
+            bridge: BridgeArg {
+                parent_tool_bridge: Some(bridge),
+            },
+            request: None,
+            artifact_dir: None,
+            result_file: None,
+            tool_map: None,
+            ca_cert: None,
+            pretty: false,
+            messages: MessageArgs::default(),
+            run: RunArgs {
+                pass_env: Vec::new(),
+                secret_env: Vec::new(),
+                max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+                max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+                kill_grace_ms: DEFAULT_KILL_GRACE_MS,
+                confine: ConfineArgs::default(),
+            },
+            ledger: LedgerArgs::default(),
+        }
+    }
+}
+
 /// How much the main job says on stderr (docs/cli-notes.md, "Messages on stderr").
 #[derive(Debug, Args, Clone, Default)]
 pub struct MessageArgs {
@@ -203,13 +243,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME")]
     pub secret_env: Vec<String>,
     /// Cap on the adapter's stdout; beyond it the adapter is killed (`result_too_large`).
-    #[arg(long, hide_short_help = true, value_name = "N", default_value_t = 16 * 1024 * 1024)]
+    #[arg(long, hide_short_help = true, value_name = "N", default_value_t = DEFAULT_MAX_OUTPUT_BYTES)]
     pub max_output_bytes: u64,
     /// Cap on the incoming request (`request_too_large`).
-    #[arg(long, hide_short_help = true, value_name = "N", default_value_t = 8 * 1024 * 1024)]
+    #[arg(long, hide_short_help = true, value_name = "N", default_value_t = DEFAULT_MAX_REQUEST_BYTES)]
     pub max_request_bytes: u64,
     /// Grace between SIGTERM and SIGKILL to the adapter's process group.
-    #[arg(long, hide_short_help = true, value_name = "N", default_value_t = 2000)]
+    #[arg(long, hide_short_help = true, value_name = "N", default_value_t = DEFAULT_KILL_GRACE_MS)]
     pub kill_grace_ms: u64,
 
     #[command(flatten)]

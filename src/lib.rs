@@ -35,6 +35,7 @@ pub mod endpoint;
 pub mod envelope;
 pub mod error;
 pub mod exec;
+pub mod find;
 pub mod fs;
 /// The bodies of the fuzz targets, for `fuzz/` and `tests/cli/fuzz_regressions.rs` only.
 #[cfg(any(test, feature = "test-support"))]
@@ -130,6 +131,12 @@ pub const SUBCOMMAND_NAMES: &[&str] = &[
 /// arguments come from the same definition (`DispatchArgs`), so they are the same values.
 pub fn main_job_command_line(args: &[OsString]) -> Option<Cli> {
     use clap::{Args, FromArgMatches};
+    if let Some(dispatch) = plain_main_job(args, |name| std::env::var_os(name)) {
+        return Some(Cli {
+            command: None,
+            dispatch,
+        });
+    }
     let mut light = clap::Command::new("parent-tool-dispatch")
         .args_conflicts_with_subcommands(true)
         .subcommand_negates_reqs(true)
@@ -155,6 +162,46 @@ pub fn main_job_command_line(args: &[OsString]) -> Option<Cli> {
         command: None,
         dispatch,
     })
+}
+
+/// The command line nearly every call has, read without clap at all: the bridge and nothing else,
+/// as `--parent-tool-bridge VALUE`, `--parent-tool-bridge=VALUE`, or no argument with the bridge
+/// in PARENT_TOOL_DISPATCH_BRIDGE. Building even the main job's options costs about 40 µs warm
+/// and more in a fresh process (clap's code is paged in); this is a compare of one or two
+/// words. `None` for anything else — then clap parses it — and also when a variable clap would
+/// read for the main job is set ([`cli::DISPATCH_ENV`]) beside the flag, or the value is empty,
+/// not UTF-8 or starts with `-` (clap's reading of those is left to clap). A test holds the
+/// result equal to clap's for every shape taken.
+pub fn plain_main_job(
+    args: &[OsString],
+    env: impl Fn(&str) -> Option<OsString>,
+) -> Option<cli::DispatchArgs> {
+    const FLAG: &str = "--parent-tool-bridge";
+    let value = match args.get(1..)? {
+        [] => {
+            if cli::DISPATCH_ENV
+                .iter()
+                .any(|name| *name != cli::BRIDGE_ENV && env(name).is_some())
+            {
+                return None;
+            }
+            env(cli::BRIDGE_ENV)?.into_string().ok()?
+        }
+        [one] => one
+            .to_str()?
+            .strip_prefix(FLAG)?
+            .strip_prefix('=')?
+            .to_owned(),
+        [flag, value] if flag == FLAG => value.to_str()?.to_owned(),
+        _ => return None,
+    };
+    if args.len() > 1 && cli::DISPATCH_ENV.iter().any(|name| env(name).is_some()) {
+        return None;
+    }
+    if value.is_empty() || value.starts_with('-') {
+        return None;
+    }
+    Some(cli::DispatchArgs::with_bridge(value))
 }
 
 /// Make this process non-dumpable before it starts anything (docs/guide.md, "What an adapter cannot

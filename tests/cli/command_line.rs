@@ -466,7 +466,31 @@ fn the_main_jobs_quick_parse_agrees_with_the_whole_command_tree() {
             "-",
         ],
     ];
-    for line in quick {
+    // The plain shapes, which skip clap altogether (`plain_main_job`), give the same too.
+    let plain: &[&[&str]] = &[
+        &["--parent-tool-bridge", "{}"],
+        &["--parent-tool-bridge", "@bridge.json"],
+        &["--parent-tool-bridge={\"a\": 1}"],
+        &["--parent-tool-bridge", "validate"],
+        &["--parent-tool-bridge", "a=b"],
+    ];
+    for line in plain {
+        let args: Vec<OsString> = std::iter::once("parent-tool-dispatch")
+            .chain(line.iter().copied())
+            .map(OsString::from)
+            .collect();
+        let bare = parent_tool_dispatch::plain_main_job(&args, |_| None)
+            .unwrap_or_else(|| panic!("{line:?} was left to clap"));
+        let mut cmd = Cli::command();
+        let mut matches = cmd.try_get_matches_from_mut(&args).unwrap();
+        let whole = Cli::from_arg_matches_mut(&mut matches).unwrap();
+        assert_eq!(
+            format!("{bare:?}"),
+            format!("{:?}", whole.dispatch),
+            "{line:?}"
+        );
+    }
+    for line in quick.iter().chain(plain) {
         let args: Vec<OsString> = std::iter::once("parent-tool-dispatch")
             .chain(line.iter().copied())
             .map(OsString::from)
@@ -499,4 +523,90 @@ fn the_main_jobs_quick_parse_agrees_with_the_whole_command_tree() {
             .collect();
         assert!(main_job_command_line(&args).is_none(), "{line:?}");
     }
+}
+
+/// The plain shapes leave everything else to clap: a second word, an option that is not the
+/// bridge, a value clap reads its own way (empty, or starting with `-`), a value that is not
+/// UTF-8, and a variable clap would read for the main job; the bridge variable alone is read
+/// like the flag.
+#[test]
+fn the_plain_main_job_takes_only_the_bridge() {
+    use parent_tool_dispatch::cli::{DISPATCH_ENV, LEDGER_ENV};
+    use parent_tool_dispatch::plain_main_job;
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt;
+    let args = |words: &[&str]| -> Vec<OsString> {
+        std::iter::once("parent-tool-dispatch")
+            .chain(words.iter().copied())
+            .map(OsString::from)
+            .collect()
+    };
+    let none = |_: &str| None;
+    let left: &[&[&str]] = &[
+        &[],
+        &["--parent-tool-bridge"],
+        &["--parent-tool-bridge", ""],
+        &["--parent-tool-bridge="],
+        &["--parent-tool-bridge", "-v"],
+        &["--parent-tool-bridge=-v"],
+        &["--parent-tool-bridge", "{}", "request.json"],
+        &["--parent-tool-bridge={}", "--pretty"],
+        &["--parent-tool-bridgex={}"],
+        &["--parent-tool-bridge-file", "{}"],
+        &["--pretty", "{}"],
+        &["validate", "{}"],
+        &["--parent-tool-bridge", "{}", "--", "-"],
+    ];
+    for line in left {
+        assert!(plain_main_job(&args(line), none).is_none(), "{line:?}");
+    }
+    let mut not_utf8 = args(&["--parent-tool-bridge"]);
+    not_utf8.push(OsString::from_vec(b"{\xff}".to_vec()));
+    assert!(plain_main_job(&not_utf8, none).is_none());
+
+    // Each variable clap reads for the main job, set beside the flag, leaves it to clap.
+    for name in DISPATCH_ENV {
+        let set = |asked: &str| (asked == *name).then(|| OsString::from("x"));
+        assert!(
+            plain_main_job(&args(&["--parent-tool-bridge", "{}"]), set).is_none(),
+            "{name}"
+        );
+    }
+    // The bridge in its variable and no argument reads as the flag would.
+    let bridge_only = |asked: &str| {
+        (asked == parent_tool_dispatch::cli::BRIDGE_ENV).then(|| OsString::from("{\"b\": 2}"))
+    };
+    let from_env = plain_main_job(&args(&[]), bridge_only).expect("the bridge variable alone");
+    let from_flag = plain_main_job(&args(&["--parent-tool-bridge", "{\"b\": 2}"]), none).unwrap();
+    assert_eq!(format!("{from_env:?}"), format!("{from_flag:?}"));
+    // … but not beside the ledger's variable, nor when empty or not UTF-8.
+    let with_ledger = |asked: &str| match asked {
+        LEDGER_ENV => Some(OsString::from("l.db")),
+        parent_tool_dispatch::cli::BRIDGE_ENV => Some(OsString::from("{}")),
+        _ => None,
+    };
+    assert!(plain_main_job(&args(&[]), with_ledger).is_none());
+    let empty = |asked: &str| (asked == parent_tool_dispatch::cli::BRIDGE_ENV).then(OsString::new);
+    assert!(plain_main_job(&args(&[]), empty).is_none());
+    let bad = |asked: &str| {
+        (asked == parent_tool_dispatch::cli::BRIDGE_ENV).then(|| OsString::from_vec(vec![0xff]))
+    };
+    assert!(plain_main_job(&args(&[]), bad).is_none());
+}
+
+/// `DISPATCH_ENV` names every variable clap reads for the main job's options, and no other.
+#[test]
+fn the_main_jobs_variables_are_all_listed() {
+    use clap::Args;
+    use parent_tool_dispatch::cli::{DispatchArgs, DISPATCH_ENV};
+    let cmd = DispatchArgs::augment_args(clap::Command::new("x"));
+    let mut read: Vec<String> = cmd
+        .get_arguments()
+        .filter_map(|a| a.get_env())
+        .map(|v| v.to_string_lossy().into_owned())
+        .collect();
+    read.sort_unstable();
+    let mut listed: Vec<String> = DISPATCH_ENV.iter().map(|s| s.to_string()).collect();
+    listed.sort_unstable();
+    assert_eq!(read, listed);
 }
