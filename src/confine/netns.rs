@@ -25,17 +25,13 @@ pub enum PreparedNetns {
     UserNamespace { uid_map: CString, gid_map: CString },
 }
 
-/// Whether the effective capability set has `CAP_SYS_ADMIN` (`CapEff` in
-/// `/proc/self/status`).
+/// Whether the effective capability set has `CAP_SYS_ADMIN` (`capget`, one system call; the
+/// same set is `CapEff` in `/proc/self/status`, which a test compares).
 pub fn has_cap_sys_admin() -> bool {
-    const CAP_SYS_ADMIN: u32 = 21;
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            let line = s.lines().find(|l| l.starts_with("CapEff:"))?;
-            u64::from_str_radix(line.trim_start_matches("CapEff:").trim(), 16).ok()
-        })
-        .is_some_and(|caps| caps & (1 << CAP_SYS_ADMIN) != 0)
+    rustix::thread::capabilities(None).is_ok_and(|sets| {
+        sets.effective
+            .contains(rustix::thread::CapabilitySet::SYS_ADMIN)
+    })
 }
 
 impl PreparedNetns {
@@ -91,4 +87,18 @@ impl PreparedNetns {
 fn write_proc(path: &std::ffi::CStr, value: &[u8]) -> Result<(), Errno> {
     let fd: OwnedFd = rustix::fs::open(path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())?;
     rustix::io::write(&fd, value).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_capability_agrees_with_the_status_file() {
+        const CAP_SYS_ADMIN: u32 = 21;
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("CapEff:")).unwrap();
+        let caps = u64::from_str_radix(line.trim_start_matches("CapEff:").trim(), 16).unwrap();
+        assert_eq!(has_cap_sys_admin(), caps & (1 << CAP_SYS_ADMIN) != 0);
+    }
 }
