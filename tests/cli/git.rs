@@ -1160,3 +1160,92 @@ fn a_rigged_submodule_runs_nothing_either() {
         assert!(ran.is_empty(), "{tool} ran {ran:?}");
     }
 }
+
+/// A host confines the adapter — and every git it starts — with the dispatcher's own options
+/// (docs/git.md, "Confining git"), on the real kernel: with `--fs-write ROOT` and `--network
+/// none` every tool works, committing included; with `--fs-read ROOT` the reading tools work,
+/// and the kernel refuses git's index lock, so `git.add` fails and nothing is staged.
+#[test]
+fn under_the_dispatchers_confinement_git_works_within_what_the_host_granted() {
+    let repo = Repo::new();
+    let root = repo.root();
+    repo.write("a.txt", b"one\ntwo\n");
+    let root_arg = root.display().to_string();
+    let mut bridge = super::bridge(&[]);
+    bridge["allowed_tools"] = json!(["git.status", "git.diff", "git.add", "git.commit"]);
+    bridge["dispatcher"]["command"]["argv"] = json!([
+        super::bin().display().to_string(),
+        "adapter",
+        "git",
+        "--root",
+        root_arg,
+        "--allow-commit",
+        "--author",
+        "Ann Agent <ann@example.org>"
+    ]);
+    let call = |flags: &[&str], tool: &str, input: Value| {
+        super::Dispatch::with_bridge(bridge.clone())
+            .stdin(request(tool, input))
+            .args(flags)
+            .run()
+    };
+
+    let read_only = ["--fs-read", root_arg.as_str()];
+    let run = call(&read_only, "git.status", json!({}));
+    run.expect("succeeded", None, 0);
+    assert_eq!(run.stderr, "");
+    assert_eq!(
+        run.envelope["output"]["entries"],
+        json!([{"path": "a.txt", "index": ".", "worktree": "M"}])
+    );
+    let confinement = &run.dispatch()["confinement"];
+    assert_eq!(confinement["landlock"]["fs_read"], json!(["[host-path]"]));
+    assert_eq!(confinement["landlock"]["fs_write"], json!([]));
+    let run = call(&read_only, "git.diff", json!({}));
+    run.expect("succeeded", None, 0);
+    assert!(run.envelope["output"]["diff"]
+        .as_str()
+        .unwrap()
+        .contains("+two"));
+    let run = call(&read_only, "git.add", json!({"paths": ["a.txt"]}));
+    run.expect("failed", Some("git_failed"), 1);
+    let message = run.envelope["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("index.lock") && message.contains("Permission denied"),
+        "{message}"
+    );
+    assert!(!message.contains(root.to_str().unwrap()), "{message}");
+    assert!(
+        run.stderr.starts_with("error[git_failed]: git add failed"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(repo.git(&["diff", "--cached", "--name-only"]), "");
+
+    let writable = ["--fs-write", root_arg.as_str(), "--network", "none"];
+    let run = call(&writable, "git.add", json!({"paths": ["a.txt"]}));
+    run.expect("succeeded", None, 0);
+    assert_eq!(run.stderr, "");
+    assert_eq!(run.envelope["output"]["added"], json!(["a.txt"]));
+    let mechanisms = &run.dispatch()["confinement"]["mechanisms"];
+    assert!(
+        mechanisms.as_array().unwrap().contains(&json!("landlock")),
+        "{mechanisms}"
+    );
+    assert_eq!(run.dispatch()["confinement"]["network"], "none");
+    let before = repo.head();
+    let run = call(
+        &writable,
+        "git.commit",
+        json!({"message": "Confined commit"}),
+    );
+    run.expect("succeeded", None, 0);
+    assert_eq!(run.stderr, "");
+    let commit = run.envelope["output"]["commit"].as_str().unwrap();
+    assert_eq!(commit, repo.head());
+    assert_ne!(commit, before);
+    assert_eq!(
+        repo.git(&["log", "-1", "--format=%s"]).trim(),
+        "Confined commit"
+    );
+}
