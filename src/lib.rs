@@ -177,25 +177,19 @@ pub fn plain_main_job(
     env: impl Fn(&str) -> Option<OsString>,
 ) -> Option<cli::DispatchArgs> {
     const FLAG: &str = "--parent-tool-bridge";
-    let value = match args.get(1..)? {
-        [] => {
-            if cli::DISPATCH_ENV
-                .iter()
-                .any(|name| *name != cli::BRIDGE_ENV && env(name).is_some())
-            {
-                return None;
-            }
-            env(cli::BRIDGE_ENV)?.into_string().ok()?
+    // Whether the bridge comes from its variable: then that variable is the one clap would
+    // read too, and only the others leave the command line to clap.
+    let (value, from_env) = match args.get(1..)? {
+        [] => (env(cli::BRIDGE_ENV)?.into_string().ok()?, true),
+        [one] => {
+            let value = one.to_str()?.strip_prefix(FLAG)?.strip_prefix('=')?;
+            (value.to_owned(), false)
         }
-        [one] => one
-            .to_str()?
-            .strip_prefix(FLAG)?
-            .strip_prefix('=')?
-            .to_owned(),
-        [flag, value] if flag == FLAG => value.to_str()?.to_owned(),
+        [flag, value] if flag == FLAG => (value.to_str()?.to_owned(), false),
         _ => return None,
     };
-    if args.len() > 1 && cli::DISPATCH_ENV.iter().any(|name| env(name).is_some()) {
+    let clap_reads = |name: &&str| !(from_env && *name == cli::BRIDGE_ENV) && env(name).is_some();
+    if cli::DISPATCH_ENV.iter().any(clap_reads) {
         return None;
     }
     if value.is_empty() || value.starts_with('-') {
