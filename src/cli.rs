@@ -297,6 +297,13 @@ pub struct ConfineArgs {
     /// Also PARENT_TOOL_DISPATCH_LIMIT_FILE_SIZE.
     #[arg(long, hide_short_help = true, value_name = "SIZE")]
     pub limit_file_size: Option<std::ffi::OsString>,
+    /// The user (and group) a root dispatcher runs the confined adapter as: a name or a
+    /// number, USER or USER:GROUP (default `nobody` and its primary group). A confined adapter
+    /// never runs as root and holds no capability; a dispatcher that is not root runs it as
+    /// itself and accepts only its own user here. Turns confinement on by itself. Also
+    /// PARENT_TOOL_DISPATCH_RUN_AS.
+    #[arg(long, hide_short_help = true, value_name = "USER[:GROUP]")]
+    pub run_as: Option<std::ffi::OsString>,
 }
 
 /// The subcommands.

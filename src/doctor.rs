@@ -16,7 +16,7 @@
 use crate::cli::DoctorArgs;
 use crate::confine::cgroup::{Controller, Host, Version};
 use crate::confine::probe::{self, Outcome, Probe};
-use crate::confine::{landlock, netns, seccomp, Network, Options, Step};
+use crate::confine::{landlock, namespaces, seccomp, Network, Options, Step};
 use crate::error::exit;
 use crate::signal::signal_name;
 use crate::terminal::{error_line, escape};
@@ -281,7 +281,8 @@ fn landlock_fs(options: &Options, abi: Option<u32>) -> Row {
             program: Path::new("/bin/sh"),
             path_var: None,
             transport_dir: None,
-            tmp_parent: &tmp,
+            tmpdir: &tmp,
+            handle_fs: true,
         };
         if let Err(e) = landlock::prepare(&request) {
             out.finding = unavailable(e.missing(), e.to_string());
@@ -317,9 +318,18 @@ fn scope_row(
 }
 
 fn network_row(requested: bool) -> Row {
-    let prepared = netns::PreparedNetns::prepare();
+    let root = crate::confine::creds::has_cap_sys_admin();
+    let prepared = namespaces::PreparedNamespaces {
+        user: (!root).then(|| {
+            namespaces::UserMaps::identity(
+                rustix::process::geteuid().as_raw(),
+                rustix::process::getegid().as_raw(),
+            )
+        }),
+        network: true,
+    };
     let detail = Some(
-        if prepared.uses_user_namespace() {
+        if !root {
             "a new network namespace, through a user namespace"
         } else {
             "a new network namespace (CAP_SYS_ADMIN)"
@@ -341,7 +351,7 @@ fn network_row(requested: bool) -> Row {
 }
 
 fn seccomp_row(requested: bool) -> Row {
-    let detail = seccomp::compile()
+    let detail = seccomp::compile(Network::Any)
         .ok()
         .map(|f| format!("EPERM filter, {} BPF instructions", f.len()));
     match probe::seccomp() {

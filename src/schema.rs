@@ -306,7 +306,13 @@ fn confinement_diagnostics() -> Value {
             "mechanisms": {
                 "type": "array",
                 "description": "In force, in the order of the child's set-up.",
-                "items": {"type": "string", "enum": ["cgroup", "rlimits", "network_namespace", "no_new_privs", "landlock", "seccomp"]}
+                "items": {"type": "string", "enum": ["cgroup", "rlimits", "user_namespace", "pid_namespace", "network_namespace", "no_privileges", "no_new_privs", "landlock", "seccomp"]}
+            },
+            "run_as": {
+                "type": "object",
+                "description": "The user and group the adapter ran as (never 0), with no capability (SPEC 13.2).",
+                "required": ["uid", "gid"],
+                "properties": {"uid": int, "gid": int}
             },
             "landlock": {
                 "type": "object",

@@ -137,8 +137,11 @@ pub struct FsRequest<'a> {
     pub path_var: Option<&'a OsStr>,
     /// The file transport's private folder, when the run has one.
     pub transport_dir: Option<&'a Path>,
-    /// Where to create the private `TMPDIR` (the dispatcher's temporary directory).
-    pub tmp_parent: &'a Path,
+    /// The private `TMPDIR` (canonical), made by the caller.
+    pub tmpdir: &'a Path,
+    /// Whether file-system rights are handled (a `--fs-*` option was given). Without, the
+    /// ruleset holds only the scopes (SPEC §13.2 "Landlock always").
+    pub handle_fs: bool,
 }
 
 /// A ruleset ready for the child, and what it grants.
@@ -153,14 +156,24 @@ pub struct PreparedLandlock {
     pub grants: Vec<(PathBuf, Grant)>,
     /// What was withheld from `/etc` (present entries only).
     pub withheld: Vec<PathBuf>,
-    tmpdir: tempfile::TempDir,
+    /// Whether file-system rights are handled (else only the scopes are in force).
+    pub handles_fs: bool,
 }
 
 impl PreparedLandlock {
-    /// The private temporary directory (0700, removed when this value is dropped): the
-    /// adapter's `TMPDIR`.
-    pub fn tmpdir(&self) -> &Path {
-        self.tmpdir.path()
+    /// In the adapter's PID namespace, once its own procfs covers `/proc`: grant reading it
+    /// (a rule made before the fork would name the host's procfs, which the new mount hides).
+    /// Child side: two system calls. Nothing to do when file-system rights are not handled.
+    pub fn grant_proc(&self) -> Result<(), Errno> {
+        if !self.handles_fs {
+            return Ok(());
+        }
+        let proc = rustix::fs::open(
+            "/proc",
+            OFlags::PATH | OFlags::CLOEXEC | OFlags::DIRECTORY,
+            rustix::fs::Mode::empty(),
+        )?;
+        add_path_rule(&self.ruleset, &proc, AccessFs::ReadFile | AccessFs::ReadDir)
     }
 
     /// Put the rules in force on the calling process and all it starts. Child side: one
@@ -218,8 +231,27 @@ fn access(grant: Grant, abi: ABI) -> BitFlags<AccessFs> {
     }
 }
 
-/// Build the ruleset for `request` (before the fork).
-pub fn prepare(request: &FsRequest<'_>) -> Result<PreparedLandlock, LandlockError> {
+/// Build the ruleset for `request` (before the fork). `Ok(None)`: nothing to enforce — no
+/// file-system rights asked for and a kernel without scopes (ABI < 6), or without Landlock.
+pub fn prepare(request: &FsRequest<'_>) -> Result<Option<PreparedLandlock>, LandlockError> {
+    if !request.handle_fs {
+        // Scopes only: where the kernel has none, there is nothing to put in force (SPEC
+        // §13.2's other mechanisms still hold).
+        let abi = match kernel_abi() {
+            Ok(abi) if abi >= SCOPE_ABI => abi,
+            _ => return Ok(None),
+        };
+        let effective = ABI::from(abi.min(KNOWN_ABI) as i32);
+        let ruleset = build(&[], &Kinds::new(), effective, true, false)?;
+        return Ok(Some(PreparedLandlock {
+            ruleset,
+            abi,
+            scoped: true,
+            grants: Vec::new(),
+            withheld: Vec::new(),
+            handles_fs: false,
+        }));
+    }
     let abi = kernel_abi().map_err(LandlockError::Unsupported)?;
     if abi < MIN_ABI {
         return Err(LandlockError::AbiTooOld { found: abi });
@@ -245,19 +277,7 @@ pub fn prepare(request: &FsRequest<'_>) -> Result<PreparedLandlock, LandlockErro
     for program in chain {
         grants.push((program, Grant::ReadExecute));
     }
-    // 0700 whatever the umask (SPEC §13): the folder is the adapter's alone.
-    let tmpdir = tempfile::Builder::new()
-        .prefix("ptd-tmp-")
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-        .tempdir_in(request.tmp_parent)
-        .map_err(|e| LandlockError::TmpDir {
-            parent: request.tmp_parent.to_path_buf(),
-            error: e.to_string(),
-        })?;
-    let tmp = std::fs::canonicalize(tmpdir.path()).map_err(|e| LandlockError::TmpDir {
-        parent: request.tmp_parent.to_path_buf(),
-        error: e.to_string(),
-    })?;
+    let tmp = request.tmpdir.to_path_buf();
     grants.push((tmp, Grant::Full));
     if let Some(dir) = request.transport_dir {
         grants.push((dir.to_path_buf(), Grant::Full));
@@ -265,17 +285,20 @@ pub fn prepare(request: &FsRequest<'_>) -> Result<PreparedLandlock, LandlockErro
     grants.extend(request.read.iter().map(|p| (p.clone(), Grant::ReadExecute)));
     grants.extend(request.write.iter().map(|p| (p.clone(), Grant::Full)));
 
+    // The host's procfs is hidden by the adapter's own (SPEC §13.2): its rule is added in the
+    // PID namespace ([`PreparedLandlock::grant_proc`]).
+    grants.retain(|(p, _)| p != Path::new("/proc"));
     let effective = ABI::from(abi.min(KNOWN_ABI) as i32);
     let scoped = abi >= SCOPE_ABI;
-    let ruleset = build(&grants, &kinds, effective, scoped)?;
-    Ok(PreparedLandlock {
+    let ruleset = build(&grants, &kinds, effective, scoped, true)?;
+    Ok(Some(PreparedLandlock {
         ruleset,
         abi,
         scoped,
         grants,
         withheld,
-        tmpdir,
-    })
+        handles_fs: true,
+    }))
 }
 
 /// Where the error suggests to allow: the installation above a `bin`/`shims` folder (a pyenv
@@ -293,12 +316,15 @@ fn build(
     kinds: &Kinds,
     abi: ABI,
     scoped: bool,
+    handle_fs: bool,
 ) -> Result<OwnedFd, LandlockError> {
     let failed = |e: ::landlock::RulesetError| LandlockError::Ruleset(e.to_string());
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(AccessFs::from_all(abi))
-        .map_err(failed)?;
+    let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
+    if handle_fs {
+        ruleset = ruleset
+            .handle_access(AccessFs::from_all(abi))
+            .map_err(failed)?;
+    }
     if scoped {
         ruleset = ruleset.scope(Scope::from_all(abi)).map_err(failed)?;
     }

@@ -3,7 +3,7 @@
 //!
 //! Each mechanism has a file: [`options`] (the flags and variables, checked), [`landlock`]
 //! (+ [`interpreter`], the program's `#!` chain), [`seccomp`], [`cgroup`], [`rlimit`],
-//! [`netns`]; [`probe`] proves each on the running kernel (what `doctor` runs). [`Prepared`]
+//! [`namespaces`], [`creds`] (who the adapter runs as); [`probe`] proves each on the running kernel (what `doctor` runs). [`Prepared`]
 //! gathers them for one run.
 //!
 //! Invariants:
@@ -16,16 +16,19 @@
 //! - fail closed: a requested mechanism that cannot be put in place is an error naming what is
 //!   missing ([`Unavailable::missing`]), before anything runs; a child step that fails is a
 //!   [`ChildError`] naming the step, and the adapter must not be executed then;
-//! - the child steps are called in SPEC §13.1's order: [`Prepared::join_cgroups`] →
-//!   [`Prepared::set_rlimits`] → [`Prepared::enter_namespaces`] → (`close_range`, `exec/`'s) →
+//! - the child steps are called in SPEC §13.1's and §13.2's order: [`Prepared::join_cgroups`]
+//!   → [`Prepared::set_rlimits`] → [`Prepared::enter_namespaces`] → (`exec/` forks the PID
+//!   namespace's init) → [`Prepared::in_pid_namespace`] → (the init forks the adapter's
+//!   process) → [`Prepared::drop_privileges`] → (`close_range`, `exec/`'s) →
 //!   [`set_no_new_privs`] → [`Prepared::restrict_landlock`] → [`Prepared::apply_seccomp`].
 //!
 //! Must not: spawn, wait for or signal the adapter (that is `exec/`), know JSON or envelopes.
 
 pub mod cgroup;
+pub mod creds;
 pub mod interpreter;
 pub mod landlock;
-pub mod netns;
+pub mod namespaces;
 pub mod options;
 pub mod probe;
 pub mod rlimit;
@@ -34,8 +37,9 @@ pub mod seccomp;
 pub use options::{Network, OptionError, OptionName, Options, RawOptions};
 
 use cgroup::{CallCgroup, Host, Limits};
+use creds::Credentials;
 use landlock::{FsRequest, PreparedLandlock};
-use netns::PreparedNetns;
+use namespaces::{PreparedNamespaces, UserMaps};
 use rlimit::Rlimits;
 use rustix::io::Errno;
 use seccomp::Filter;
@@ -48,12 +52,19 @@ use std::path::Path;
 pub enum Step {
     JoinCgroups,
     Rlimits,
+    /// The network namespace (`--network none`).
     Namespaces,
     NoNewPrivs,
     Landlock,
     Seccomp,
     /// A probe's control: something the mechanism must still allow did not work.
     Control,
+    /// The user namespace of a dispatcher that is not root.
+    UserNamespace,
+    /// The mount and PID namespaces, their init and its fresh `/proc`.
+    PidNamespace,
+    /// Dropping to the run-as user with no capability (SPEC §13.2).
+    Privileges,
 }
 
 impl Step {
@@ -66,6 +77,9 @@ impl Step {
             Step::Landlock => "landlock",
             Step::Seccomp => "seccomp",
             Step::Control => "control",
+            Step::UserNamespace => "user_namespace",
+            Step::PidNamespace => "pid_namespace",
+            Step::Privileges => "privileges",
         }
     }
 
@@ -77,6 +91,9 @@ impl Step {
             3 => Step::NoNewPrivs,
             4 => Step::Landlock,
             5 => Step::Seccomp,
+            7 => Step::UserNamespace,
+            8 => Step::PidNamespace,
+            9 => Step::Privileges,
             _ => Step::Control,
         }
     }
@@ -96,6 +113,9 @@ impl Step {
             Step::Landlock => "landlock",
             Step::Seccomp => "seccomp",
             Step::Control => "control",
+            Step::UserNamespace => "user_namespace",
+            Step::PidNamespace => "pid_namespace",
+            Step::Privileges => "user",
         }
     }
 
@@ -184,7 +204,7 @@ pub struct Run<'a> {
     pub program: &'a Path,
     /// The child's `PATH`.
     pub path_var: Option<&'a OsStr>,
-    /// The file transport's private folder, if any.
+    /// The file transport's private folder, if any (given to the run-as user).
     pub transport_dir: Option<&'a Path>,
     /// Where the private `TMPDIR` is made.
     pub tmp_parent: &'a Path,
@@ -194,11 +214,17 @@ pub struct Run<'a> {
 /// private `TMPDIR` and the call's cgroup: keep it until the adapter's tree is reaped.
 #[derive(Debug)]
 pub struct Prepared {
+    /// `None` where there is nothing for Landlock to enforce (no `--fs-*` and a kernel
+    /// without scopes).
     pub landlock: Option<PreparedLandlock>,
     pub seccomp: Filter,
     pub cgroup: Option<CallCgroup>,
     pub rlimits: Rlimits,
-    pub netns: Option<PreparedNetns>,
+    pub namespaces: PreparedNamespaces,
+    /// Who the adapter runs as (SPEC §13.2).
+    pub credentials: Credentials,
+    /// The private `TMPDIR` (0700, the run-as user's; removed when this value is dropped).
+    tmpdir: tempfile::TempDir,
 }
 
 /// The limit SPEC §13's `error.details.limit` names.
@@ -223,6 +249,33 @@ impl Limit {
     }
 }
 
+/// The private `TMPDIR`: 0700 whatever the umask (SPEC §13), owned by the run-as user.
+fn make_tmpdir(parent: &Path, credentials: &Credentials) -> Result<tempfile::TempDir, String> {
+    let dir = tempfile::Builder::new()
+        .prefix("ptd-tmp-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir_in(parent)
+        .map_err(|e| e.to_string())?;
+    give_to(dir.path(), credentials)?;
+    Ok(dir)
+}
+
+/// Hand a folder the dispatcher made for the adapter (the private `TMPDIR`, the file
+/// transport's folder) to the run-as user. Nothing to do when the adapter stays the
+/// dispatcher's user.
+pub fn give_to(dir: &Path, credentials: &Credentials) -> Result<(), String> {
+    if !credentials.change_ids {
+        return Ok(());
+    }
+    std::os::unix::fs::lchown(dir, Some(credentials.uid), Some(credentials.gid)).map_err(|e| {
+        format!(
+            "cannot give {} to uid {}: {e}",
+            dir.display(),
+            credentials.uid
+        )
+    })
+}
+
 impl Prepared {
     /// Prepare every mechanism `options` asks for; `Ok(None)` when it asks for none. All
     /// missing pieces are collected, not only the first. `host` is asked for the cgroup
@@ -236,23 +289,58 @@ impl Prepared {
             return Ok(None);
         }
         let mut missing: Vec<(String, String)> = Vec::new();
-        let landlock = if options.wants_landlock() {
-            let request = FsRequest {
-                read: &options.fs_read,
-                write: &options.fs_write,
-                program: run.program,
-                path_var: run.path_var,
-                transport_dir: run.transport_dir,
-                tmp_parent: run.tmp_parent,
-            };
-            landlock::prepare(&request)
-                .map_err(|e| missing.push((e.missing(), e.to_string())))
-                .ok()
-        } else {
-            None
+        let credentials = Credentials::for_dispatcher(options.run_as.as_ref())
+            .map_err(|e| missing.push(("user".into(), e.to_string())))
+            .ok();
+        let fallback = Credentials {
+            uid: rustix::process::geteuid().as_raw(),
+            gid: rustix::process::getegid().as_raw(),
+            change_ids: false,
         };
-        let seccomp =
-            seccomp::compile().map_err(|e| missing.push(("seccomp".into(), e.to_string())));
+        let who = credentials.unwrap_or(fallback);
+        let tmpdir = make_tmpdir(run.tmp_parent, &who)
+            .map_err(|e| {
+                missing.push((
+                    "tmpdir".into(),
+                    format!(
+                        "cannot make the private TMPDIR in {}: {e}",
+                        run.tmp_parent.display()
+                    ),
+                ))
+            })
+            .ok();
+        if let Some(dir) = run.transport_dir {
+            // The folder and what the dispatcher put in it (the request file).
+            let entries = std::fs::read_dir(dir)
+                .map(|list| list.flatten().map(|e| e.path()).collect::<Vec<_>>())
+                .unwrap_or_default();
+            for path in std::iter::once(dir.to_path_buf()).chain(entries) {
+                if let Err(e) = give_to(&path, &who) {
+                    missing.push(("transport_dir".into(), e));
+                }
+            }
+        }
+        let landlock = match &tmpdir {
+            Some(dir) => {
+                let tmp = std::fs::canonicalize(dir.path()).unwrap_or_else(|_| dir.path().into());
+                let request = FsRequest {
+                    read: &options.fs_read,
+                    write: &options.fs_write,
+                    program: run.program,
+                    path_var: run.path_var,
+                    transport_dir: run.transport_dir,
+                    tmpdir: &tmp,
+                    handle_fs: options.wants_landlock(),
+                };
+                landlock::prepare(&request)
+                    .map_err(|e| missing.push((e.missing(), e.to_string())))
+                    .ok()
+                    .flatten()
+            }
+            None => None,
+        };
+        let seccomp = seccomp::compile(options.network)
+            .map_err(|e| missing.push(("seccomp".into(), e.to_string())));
         let cgroup = if options.wants_cgroup() {
             let limits = Limits {
                 memory_bytes: options.limit_memory_bytes,
@@ -268,19 +356,50 @@ impl Prepared {
         } else {
             None
         };
-        let netns = (options.network == Network::None).then(PreparedNetns::prepare);
-        match seccomp {
-            Ok(seccomp) if missing.is_empty() => Ok(Some(Prepared {
-                landlock,
-                seccomp,
-                cgroup,
-                rlimits: Rlimits {
-                    open_files: options.limit_open_files,
-                    file_size_bytes: options.limit_file_size_bytes,
-                },
-                netns,
-            })),
+        let namespaces = PreparedNamespaces {
+            user: who
+                .needs_user_namespace()
+                .then(|| UserMaps::identity(who.uid, who.gid)),
+            network: options.network == Network::None,
+        };
+        match (seccomp, credentials, tmpdir) {
+            (Ok(seccomp), Some(credentials), Some(tmpdir)) if missing.is_empty() => {
+                Ok(Some(Prepared {
+                    landlock,
+                    seccomp,
+                    cgroup,
+                    rlimits: Rlimits {
+                        open_files: options.limit_open_files,
+                        file_size_bytes: options.limit_file_size_bytes,
+                    },
+                    namespaces,
+                    credentials,
+                    tmpdir,
+                }))
+            }
             _ => Err(Unavailable { missing }),
+        }
+    }
+
+    /// A run with only the always-on mechanisms and the given cgroup and rlimits (unit
+    /// tests of `exec/`).
+    #[cfg(test)]
+    pub(crate) fn bare(cgroup: Option<CallCgroup>, rlimits: Rlimits) -> Prepared {
+        let credentials = Credentials::for_dispatcher(None).expect("credentials");
+        let tmpdir = make_tmpdir(&std::env::temp_dir(), &credentials).expect("tmpdir");
+        Prepared {
+            landlock: None,
+            seccomp: seccomp::compile(Network::Any).expect("seccomp"),
+            cgroup,
+            rlimits,
+            namespaces: PreparedNamespaces {
+                user: credentials
+                    .needs_user_namespace()
+                    .then(|| UserMaps::identity(credentials.uid, credentials.gid)),
+                network: false,
+            },
+            credentials,
+            tmpdir,
         }
     }
 
@@ -303,18 +422,58 @@ impl Prepared {
         })
     }
 
-    /// Child step 3: the new namespaces.
+    /// Child step 3: the new namespaces — user (not root), mount and PID, network (`--network
+    /// none`). After it the caller's next child is PID 1 of the new PID namespace.
     pub fn enter_namespaces(&self) -> Result<(), ChildError> {
-        match &self.netns {
-            Some(n) => n.enter().map_err(|errno| ChildError {
-                step: Step::Namespaces,
+        let refused = |step| move |errno| ChildError { step, errno };
+        self.namespaces
+            .enter_user()
+            .map_err(refused(Step::UserNamespace))?;
+        self.namespaces
+            .enter_pid_and_mount()
+            .map_err(refused(Step::PidNamespace))?;
+        self.namespaces
+            .enter_network()
+            .map_err(refused(Step::Namespaces))
+    }
+
+    /// Child step 3's user and network namespaces only, for a child that does not fork an
+    /// init of its own (the tests' and probes' [`Prepared::apply_all`]).
+    fn enter_namespaces_without_pid(&self) -> Result<(), ChildError> {
+        let refused = |step| move |errno| ChildError { step, errno };
+        self.namespaces
+            .enter_user()
+            .map_err(refused(Step::UserNamespace))?;
+        self.namespaces
+            .enter_network()
+            .map_err(refused(Step::Namespaces))
+    }
+
+    /// Child step 4, in the PID namespace's init: its own `/proc`, and Landlock's rule for it.
+    pub fn in_pid_namespace(&self) -> Result<(), ChildError> {
+        let refused = |errno| ChildError {
+            step: Step::PidNamespace,
+            errno,
+        };
+        namespaces::mount_proc().map_err(refused)?;
+        match &self.landlock {
+            Some(l) => l.grant_proc().map_err(|errno| ChildError {
+                step: Step::Landlock,
                 errno,
             }),
             None => Ok(()),
         }
     }
 
-    /// Child step 5 (after `close_range` and [`set_no_new_privs`]): Landlock.
+    /// Child step 5, in the adapter's process: the run-as user, no capability left.
+    pub fn drop_privileges(&self) -> Result<(), ChildError> {
+        self.credentials.drop_all().map_err(|errno| ChildError {
+            step: Step::Privileges,
+            errno,
+        })
+    }
+
+    /// Child step 7 (after `close_range` and [`set_no_new_privs`]): Landlock.
     pub fn restrict_landlock(&self) -> Result<(), ChildError> {
         match &self.landlock {
             Some(l) => l.enforce().map_err(|errno| ChildError {
@@ -325,7 +484,7 @@ impl Prepared {
         }
     }
 
-    /// Child step 6, the last before `execve`: the seccomp filter.
+    /// Child step 8, the last before `execve`: the seccomp filter.
     pub fn apply_seccomp(&self) -> Result<(), ChildError> {
         self.seccomp.apply().map_err(|errno| ChildError {
             step: Step::Seccomp,
@@ -333,12 +492,14 @@ impl Prepared {
         })
     }
 
-    /// Every child step, in SPEC §13.1's order, for callers without a `close_range` of their
-    /// own to put between them (the tests, `doctor`'s probes).
+    /// Every child step but the PID namespace (which needs `exec/`'s fork of an init), in
+    /// SPEC §13.1's order, for callers without a `close_range` of their own to put between
+    /// them (the tests, `doctor`'s probes).
     pub fn apply_all(&self) -> Result<(), ChildError> {
         self.join_cgroups()?;
         self.set_rlimits()?;
-        self.enter_namespaces()?;
+        self.enter_namespaces_without_pid()?;
+        self.drop_privileges()?;
         set_no_new_privs()?;
         self.restrict_landlock()?;
         self.apply_seccomp()
@@ -351,10 +512,9 @@ impl Prepared {
         self.cgroup.as_ref().is_some_and(CallCgroup::kill)
     }
 
-    /// The private `TMPDIR` (Landlock only): the adapter's `TMPDIR`, removed when this value
-    /// is dropped.
+    /// The private `TMPDIR`: the adapter's `TMPDIR`, removed when this value is dropped.
     pub fn tmpdir(&self) -> Option<&Path> {
-        self.landlock.as_ref().map(PreparedLandlock::tmpdir)
+        Some(self.tmpdir.path())
     }
 
     /// The mechanisms in force, in SPEC §13.1's order (for `diagnostics.dispatch.confinement`).
@@ -366,9 +526,14 @@ impl Prepared {
         if !self.rlimits.is_empty() {
             in_force.push("rlimits");
         }
-        if self.netns.is_some() {
+        if self.namespaces.user.is_some() {
+            in_force.push("user_namespace");
+        }
+        in_force.push("pid_namespace");
+        if self.namespaces.network {
             in_force.push("network_namespace");
         }
+        in_force.push("no_privileges");
         in_force.push("no_new_privs");
         if self.landlock.is_some() {
             in_force.push("landlock");

@@ -27,11 +27,12 @@ pub enum OptionName {
     LimitPids,
     LimitOpenFiles,
     LimitFileSize,
+    RunAs,
 }
 
 impl OptionName {
-    /// Every option, in the order of SPEC §13's table.
-    pub const ALL: [OptionName; 7] = [
+    /// Every option, in the order of SPEC §13's table (then §13.2's).
+    pub const ALL: [OptionName; 8] = [
         OptionName::FsRead,
         OptionName::FsWrite,
         OptionName::Network,
@@ -39,6 +40,7 @@ impl OptionName {
         OptionName::LimitPids,
         OptionName::LimitOpenFiles,
         OptionName::LimitFileSize,
+        OptionName::RunAs,
     ];
 
     /// The command-line flag.
@@ -51,6 +53,7 @@ impl OptionName {
             OptionName::LimitPids => "--limit-pids",
             OptionName::LimitOpenFiles => "--limit-open-files",
             OptionName::LimitFileSize => "--limit-file-size",
+            OptionName::RunAs => "--run-as",
         }
     }
 
@@ -64,6 +67,7 @@ impl OptionName {
             OptionName::LimitPids => "PARENT_TOOL_DISPATCH_LIMIT_PIDS",
             OptionName::LimitOpenFiles => "PARENT_TOOL_DISPATCH_LIMIT_OPEN_FILES",
             OptionName::LimitFileSize => "PARENT_TOOL_DISPATCH_LIMIT_FILE_SIZE",
+            OptionName::RunAs => "PARENT_TOOL_DISPATCH_RUN_AS",
         }
     }
 
@@ -111,13 +115,18 @@ pub struct Options {
     pub limit_pids: Option<u64>,
     pub limit_open_files: Option<u64>,
     pub limit_file_size_bytes: Option<u64>,
+    /// `--run-as`, resolved (SPEC §13.2); `None`: `nobody` for a root dispatcher, else the
+    /// dispatcher's own user.
+    pub run_as: Option<super::creds::RunAs>,
 }
 
 impl Options {
     /// Whether any option asks for confinement (SPEC §13: any one turns it on, and with it
-    /// `no_new_privs` and the seccomp filter).
+    /// no privilege, the PID namespace, Landlock's scopes, `no_new_privs` and the seccomp
+    /// filter; `--run-as` alone does too, SPEC §13.2).
     pub fn is_requested(&self) -> bool {
         self.wants_landlock()
+            || self.run_as.is_some()
             || self.network == Network::None
             || self.wants_cgroup()
             || self.limit_open_files.is_some()
@@ -162,6 +171,9 @@ impl Options {
             if let Some(n) = value {
                 flag(name, n.to_string().into());
             }
+        }
+        if let Some(run_as) = &self.run_as {
+            flag(OptionName::RunAs, run_as.spec.clone().into());
         }
         out
     }
@@ -214,6 +226,13 @@ impl Options {
         options.limit_pids = count(OptionName::LimitPids).transpose()?;
         options.limit_open_files = count(OptionName::LimitOpenFiles).transpose()?;
         options.limit_file_size_bytes = size(OptionName::LimitFileSize).transpose()?;
+        if let Some((value, source)) = raw.single(OptionName::RunAs) {
+            options.run_as = Some(parse_run_as(
+                source,
+                value,
+                rustix::process::geteuid().as_raw(),
+            )?);
+        }
         Ok(options)
     }
 }
@@ -272,6 +291,7 @@ impl RawOptions {
             (OptionName::LimitPids, &args.limit_pids),
             (OptionName::LimitOpenFiles, &args.limit_open_files),
             (OptionName::LimitFileSize, &args.limit_file_size),
+            (OptionName::RunAs, &args.run_as),
         ];
         for (name, value) in singles {
             if let Some(v) = value {
@@ -326,6 +346,8 @@ fn split_list(value: &OsStr) -> Vec<OsString> {
 /// What was wrong with a value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Problem {
+    /// `--run-as` names no usable user (SPEC §13.2).
+    RunAs(super::creds::RunAsProblem),
     /// Not digits with an optional binary unit.
     NotASize,
     /// A decimal-looking unit (`MB`, `kB`): refused, not guessed.
@@ -375,6 +397,7 @@ impl fmt::Display for OptionError {
         }
         let value = &self.value;
         match &self.problem {
+            Problem::RunAs(problem) => write!(f, ": `{value}`: {problem}"),
             Problem::NotASize => write!(
                 f,
                 ": `{value}` is not a size: digits (bytes), optionally followed by K, M, G or T \
@@ -452,6 +475,20 @@ pub fn parse_count(option: OptionName, source: Source, value: &OsStr) -> Result<
         return Err(err(Problem::Zero));
     }
     Ok(number)
+}
+
+/// `USER[:GROUP]`, resolved on this host; a dispatcher of effective uid `euid` other than 0
+/// may name only itself.
+pub fn parse_run_as(
+    source: Source,
+    value: &OsStr,
+    euid: u32,
+) -> Result<super::creds::RunAs, OptionError> {
+    let err = |problem| OptionError::new(OptionName::RunAs, source, value, Problem::RunAs(problem));
+    let text = value
+        .to_str()
+        .ok_or_else(|| err(super::creds::RunAsProblem::Malformed))?;
+    super::creds::RunAs::parse(text, euid).map_err(err)
 }
 
 /// `none` or `any`, exactly.

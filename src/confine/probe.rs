@@ -13,7 +13,7 @@
 
 use super::cgroup::{CallCgroup, Counters, Host, Limits};
 use super::landlock::{self, FsRequest, LandlockError};
-use super::netns::PreparedNetns;
+use super::namespaces::PreparedNamespaces;
 use super::rlimit::Rlimits;
 use super::seccomp::{self, SeccompError, TIOCSTI};
 use super::{set_no_new_privs, ChildError, Step};
@@ -207,14 +207,17 @@ pub fn landlock_fs() -> Result<Probe, LandlockError> {
     std::fs::write(inside.path().join("allowed"), "ok").map_err(io)?;
     std::fs::write(outside.path().join("secret"), "no").map_err(io)?;
     let read = [std::fs::canonicalize(inside.path()).map_err(io)?];
+    let tmp = tempfile::tempdir_in(tmp_parent()).map_err(io)?;
     let prepared = landlock::prepare(&FsRequest {
         read: &read,
         write: &[],
         program: Path::new("/bin/sh"),
         path_var: None,
         transport_dir: None,
-        tmp_parent: &tmp_parent(),
-    })?;
+        tmpdir: &std::fs::canonicalize(tmp.path()).map_err(io)?,
+        handle_fs: true,
+    })?
+    .ok_or(LandlockError::Unsupported(Errno::NOSYS))?;
     let allowed = cstring(&inside.path().join("allowed"));
     let secret = cstring(&outside.path().join("secret"));
     let outcome = fork_probe(|| {
@@ -252,9 +255,10 @@ fn scoped_landlock() -> Result<Option<landlock::PreparedLandlock>, LandlockError
         program: Path::new("/bin/sh"),
         path_var: None,
         transport_dir: None,
-        tmp_parent: &tmp_parent(),
+        tmpdir: &tmp_parent(),
+        handle_fs: false,
     })?;
-    Ok(prepared.scoped.then_some(prepared))
+    Ok(prepared.filter(|p| p.scoped))
 }
 
 /// Landlock scopes (ABI 6+): signal the parent (signal 0: the permission check only); the
@@ -324,13 +328,16 @@ pub fn landlock_abstract_unix_scope() -> Result<Option<Probe>, LandlockError> {
 }
 
 /// `--network none`: connect to a TCP socket listening on the host's loopback.
-pub fn network(netns: &PreparedNetns) -> std::io::Result<Probe> {
+pub fn network(netns: &PreparedNamespaces) -> std::io::Result<Probe> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     let port = listener.local_addr()?.port();
     let target = std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, port);
     let outcome = fork_probe(|| {
         use rustix::net::AddressFamily;
-        if let Err(errno) = netns.enter() {
+        if let Err(errno) = netns.enter_user() {
+            return failed(Step::UserNamespace)(errno);
+        }
+        if let Err(errno) = netns.enter_network() {
             return failed(Step::Namespaces)(errno);
         }
         connect_stream(AddressFamily::INET, &target)
@@ -569,7 +576,7 @@ pub const SECCOMP_ATTEMPTS: &[Attempt] = &[
 /// `EBADF` for anyone, so the probe always proves something.
 pub fn seccomp() -> Result<Probe, SeccompError> {
     const N: usize = SECCOMP_ATTEMPTS.len();
-    let filter = seccomp::compile()?;
+    let filter = seccomp::compile(super::Network::Any)?;
     let outcome = fork_probe(|| {
         let mut counted = [false; N];
         for (i, attempt) in SECCOMP_ATTEMPTS.iter().enumerate() {

@@ -148,7 +148,7 @@ pub fn supported() -> bool {
 }
 
 /// Build the filter (before the fork).
-pub fn compile() -> Result<Filter, SeccompError> {
+pub fn compile(_network: super::Network) -> Result<Filter, SeccompError> {
     if !supported() {
         return Err(SeccompError::Unsupported);
     }
@@ -256,7 +256,7 @@ mod tests {
 
     #[test]
     fn the_program_starts_with_the_arch_check_then_the_x32_guard() {
-        let filter = compile().unwrap();
+        let filter = compile(crate::confine::Network::Any).unwrap();
         assert!(!filter.is_empty());
         let p = &filter.program;
         // LD arch; JEQ native; RET KILL_PROCESS.

@@ -4,7 +4,7 @@
 
 use super::cgroup::{CgroupError, Host};
 use super::landlock::LandlockError;
-use super::netns::PreparedNetns;
+use super::namespaces::{PreparedNamespaces, UserMaps};
 use super::probe::{self, Outcome};
 use super::*;
 use std::os::unix::fs::PermissionsExt;
@@ -27,8 +27,8 @@ fn run_confined(prepared: Prepared, program: &Path, env: &[(&str, &OsStr)]) -> O
     for (k, v) in env {
         command.env(k, v);
     }
-    if let Some(l) = &prepared.landlock {
-        command.env("TMPDIR", l.tmpdir());
+    if let Some(tmp) = prepared.tmpdir() {
+        command.env("TMPDIR", tmp);
     }
     let child_side = Arc::clone(&prepared);
     // SAFETY: the closure only makes system calls on data prepared before the fork.
@@ -38,6 +38,12 @@ fn run_confined(prepared: Prepared, program: &Path, env: &[(&str, &OsStr)]) -> O
     let output = command.output().unwrap();
     drop(prepared);
     output
+}
+
+/// Let every user reach and run what a test made in `dir` (a root dispatcher's adapter runs
+/// as `nobody`, SPEC §13.2; `tempdir` makes folders 0700).
+fn open_up(dir: &Path) {
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -79,7 +85,11 @@ fn landlock_scopes_refuse_signalling_the_parent_and_abstract_sockets() {
 
 #[test]
 fn a_new_network_namespace_has_no_route_to_the_hosts_loopback() {
-    let report = probe::network(&PreparedNetns::Privileged).unwrap();
+    let report = probe::network(&PreparedNamespaces {
+        user: None,
+        network: true,
+    })
+    .unwrap();
     assert_eq!(
         report.outcome,
         Outcome::Refused {
@@ -93,7 +103,10 @@ fn a_new_network_namespace_has_no_route_to_the_hosts_loopback() {
 fn an_unprivileged_child_makes_its_own_user_and_network_namespace() {
     // As nobody, the child cannot write its map from outside nor (non-dumpable after the
     // uid change) open its own without becoming dumpable again: the user-namespace way.
-    let netns = PreparedNetns::user_namespace(65534, 65534);
+    let netns = PreparedNamespaces {
+        user: Some(UserMaps::identity(65534, 65534)),
+        network: true,
+    };
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let target = listener.local_addr().unwrap();
     let outcome = probe::fork_probe(|| {
@@ -107,7 +120,7 @@ fn an_unprivileged_child_makes_its_own_user_and_network_namespace() {
                 errno,
             });
         }
-        if let Err(errno) = netns.enter() {
+        if let Err(errno) = netns.enter_user().and_then(|()| netns.enter_network()) {
             return probe::Record::Failed(ChildError {
                 step: Step::Namespaces,
                 errno,
@@ -311,7 +324,7 @@ fn a_confined_adapter_reads_its_grants_and_nothing_else() {
     let prepared = Prepared::prepare(&options, &run, Host::read)
         .unwrap()
         .unwrap();
-    let tmp = prepared.landlock.as_ref().unwrap().tmpdir().to_path_buf();
+    let tmp = prepared.tmpdir().unwrap().to_path_buf();
     let out = run_confined(prepared, &adapter, &[("PATH", path)]);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
@@ -332,8 +345,9 @@ fn a_confined_adapter_cannot_use_filtered_calls_or_the_network() {
     let work = tempfile::tempdir().unwrap();
     let adapter = executable(
         &work.path().join("adapter"),
-        "#!/bin/sh\ncat /proc/self/status | grep -E '^(NoNewPrivs|Seccomp):'\n",
+        "#!/bin/sh\ncat /proc/self/status | grep -E '^(Uid|CapEff|CapBnd|NoNewPrivs|Seccomp):'\n",
     );
+    open_up(work.path());
     let options = Options {
         network: Network::None,
         ..Options::default()
@@ -347,10 +361,28 @@ fn a_confined_adapter_cannot_use_filtered_calls_or_the_network() {
     let prepared = Prepared::prepare(&options, &run, Host::read)
         .unwrap()
         .unwrap();
-    assert!(prepared.landlock.is_none(), "no --fs-*: no Landlock");
+    let landlock = prepared
+        .landlock
+        .as_ref()
+        .expect("Landlock always (SPEC §13.2)");
+    assert!(
+        !landlock.handles_fs && landlock.scoped,
+        "no --fs-*: the scopes only"
+    );
     let out = run_confined(prepared, &adapter, &[("PATH", OsStr::new("/usr/bin:/bin"))]);
     assert!(out.status.success(), "{out:?}");
-    assert_eq!(text(&out.stdout), "NoNewPrivs:\t1\nSeccomp:\t2\n");
+    let uid = if rustix::process::geteuid().is_root() {
+        65534
+    } else {
+        rustix::process::geteuid().as_raw()
+    };
+    assert_eq!(
+        text(&out.stdout),
+        format!(
+            "Uid:\t{uid}\t{uid}\t{uid}\t{uid}\nCapEff:\t0000000000000000\n\
+             CapBnd:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t2\n"
+        )
+    );
     assert_eq!(text(&out.stderr), "");
 }
 
@@ -403,7 +435,8 @@ fn an_interpreter_outside_the_base_is_named_and_one_fs_read_fixes_it() {
         program: &adapter,
         path_var: run.path_var,
         transport_dir: None,
-        tmp_parent: run.tmp_parent,
+        tmpdir: run.tmp_parent,
+        handle_fs: true,
     })
     .unwrap_err();
     assert!(

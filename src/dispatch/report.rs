@@ -144,6 +144,10 @@ pub(super) fn confinement_diagnostics(
         .collect();
     result::ConfinementDiagnostics {
         mechanisms: prepared.mechanisms(),
+        run_as: result::RunAsDiagnostics {
+            uid: prepared.credentials.uid,
+            gid: prepared.credentials.gid,
+        },
         landlock,
         network: options.network.as_str(),
         limits: result::LimitDiagnostics {

@@ -179,6 +179,10 @@ mod tests {
             stdout_head: Some(String::new()),
             confinement: Some(crate::envelope::result::ConfinementDiagnostics {
                 mechanisms: vec!["seccomp"],
+                run_as: crate::envelope::result::RunAsDiagnostics {
+                    uid: 65534,
+                    gid: 65534,
+                },
                 landlock: Some(crate::envelope::result::LandlockDiagnostics {
                     abi: 7,
                     scoped: true,

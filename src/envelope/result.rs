@@ -257,9 +257,12 @@ pub struct Resources {
 /// adapter. Paths are host paths: they reach the envelope only through redaction.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ConfinementDiagnostics {
-    /// In SPEC §13.1's order: `cgroup`, `rlimits`, `network_namespace`, `no_new_privs`,
-    /// `landlock`, `seccomp`.
+    /// In SPEC §13.1's and §13.2's order: `cgroup`, `rlimits`, `user_namespace`,
+    /// `pid_namespace`, `network_namespace`, `no_privileges`, `no_new_privs`, `landlock`,
+    /// `seccomp`.
     pub mechanisms: Vec<&'static str>,
+    /// Who the adapter ran as (SPEC §13.2).
+    pub run_as: RunAsDiagnostics,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub landlock: Option<LandlockDiagnostics>,
     /// `none` or `any`.
@@ -268,6 +271,13 @@ pub struct ConfinementDiagnostics {
     /// Each tree-limit controller and the cgroup interface it is used through (`v1`, `v2`).
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub cgroup: std::collections::BTreeMap<&'static str, &'static str>,
+}
+
+/// The user of [`ConfinementDiagnostics`]: never 0, and no capability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RunAsDiagnostics {
+    pub uid: u32,
+    pub gid: u32,
 }
 
 /// The Landlock part of [`ConfinementDiagnostics`].

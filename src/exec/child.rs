@@ -5,9 +5,10 @@
 //!
 //! In the child, in this order: `setsid` → parent-death signal (SIGKILL), then a check that
 //! the parent did not die before it was armed → *confinement, first half* (join the cgroups,
-//! rlimits, new namespaces) → `close_range(3, ~0, CLOSE_RANGE_CLOEXEC)` → *confinement,
-//! second half* (`no_new_privs`, Landlock, seccomp — with TIOCSTI/TIOCLINUX refused) →
-//! `execve`. The confinement steps are the slots of [`Confinement`], filled from
+//! rlimits, new namespaces, the PID namespace's init and the adapter's own process forked
+//! ([`super::init`]), no privilege left) → `close_range(3, ~0, CLOSE_RANGE_CLOEXEC)` →
+//! *confinement, second half* (`no_new_privs`, Landlock, seccomp — with TIOCSTI/TIOCLINUX
+//! refused) → `execve`. The confinement steps are the slots of [`Confinement`], filled from
 //! `confine::Prepared` when the run is confined; nothing else may be added to the child
 //! anywhere else.
 //!
@@ -94,12 +95,27 @@ pub(crate) struct Confinement {
 
 impl Confinement {
     /// Slot between the parent-death signal and `close_range`: join the cgroups, set the
-    /// rlimits, enter new namespaces. Runs in the child: system calls only.
-    fn before_close(&self) -> Result<(), ChildError> {
+    /// rlimits, enter new namespaces, fork the PID namespace's init (which puts its own `/proc`
+    /// in place) and the adapter's process ([`super::init`]), and there drop every privilege.
+    /// Returns in the adapter's process only. Runs in the child: system calls only.
+    fn before_close(&self) -> Result<(), io::Error> {
         if let Some(prepared) = &self.prepared {
-            prepared.join_cgroups()?;
-            prepared.set_rlimits()?;
-            prepared.enter_namespaces()?;
+            let refused = |err| self.refused(err);
+            prepared.join_cgroups().map_err(refused)?;
+            prepared.set_rlimits().map_err(refused)?;
+            prepared.enter_namespaces().map_err(refused)?;
+            let in_init = || prepared.in_pid_namespace().map_err(refused);
+            super::init::fork_init_and_adapter(&in_init).map_err(|err| {
+                // A fork that failed: the PID namespace's step.
+                let errno =
+                    rustix::io::Errno::from_io_error(&err).unwrap_or(rustix::io::Errno::AGAIN);
+                let _ = self.refused(ChildError {
+                    step: Step::PidNamespace,
+                    errno,
+                });
+                err
+            })?;
+            prepared.drop_privileges().map_err(refused)?;
         }
         Ok(())
     }
@@ -262,7 +278,7 @@ impl Setup {
             return io::Error::from_raw_os_error(libc::ESRCH);
         }
         if let Err(err) = self.confinement.before_close() {
-            return self.confinement.refused(err);
+            return err;
         }
         if let Err(err) = close_inherited(&self.fallback_fds) {
             return err;

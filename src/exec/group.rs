@@ -654,13 +654,7 @@ mod tests {
         let cgroup = CallCgroup::create(&host, &limits).unwrap();
         let dir = cgroup.dirs()[0].to_path_buf();
         std::fs::write(dir.join("cgroup.kill"), "").unwrap();
-        let prepared = Arc::new(Prepared {
-            landlock: None,
-            seccomp: crate::confine::seccomp::compile().unwrap(),
-            cgroup: Some(cgroup),
-            rlimits: Default::default(),
-            netns: None,
-        });
+        let prepared = Arc::new(Prepared::bare(Some(cgroup), Default::default()));
         let script = argv(&["/bin/sh", "-c", "echo up; exec sleep 30"]);
         let mut confined = launch(&script, &[]);
         confined.confinement = Some(&prepared);
@@ -696,17 +690,14 @@ mod tests {
 
     #[test]
     fn a_refused_confinement_step_is_told_apart_from_a_failed_execve() {
-        let prepared = Arc::new(Prepared {
-            landlock: None,
-            seccomp: crate::confine::seccomp::compile().unwrap(),
-            cgroup: None,
-            // Above every kernel's fs.nr_open: refused even to root.
-            rlimits: crate::confine::rlimit::Rlimits {
+        // Above every kernel's fs.nr_open: refused even to root.
+        let prepared = Arc::new(Prepared::bare(
+            None,
+            crate::confine::rlimit::Rlimits {
                 open_files: Some(i64::MAX as u64),
                 file_size_bytes: None,
             },
-            netns: None,
-        });
+        ));
         let truth = argv(&["/bin/true"]);
         let mut confined = launch(&truth, &[]);
         confined.confinement = Some(&prepared);
@@ -720,10 +711,8 @@ mod tests {
         // A missing program under confinement is still a missing program.
         let missing = argv(&["/nonexistent/adapter"]);
         let mut confined = launch(&missing, &[]);
-        let fine = Arc::new(Prepared {
-            rlimits: Default::default(),
-            ..Arc::try_unwrap(prepared).unwrap()
-        });
+        drop(prepared);
+        let fine = Arc::new(Prepared::bare(None, Default::default()));
         confined.confinement = Some(&fine);
         assert!(matches!(
             ProcessGroup::spawn(&confined),

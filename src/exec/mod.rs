@@ -42,6 +42,7 @@ compile_error!("exec needs Linux: pidfds, PR_SET_CHILD_SUBREAPER and /proc");
 mod child;
 pub use child::crlf_shebang;
 mod group;
+mod init;
 mod ladder;
 mod sink;
 mod supervise;

@@ -18,10 +18,13 @@ fn reached(run: &Run) -> Vec<String> {
         .collect()
 }
 
-/// A folder the adapter may write (`--fs-write`), with a file in it.
+/// A folder the adapter may write (`--fs-write`), with a file in it. A root dispatcher's
+/// adapter runs as `nobody` (SPEC §13.2) and file modes still apply under a grant: the folder
+/// is given to the adapter's user.
 fn work() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("allowed"), "readable\n").unwrap();
+    give_to_adapter(dir.path());
     dir
 }
 
@@ -31,6 +34,21 @@ fn secret() -> (tempfile::TempDir, PathBuf) {
     let file = dir.path().join("host-key");
     std::fs::write(&file, "-----BEGIN PRIVATE KEY-----\n").unwrap();
     (dir, file)
+}
+
+/// `diagnostics.dispatch.confinement.mechanisms` of a confined run: `first` (cgroup, rlimits),
+/// then what every confined run has (SPEC §13.2), with the network namespace when asked.
+fn in_force(first: &[&str], network_none: bool) -> Value {
+    let mut all: Vec<&str> = first.to_vec();
+    if !rustix::process::geteuid().is_root() {
+        all.push("user_namespace");
+    }
+    all.push("pid_namespace");
+    if network_none {
+        all.push("network_namespace");
+    }
+    all.extend(["no_privileges", "no_new_privs", "landlock", "seccomp"]);
+    json!(all)
 }
 
 fn path(p: &Path) -> String {
@@ -85,10 +103,7 @@ fn landlock_and_seccomp_refuse_what_is_not_granted_and_allow_what_is() {
     assert!(!outside_write.exists());
     assert!(written.exists());
     let confinement = &run.dispatch()["confinement"];
-    assert_eq!(
-        confinement["mechanisms"],
-        json!(["no_new_privs", "landlock", "seccomp"])
-    );
+    assert_eq!(confinement["mechanisms"], in_force(&[], false));
     assert!(confinement["landlock"]["abi"].as_u64().unwrap() >= 6);
     assert_eq!(confinement["landlock"]["scoped"], true);
     assert_eq!(confinement["network"], "any");
@@ -138,7 +153,7 @@ fn network_none_leaves_no_route_even_to_the_hosts_loopback() {
     );
     assert_eq!(
         confined.dispatch()["confinement"]["mechanisms"],
-        json!(["network_namespace", "no_new_privs", "seccomp"])
+        in_force(&[], true)
     );
     assert_eq!(confined.dispatch()["confinement"]["network"], "none");
     // The same adapter unconfined reaches the listener: the refusal was the namespace's.
@@ -448,6 +463,7 @@ fn delegation_run_is_confined_the_same_way() {
 fn the_mcp_adapter_confines_its_server() {
     let (_outside, secret) = secret();
     let server = tempfile::tempdir().unwrap();
+    give_to_adapter(server.path());
     let log = server.path().join("log");
     let mut argv = vec![
         bin().display().to_string(),
@@ -536,6 +552,6 @@ fn the_file_transports_folder_is_granted_under_landlock() {
     assert_eq!(run.dispatch()["transport"], "file");
     assert_eq!(
         run.dispatch()["confinement"]["mechanisms"],
-        json!(["no_new_privs", "landlock", "seccomp"])
+        in_force(&[], false)
     );
 }

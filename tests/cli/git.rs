@@ -64,6 +64,16 @@ fn path_with(tmp: &Path, git: &Path) -> String {
 
 /// Plain git for the tests' own set-up and checks, hardened so that the set-up itself runs
 /// nothing of the rig (fails the test on a non-zero exit).
+/// `chown -R` to `uid` (and the group of that number), without following links.
+fn chown_tree(path: &Path, uid: u32) {
+    std::os::unix::fs::lchown(path, Some(uid), Some(uid)).unwrap();
+    if fs::symlink_metadata(path).unwrap().is_dir() {
+        for entry in fs::read_dir(path).unwrap() {
+            chown_tree(&entry.unwrap().path(), uid);
+        }
+    }
+}
+
 fn test_git(root: &Path, args: &[&str]) -> Vec<u8> {
     let out = Command::new("git")
         .args([
@@ -72,6 +82,8 @@ fn test_git(root: &Path, args: &[&str]) -> Vec<u8> {
             "-c",
             "core.fsmonitor=false",
         ])
+        // A repository given to a confined adapter's user (SPEC §13.2) is still the test's.
+        .args(["-c", "safe.directory=*"])
         .args(args)
         .current_dir(root)
         .env_clear()
@@ -1222,6 +1234,9 @@ fn under_the_dispatchers_confinement_git_works_within_what_the_host_granted() {
     );
     assert_eq!(repo.git(&["diff", "--cached", "--name-only"]), "");
 
+    // The adapter runs as `nobody` under a root dispatcher (SPEC §13.2): a grant does not
+    // override file modes, so the host gives it the checkout it may write.
+    chown_tree(&root, super::adapter_uid());
     let writable = ["--fs-write", root_arg.as_str(), "--network", "none"];
     let run = call(&writable, "git.add", json!({"paths": ["a.txt"]}));
     run.expect("succeeded", None, 0);

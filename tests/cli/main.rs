@@ -13,6 +13,7 @@ mod codes;
 mod command_line;
 mod completions;
 mod confinement;
+mod confinement_root;
 mod core;
 mod delegation;
 mod doctor;

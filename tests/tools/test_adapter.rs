@@ -277,6 +277,157 @@ pub(crate) fn run(steps: &[String]) -> u8 {
                 reach(&format!("tmpdir-mode={:o}", mode.unwrap_or(0)));
             }
             "list-fds" => reach(&format!("fds={}", open_fds().join(","))),
+            // SPEC §13.2's attacks: each reports `NAME=ok` or `NAME=refused(ERRNO)`.
+            "chmod" => {
+                use std::os::unix::fs::PermissionsExt;
+                let done = std::fs::set_permissions(arg, std::fs::Permissions::from_mode(0o777));
+                reach(&format!("chmod={}", outcome(done)));
+            }
+            "chown" => reach(&format!(
+                "chown={}",
+                outcome(std::os::unix::fs::lchown(arg, Some(0), Some(0)))
+            )),
+            "setxattr" => {
+                let path = std::ffi::CString::new(arg).unwrap_or_default();
+                // SAFETY: NUL-terminated path and name, a value buffer of the length given.
+                let rc = unsafe {
+                    libc::lsetxattr(
+                        path.as_ptr(),
+                        c"user.ptd".as_ptr(),
+                        b"x".as_ptr().cast(),
+                        1,
+                        0,
+                    )
+                };
+                reach(&format!("setxattr={}", last_os(rc == 0)));
+            }
+            "mknod" => {
+                let path = std::ffi::CString::new(arg).unwrap_or_default();
+                // /dev/kmsg's numbers (char 1:11).
+                // SAFETY: a NUL-terminated path and numbers.
+                let rc = unsafe {
+                    libc::mknod(path.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 11))
+                };
+                reach(&format!("mknod={}", last_os(rc == 0)));
+            }
+            "prlimit" => {
+                let Some(pid) = number::<i32>(step, arg) else {
+                    return 2;
+                };
+                let limit = libc::rlimit64 {
+                    rlim_cur: 1,
+                    rlim_max: 1,
+                };
+                // SAFETY: prlimit64 reads one rlimit64 from a live local.
+                let rc = unsafe {
+                    libc::prlimit64(pid, libc::RLIMIT_NOFILE, &limit, std::ptr::null_mut())
+                };
+                reach(&format!("prlimit={}", last_os(rc == 0)));
+            }
+            "signal-pid" => {
+                let Some(pid) = number::<i32>(step, arg) else {
+                    return 2;
+                };
+                // SAFETY: kill(2) with signal 0: the permission check only.
+                let rc = unsafe { libc::kill(pid, 0) };
+                reach(&format!("signal-pid={}", last_os(rc == 0)));
+            }
+            "adjtimex-set" => {
+                // SAFETY: a zeroed timex is valid; ADJ_OFFSET asks to change the clock.
+                let mut timex: libc::timex = unsafe { std::mem::zeroed() };
+                timex.modes = libc::ADJ_OFFSET;
+                timex.offset = 1;
+                // SAFETY: adjtimex reads and writes the local.
+                let rc = unsafe { libc::adjtimex(&mut timex) };
+                reach(&format!("adjtimex-set={}", last_os(rc >= 0)));
+            }
+            "unix-connect" => reach(&format!(
+                "unix-connect={}",
+                outcome(std::os::unix::net::UnixStream::connect(arg))
+            )),
+            "packet-socket" => {
+                // SAFETY: socket(2) with numbers; the descriptor is closed below.
+                let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
+                reach(&format!("packet-socket={}", last_os(fd >= 0)));
+                if fd >= 0 {
+                    // SAFETY: our own descriptor.
+                    unsafe { libc::close(fd) };
+                }
+            }
+            "proc-pids" => {
+                let mut pids: Vec<u32> = std::fs::read_dir("/proc")
+                    .map(|d| {
+                        d.flatten()
+                            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                pids.sort_unstable();
+                let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+                reach(&format!("proc-pids={}", pids.join(",")));
+            }
+            "creds" => {
+                let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+                let wanted = [
+                    "Uid",
+                    "Gid",
+                    "Groups",
+                    "CapInh",
+                    "CapPrm",
+                    "CapEff",
+                    "CapBnd",
+                    "CapAmb",
+                    "NoNewPrivs",
+                ];
+                for line in status.lines() {
+                    if let Some((key, value)) = line.split_once(':') {
+                        if wanted.contains(&key) {
+                            let value: Vec<&str> = value.split_whitespace().collect();
+                            reach(&format!("{key}={}", value.join(" ")));
+                        }
+                    }
+                }
+            }
+            "cgroup-escape" => {
+                // Move into the parent of the memory cgroup this process is in.
+                let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+                let target = own.lines().find_map(|line| {
+                    let mut parts = line.splitn(3, ':');
+                    let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+                    let v1 = controllers.split(',').any(|c| c == "memory");
+                    let base = if v1 {
+                        "/sys/fs/cgroup/memory"
+                    } else if controllers.is_empty() {
+                        "/sys/fs/cgroup/unified"
+                    } else {
+                        return None;
+                    };
+                    let parent = std::path::Path::new(path).parent()?;
+                    Some(
+                        std::path::Path::new(base)
+                            .join(parent.strip_prefix("/").ok()?)
+                            .join("cgroup.procs"),
+                    )
+                });
+                let done = match target {
+                    Some(procs) => std::fs::write(procs, "0\n"),
+                    None => Err(std::io::Error::from_raw_os_error(libc::ENOENT)),
+                };
+                reach(&format!("cgroup-escape={}", outcome(done)));
+            }
+            "setsid" => {
+                // Leave the dispatcher's process group (a SIGTERM to the group misses it).
+                // SAFETY: setsid(2) takes no argument.
+                let rc = unsafe { libc::setsid() };
+                reach(&format!("setsid={}", last_os(rc >= 0)));
+            }
+            "on-term" => {
+                // Write ARG when SIGTERM arrives, then exit 0 (proof the ladder's SIGTERM
+                // reached this process).
+                ON_TERM.get_or_init(|| arg.to_owned());
+                // SAFETY: installing a handler that only makes async-signal-safe calls.
+                unsafe { libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t) };
+            }
             "parent-environ" => reach(&parent_environ(arg)),
             "parent-stdout" => reach(&parent_stdout(arg)),
             "close-stdin" => {
@@ -297,6 +448,17 @@ pub(crate) fn run(steps: &[String]) -> u8 {
         }
     }
     0
+}
+
+/// Where `on-term` writes, read by its handler.
+static ON_TERM: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+extern "C" fn on_term(_: libc::c_int) {
+    if let Some(path) = ON_TERM.get() {
+        let _ = std::fs::write(path, "term\n");
+    }
+    // SAFETY: _exit ends the process.
+    unsafe { libc::_exit(0) };
 }
 
 fn read_stdin() -> Vec<u8> {

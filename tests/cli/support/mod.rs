@@ -81,3 +81,21 @@ pub fn json_line(text: &str) -> Value {
         Value::Null
     })
 }
+
+/// The uid a confined adapter runs as when these tests run the dispatcher: `nobody` for a
+/// root dispatcher (SPEC §13.2), else the dispatcher's own.
+pub fn adapter_uid() -> u32 {
+    let euid = rustix::process::geteuid().as_raw();
+    if euid == 0 {
+        65534
+    } else {
+        euid
+    }
+}
+
+/// Give `path` (a folder or file a test made for a confined adapter) to the user the adapter
+/// runs as: grants do not override file modes.
+pub fn give_to_adapter(path: &std::path::Path) {
+    let uid = adapter_uid();
+    std::os::unix::fs::chown(path, Some(uid), Some(uid)).unwrap();
+}
