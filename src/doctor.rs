@@ -341,7 +341,7 @@ fn network_row(requested: bool) -> Row {
 }
 
 fn seccomp_row(requested: bool) -> Row {
-    let detail = seccomp::compile()
+    let detail = seccomp::compile(Network::Any)
         .ok()
         .map(|f| format!("EPERM filter, {} BPF instructions", f.len()));
     match probe::seccomp() {

@@ -251,8 +251,8 @@ impl Prepared {
         } else {
             None
         };
-        let seccomp =
-            seccomp::compile().map_err(|e| missing.push(("seccomp".into(), e.to_string())));
+        let seccomp = seccomp::compile(options.network)
+            .map_err(|e| missing.push(("seccomp".into(), e.to_string())));
         let cgroup = if options.wants_cgroup() {
             let limits = Limits {
                 memory_bytes: options.limit_memory_bytes,

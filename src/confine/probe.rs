@@ -569,7 +569,7 @@ pub const SECCOMP_ATTEMPTS: &[Attempt] = &[
 /// `EBADF` for anyone, so the probe always proves something.
 pub fn seccomp() -> Result<Probe, SeccompError> {
     const N: usize = SECCOMP_ATTEMPTS.len();
-    let filter = seccomp::compile()?;
+    let filter = seccomp::compile(super::Network::Any)?;
     let outcome = fork_probe(|| {
         let mut counted = [false; N];
         for (i, attempt) in SECCOMP_ATTEMPTS.iter().enumerate() {

@@ -656,7 +656,7 @@ mod tests {
         std::fs::write(dir.join("cgroup.kill"), "").unwrap();
         let prepared = Arc::new(Prepared {
             landlock: None,
-            seccomp: crate::confine::seccomp::compile().unwrap(),
+            seccomp: crate::confine::seccomp::compile(crate::confine::Network::Any).unwrap(),
             cgroup: Some(cgroup),
             rlimits: Default::default(),
             netns: None,
@@ -698,7 +698,7 @@ mod tests {
     fn a_refused_confinement_step_is_told_apart_from_a_failed_execve() {
         let prepared = Arc::new(Prepared {
             landlock: None,
-            seccomp: crate::confine::seccomp::compile().unwrap(),
+            seccomp: crate::confine::seccomp::compile(crate::confine::Network::Any).unwrap(),
             cgroup: None,
             // Above every kernel's fs.nr_open: refused even to root.
             rlimits: crate::confine::rlimit::Rlimits {
