@@ -266,15 +266,19 @@ pub struct RunArgs {
 #[command(next_help_heading = "Confinement (SPEC 13)")]
 pub struct ConfineArgs {
     /// The adapter may read and execute beneath PATH (repeatable; Landlock). Besides the listed
-    /// paths it gets only a base: /usr, /bin, /sbin, /lib*, /etc less its credential stores,
-    /// /proc, /dev/null, /dev/zero, /dev/urandom, its program and interpreters, a private
-    /// TMPDIR (0700, removed afterwards) and the file transport's folder. An interpreter
-    /// outside the base (a pyenv shim) is refused with the --fs-read that allows it. Also
-    /// PARENT_TOOL_DISPATCH_FS_READ, a `:`-separated list.
+    /// paths it gets only a base: /usr, /bin, /sbin, /lib*, the entries of /etc that programs
+    /// need to start and resolve names (an allow list, in docs/confinement.md; anything else
+    /// of /etc needs --fs-read), /proc, /dev/null, /dev/zero, /dev/urandom, its program and
+    /// interpreters, a private TMPDIR (0700, removed afterwards) and the file transport's
+    /// folder. An interpreter outside the base (a pyenv shim) is refused with the --fs-read
+    /// that allows it. `/` is refused (it confines nothing), and so, with --ledger, is a path
+    /// that holds the ledger's folder or lies in it. Also PARENT_TOOL_DISPATCH_FS_READ, a
+    /// `:`-separated list.
     #[arg(long, hide_short_help = true, value_name = "PATH")]
     pub fs_read: Vec<std::ffi::OsString>,
     /// The adapter may read, write, create and remove beneath PATH (repeatable; Landlock; `/`
-    /// is refused). Also PARENT_TOOL_DISPATCH_FS_WRITE, a `:`-separated list.
+    /// is refused, and so, with --ledger, is a path that holds the ledger's folder or lies in
+    /// it). Also PARENT_TOOL_DISPATCH_FS_WRITE, a `:`-separated list.
     #[arg(long, hide_short_help = true, value_name = "PATH")]
     pub fs_write: Vec<std::ffi::OsString>,
     /// `none`: a new, empty network namespace, no route to any host, not even the host's

@@ -357,7 +357,7 @@ pub fn run(cli: Cli) -> u8 {
             server,
         })) => {
             let host = hostenv::HostEnv::process();
-            match dispatch::confine_options(&confine, &host) {
+            match dispatch::confine_options(&confine, &host, None) {
                 Ok(confine) => {
                     let options = adapter::mcp::Options {
                         tool_map,

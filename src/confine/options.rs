@@ -187,23 +187,29 @@ impl Options {
 
     /// Check raw values (each option's flag values, or else its variable's).
     pub fn parse(raw: &RawOptions) -> Result<Options, OptionError> {
+        Options::parse_beside_ledger(raw, None)
+    }
+
+    /// [`Options::parse`] for a dispatcher that keeps a ledger at `ledger` (`--ledger`, SPEC
+    /// §14): a `--fs-*` path that holds the ledger's folder ([`ledger_folder`]) or lies in it is
+    /// refused too (SPEC §13.2), since that folder is the dispatcher's own.
+    pub fn parse_beside_ledger(
+        raw: &RawOptions,
+        ledger: Option<&Path>,
+    ) -> Result<Options, OptionError> {
+        let ledger = ledger.map(|path| (path, ledger_folder(path)));
         let mut options = Options::default();
-        for (value, source) in raw.values(OptionName::FsRead) {
-            options
-                .fs_read
-                .push(parse_path(OptionName::FsRead, source, value)?);
-        }
-        for (value, source) in raw.values(OptionName::FsWrite) {
-            let path = parse_path(OptionName::FsWrite, source, value)?;
-            if path == Path::new("/") {
-                return Err(OptionError::new(
-                    OptionName::FsWrite,
-                    source,
-                    value,
-                    Problem::WholeFileSystem,
-                ));
+        for name in [OptionName::FsRead, OptionName::FsWrite] {
+            for (value, source) in raw.values(name) {
+                let path = parse_path(name, source, value)?;
+                if let Some(problem) = confines_nothing(&path, ledger.as_ref()) {
+                    return Err(OptionError::new(name, source, value, problem));
+                }
+                match name {
+                    OptionName::FsRead => options.fs_read.push(path),
+                    _ => options.fs_write.push(path),
+                }
             }
-            options.fs_write.push(path);
         }
         if let Some((value, source)) = raw.single(OptionName::Network) {
             options.network = parse_network(source, value)?;
@@ -234,6 +240,51 @@ impl Options {
             )?);
         }
         Ok(options)
+    }
+}
+
+/// Why a grant of `path` (canonical) confines nothing (SPEC §13.2): it is the whole file
+/// system, or it holds the ledger's folder or lies in it (`ledger`: the path as given and its
+/// folder).
+fn confines_nothing(path: &Path, ledger: Option<&(&Path, PathBuf)>) -> Option<Problem> {
+    if path == Path::new("/") {
+        return Some(Problem::WholeFileSystem);
+    }
+    let (given, folder) = ledger?;
+    let inside = path.starts_with(folder);
+    (inside || folder.starts_with(path)).then(|| Problem::CoversLedger {
+        ledger: given.to_string_lossy().into_owned(),
+        folder: folder.clone(),
+        inside,
+    })
+}
+
+/// The folder the ledger at `ledger` is kept in, canonical: its parent as the ledger opens it
+/// (against the current directory; the ledger file itself is never followed as a link), every
+/// link resolved. Where that folder does not exist (yet), its nearest existing ancestor is
+/// resolved and the rest of the names appended: the folder it would be.
+pub fn ledger_folder(ledger: &Path) -> PathBuf {
+    let parent = match ledger.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let absolute = std::path::absolute(parent).unwrap_or_else(|_| parent.to_path_buf());
+    let mut existing = absolute.as_path();
+    let mut missing = Vec::new();
+    loop {
+        if let Ok(mut folder) = std::fs::canonicalize(existing) {
+            folder.extend(missing.iter().rev());
+            return folder;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(up), Some(name)) => {
+                missing.push(name);
+                existing = up;
+            }
+            // A `..` past a missing folder: nothing to resolve (the ledger cannot be opened
+            // there either); compared as written.
+            _ => return absolute,
+        }
     }
 }
 
@@ -364,8 +415,16 @@ pub enum Problem {
     EmptyPath,
     /// The path does not exist (or cannot be resolved): the error's text.
     PathUnusable(String),
-    /// `--fs-write /`: write access to everything is no confinement.
+    /// `--fs-read /`, `--fs-write /` (however spelled): a grant of everything confines
+    /// nothing.
     WholeFileSystem,
+    /// A `--fs-*` path that holds the ledger's folder or lies in it (`inside`): the ledger as
+    /// given and its canonical folder.
+    CoversLedger {
+        ledger: String,
+        folder: PathBuf,
+        inside: bool,
+    },
 }
 
 /// A confinement option that cannot be used, with the option, where it came from and the
@@ -418,11 +477,31 @@ impl fmt::Display for OptionError {
             }
             Problem::EmptyPath => write!(f, ": an empty path (an empty entry in a `:` list?)"),
             Problem::PathUnusable(why) => write!(f, ": `{value}` cannot be used: {why}"),
-            Problem::WholeFileSystem => write!(
-                f,
-                ": `{value}` is the whole file system: write access to it is no confinement \
-                 (list the folders the adapter writes)"
-            ),
+            Problem::WholeFileSystem => {
+                let (access, verb) = match self.option {
+                    OptionName::FsRead => ("read", "reads"),
+                    _ => ("write", "writes"),
+                };
+                write!(
+                    f,
+                    ": `{value}` is the whole file system: {access} access to it confines nothing \
+                     (list the folders the adapter {verb})"
+                )
+            }
+            Problem::CoversLedger {
+                ledger,
+                folder,
+                inside,
+            } => {
+                let relation = if *inside { "lies in" } else { "holds" };
+                write!(
+                    f,
+                    ": `{value}` {relation} the ledger's folder {folder} (--ledger `{ledger}`), \
+                     which is the dispatcher's own: grant folders that neither hold it nor lie \
+                     in it",
+                    folder = folder.display()
+                )
+            }
         }
     }
 }
@@ -643,13 +722,134 @@ mod tests {
 
     #[test]
     fn fs_write_of_the_root_is_refused_however_spelled() {
-        for root in ["/", "//", "/tmp/..", "/."] {
+        for root in ["/", "//", "/tmp/..", "/.", "/./", "/.."] {
             let mut raw = RawOptions::default();
             raw.flag(OptionName::FsWrite, root);
             let err = Options::parse(&raw).unwrap_err();
             assert_eq!(err.problem, Problem::WholeFileSystem, "{root}");
             assert!(err.to_string().starts_with("--fs-write: `"), "{err}");
         }
+    }
+
+    #[test]
+    fn fs_read_of_the_root_is_refused_however_spelled() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("root");
+        std::os::unix::fs::symlink("/", &link).unwrap();
+        let link = link.to_str().unwrap().to_string();
+        for root in ["/", "//", "/.", "/./", "/..", "/tmp/..", &link] {
+            let mut raw = RawOptions::default();
+            raw.flag(OptionName::FsRead, "/usr")
+                .flag(OptionName::FsRead, root);
+            let err = Options::parse(&raw).unwrap_err();
+            assert_eq!(
+                (err.option, &err.problem),
+                (OptionName::FsRead, &Problem::WholeFileSystem),
+                "{root}"
+            );
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "--fs-read: `{root}` is the whole file system: read access to it confines \
+                     nothing (list the folders the adapter reads)"
+                )
+            );
+        }
+        // The variable too, named as such; one entry of its list is enough.
+        let env =
+            |name: &str| (name == "PARENT_TOOL_DISPATCH_FS_READ").then(|| OsString::from("/usr:/"));
+        let err = Options::parse(&RawOptions::from_env(env)).unwrap_err();
+        assert_eq!(err.problem, Problem::WholeFileSystem);
+        assert!(
+            err.to_string().starts_with(
+                "PARENT_TOOL_DISPATCH_FS_READ (--fs-read): `/` is the whole file system"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_ledgers_folder_is_canonical_or_what_it_would_be() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        let link = real.join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert_eq!(ledger_folder(&real.join("ledger.db")), real);
+        assert_eq!(ledger_folder(&link.join("ledger.db")), real);
+        assert_eq!(
+            ledger_folder(&link.join("not/yet/ledger.db")),
+            real.join("not/yet")
+        );
+        std::fs::create_dir(real.join("sub")).unwrap();
+        assert_eq!(
+            ledger_folder(&link.join("./sub/../ledger.db")),
+            real,
+            "`..` after an existing folder is resolved"
+        );
+        // A bare name is in the current directory.
+        assert_eq!(
+            ledger_folder(Path::new("ledger.db")),
+            std::env::current_dir().unwrap().canonicalize().unwrap()
+        );
+        // The ledger file itself is not followed: its folder is where the name is.
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path().join("l.db"), real.join("l.db")).unwrap();
+        assert_eq!(ledger_folder(&real.join("l.db")), real);
+    }
+
+    #[test]
+    fn a_grant_that_holds_the_ledgers_folder_or_lies_in_it_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().canonicalize().unwrap();
+        let folder = top.join("state");
+        let inner = folder.join("inner");
+        let beside = top.join("beside");
+        std::fs::create_dir_all(&inner).unwrap();
+        std::fs::create_dir(&beside).unwrap();
+        // Not made yet: its would-be folder counts.
+        let ledger = folder.join("ledger.db");
+        let parse = |name: OptionName, path: &Path| {
+            let mut raw = RawOptions::default();
+            raw.flag(name, path);
+            Options::parse_beside_ledger(&raw, Some(&ledger))
+        };
+        for name in [OptionName::FsRead, OptionName::FsWrite] {
+            for (grant, inside) in [(&top, false), (&folder, true), (&inner, true)] {
+                let err = parse(name, grant).unwrap_err();
+                assert_eq!(
+                    err.problem,
+                    Problem::CoversLedger {
+                        ledger: ledger.display().to_string(),
+                        folder: folder.clone(),
+                        inside,
+                    },
+                    "{grant:?}"
+                );
+                let relation = if inside { "lies in" } else { "holds" };
+                assert_eq!(
+                    err.to_string(),
+                    format!(
+                        "{flag}: `{grant}` {relation} the ledger's folder {folder} (--ledger \
+                         `{ledger}`), which is the dispatcher's own: grant folders that neither \
+                         hold it nor lie in it",
+                        flag = name.flag(),
+                        grant = grant.display(),
+                        folder = folder.display(),
+                        ledger = ledger.display(),
+                    )
+                );
+            }
+            let options = parse(name, &beside).unwrap();
+            assert!(options.wants_landlock());
+            // Without a ledger, nothing is in the way.
+            let mut raw = RawOptions::default();
+            raw.flag(name, &top);
+            assert!(Options::parse(&raw).is_ok());
+        }
+        // A sibling whose name starts like the folder's is not in it.
+        let similar = top.join("state-2");
+        std::fs::create_dir(&similar).unwrap();
+        assert!(parse(OptionName::FsWrite, &similar).is_ok());
     }
 
     #[test]

@@ -301,7 +301,9 @@ fn a_confined_adapter_reads_its_grants_and_nothing_else() {
              cat {input}\n\
              cat {secret} || echo 'secret refused'\n\
              cat /etc/shadow || echo 'shadow refused'\n\
+             cat /etc/profile || echo 'profile refused'\n\
              head -c 4 /etc/passwd; echo\n\
+             grep -q localhost /etc/hosts && echo hosts\n\
              echo tmp > \"$TMPDIR/x\" && cat \"$TMPDIR/x\"\n\
              echo no > {work}/written || echo 'read-only refused'\n\
              echo hi > /dev/null && echo devnull\n",
@@ -329,10 +331,11 @@ fn a_confined_adapter_reads_its_grants_and_nothing_else() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
         text(&out.stdout),
-        "granted\nsecret refused\nshadow refused\nroot\ntmp\nread-only refused\ndevnull\n"
+        "granted\nsecret refused\nshadow refused\nprofile refused\nroot\nhosts\ntmp\nread-only refused\n\
+         devnull\n"
     );
     let stderr = text(&out.stderr);
-    assert_eq!(stderr.matches("Permission denied").count(), 3, "{stderr}");
+    assert_eq!(stderr.matches("Permission denied").count(), 4, "{stderr}");
     assert!(
         !tmp.exists(),
         "the private TMPDIR is removed with the prepared run"

@@ -47,7 +47,7 @@ pub fn main(command: &DelegationCommand) -> u8 {
             // Usage errors first (exit 2, no envelope): a confinement option that does not
             // parse or names no existing path, checked before anything is read or run.
             let host = crate::hostenv::HostEnv::process();
-            let confine = match crate::dispatch::confine_options(&args.run.confine, &host) {
+            let confine = match crate::dispatch::confine_options(&args.run.confine, &host, None) {
                 Ok(confine) => confine,
                 Err(message) => {
                     stderr_line!("error[usage]: {message}");

@@ -167,7 +167,8 @@ pub struct Usage {
 
 /// The usage errors of the main job's options (exit 2, no envelope): no bridge at all, a
 /// `--tool-map` that cannot be used, a confinement option (or its `PARENT_TOOL_DISPATCH_*`
-/// variable in `env`) that does not parse or names no existing path.
+/// variable in `env`) that does not parse, names no existing path, or grants what confines
+/// nothing (`/`, the ledger's folder).
 pub fn check_usage(args: &DispatchArgs, env: &HostEnv) -> Result<Usage, UsageError> {
     if args.bridge.parent_tool_bridge.is_none() {
         return Err(UsageError(format!(
@@ -182,19 +183,23 @@ pub fn check_usage(args: &DispatchArgs, env: &HostEnv) -> Result<Usage, UsageErr
             .map_err(|err| UsageError(format!("the --tool-map value cannot be used: {err}")))?,
         None => ToolMap::Identity,
     };
-    let confine = confine_options(&args.run.confine, env).map_err(UsageError)?;
+    let ledger = args.ledger.ledger.as_deref();
+    let confine = confine_options(&args.run.confine, env, ledger).map_err(UsageError)?;
     Ok(Usage { tool_map, confine })
 }
 
 /// The confinement options of a command line, each flag falling back to its variable in
-/// `env` (SPEC §13), checked; the error names the option (a usage error, exit 2).
+/// `env` (SPEC §13), checked; the error names the option (a usage error, exit 2). With the
+/// `ledger` the dispatcher keeps, a `--fs-*` path that holds its folder or lies in it is
+/// refused too (SPEC §13.2).
 pub fn confine_options(
     args: &crate::cli::ConfineArgs,
     env: &HostEnv,
+    ledger: Option<&std::path::Path>,
 ) -> Result<crate::confine::Options, String> {
     use crate::confine::{Options, RawOptions};
     let raw = RawOptions::from_args(args).or_env(RawOptions::from_env(|name| env.var_os(name)));
-    Options::parse(&raw).map_err(|err| err.to_string())
+    Options::parse_beside_ledger(&raw, ledger).map_err(|err| err.to_string())
 }
 
 /// The live main job's steps, up to the judged answer (which borrows from what `obtained`

@@ -120,6 +120,103 @@ fn landlock_and_seccomp_refuse_what_is_not_granted_and_allow_what_is() {
     );
 }
 
+/// SPEC §13.2: the base of `/etc` is an allow list. With Landlock on for an unrelated folder,
+/// the adapter reads `passwd`, `hosts` and a CA bundle of the list, but not `profile` or
+/// `environment`, which any Debian has and the first version's deny list let through (the
+/// dispatcher runs as root here: only Landlock refuses them).
+#[test]
+fn the_base_of_etc_is_an_allow_list() {
+    let unrelated = work();
+    let listed = [
+        "/etc/passwd",
+        "/etc/hosts",
+        "/etc/ssl/certs/ca-certificates.crt",
+    ];
+    let unlisted = ["/etc/profile", "/etc/environment"];
+    for file in listed.iter().chain(&unlisted) {
+        assert!(
+            Path::new(file).is_file(),
+            "this test expects {file} on the host"
+        );
+    }
+    let steps: Vec<String> = listed
+        .iter()
+        .chain(&unlisted)
+        .map(|file| format!("read-file:{file}"))
+        .chain(["echo".to_string()])
+        .collect();
+    let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
+    let run = Dispatch::adapter(&steps)
+        .args(&["--fs-read", &path(unrelated.path())])
+        .run();
+    run.expect("succeeded", None, 0);
+    let eacces = format!("read-file=refused({})", libc::EACCES);
+    assert_eq!(
+        reached(&run),
+        vec![
+            "read-file=ok".to_string(),
+            "read-file=ok".to_string(),
+            "read-file=ok".to_string(),
+            eacces.clone(),
+            eacces,
+        ]
+    );
+}
+
+/// SPEC §13.2: a grant that covers the ledger's folder — holds it, or lies in it — is a usage
+/// error naming the option and the ledger, before anything runs (the ledger is not even made).
+#[test]
+fn a_grant_covering_the_ledgers_folder_is_a_usage_error() {
+    let top = tempfile::tempdir().unwrap();
+    let top = top.path().canonicalize().unwrap();
+    let state = top.join("state");
+    std::fs::create_dir(&state).unwrap();
+    let ledger = state.join("ledger.db");
+    // Where the adapter may write, beside the ledger's folder.
+    let beside = top.join("work");
+    std::fs::create_dir(&beside).unwrap();
+    let pidfile = beside.join("pids");
+    let step = format!("pidfile:{}", pidfile.display());
+    let refused = |run: Run, flag: &str, grant: &Path, relation: &str| {
+        run.output().exit(2).stdout_empty().stderr_eq(format!(
+            "error[usage]: {flag}: `{grant}` {relation} the ledger's folder {state} (--ledger \
+             `{ledger}`), which is the dispatcher's own: grant folders that neither hold it nor \
+             lie in it\n\nFor more information, try '--help'.\n",
+            grant = grant.display(),
+            state = state.display(),
+            ledger = ledger.display(),
+        ));
+        assert!(!ledger.exists(), "the ledger was made");
+        assert!(!pidfile.exists(), "the adapter ran");
+    };
+    let run = Dispatch::adapter(&[&step, "echo"])
+        .args(&["--fs-write", &path(&state), "--ledger", &path(&ledger)])
+        .run();
+    refused(run, "--fs-write", &state, "lies in");
+    let run = Dispatch::adapter(&[&step, "echo"])
+        .args(&["--fs-read", &path(&top), "--ledger", &path(&ledger)])
+        .run();
+    refused(run, "--fs-read", &top, "holds");
+    // The ledger from its variable, the grant from its own.
+    let run = Dispatch::adapter(&[&step, "echo"])
+        .env("PARENT_TOOL_DISPATCH_LEDGER", &path(&ledger))
+        .env("PARENT_TOOL_DISPATCH_FS_READ", &path(&top))
+        .run();
+    run.output()
+        .exit(2)
+        .stdout_empty()
+        .stderr_starts_with(format!(
+        "error[usage]: PARENT_TOOL_DISPATCH_FS_READ (--fs-read): `{}` holds the ledger's folder",
+        top.display()
+    ));
+    // A folder beside the ledger's is fine.
+    let run = Dispatch::adapter(&[&step, "echo"])
+        .args(&["--fs-write", &path(&beside), "--ledger", &path(&ledger)])
+        .run();
+    run.expect("succeeded", None, 0);
+    assert!(ledger.exists() && pidfile.exists());
+}
+
 #[test]
 fn the_private_tmpdir_is_0700_the_adapters_and_removed_afterwards() {
     let work = work();
@@ -269,10 +366,19 @@ fn a_host_that_cannot_confine_as_asked_starts_nothing() {
 #[test]
 fn bad_confinement_options_are_usage_errors_naming_the_option() {
     let missing = tempfile::tempdir().unwrap().path().join("gone");
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 7] = [
         (
             &["--limit-memory", "12MB"],
             "error[usage]: --limit-memory: `12MB` has an ambiguous unit",
+        ),
+        (
+            &["--fs-read", "/"],
+            "error[usage]: --fs-read: `/` is the whole file system: read access to it confines \
+             nothing (list the folders the adapter reads)",
+        ),
+        (
+            &["--fs-read", "/usr", "--fs-read", "/tmp/.."],
+            "error[usage]: --fs-read: `/tmp/..` is the whole file system",
         ),
         (
             &["--limit-pids", "many"],

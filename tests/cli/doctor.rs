@@ -174,12 +174,23 @@ fn an_option_from_its_variable_counts_as_asked_for() {
 fn a_bad_option_is_a_usage_error_naming_it() {
     /// Arguments, variables, and how stderr must begin after `error: `.
     type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
-    let cases: [Case; 6] = [
+    let cases: [Case; 8] = [
         (&["--limit-memory", "64MB"], &[], "--limit-memory: `64MB`"),
         (
             &["--fs-write", "/"],
             &[],
             "--fs-write: `/` is the whole file system",
+        ),
+        // SPEC §13.2: reading everything confines nothing either, however spelled.
+        (
+            &["--fs-read", "/."],
+            &[],
+            "--fs-read: `/.` is the whole file system: read access to it confines nothing",
+        ),
+        (
+            &[],
+            &[("PARENT_TOOL_DISPATCH_FS_READ", "/usr:/..")],
+            "PARENT_TOOL_DISPATCH_FS_READ (--fs-read): `/..` is the whole file system",
         ),
         (
             &["--network", "maybe"],
