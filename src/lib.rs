@@ -65,8 +65,13 @@ use std::process::ExitCode;
 
 /// Parse the command line, run, and return the exit status.
 pub fn main() -> ExitCode {
-    become_non_dumpable();
     let args: Vec<OsString> = std::env::args_os().collect();
+    // `doctor`'s probe, started by `doctor` itself inside the confinement (docs/doctor.md):
+    // no command line of its own to parse, and nothing else of the dispatcher runs.
+    if args.get(1).is_some_and(|a| a == doctor::attack::PROBE_WORD) {
+        return ExitCode::from(doctor::attack::main(&args[2..]));
+    }
+    become_non_dumpable();
     if let Some(cli) = main_job_command_line(&args) {
         return ExitCode::from(run(cli));
     }
