@@ -217,7 +217,8 @@ fn become_non_dumpable() {
 
 /// The message for a first positional argument that is not an existing file but is close to a
 /// visible subcommand's name (`valdate`, `sandbox_env`), or is spelled like a hidden one
-/// (`__test-adapter`: the product has none, the test tools are a binary of their own), which
+/// (`__test-adapter`: the product has none, the test tools are a binary of their own; `main`
+/// takes `doctor`'s probe word `__doctor-probe` as the first argument before this), which
 /// clap would otherwise take as the REQUEST path and answer with a misleading error. `None`
 /// when the command line looks fine.
 pub fn mistyped_subcommand(args: &[OsString]) -> Option<String> {
