@@ -418,6 +418,15 @@ pub enum Command {
     /// cannot put it in place, or the probe's control failed: nothing proven) or `FAILED` (the
     /// forbidden thing worked, or the probe gave no answer within 10 s).
     ///
+    /// Then the adapter_* rows (SPEC 13.2): the dispatcher's own probe runs exactly as a
+    /// confined adapter would (through the same start-up, as the same user — --run-as, default
+    /// nobody for a root dispatcher — with the same capabilities, namespaces, Landlock ruleset
+    /// and seccomp filter; with no option, the default confinement) and tries what must be
+    /// refused: become root, hold or raise a capability, chmod a root file outside the grants,
+    /// make a device node, read another process's environ and cmdline, prlimit64 on the
+    /// dispatcher, move into the parent cgroup (with --limit-memory or --limit-pids), connect
+    /// to a host pathname socket (with --network none).
+    ///
     /// The confinement options say what is asked for (the same flags and variables as the main
     /// job's; a bad value is a usage error, exit 2, naming the option). Exit 70 when any
     /// mechanism failed its probe; else 69 when a requested one is unavailable (stderr:

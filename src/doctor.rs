@@ -13,6 +13,9 @@
 //! Must not: start anything but the probes' own children (each bounded by
 //! [`probe::PROBE_TIMEOUT`]), or leave anything behind (the probes clean up).
 
+pub mod adapter;
+pub mod attack;
+
 use crate::cli::DoctorArgs;
 use crate::confine::cgroup::{Controller, Host, Version};
 use crate::confine::probe::{self, Outcome, Probe};
@@ -220,6 +223,8 @@ pub fn examine(options: &Options) -> Vec<Row> {
     {
         r.abi = abi;
     }
+    // Last: `exec` sweeps every child of this process once its adapter is gone.
+    rows.extend(adapter::examine(options));
     rows
 }
 
@@ -455,7 +460,12 @@ fn probe_text(probe: &Probe) -> String {
 
 /// The aligned table: a header, one line per mechanism, a summary line.
 pub fn render_human(rows: &[Row]) -> String {
-    let width = MECHANISMS.iter().map(|m| m.len()).max().unwrap_or(0);
+    let width = MECHANISMS
+        .iter()
+        .chain(adapter::ROWS.iter().map(|(name, _, _)| name))
+        .map(|m| m.len())
+        .max()
+        .unwrap_or(0);
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -725,5 +735,129 @@ mod tests {
             exit::SUCCESS
         );
         assert!(stderr_lines(&[with(false, missing())]).is_empty());
+    }
+
+    fn plan() -> adapter::Plan {
+        use attack::Attack;
+        vec![
+            (Attack::SetuidRoot, String::new()),
+            (Attack::Capabilities, String::new()),
+            (Attack::Chmod, "/tmp/ptd-doctor-x/host.conf".into()),
+            (Attack::Environ, "4242".into()),
+            (Attack::Environ, "1".into()),
+        ]
+    }
+
+    #[test]
+    fn an_adapter_attack_that_got_through_fails_the_report_with_70() {
+        let out = b"setuid_root=refused(1)\ncapabilities=refused(1)\nchmod=ok\n\
+                    environ=refused(2)\nenviron=refused(2)\n";
+        let rows = adapter::rows_from(
+            &plan(),
+            &adapter::Ran::Output(out.to_vec()),
+            true,
+            "as nobody (uid 65534)",
+        );
+        let names: Vec<&str> = rows.iter().map(|r| r.mechanism).collect();
+        assert_eq!(
+            names,
+            [
+                "adapter_not_root",
+                "adapter_capabilities",
+                "adapter_chmod",
+                "adapter_proc_environ"
+            ]
+        );
+        assert_eq!(rows[0].finding, Finding::Held);
+        assert_eq!(rows[3].finding, Finding::Held);
+        assert_eq!(
+            rows[2].finding,
+            Finding::Failed {
+                reason: "the probe was not refused: chmod a root file outside the grants worked"
+                    .into()
+            }
+        );
+        assert_eq!(exit_status(&rows), exit::INTERNAL);
+        let lines = stderr_lines(&rows);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with("error[confinement_not_enforced]: adapter_chmod: "),
+            "{lines:?}"
+        );
+        let text = render_human(&rows);
+        assert!(text.contains("adapter_chmod"), "{text}");
+        assert!(text.contains("FAILED"), "{text}");
+        let json: serde_json::Value = serde_json::from_str(&render_json(&rows, 70)).unwrap();
+        assert_eq!(json["mechanisms"][2]["state"], "failed");
+        assert_eq!(json["mechanisms"][2]["probe"]["result"], "not_refused");
+    }
+
+    #[test]
+    fn one_target_that_worked_is_enough_and_a_missing_answer_is_lost() {
+        use attack::Answer;
+        // The init refused, the dispatcher's environ was read: not refused.
+        assert_eq!(
+            adapter::outcome(&[Answer::Refused(2), Answer::Worked]),
+            Outcome::NotRefused { attempt: 0 }
+        );
+        // A target it could not try (its own pid) next to a refused one: refused.
+        assert_eq!(
+            adapter::outcome(&[Answer::NotTried(22), Answer::Refused(2)]),
+            Outcome::Refused { errno: 2 }
+        );
+        assert!(matches!(
+            adapter::outcome(&[Answer::NotTried(22)]),
+            Outcome::SetupFailed {
+                step: Step::Control,
+                ..
+            }
+        ));
+        assert_eq!(adapter::outcome(&[]), Outcome::Lost);
+        // The probe died after two lines: the rest are lost, which fails the report.
+        let out = b"setuid_root=refused(1)\ncapabilities=refused(1)\n";
+        let rows = adapter::rows_from(&plan(), &adapter::Ran::Output(out.to_vec()), false, "x");
+        assert!(matches!(rows[2].finding, Finding::Failed { .. }));
+        assert!(matches!(rows[3].finding, Finding::Failed { .. }));
+        assert_eq!(exit_status(&rows), exit::INTERNAL);
+        // Only one of environ's two answers: lost too.
+        let out = b"setuid_root=refused(1)\ncapabilities=refused(1)\nchmod=refused(1)\nenviron=refused(2)\n";
+        let rows = adapter::rows_from(&plan(), &adapter::Ran::Output(out.to_vec()), false, "x");
+        assert!(matches!(rows[3].finding, Finding::Failed { .. }));
+    }
+
+    #[test]
+    fn a_refused_confinement_step_makes_the_adapter_rows_unavailable() {
+        let rows = adapter::rows_from(
+            &plan(),
+            &adapter::Ran::Refused(Step::PidNamespace, libc::EPERM),
+            true,
+            "x",
+        );
+        assert_eq!(rows.len(), 4);
+        for r in &rows {
+            assert!(
+                matches!(&r.finding, Finding::Unavailable { missing, .. } if missing == "pid_namespace"),
+                "{r:?}"
+            );
+        }
+        assert_eq!(exit_status(&rows), exit::UNAVAILABLE);
+        let rows = adapter::rows_from(
+            &plan(),
+            &adapter::Ran::NotStarted("not executable".into()),
+            false,
+            "x",
+        );
+        assert_eq!(exit_status(&rows), exit::SUCCESS);
+    }
+
+    #[test]
+    fn without_options_the_default_confinement_is_probed() {
+        let options = adapter::probe_options(&Options::default());
+        assert!(options.is_requested());
+        let asked = Options {
+            limit_open_files: Some(64),
+            ..Options::default()
+        };
+        assert_eq!(adapter::probe_options(&asked), asked);
     }
 }

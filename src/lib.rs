@@ -65,8 +65,13 @@ use std::process::ExitCode;
 
 /// Parse the command line, run, and return the exit status.
 pub fn main() -> ExitCode {
-    become_non_dumpable();
     let args: Vec<OsString> = std::env::args_os().collect();
+    // `doctor`'s probe, started by `doctor` itself inside the confinement (docs/doctor.md):
+    // no command line of its own to parse, and nothing else of the dispatcher runs.
+    if args.get(1).is_some_and(|a| a == doctor::attack::PROBE_WORD) {
+        return ExitCode::from(doctor::attack::main(&args[2..]));
+    }
+    become_non_dumpable();
     if let Some(cli) = main_job_command_line(&args) {
         return ExitCode::from(run(cli));
     }
@@ -212,7 +217,8 @@ fn become_non_dumpable() {
 
 /// The message for a first positional argument that is not an existing file but is close to a
 /// visible subcommand's name (`valdate`, `sandbox_env`), or is spelled like a hidden one
-/// (`__test-adapter`: the product has none, the test tools are a binary of their own), which
+/// (`__test-adapter`: the product has none, the test tools are a binary of their own; `main`
+/// takes `doctor`'s probe word `__doctor-probe` as the first argument before this), which
 /// clap would otherwise take as the REQUEST path and answer with a misleading error. `None`
 /// when the command line looks fine.
 pub fn mistyped_subcommand(args: &[OsString]) -> Option<String> {

@@ -105,15 +105,14 @@ impl Confinement {
             prepared.set_rlimits().map_err(refused)?;
             prepared.enter_namespaces().map_err(refused)?;
             let in_init = || prepared.in_pid_namespace().map_err(refused);
-            super::init::fork_init_and_adapter(&in_init).map_err(|err| {
+            super::init::fork_init_and_adapter(&in_init).inspect_err(|err| {
                 // A fork that failed: the PID namespace's step.
                 let errno =
-                    rustix::io::Errno::from_io_error(&err).unwrap_or(rustix::io::Errno::AGAIN);
+                    rustix::io::Errno::from_io_error(err).unwrap_or(rustix::io::Errno::AGAIN);
                 let _ = self.refused(ChildError {
                     step: Step::PidNamespace,
                     errno,
                 });
-                err
             })?;
             prepared.drop_privileges().map_err(refused)?;
         }

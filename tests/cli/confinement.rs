@@ -175,6 +175,7 @@ fn a_grant_covering_the_ledgers_folder_is_a_usage_error() {
     // Where the adapter may write, beside the ledger's folder.
     let beside = top.join("work");
     std::fs::create_dir(&beside).unwrap();
+    give_to_adapter(&beside);
     let pidfile = beside.join("pids");
     let step = format!("pidfile:{}", pidfile.display());
     let refused = |run: Run, flag: &str, grant: &Path, relation: &str| {

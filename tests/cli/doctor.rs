@@ -7,7 +7,21 @@
 use super::host_reach::{copies_for_nobody, NOBODY};
 use super::*;
 use parent_tool_dispatch::confine::OptionName;
-use parent_tool_dispatch::doctor::MECHANISMS;
+use parent_tool_dispatch::doctor::{adapter, MECHANISMS};
+
+/// Whether `names` is the host's ten rows, then `adapter_*` rows in their order.
+#[track_caller]
+fn check_names(names: &[&str], context: &str) {
+    assert!(names.len() > MECHANISMS.len(), "{context}");
+    assert_eq!(names[..MECHANISMS.len()], MECHANISMS, "{context}");
+    let order: Vec<&str> = adapter::ROWS.iter().map(|(n, _, _)| *n).collect();
+    let mut at = 0;
+    for name in &names[MECHANISMS.len()..] {
+        let found = order[at..].iter().position(|n| n == name);
+        assert!(found.is_some(), "{name} out of order: {context}");
+        at += found.unwrap_or(0) + 1;
+    }
+}
 
 /// `doctor ARGS…` with none of the confinement variables set.
 fn doctor(args: &[&str]) -> Cmd {
@@ -27,8 +41,8 @@ fn table(stdout: &str) -> Vec<(String, String, String)> {
     let lines: Vec<&str> = stdout.lines().collect();
     assert!(lines[0].starts_with("MECHANISM "), "{stdout}");
     assert!(lines[0].ends_with("  DETAIL"), "{stdout}");
-    assert_eq!(lines.len(), MECHANISMS.len() + 2, "{stdout}");
-    let rows: Vec<(String, String, String)> = lines[1..=MECHANISMS.len()]
+    let last = lines.len() - 2;
+    let rows: Vec<(String, String, String)> = lines[1..=last]
         .iter()
         .map(|l| {
             let mut words = l.split_whitespace();
@@ -37,10 +51,10 @@ fn table(stdout: &str) -> Vec<(String, String, String)> {
         })
         .collect();
     let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
-    assert_eq!(names, MECHANISMS, "{stdout}");
+    check_names(&names, stdout);
     // Aligned: the state column starts at the same place on every line.
     let at = lines[0].find("STATE").unwrap();
-    for line in &lines[1..=MECHANISMS.len()] {
+    for line in &lines[1..=last] {
         assert_eq!(line.as_bytes()[at - 1], b' ', "{line}");
         assert_ne!(line.as_bytes()[at], b' ', "{line}");
     }
@@ -64,7 +78,7 @@ fn rows_of(json: &Value) -> Vec<Value> {
         .iter()
         .map(|r| r["mechanism"].as_str().unwrap())
         .collect();
-    assert_eq!(names, MECHANISMS, "{json:#}");
+    check_names(&names, &format!("{json:#}"));
     for r in &rows {
         // Every key, always.
         for key in [
@@ -95,8 +109,96 @@ fn as_root_every_mechanism_is_there_and_every_probe_is_refused() {
             assert_eq!(state, "ok", "{name}: {stdout}");
             assert_eq!(asked, "-", "{name}: nothing was asked for");
         }
-        assert!(stdout.ends_with("10 ok, 0 unavailable, 0 failed\n"));
+        assert!(stdout.ends_with("17 ok, 0 unavailable, 0 failed\n"));
     });
+}
+
+/// The `adapter_*` rows of a JSON report.
+fn adapter_rows(rows: &[Value]) -> Vec<&Value> {
+    rows.iter()
+        .filter(|r| r["mechanism"].as_str().unwrap().starts_with("adapter_"))
+        .collect()
+}
+
+/// SPEC §13.2: the probes run as the adapter would, and what the first version let through is
+/// refused — by default (a root dispatcher: as `nobody`), and with `--run-as`.
+#[test]
+fn as_root_the_adapter_probe_runs_as_the_run_as_user_and_every_attack_is_refused() {
+    let default = [
+        "adapter_not_root",
+        "adapter_capabilities",
+        "adapter_chmod",
+        "adapter_mknod",
+        "adapter_proc_environ",
+        "adapter_proc_cmdline",
+        "adapter_prlimit",
+    ];
+    for (args, user, asked) in [
+        (&[][..], "nobody (uid 65534)", false),
+        (&["--run-as", "nobody"][..], "nobody (uid 65534)", true),
+        (&["--run-as", "daemon:nogroup"][..], "daemon (uid 1)", true),
+    ] {
+        let out = doctor(&[&["--json"][..], args].concat()).run();
+        out.exit(0).stderr_empty();
+        let json = out.json();
+        let rows = rows_of(&json);
+        let adapter = adapter_rows(&rows);
+        let names: Vec<&str> = adapter
+            .iter()
+            .map(|r| r["mechanism"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, default, "{args:?}");
+        for r in adapter {
+            assert_eq!(r["state"], "ok", "{args:?}: {r:#}");
+            assert_eq!(r["requested"], asked, "{args:?}: {r:#}");
+            assert_eq!(r["probe"]["result"], "refused", "{r:#}");
+            assert_eq!(r["detail"], format!("as {user}"), "{r:#}");
+        }
+        // The run-as user holds no capability: raising one is EPERM, and so is chmod of a
+        // root file and a device node.
+        for name in ["adapter_capabilities", "adapter_chmod", "adapter_mknod"] {
+            assert_eq!(row(&rows, name)["probe"]["errno"], libc::EPERM, "{name}");
+        }
+        // The dispatcher is not in the adapter's PID namespace, the init is hidden.
+        assert_eq!(
+            row(&rows, "adapter_proc_environ")["probe"]["errno"],
+            libc::ENOENT
+        );
+    }
+}
+
+#[test]
+fn the_limits_and_network_none_add_the_cgroup_and_socket_attacks() {
+    let out = doctor(&["--json", "--network", "none", "--limit-pids", "64"]).run();
+    out.exit(0).stderr_empty();
+    let rows = rows_of(&out.json());
+    for name in ["adapter_cgroup_escape", "adapter_unix_socket"] {
+        let r = row(&rows, name);
+        assert_eq!(r["state"], "ok", "{r:#}");
+        assert_eq!(r["requested"], true, "{r:#}");
+        assert_eq!(r["probe"]["result"], "refused", "{r:#}");
+    }
+    assert_eq!(
+        row(&rows, "adapter_unix_socket")["probe"]["errno"],
+        libc::EPERM
+    );
+    // Without them, neither is tried.
+    let out = doctor(&["--json", "--limit-open-files", "64"]).run();
+    out.exit(0).stderr_empty();
+    let rows = rows_of(&out.json());
+    assert!(adapter_rows(&rows)
+        .iter()
+        .all(|r| r["mechanism"] != "adapter_cgroup_escape"
+            && r["mechanism"] != "adapter_unix_socket"));
+}
+
+#[test]
+fn a_run_as_user_that_does_not_exist_is_a_usage_error() {
+    let out = doctor(&["--run-as", "no-such-user-ptd"]).run();
+    out.exit(2)
+        .stdout_empty()
+        .stderr_starts_with("error: --run-as: `no-such-user-ptd`: there is no user")
+        .stderr_with(|stderr| assert_eq!(stderr.lines().count(), 1, "{stderr}"));
 }
 
 #[test]
@@ -288,5 +390,31 @@ fn as_an_unprivileged_user_without_options_what_is_missing_is_only_reported() {
         let rows = table(stdout);
         let memory = rows.iter().find(|r| r.0 == "memory").unwrap();
         assert_eq!((memory.1.as_str(), memory.2.as_str()), ("unavailable", "-"));
+        // The probe runs as that user, in a user namespace it holds no capability in; a chmod
+        // of its own user's file would prove nothing, so there is none.
+        let adapter: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.0.starts_with("adapter_"))
+            .map(|r| r.0.as_str())
+            .collect();
+        assert_eq!(
+            adapter,
+            [
+                "adapter_not_root",
+                "adapter_capabilities",
+                "adapter_mknod",
+                "adapter_proc_environ",
+                "adapter_proc_cmdline",
+                "adapter_prlimit"
+            ],
+            "{stdout}"
+        );
+        for r in rows.iter().filter(|r| r.0.starts_with("adapter_")) {
+            assert_eq!(r.1, "ok", "{stdout}");
+        }
+        assert!(
+            stdout.contains("as nobody (uid 65534), in a user namespace"),
+            "{stdout}"
+        );
     });
 }
