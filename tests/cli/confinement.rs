@@ -8,7 +8,7 @@ use super::*;
 use std::os::linux::net::SocketAddrExt;
 
 /// What the adapter reported on its `host-reach:` lines (from the envelope's stderr tail).
-fn reached(run: &Run) -> Vec<String> {
+pub(crate) fn reached(run: &Run) -> Vec<String> {
     run.dispatch()["stderr_tail"]
         .as_str()
         .unwrap_or_default()

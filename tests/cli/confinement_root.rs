@@ -3,19 +3,9 @@
 //! adapter kept every capability), run as root in CI and, where it matters, with the
 //! dispatcher as uid 65534: the adapter tries the attack and reports what the kernel answered.
 
+use super::confinement::reached;
 use super::host_reach::dispatcher_as_nobody;
 use super::*;
-
-/// What the adapter reported on its `host-reach:` lines.
-fn reached(run: &Run) -> Vec<String> {
-    run.dispatch()["stderr_tail"]
-        .as_str()
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|line| line.strip_prefix("host-reach: "))
-        .map(str::to_string)
-        .collect()
-}
 
 fn is_root() -> bool {
     rustix::process::geteuid().is_root()
