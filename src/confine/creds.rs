@@ -123,11 +123,25 @@ impl RunAs {
     }
 }
 
+/// Call one of the `get*_r` look-ups of the user database with a buffer, growing it while the
+/// call answers `ERANGE` (up to 1 MiB). `call` returns the call's result code and what it found
+/// (read while the buffer is alive).
+fn with_buffer<T>(call: impl Fn(&mut [u8]) -> (libc::c_int, Option<T>)) -> Option<T> {
+    let mut buf = vec![0u8; 4096];
+    loop {
+        let (rc, found) = call(&mut buf);
+        if rc == libc::ERANGE && buf.len() < 1 << 20 {
+            buf.resize(buf.len() * 4, 0);
+            continue;
+        }
+        return if rc == 0 { found } else { None };
+    }
+}
+
 /// `getpwnam_r`: the uid and primary gid of `name`.
 fn lookup_user(name: &str) -> Option<(u32, u32)> {
     let name = CString::new(name).ok()?;
-    let mut buf = vec![0u8; 4096];
-    loop {
+    with_buffer(|buf| {
         // SAFETY: a zeroed `passwd` is a valid out-parameter (pointers null, numbers 0).
         let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
         let mut result: *mut libc::passwd = std::ptr::null_mut();
@@ -142,19 +156,14 @@ fn lookup_user(name: &str) -> Option<(u32, u32)> {
                 &mut result,
             )
         };
-        if rc == libc::ERANGE && buf.len() < 1 << 20 {
-            buf.resize(buf.len() * 4, 0);
-            continue;
-        }
-        return (rc == 0 && !result.is_null()).then_some((pwd.pw_uid, pwd.pw_gid));
-    }
+        (rc, (!result.is_null()).then_some((pwd.pw_uid, pwd.pw_gid)))
+    })
 }
 
 /// `getgrnam_r`: the gid of `name`.
 fn lookup_group(name: &str) -> Option<u32> {
     let name = CString::new(name).ok()?;
-    let mut buf = vec![0u8; 4096];
-    loop {
+    with_buffer(|buf| {
         // SAFETY: a zeroed `group` is a valid out-parameter.
         let mut grp: libc::group = unsafe { std::mem::zeroed() };
         let mut result: *mut libc::group = std::ptr::null_mut();
@@ -168,12 +177,8 @@ fn lookup_group(name: &str) -> Option<u32> {
                 &mut result,
             )
         };
-        if rc == libc::ERANGE && buf.len() < 1 << 20 {
-            buf.resize(buf.len() * 4, 0);
-            continue;
-        }
-        return (rc == 0 && !result.is_null()).then_some(grp.gr_gid);
-    }
+        (rc, (!result.is_null()).then_some(grp.gr_gid))
+    })
 }
 
 /// What the adapter's process becomes, decided before the fork.
@@ -379,26 +384,29 @@ fn clear_capabilities() -> Result<(), Errno> {
 
 /// The user's name for a uid, for messages (`nobody`), or the number.
 pub fn user_name(uid: u32) -> String {
-    let mut buf = vec![0u8; 4096];
-    // SAFETY: a zeroed `passwd` is a valid out-parameter.
-    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut result: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: as in `lookup_user`.
-    let rc = unsafe {
-        libc::getpwuid_r(
-            uid,
-            &mut pwd,
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            &mut result,
-        )
-    };
-    if rc == 0 && !result.is_null() && !pwd.pw_name.is_null() {
-        // SAFETY: `pw_name` points at a NUL-terminated string inside `buf`, alive here.
-        let name = unsafe { CStr::from_ptr(pwd.pw_name) };
-        return name.to_string_lossy().into_owned();
-    }
-    uid.to_string()
+    let found = with_buffer(|buf| {
+        // SAFETY: a zeroed `passwd` is a valid out-parameter.
+        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut result: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: as in `lookup_user`.
+        let rc = unsafe {
+            libc::getpwuid_r(
+                uid,
+                &mut pwd,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut result,
+            )
+        };
+        let name = (!result.is_null() && !pwd.pw_name.is_null()).then(|| {
+            // SAFETY: `pw_name` points at a NUL-terminated string inside `buf`, alive here.
+            unsafe { CStr::from_ptr(pwd.pw_name) }
+                .to_string_lossy()
+                .into_owned()
+        });
+        (rc, name)
+    });
+    found.unwrap_or_else(|| uid.to_string())
 }
 
 #[cfg(test)]

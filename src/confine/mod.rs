@@ -425,25 +425,22 @@ impl Prepared {
     /// Child step 3: the new namespaces — user (not root), mount and PID, network (`--network
     /// none`). After it the caller's next child is PID 1 of the new PID namespace.
     pub fn enter_namespaces(&self) -> Result<(), ChildError> {
-        let refused = |step| move |errno| ChildError { step, errno };
-        self.namespaces
-            .enter_user()
-            .map_err(refused(Step::UserNamespace))?;
-        self.namespaces
-            .enter_pid_and_mount()
-            .map_err(refused(Step::PidNamespace))?;
-        self.namespaces
-            .enter_network()
-            .map_err(refused(Step::Namespaces))
+        self.enter_namespaces_with(true)
     }
 
-    /// Child step 3's user and network namespaces only, for a child that does not fork an
-    /// init of its own (the tests' and probes' [`Prepared::apply_all`]).
-    fn enter_namespaces_without_pid(&self) -> Result<(), ChildError> {
+    /// [`Prepared::enter_namespaces`], with or without the mount and PID namespaces (without:
+    /// for a child that does not fork an init of its own, the tests' and probes'
+    /// [`Prepared::apply_all`]).
+    fn enter_namespaces_with(&self, pid: bool) -> Result<(), ChildError> {
         let refused = |step| move |errno| ChildError { step, errno };
         self.namespaces
             .enter_user()
             .map_err(refused(Step::UserNamespace))?;
+        if pid {
+            self.namespaces
+                .enter_pid_and_mount()
+                .map_err(refused(Step::PidNamespace))?;
+        }
         self.namespaces
             .enter_network()
             .map_err(refused(Step::Namespaces))
@@ -498,7 +495,7 @@ impl Prepared {
     pub fn apply_all(&self) -> Result<(), ChildError> {
         self.join_cgroups()?;
         self.set_rlimits()?;
-        self.enter_namespaces_without_pid()?;
+        self.enter_namespaces_with(false)?;
         self.drop_privileges()?;
         set_no_new_privs()?;
         self.restrict_landlock()?;
