@@ -8,8 +8,14 @@
 //!
 //! Invariants:
 //! - Nothing is sent unless every check passed: an unset, empty or non-absolute-`http(s)` URL,
-//!   a method other than `POST`, a named but unset or empty token, plain `http` to a host that
-//!   is not loopback, an unusable `--ca-cert` — each is an [`Unconfigured`], before any socket.
+//!   a method other than `POST`, a named but unset or empty token, plain `http` to an IP
+//!   address that is not loopback, an unusable `--ca-cert` — each is an [`Unconfigured`], before
+//!   any socket. Plain `http` to a host name is checked after resolution, before connecting:
+//!   every address must be loopback ([`Failure::Unconfigured`] otherwise); `localhost` and the
+//!   names under it are loopback by definition and never looked up (SPEC §11.1).
+//! - The host is resolved by [`resolve`] before the HTTP client starts, within the deadline; a
+//!   failed lookup is [`Unreachable::Lookup`] at once, [`Failure::Timeout`] only when the
+//!   deadline passed.
 //! - The URL leaves this module only as its origin (`scheme://host:port`) and the token not at
 //!   all: no error, message or `Debug` output here carries either ([`Target`]'s `Debug` is
 //!   written by hand for that reason; the HTTP client's own error texts, which may quote the
