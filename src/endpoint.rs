@@ -8,8 +8,14 @@
 //!
 //! Invariants:
 //! - Nothing is sent unless every check passed: an unset, empty or non-absolute-`http(s)` URL,
-//!   a method other than `POST`, a named but unset or empty token, plain `http` to a host that
-//!   is not loopback, an unusable `--ca-cert` — each is an [`Unconfigured`], before any socket.
+//!   a method other than `POST`, a named but unset or empty token, plain `http` to an IP
+//!   address that is not loopback, an unusable `--ca-cert` — each is an [`Unconfigured`], before
+//!   any socket. Plain `http` to a host name is checked after resolution, before connecting:
+//!   every address must be loopback ([`Failure::Unconfigured`] otherwise); `localhost` and the
+//!   names under it are loopback by definition and never looked up (SPEC §11.1).
+//! - The host is resolved by [`resolve`] before the HTTP client starts, within the deadline; a
+//!   failed lookup is [`Unreachable::Lookup`] at once, [`Failure::Timeout`] only when the
+//!   deadline passed.
 //! - The URL leaves this module only as its origin (`scheme://host:port`) and the token not at
 //!   all: no error, message or `Debug` output here carries either ([`Target`]'s `Debug` is
 //!   written by hand for that reason; the HTTP client's own error texts, which may quote the
@@ -65,8 +71,14 @@ pub enum Unconfigured {
     /// `token_env`'s value cannot be sent in a header (spaces, control or non-ASCII
     /// characters).
     TokenInvalid { var: String },
-    /// Plain `http` to a host that is not a loopback address.
-    PlainHttp { var: String, origin: String },
+    /// Plain `http` to a host that is not a loopback address: an IP literal (refused before
+    /// anything is sent), or a name that resolved to an address that is not loopback
+    /// (`resolved`: refused after resolution, before connecting).
+    PlainHttp {
+        var: String,
+        origin: String,
+        resolved: bool,
+    },
     /// `--ca-cert` cannot be read or holds no PEM certificate.
     CaCert { path: PathBuf, why: String },
 }
@@ -99,9 +111,22 @@ impl Unconfigured {
                 "the endpoint token in {var} (token_env) holds characters that cannot be sent in \
                  an HTTP header (only visible ASCII can)"
             ),
-            Unconfigured::PlainHttp { var, origin } => format!(
+            Unconfigured::PlainHttp {
+                var,
+                origin,
+                resolved: false,
+            } => format!(
                 "the endpoint URL in {var} (url_env) is plain http to {origin}, which is not a \
                  loopback address; use https (a bearer token never crosses a network in clear text)"
+            ),
+            Unconfigured::PlainHttp {
+                var,
+                origin,
+                resolved: true,
+            } => format!(
+                "the endpoint URL in {var} (url_env) is plain http to {origin}, whose host name \
+                 resolves to an address that is not loopback; use https (a bearer token never \
+                 crosses a network in clear text)"
             ),
             Unconfigured::CaCert { why, .. } => format!("the --ca-cert file {why}"),
         }
@@ -139,6 +164,15 @@ pub struct Target {
     origin: String,
     token: Option<String>,
     https: bool,
+    /// The host as the URL writes it (an IPv6 literal in brackets), and the port.
+    host: String,
+    port: u16,
+    /// Plain `http` to a host name: every address it resolves to must be loopback.
+    loopback_only: bool,
+    /// The `url_env` variable's name (for the plain-`http` refusal after resolution).
+    var: String,
+    /// Where the host name is resolved from (the system's files; tests point them elsewhere).
+    sources: resolve::Sources,
     /// `--ca-cert`'s certificates, trusted besides the platform's roots (which the exchange
     /// loads itself, within its deadline).
     extra_roots: Arc<Vec<Certificate<'static>>>,
@@ -157,6 +191,12 @@ impl Target {
     /// `scheme://host:port`: the only part of the URL that may be shown.
     pub fn origin(&self) -> &str {
         &self.origin
+    }
+
+    /// Plain `http` to a host name that is not `localhost`: the exchange refuses to connect
+    /// unless every address the name resolves to is loopback (SPEC §11.1).
+    pub fn loopback_checked_after_resolution(&self) -> bool {
+        self.loopback_only
     }
 
     /// What of the URL is secret, as exact secrets for the redactor, when the URL carries more
@@ -271,10 +311,13 @@ pub fn target(
             }
         }
     };
-    if !url.https && !url.loopback {
+    // An IP literal is known now; a name (other than `localhost`, which is loopback by
+    // definition) only once resolved, just before connecting (SPEC §11.1).
+    if !url.https && !url.loopback && !url.name {
         return Err(Unconfigured::PlainHttp {
             var,
             origin: url.origin,
+            resolved: false,
         });
     }
     let extra_roots = ca_cert.map(read_ca_cert).transpose()?.unwrap_or_default();
@@ -283,7 +326,31 @@ pub fn target(
         origin: url.origin,
         token,
         https: url.https,
+        loopback_only: !url.https && !url.loopback,
+        host: url.host,
+        port: url.port,
+        var,
+        sources: test_sources(env).unwrap_or_else(resolve::Sources::system),
         extra_roots: Arc::new(extra_roots),
+    })
+}
+
+/// The variable with which tests point the resolver at their own files and a scripted
+/// nameserver: `PORT:DIR`, `DIR` holding `hosts` and `resolv.conf`, the nameservers listening
+/// on `PORT`. Read in debug builds only; release builds always use the system's files.
+pub const TEST_RESOLVER_ENV: &str = "PARENT_TOOL_DISPATCH_TEST_RESOLVER";
+
+fn test_sources(env: &HostEnv) -> Option<resolve::Sources> {
+    if !cfg!(debug_assertions) {
+        return None;
+    }
+    let value = env.var(TEST_RESOLVER_ENV)?;
+    let (port, dir) = value.split_once(':')?;
+    let dir = PathBuf::from(dir);
+    Some(resolve::Sources {
+        hosts: dir.join("hosts"),
+        resolv_conf: dir.join("resolv.conf"),
+        dns_port: port.parse().ok()?,
     })
 }
 
@@ -333,7 +400,13 @@ fn trust_anchors(extra: &[Certificate<'static>]) -> Vec<Certificate<'static>> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Url {
     https: bool,
+    /// A loopback IP literal, or `localhost` or a name under `.localhost` (RFC 6761).
     loopback: bool,
+    /// The host is a name (not an IP literal).
+    name: bool,
+    /// The host as written (an IPv6 literal in brackets), and the port.
+    host: String,
+    port: u16,
     /// `scheme://host:port`, scheme and host lower-cased, port always written.
     origin: String,
     /// What is sent: the URL without its fragment.
@@ -378,10 +451,11 @@ impl Url {
                 .filter(|p| *p != 0 && digits.bytes().all(|b| b.is_ascii_digit()))
                 .ok_or("its port is not a number from 1 to 65535")?,
         };
+        let is_name = matches!(host, Host::Name(_));
         let (shown_host, loopback) = match host {
             Host::Name(name) => {
                 let name = name.to_ascii_lowercase();
-                let loopback = name == "localhost";
+                let loopback = resolve::is_localhost(&name);
                 (name, loopback)
             }
             Host::V4(ip) => (ip.to_string(), ip.is_loopback()),
@@ -402,9 +476,17 @@ impl Url {
         if ureq::http::Uri::try_from(request.as_str()).is_err() {
             return Err("its path or query holds characters a URL cannot carry");
         }
+        let written_host = authority
+            .rsplit_once(':')
+            .filter(|(_, p)| !p.contains(']'))
+            .map_or(authority, |(host, _)| host)
+            .to_string();
         Ok(Url {
             https,
             loopback,
+            name: is_name,
+            host: written_host,
+            port,
             origin: format!("{scheme}://{shown_host}:{port}"),
             request,
         })
@@ -493,7 +575,9 @@ pub struct Response {
 /// Why the endpoint could not be reached, in words that never quote the URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unreachable {
-    /// The host name did not resolve.
+    /// The host name's lookup failed, before the deadline (SPEC §11.1).
+    Lookup(resolve::LookupFailure),
+    /// The HTTP client found no address to connect to.
     HostNotFound,
     /// Nothing listens there.
     Refused,
@@ -513,6 +597,7 @@ pub enum Unreachable {
 impl fmt::Display for Unreachable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Unreachable::Lookup(failure) => write!(f, "{failure}"),
             Unreachable::HostNotFound => f.write_str("its host name does not resolve"),
             Unreachable::Refused => f.write_str("the connection was refused"),
             Unreachable::Reset => {
@@ -522,6 +607,22 @@ impl fmt::Display for Unreachable {
             Unreachable::Protocol => f.write_str("it did not answer in HTTP/1.1"),
             Unreachable::Io(kind) => write!(f, "{kind}"),
             Unreachable::Client => f.write_str("the HTTP client refused to send the request"),
+        }
+    }
+}
+
+impl Unreachable {
+    /// The stable word for `error.details.reason`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Unreachable::Lookup(failure) => failure.reason(),
+            Unreachable::HostNotFound => "host_not_found",
+            Unreachable::Refused => "connection_refused",
+            Unreachable::Reset => "connection_reset",
+            Unreachable::Tls(_) => "tls",
+            Unreachable::Protocol => "protocol",
+            Unreachable::Io(_) => "io",
+            Unreachable::Client => "client",
         }
     }
 }
@@ -537,6 +638,9 @@ pub enum Failure {
     TooLarge,
     /// No HTTP exchange could be completed.
     Unreachable(Unreachable),
+    /// Plain `http` to a host name that resolved to an address that is not loopback: nothing
+    /// was sent.
+    Unconfigured(Unconfigured),
     /// The dispatcher could not run the exchange (a thread could not be started).
     Internal(String),
 }
@@ -587,7 +691,7 @@ pub fn exchange(
         body,
         key: idempotency_key(request_id),
         max_bytes: limits.max_bytes,
-        timeout: Duration::from_millis(limits.timeout_ms),
+        deadline,
     };
     let (tx, rx) = mpsc::channel();
     let worker_progress = Arc::clone(&progress);
@@ -633,11 +737,31 @@ struct Call {
     body: Vec<u8>,
     key: String,
     max_bytes: usize,
-    timeout: Duration,
+    deadline: Instant,
 }
 
 impl Call {
     fn run(self, progress: &Progress) -> Result<Response, Failure> {
+        let target = &self.target;
+        let addrs = resolve::resolve(&target.host, target.port, self.deadline, &target.sources)
+            .map_err(|err| match err {
+                resolve::ResolveError::TimedOut => Failure::Timeout,
+                resolve::ResolveError::Failed(why) => {
+                    Failure::Unreachable(Unreachable::Lookup(why))
+                }
+            })?;
+        // Checked after resolution, before connecting: every address, not just the first.
+        if target.loopback_only && !addrs.iter().all(|a| is_loopback(a.ip())) {
+            return Err(Failure::Unconfigured(Unconfigured::PlainHttp {
+                var: target.var.clone(),
+                origin: target.origin.clone(),
+                resolved: true,
+            }));
+        }
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Failure::Timeout);
+        }
         let mut tls = TlsConfig::builder()
             .provider(TlsProvider::Rustls)
             .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()));
@@ -654,14 +778,14 @@ impl Call {
             .user_agent(concat!("parent-tool-dispatch/", env!("CARGO_PKG_VERSION")))
             .accept("application/json")
             .accept_encoding(ureq::config::AutoHeaderValue::None)
-            .timeout_global(Some(self.timeout))
+            .timeout_global(Some(left))
             .max_idle_connections(0)
             .tls_config(tls.build())
             .build();
         let agent = ureq::Agent::with_parts(
             config,
             ureq::unversioned::transport::DefaultConnector::new(),
-            NameResolver,
+            Resolved(addrs),
         );
         let mut request = agent
             .post(&self.target.url)
@@ -700,39 +824,34 @@ impl Call {
     }
 }
 
-/// The HTTP client's resolver: [`resolve`]'s, not the C library's (see its module docs).
-#[derive(Debug)]
-struct NameResolver;
+/// A loopback address: `127.0.0.0/8`, `::1`, or `::ffff:127.x.y.z`.
+fn is_loopback(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => v4.is_loopback(),
+        std::net::IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
 
-impl ureq::unversioned::resolver::Resolver for NameResolver {
+/// The HTTP client's resolver: the addresses [`resolve`] found (and checked) before the
+/// client was started, not the C library's (see its module docs).
+#[derive(Debug)]
+struct Resolved(Vec<std::net::SocketAddr>);
+
+impl ureq::unversioned::resolver::Resolver for Resolved {
     fn resolve(
         &self,
-        uri: &ureq::http::Uri,
+        _uri: &ureq::http::Uri,
         config: &ureq::config::Config,
-        timeout: ureq::unversioned::transport::NextTimeout,
+        _timeout: ureq::unversioned::transport::NextTimeout,
     ) -> Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
-        let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
-            return Err(ureq::Error::HostNotFound);
-        };
-        let port = authority
-            .port_u16()
-            .unwrap_or(if scheme == "https" { 443 } else { 80 });
-        let now = Instant::now();
-        let after = match timeout.after {
-            ureq::unversioned::transport::time::Duration::Exact(after) => after,
-            // The call's own deadline ends the exchange anyway.
-            _ => Duration::from_secs(3600),
-        };
-        let deadline = now
-            .checked_add(after)
-            .unwrap_or(now + Duration::from_secs(3600));
-        let addrs = resolve::resolve(authority.host(), port, deadline, resolve::Files::system())
-            .map_err(|err| match err {
-                resolve::ResolveError::TimedOut => ureq::Error::Timeout(timeout.reason),
-                resolve::ResolveError::NotFound => ureq::Error::HostNotFound,
-            })?;
         let mut out = self.empty();
-        for addr in config.ip_family().keep_wanted(addrs.into_iter()).take(16) {
+        for addr in config
+            .ip_family()
+            .keep_wanted(self.0.iter().copied())
+            .take(16)
+        {
             out.push(addr);
         }
         if out.is_empty() {

@@ -444,6 +444,7 @@ impl DispatchError {
                 Some(details)
             }
             E::EndpointInterrupted { signal } => Some(json!({ "signal": signal_name(*signal) })),
+            E::EndpointUnreachable { cause, .. } => Some(json!({ "reason": cause.reason() })),
             E::EndpointTooLarge { max_bytes } => Some(json!({ "max_output_bytes": max_bytes })),
             E::ConfinementUnavailable { missing } => Some(json!({
                 "missing": missing.iter().map(|(name, _)| name).collect::<Vec<_>>(),
@@ -470,7 +471,6 @@ impl DispatchError {
             | E::Internal(_)
             | E::Panicked { .. }
             | E::EndpointUnconfigured(_)
-            | E::EndpointUnreachable { .. }
             | E::EndpointTimeout { .. }
             | E::LedgerUnavailable(_)
             | E::RequestIdReused

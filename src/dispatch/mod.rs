@@ -568,6 +568,7 @@ fn call_endpoint(
             origin: target.origin().to_string(),
             cause,
         },
+        Failure::Unconfigured(why) => DispatchError::EndpointUnconfigured(why),
         Failure::Internal(what) => DispatchError::Internal(what),
     })?;
     Ok(Answered { response, expected })

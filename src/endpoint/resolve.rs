@@ -1,46 +1,70 @@
-//! Host names to addresses for the endpoint mode (SPEC §11), without the C library's name
-//! service switch: `/etc/hosts`, then DNS over UDP to the nameservers `/etc/resolv.conf` names.
+//! Host names to addresses for the endpoint mode (SPEC §11.1), without the C library's name
+//! service switch: `localhost` locally, `/etc/hosts`, then DNS to the nameservers
+//! `/etc/resolv.conf` names.
 //!
-//! Why our own: a statically linked glibc resolves names (`getaddrinfo`) only through NSS
-//! modules loaded at run time from the very glibc version it was linked with — the obstacle
-//! that kept the static build (faster to start) from being the one people get. Reading the two
-//! files ourselves works in every build, static or not, and is the same in both. What it
-//! gives up: name sources that only NSS knows (LDAP, NIS, mDNS, `myhostname`, systemd's
-//! `resolve` module — a host with systemd-resolved is still served, through the stub
-//! nameserver `resolv.conf` names), and `/etc/nsswitch.conf`'s order (the hosts file always
-//! comes first, as its default says).
+//! Why not `getaddrinfo`: a statically linked glibc resolves names only through NSS modules
+//! loaded at run time from the very glibc version it was linked with — the obstacle that kept
+//! the static build (faster to start) from being the one people get. Reading the two files
+//! ourselves works in every build, static or not, and is the same in both. What it gives up:
+//! name sources that only NSS knows (LDAP, NIS, mDNS, `myhostname`, systemd's `resolve` module
+//! — a host with systemd-resolved is still served, through the stub nameserver `resolv.conf`
+//! names), and `/etc/nsswitch.conf`'s order (the hosts file always comes first, as its default
+//! says).
 //!
-//! The rules, as glibc's: an IP literal is itself; the hosts file's lines are matched whole
-//! names, case-insensitively, every address in file order; then DNS — a name with at least
-//! `ndots` dots (default 1) is tried as written first, then with each `search` domain, a
-//! shorter one the other way round; each try asks every nameserver in turn (`attempts` rounds,
-//! `timeout` seconds each, both from `options`, always within the caller's deadline) for `A`
-//! and `AAAA` at once. A nameserver's `NXDOMAIN` or empty answer moves on to the next name;
-//! no answer or a failure moves on to the next nameserver. An answer the nameserver truncated
-//! (too long for UDP) is asked again of the same nameserver over TCP (RFC 7766: a two-byte
-//! length before each message, one connection per question), within the same deadline; a
-//! truncated or failed answer there too counts as that nameserver failing. Answers are taken
-//! only from the nameserver asked, with the query's random id and question, from a socket of a
-//! random port.
+//! What is ours and what is not: the DNS wire format (building queries, reading answers) is
+//! `hickory-proto`'s and `resolv.conf` is read by `resolv-conf` — the resolver project's own
+//! crates, not packet code of our own. Ours is the small transport (one UDP socket per
+//! nameserver asked, TCP when the answer was truncated) and the rules below.
+//!
+//! The rules:
+//! - an IP literal is itself;
+//! - `localhost` and every name under `.localhost` are `127.0.0.1` and `::1`, never looked up
+//!   (RFC 6761 §6.3): not in the hosts file, and above all never through DNS, where a search
+//!   domain would turn `localhost` into `localhost.corp.example` and whatever address that has;
+//! - the hosts file's lines are matched whole names, case-insensitively, every address in file
+//!   order;
+//! - then DNS, as glibc does it: a name with at least `ndots` dots (default 1) is tried as
+//!   written first, then with each `search` domain, a shorter one the other way round; each try
+//!   asks every nameserver in turn (`attempts` rounds, `timeout` seconds each, both from
+//!   `options`, always within the caller's deadline) for `A` and `AAAA` at once. `NXDOMAIN` or
+//!   an empty answer moves on to the next name; `SERVFAIL`, `REFUSED`, silence past the
+//!   nameserver's `timeout` or an unreachable nameserver moves on to the next nameserver, and
+//!   then to the next name.
+//! - An answer the nameserver truncated (too long for UDP) is asked again of the same nameserver
+//!   over TCP (RFC 7766: a two-byte length before each message, one connection per question);
+//!   a truncated or failed answer there too counts as that nameserver failing. Answers are taken
+//!   only from the nameserver asked, with the query's random id and question, from a socket of a
+//!   random port.
+//! - Every read and write is bounded by what is left of the deadline, and a deadline already
+//!   passed is an immediate failure (never a socket without a timeout).
+//! - A lookup that fails before the deadline is a [`ResolveError::Failed`] with its
+//!   [`LookupFailure`], at once; [`ResolveError::TimedOut`] only when the deadline itself passed.
 
-use std::io::{Read, Write};
+use hickory_proto::op::{Header, Message, MessageType, OpCode, Query, ResponseCode};
+use hickory_proto::rr::{DNSClass, Name, RData, RecordType};
+use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
+use std::fmt;
+use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, UdpSocket};
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// The files read (tests point them elsewhere).
-#[derive(Debug, Clone, Copy)]
-pub struct Files<'a> {
-    pub hosts: &'a Path,
-    pub resolv_conf: &'a Path,
+/// Where the resolver reads its configuration: the hosts file, `resolv.conf`, and the port the
+/// nameservers listen on (53; `resolv.conf` cannot say another). Tests point them elsewhere.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sources {
+    pub hosts: PathBuf,
+    pub resolv_conf: PathBuf,
+    pub dns_port: u16,
 }
 
-impl Files<'static> {
-    /// The system's files.
-    pub fn system() -> Files<'static> {
-        Files {
-            hosts: Path::new("/etc/hosts"),
-            resolv_conf: Path::new("/etc/resolv.conf"),
+impl Sources {
+    /// The system's files, and port 53.
+    pub fn system() -> Sources {
+        Sources {
+            hosts: PathBuf::from("/etc/hosts"),
+            resolv_conf: PathBuf::from("/etc/resolv.conf"),
+            dns_port: 53,
         }
     }
 }
@@ -73,44 +97,32 @@ impl Default for Conf {
     }
 }
 
-/// Read `resolv.conf`'s text as glibc does: `nameserver` (at most three, IP literals, port
-/// 53), `search` or `domain` (the last one given wins), `options ndots:N timeout:N
-/// attempts:N`; `#` and `;` start comments. No nameserver at all means the local one.
-pub fn parse_resolv_conf(text: &str) -> Conf {
-    let mut conf = Conf::default();
-    for line in text.lines() {
-        let line = line.split(['#', ';']).next().unwrap_or("");
-        let mut words = line.split_whitespace();
-        match words.next() {
-            Some("nameserver") => {
-                let ip = words.next().and_then(|w| w.parse::<IpAddr>().ok());
-                if let (Some(ip), true) = (ip, conf.nameservers.len() < 3) {
-                    conf.nameservers.push(SocketAddr::new(ip, 53));
-                }
-            }
-            Some("search" | "domain") => {
-                conf.search = words.map(|w| w.trim_end_matches('.').to_string()).collect();
-            }
-            Some("options") => {
-                for option in words {
-                    let (name, value) = option.split_once(':').unwrap_or((option, ""));
-                    let value: Option<u64> = value.parse().ok();
-                    match (name, value) {
-                        ("ndots", Some(n)) => conf.ndots = n.min(15) as usize,
-                        ("timeout", Some(n)) => conf.timeout = Duration::from_secs(n.clamp(1, 30)),
-                        ("attempts", Some(n)) => conf.attempts = n.clamp(1, 5) as usize,
-                        _ => {}
-                    }
-                }
-            }
-            _ => {}
-        }
+/// Read `resolv.conf`'s text (with `resolv-conf`, best effort: a line it cannot read is
+/// skipped, as glibc skips it) into what the resolver uses, with glibc's bounds: at most three
+/// nameservers (port 53), the last of `search` or `domain`, `ndots` at most 15, `timeout` from
+/// 1 to 30 s, `attempts` from 1 to 5. No nameserver at all means the local one.
+pub fn parse_resolv_conf(text: &[u8]) -> Conf {
+    let (mut parsed, _skipped) = resolv_conf::Config::parse_with_errors(text);
+    parsed.glibc_normalize();
+    let mut nameservers: Vec<SocketAddr> = parsed
+        .nameservers
+        .iter()
+        .map(|ip| SocketAddr::new(IpAddr::from(ip), 53))
+        .collect();
+    if nameservers.is_empty() {
+        nameservers.push(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 53));
     }
-    if conf.nameservers.is_empty() {
-        conf.nameservers
-            .push(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 53));
+    Conf {
+        nameservers,
+        search: parsed
+            .get_last_search_or_domain()
+            .map(|d| d.trim_end_matches('.').to_string())
+            .filter(|d| !d.is_empty())
+            .collect(),
+        ndots: parsed.ndots.min(15) as usize,
+        timeout: Duration::from_secs(u64::from(parsed.timeout.clamp(1, 30))),
+        attempts: parsed.attempts.clamp(1, 5) as usize,
     }
-    conf
 }
 
 /// Every address the hosts file's text gives `name` (already lower case, no trailing dot), in
@@ -131,13 +143,73 @@ pub fn hosts_lookup(text: &str, name: &str) -> Vec<IpAddr> {
     found
 }
 
+/// Why a lookup failed before the deadline (`error.details.reason` of `endpoint_unreachable`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LookupFailure {
+    /// The name is not one DNS can carry (never asked).
+    InvalidName,
+    /// `NXDOMAIN` for every name tried.
+    NoSuchName,
+    /// The name exists but has no `A` or `AAAA` record.
+    NoAddress,
+    /// No nameserver gave a usable answer within its own `timeout` (silent, unreachable, or
+    /// answering what cannot be read).
+    NoAnswer,
+    /// A nameserver answered `REFUSED`.
+    Refused,
+    /// A nameserver answered `SERVFAIL` (or another error code).
+    ServerFailure,
+}
+
+impl LookupFailure {
+    /// The stable word for `details.reason`.
+    pub fn reason(self) -> &'static str {
+        match self {
+            LookupFailure::InvalidName => "dns_invalid_name",
+            LookupFailure::NoSuchName => "dns_nxdomain",
+            LookupFailure::NoAddress => "dns_no_address",
+            LookupFailure::NoAnswer => "dns_no_answer",
+            LookupFailure::Refused => "dns_refused",
+            LookupFailure::ServerFailure => "dns_servfail",
+        }
+    }
+}
+
+impl fmt::Display for LookupFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LookupFailure::InvalidName => "its host name is not one DNS can carry",
+            LookupFailure::NoSuchName => "its host name does not exist (NXDOMAIN)",
+            LookupFailure::NoAddress => "its host name has no address",
+            LookupFailure::NoAnswer => "no nameserver answered the lookup of its host name",
+            LookupFailure::Refused => {
+                "the nameserver refused the lookup of its host name (REFUSED)"
+            }
+            LookupFailure::ServerFailure => {
+                "the nameserver failed the lookup of its host name (SERVFAIL)"
+            }
+        })
+    }
+}
+
 /// Why a name did not resolve.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ResolveError {
-    /// Nobody knows the name (the hosts file, and every nameserver that answered).
-    NotFound,
-    /// No nameserver answered before the deadline.
+    /// The lookup failed, before the deadline.
+    Failed(LookupFailure),
+    /// The deadline passed first.
     TimedOut,
+}
+
+/// The addresses of `localhost` and the names under `.localhost` (RFC 6761 §6.3).
+pub fn is_localhost(name: &str) -> bool {
+    let name = name.trim_end_matches('.');
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .len()
+            .checked_sub(".localhost".len())
+            .and_then(|at| name.get(at..))
+            .is_some_and(|tail| tail.eq_ignore_ascii_case(".localhost"))
 }
 
 /// `host` (as the URL has it: a name, an IPv4 literal or a bracketed IPv6 literal) and `port`
@@ -146,7 +218,7 @@ pub fn resolve(
     host: &str,
     port: u16,
     deadline: Instant,
-    files: Files<'_>,
+    sources: &Sources,
 ) -> Result<Vec<SocketAddr>, ResolveError> {
     let literal = host.strip_prefix('[').and_then(|h| h.strip_suffix(']'));
     if let Ok(ip) = literal.unwrap_or(host).parse::<IpAddr>() {
@@ -154,21 +226,22 @@ pub fn resolve(
     }
     let name = host.trim_end_matches('.').to_ascii_lowercase();
     if !valid_name(&name) {
-        return Err(ResolveError::NotFound);
+        return Err(ResolveError::Failed(LookupFailure::InvalidName));
     }
-    let read = |path: &Path| {
-        crate::fs::read_file(path, MAX_FILE_BYTES)
-            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-            .unwrap_or_default()
-    };
-    let from_file = hosts_lookup(&read(files.hosts), &name);
+    let with_port = |ips: Vec<IpAddr>| ips.into_iter().map(|ip| SocketAddr::new(ip, port));
+    if is_localhost(&name) {
+        let loopback = vec![Ipv4Addr::LOCALHOST.into(), Ipv6Addr::LOCALHOST.into()];
+        return Ok(with_port(loopback).collect());
+    }
+    let read = |path: &PathBuf| crate::fs::read_file(path, MAX_FILE_BYTES).unwrap_or_default();
+    let from_file = hosts_lookup(&String::from_utf8_lossy(&read(&sources.hosts)), &name);
     if !from_file.is_empty() {
-        return Ok(from_file
-            .into_iter()
-            .map(|ip| SocketAddr::new(ip, port))
-            .collect());
+        return Ok(with_port(from_file).collect());
     }
-    let conf = parse_resolv_conf(&read(files.resolv_conf));
+    let mut conf = parse_resolv_conf(&read(&sources.resolv_conf));
+    for server in &mut conf.nameservers {
+        server.set_port(sources.dns_port);
+    }
     ask_dns(&name, port, deadline, &conf)
 }
 
@@ -179,7 +252,9 @@ pub fn ask_dns(
     deadline: Instant,
     conf: &Conf,
 ) -> Result<Vec<SocketAddr>, ResolveError> {
-    let mut timed_out = false;
+    // What the names tried gave: the most telling failure is reported (a nameserver's own
+    // failure over a name that does not exist under one search domain).
+    let mut worst = LookupFailure::NoSuchName;
     for candidate in candidates(name, conf) {
         match ask_all(&candidate, conf, deadline) {
             Asked::Found(ips) => {
@@ -188,18 +263,11 @@ pub fn ask_dns(
                     .map(|ip| SocketAddr::new(ip, port))
                     .collect())
             }
-            Asked::NoSuchName => {}
-            Asked::NoAnswer => timed_out = true,
-        }
-        if Instant::now() >= deadline {
-            break;
+            Asked::Failed(failure) => worst = worst.max(failure),
+            Asked::DeadlinePassed => return Err(ResolveError::TimedOut),
         }
     }
-    Err(if timed_out {
-        ResolveError::TimedOut
-    } else {
-        ResolveError::NotFound
-    })
+    Err(ResolveError::Failed(worst))
 }
 
 /// A host name DNS can carry: labels of 1 to 63 bytes of letters, digits, `-` and `_`, 253
@@ -234,91 +302,102 @@ fn candidates(name: &str, conf: &Conf) -> Vec<String> {
     out
 }
 
-/// What asking every nameserver for one name gave.
+/// What asking the nameservers for one name gave.
 #[derive(Debug, PartialEq, Eq)]
 enum Asked {
     Found(Vec<IpAddr>),
-    /// A nameserver said the name has no address (`NXDOMAIN`, or no `A`/`AAAA` record).
-    NoSuchName,
-    /// No nameserver gave a usable answer.
-    NoAnswer,
+    Failed(LookupFailure),
+    DeadlinePassed,
 }
 
 fn ask_all(name: &str, conf: &Conf, deadline: Instant) -> Asked {
+    let mut failure = None;
     for _ in 0..conf.attempts {
         for &server in &conf.nameservers {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Asked::NoAnswer;
+                return Asked::DeadlinePassed;
             }
-            match ask(server, name, Instant::now() + left.min(conf.timeout)) {
-                Some(Answer::Addresses(ips)) if !ips.is_empty() => return Asked::Found(ips),
-                Some(Answer::Addresses(_) | Answer::NoSuchName) => return Asked::NoSuchName,
-                Some(Answer::Failed | Answer::Truncated) | None => {}
+            let answer = ask(server, name, Instant::now() + left.min(conf.timeout));
+            match answer {
+                Answer::Addresses(ips) if !ips.is_empty() => return Asked::Found(ips),
+                Answer::Addresses(_) => return Asked::Failed(LookupFailure::NoAddress),
+                Answer::NoSuchName => return Asked::Failed(LookupFailure::NoSuchName),
+                Answer::Failed(why) => failure = failure.max(Some(why)),
+                Answer::Truncated => failure = failure.max(Some(LookupFailure::NoAnswer)),
+            }
+            if Instant::now() >= deadline {
+                return Asked::DeadlinePassed;
             }
         }
     }
-    Asked::NoAnswer
+    Asked::Failed(failure.unwrap_or(LookupFailure::NoAnswer))
 }
 
-/// One nameserver's answer to both questions.
+/// One nameserver's answer.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Answer {
-    /// The addresses of both answers (`A` first).
+    /// The addresses of the answer (of both answers, `A` first, from [`ask`]).
     Addresses(Vec<IpAddr>),
     /// `NXDOMAIN`.
     NoSuchName,
-    /// `SERVFAIL`, `REFUSED`, or otherwise unusable: ask the next nameserver.
-    Failed,
+    /// No usable answer: ask the next nameserver.
+    Failed(LookupFailure),
     /// The answer did not fit (the `TC` flag): ask the same nameserver over TCP.
     Truncated,
 }
 
-/// Ask `server` for the `A` and `AAAA` records of `name`, by `deadline`; `None` when it did
-/// not answer both in time.
-pub fn ask(server: SocketAddr, name: &str, deadline: Instant) -> Option<Answer> {
+/// Ask `server` for the `A` and `AAAA` records of `name`, by `deadline` (this nameserver's
+/// share of the caller's): never [`Answer::Truncated`] (a truncated answer is asked again over
+/// TCP); [`Answer::Failed`] with [`LookupFailure::NoAnswer`] when it did not answer both in time
+/// or cannot be reached.
+pub fn ask(server: SocketAddr, name: &str, deadline: Instant) -> Answer {
+    let no_answer = Answer::Failed(LookupFailure::NoAnswer);
     let bind: SocketAddr = match server {
         SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
         SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
     };
-    let socket = UdpSocket::bind(bind).ok()?;
-    socket.connect(server).ok()?;
+    let Ok(socket) = UdpSocket::bind(bind).and_then(|s| s.connect(server).map(|()| s)) else {
+        return no_answer;
+    };
     let base = random_id();
-    let queries = [(base, TYPE_A), (base.wrapping_add(1), TYPE_AAAA)];
+    let queries = [
+        (base, RecordType::A),
+        (base.wrapping_add(1), RecordType::AAAA),
+    ];
     for (id, qtype) in queries {
-        socket.send(&query(id, name, qtype)?).ok()?;
+        let sent = query(id, name, qtype).map(|q| socket.send(&q));
+        if !matches!(sent, Some(Ok(_))) {
+            return no_answer;
+        }
     }
     let mut answers: [Option<Answer>; 2] = [None, None];
     let mut buf = [0u8; MAX_ANSWER];
     while answers.iter().any(Option::is_none) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return None;
-        }
-        socket.set_read_timeout(Some(left)).ok()?;
         // A connected UDP socket only receives from the nameserver asked.
-        let n = match socket.recv(&mut buf) {
+        let n = match bounded(deadline, |left| {
+            socket.set_read_timeout(Some(left))?;
+            socket.recv(&mut buf)
+        }) {
             Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => return None,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            // Silence past the deadline, or an ICMP "port unreachable" (nobody listens there).
+            Err(_) => return no_answer,
         };
         for (slot, (id, qtype)) in answers.iter_mut().zip(queries) {
             if slot.is_none() {
-                if let Some(answer) = parse_answer(&buf[..n], id, name, qtype) {
-                    *slot = Some(answer);
-                }
+                *slot = parse_answer(&buf[..n], id, name, qtype);
             }
         }
     }
-    let [Some(a), Some(aaaa)] = answers else {
-        return None;
+    let over_tcp = |answer: Option<Answer>, qtype| match answer {
+        Some(Answer::Truncated) => ask_tcp(server, name, qtype, deadline)
+            .unwrap_or(Answer::Failed(LookupFailure::NoAnswer)),
+        Some(answer) => answer,
+        None => Answer::Failed(LookupFailure::NoAnswer),
     };
-    let over_tcp = |answer: Answer, qtype: u16| match answer {
-        Answer::Truncated => ask_tcp(server, name, qtype, deadline).unwrap_or(Answer::Failed),
-        answer => answer,
-    };
-    let (a, aaaa) = (over_tcp(a, TYPE_A), over_tcp(aaaa, TYPE_AAAA));
-    Some(match (a, aaaa) {
+    let [a, aaaa] = answers;
+    match (over_tcp(a, RecordType::A), over_tcp(aaaa, RecordType::AAAA)) {
         (Answer::Addresses(mut v4), Answer::Addresses(v6)) => {
             v4.extend(v6);
             Answer::Addresses(v4)
@@ -329,31 +408,53 @@ pub fn ask(server: SocketAddr, name: &str, deadline: Instant) -> Option<Answer> 
             Answer::Addresses(ips)
         }
         (Answer::NoSuchName, _) | (_, Answer::NoSuchName) => Answer::NoSuchName,
-        _ => Answer::Failed,
-    })
+        (Answer::Failed(a), Answer::Failed(b)) => Answer::Failed(a.max(b)),
+        (Answer::Failed(why), _) | (_, Answer::Failed(why)) => Answer::Failed(why),
+        _ => Answer::Failed(LookupFailure::NoAnswer),
+    }
+}
+
+/// `io` given what is left until `deadline`; a deadline already passed is `TimedOut` at once,
+/// without calling `io` (a zero or absent socket timeout would mean "wait for ever").
+pub fn bounded<T>(deadline: Instant, io: impl FnOnce(Duration) -> io::Result<T>) -> io::Result<T> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(io::ErrorKind::TimedOut.into());
+    }
+    io(left)
 }
 
 /// Ask `server` for `name`'s `qtype` records over TCP, by `deadline` (the answer UDP could not
 /// carry): one query, one answer of at most 64 KiB, each read and write bounded by what is
 /// left of the deadline, so a nameserver that drips its answer cannot hold the call past it.
 /// `None` when there is no usable answer in time (a truncated one here counts as failed).
-pub fn ask_tcp(server: SocketAddr, name: &str, qtype: u16, deadline: Instant) -> Option<Answer> {
-    let left = || Some(deadline.saturating_duration_since(Instant::now())).filter(|l| !l.is_zero());
-    let mut stream = TcpStream::connect_timeout(&server, left()?).ok()?;
+pub fn ask_tcp(
+    server: SocketAddr,
+    name: &str,
+    qtype: RecordType,
+    deadline: Instant,
+) -> Option<Answer> {
+    let mut stream = bounded(deadline, |left| TcpStream::connect_timeout(&server, left)).ok()?;
     let id = random_id();
     let q = query(id, name, qtype)?;
     let mut message = u16::try_from(q.len()).ok()?.to_be_bytes().to_vec();
     message.extend_from_slice(&q);
-    stream.set_write_timeout(left()).ok()?;
-    stream.write_all(&message).ok()?;
+    bounded(deadline, |left| {
+        stream.set_write_timeout(Some(left))?;
+        stream.write_all(&message)
+    })
+    .ok()?;
     let mut read_full = |buf: &mut [u8]| -> Option<()> {
         let mut done = 0;
         while done < buf.len() {
-            stream.set_read_timeout(left()).ok()?;
-            match stream.read(&mut buf[done..]) {
+            let read = bounded(deadline, |left| {
+                stream.set_read_timeout(Some(left))?;
+                stream.read(&mut buf[done..])
+            });
+            match read {
                 Ok(0) => return None,
                 Ok(n) => done += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => return None,
             }
         }
@@ -364,158 +465,78 @@ pub fn ask_tcp(server: SocketAddr, name: &str, qtype: u16, deadline: Instant) ->
     let mut answer = vec![0u8; usize::from(u16::from_be_bytes(len))];
     read_full(&mut answer)?;
     match parse_answer(&answer, id, name, qtype)? {
-        Answer::Truncated => Some(Answer::Failed),
+        Answer::Truncated => Some(Answer::Failed(LookupFailure::NoAnswer)),
         answer => Some(answer),
     }
 }
-
-const TYPE_A: u16 = 1;
-const TYPE_AAAA: u16 = 28;
-const TYPE_CNAME: u16 = 5;
-const CLASS_IN: u16 = 1;
 
 fn random_id() -> u16 {
     crate::fs::random_u64() as u16
 }
 
-/// A query for `name`'s `qtype` records, recursion desired; `None` for a name DNS cannot
-/// carry.
-pub fn query(id: u16, name: &str, qtype: u16) -> Option<Vec<u8>> {
-    let mut q = Vec::with_capacity(18 + name.len());
-    q.extend_from_slice(&id.to_be_bytes());
-    q.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
-    for label in name.split('.') {
-        let len = u8::try_from(label.len())
-            .ok()
-            .filter(|&l| l > 0 && l < 64)?;
-        q.push(len);
-        q.extend_from_slice(label.as_bytes());
-    }
-    q.push(0);
-    q.extend_from_slice(&qtype.to_be_bytes());
-    q.extend_from_slice(&CLASS_IN.to_be_bytes());
-    Some(q)
+/// `name` (a valid host name, no trailing dot) as a fully qualified DNS name.
+fn dns_name(name: &str) -> Option<Name> {
+    Name::from_ascii(format!("{name}.")).ok()
 }
 
-/// The answer in `packet` to query `id` for `name`'s `qtype`, or `None` when the packet is
-/// not that answer (another id or question, not a response, malformed).
-pub fn parse_answer(packet: &[u8], id: u16, name: &str, qtype: u16) -> Option<Answer> {
-    let mut r = Reader { packet, at: 0 };
-    if r.u16()? != id {
+/// A query for `name`'s `qtype` records, recursion desired (built by `hickory-proto`); `None`
+/// for a name DNS cannot carry.
+pub fn query(id: u16, name: &str, qtype: RecordType) -> Option<Vec<u8>> {
+    let mut message = Message::new(id, MessageType::Query, OpCode::Query);
+    message.metadata.recursion_desired = true;
+    message.add_query(Query::query(dns_name(name)?, qtype));
+    message.to_vec().ok()
+}
+
+/// The answer in `packet` to query `id` for `name`'s `qtype` (read by `hickory-proto`), or
+/// `None` when the packet is not that answer (another id or question, not a response,
+/// malformed). Only the records of the name asked and of the `CNAME` chain from it count.
+pub fn parse_answer(packet: &[u8], id: u16, name: &str, qtype: RecordType) -> Option<Answer> {
+    // The header and the question first: a truncated answer may be cut inside a record, and
+    // nothing past its question is used.
+    let mut decoder = BinDecoder::new(packet);
+    let header = Header::read(&mut decoder).ok()?;
+    let meta = header.metadata;
+    if meta.id != id
+        || meta.message_type != MessageType::Response
+        || meta.op_code != OpCode::Query
+        || header.counts.queries != 1
+    {
         return None;
     }
-    let flags = r.u16()?;
-    let (qdcount, ancount) = (r.u16()?, r.u16()?);
-    r.skip(4)?;
-    // A response, a standard query, one question.
-    if flags & 0x8000 == 0 || (flags >> 11) & 0xF != 0 || qdcount != 1 {
+    let asked = dns_name(name)?;
+    let question = Message::read_queries(&mut decoder, 1).ok()?;
+    let question = question.first()?;
+    if question.name() != &asked
+        || question.query_type() != qtype
+        || question.query_class() != DNSClass::IN
+    {
         return None;
     }
-    let asked = r.name()?;
-    if !asked.eq_ignore_ascii_case(name) || r.u16()? != qtype || r.u16()? != CLASS_IN {
-        return None;
-    }
-    if flags & 0x0200 != 0 {
+    if meta.truncation {
         return Some(Answer::Truncated);
     }
-    match flags & 0xF {
-        0 => {}
-        3 => return Some(Answer::NoSuchName),
-        _ => return Some(Answer::Failed),
+    match meta.response_code {
+        ResponseCode::NoError => {}
+        ResponseCode::NXDomain => return Some(Answer::NoSuchName),
+        ResponseCode::Refused => return Some(Answer::Failed(LookupFailure::Refused)),
+        _ => return Some(Answer::Failed(LookupFailure::ServerFailure)),
     }
-    // The owners that count: the name asked and the CNAME chain from it.
+    let message = Message::from_vec(packet).ok()?;
     let mut owners = vec![asked];
     let mut ips = Vec::new();
-    for _ in 0..ancount {
-        let owner = r.name()?;
-        let (rtype, class) = (r.u16()?, r.u16()?);
-        r.skip(4)?;
-        let len = usize::from(r.u16()?);
-        let data_at = r.at;
-        let ours = owners.iter().any(|o| o.eq_ignore_ascii_case(&owner));
-        match (rtype, class, len, ours) {
-            (TYPE_A, CLASS_IN, 4, true) if qtype == TYPE_A => {
-                let b = r.take(4)?;
-                ips.push(IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3])));
-            }
-            (TYPE_AAAA, CLASS_IN, 16, true) if qtype == TYPE_AAAA => {
-                let b: [u8; 16] = r.take(16)?.try_into().ok()?;
-                ips.push(IpAddr::V6(Ipv6Addr::from(b)));
-            }
-            (TYPE_CNAME, CLASS_IN, _, true) => {
-                let target = r.name()?;
-                owners.push(target);
-            }
-            _ => {}
+    for record in &message.answers {
+        if record.dns_class != DNSClass::IN || !owners.contains(&record.name) {
+            continue;
         }
-        r.at = data_at.checked_add(len)?;
-        if r.at > packet.len() {
-            return None;
+        match (&record.data, qtype) {
+            (RData::A(a), RecordType::A) => ips.push(IpAddr::V4(a.0)),
+            (RData::AAAA(aaaa), RecordType::AAAA) => ips.push(IpAddr::V6(aaaa.0)),
+            (RData::CNAME(target), _) => owners.push(target.0.clone()),
+            _ => {}
         }
     }
     Some(Answer::Addresses(ips))
-}
-
-/// A cursor over a DNS message.
-struct Reader<'p> {
-    packet: &'p [u8],
-    at: usize,
-}
-
-impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Option<&[u8]> {
-        let bytes = self.packet.get(self.at..self.at.checked_add(n)?)?;
-        self.at += n;
-        Some(bytes)
-    }
-
-    fn skip(&mut self, n: usize) -> Option<()> {
-        self.take(n).map(|_| ())
-    }
-
-    fn u16(&mut self) -> Option<u16> {
-        let b = self.take(2)?;
-        Some(u16::from_be_bytes([b[0], b[1]]))
-    }
-
-    /// A possibly compressed name, dotted, lower case; the cursor ends after its first
-    /// pointer or its end. Pointers must go backwards (no loop can be built), at most 128.
-    fn name(&mut self) -> Option<String> {
-        let mut out = String::new();
-        let mut at = self.at;
-        let mut resume = None;
-        for _ in 0..128 {
-            let len = *self.packet.get(at)?;
-            match len {
-                0 => {
-                    self.at = resume.unwrap_or(at + 1);
-                    return Some(out);
-                }
-                1..=63 => {
-                    let label = self.packet.get(at + 1..at + 1 + usize::from(len))?;
-                    if !out.is_empty() {
-                        out.push('.');
-                    }
-                    out.push_str(&String::from_utf8_lossy(label).to_ascii_lowercase());
-                    if out.len() > 255 {
-                        return None;
-                    }
-                    at += 1 + usize::from(len);
-                }
-                0xC0..=0xFF => {
-                    let low = *self.packet.get(at + 1)?;
-                    let target = (usize::from(len & 0x3F) << 8) | usize::from(low);
-                    if target >= at {
-                        return None;
-                    }
-                    resume.get_or_insert(at + 2);
-                    at = target;
-                }
-                _ => return None,
-            }
-        }
-        None
-    }
 }
 
 #[cfg(test)]

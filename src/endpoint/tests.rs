@@ -98,6 +98,11 @@ fn the_secret_parts_are_the_url_its_target_its_path_and_its_query_values() {
             origin: String::new(),
             token: None,
             https: false,
+            host: "localhost".into(),
+            port: 1,
+            loopback_only: false,
+            var: "PTD_UNIT_URL".into(),
+            sources: resolve::Sources::system(),
             extra_roots: Arc::default(),
         }
         .secret_parts()
@@ -160,6 +165,11 @@ fn the_debug_form_shows_neither_url_nor_token() {
         origin: "https://h:443".into(),
         token: Some("token-secret".into()),
         https: true,
+        host: "h".into(),
+        port: 443,
+        loopback_only: false,
+        var: "PTD_UNIT_URL".into(),
+        sources: resolve::Sources::system(),
         extra_roots: Arc::default(),
     };
     let text = format!("{t:?}");

@@ -5,7 +5,8 @@ use super::*;
 
 /// The endpoint: the first line is the URL in `url_env`, the rest the response body, judged
 /// under an HTTP status taken from the line's length. [`endpoint::target`] only accepts
-/// `http(s)` URLs, plain `http` only to loopback, and never shows more of the URL than its
+/// `http(s)` URLs, plain `http` only to a loopback IP literal, `localhost` or a name whose
+/// addresses are checked after resolution (SPEC §11.1), and never shows more of the URL than its
 /// origin; [`endpoint::idempotency_key`] is visible ASCII and maps back to the request id;
 /// the body is judged like an adapter's stdout, a non-2xx never `succeeded`.
 pub fn endpoint(data: &[u8]) {
@@ -25,19 +26,26 @@ pub fn endpoint(data: &[u8]) {
             let port = rest.rsplit_once(':').expect("a port").1;
             assert!(port.parse::<u16>().is_ok_and(|p| p != 0), "{origin}");
             if scheme == "http" {
+                // An IP literal must be loopback now; a name (other than `localhost` and the
+                // names under it) is checked after resolution, every address loopback.
                 let host = rest.rsplit_once(':').unwrap().0;
-                let loopback = host == "localhost"
-                    || host
-                        .parse::<std::net::Ipv4Addr>()
-                        .is_ok_and(|ip| ip.is_loopback())
-                    || host
-                        .strip_prefix('[')
-                        .and_then(|h| h.strip_suffix(']'))
-                        .and_then(|h| h.parse::<std::net::Ipv6Addr>().ok())
-                        .is_some_and(|ip| {
-                            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v| v.is_loopback())
-                        });
-                assert!(loopback, "plain http to {origin}");
+                let v4 = host.parse::<std::net::Ipv4Addr>().ok();
+                let v6 = host
+                    .strip_prefix('[')
+                    .and_then(|h| h.strip_suffix(']'))
+                    .and_then(|h| h.parse::<std::net::Ipv6Addr>().ok());
+                let loopback = endpoint::resolve::is_localhost(host)
+                    || v4.is_some_and(|ip| ip.is_loopback())
+                    || v6.is_some_and(|ip| {
+                        ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v| v.is_loopback())
+                    });
+                let name = v4.is_none() && v6.is_none();
+                assert!(loopback || name, "plain http to {origin}");
+                assert_eq!(
+                    target.loopback_checked_after_resolution(),
+                    !loopback,
+                    "{origin}"
+                );
             }
             let _ = format!("{target:?}");
         }
@@ -251,13 +259,18 @@ pub fn dns(data: &[u8]) {
     };
     match pick % 3 {
         0 => {
-            for qtype in [1, 28] {
+            use hickory_proto::rr::RecordType;
+            for qtype in [RecordType::A, RecordType::AAAA] {
                 let answer = resolve::parse_answer(rest, 0x4242, "svc.example", qtype);
                 if answer.is_some() {
                     assert!(rest.len() >= 12 && rest[..2] == [0x42, 0x42]);
                 }
                 if let Some(Answer::Addresses(ips)) = answer {
-                    let each = if qtype == 1 { 4 + 12 } else { 16 + 12 };
+                    let each = if qtype == RecordType::A {
+                        4 + 12
+                    } else {
+                        16 + 12
+                    };
                     assert!(ips.len() * each <= rest.len(), "{ips:?}");
                 }
             }
@@ -272,7 +285,7 @@ pub fn dns(data: &[u8]) {
             }
         }
         _ => {
-            let conf = resolve::parse_resolv_conf(&String::from_utf8_lossy(rest));
+            let conf = resolve::parse_resolv_conf(rest);
             assert!((1..=3).contains(&conf.nameservers.len()));
             assert!(conf.nameservers.iter().all(|s| s.port() == 53));
             assert!(conf.ndots <= 15 && (1..=5).contains(&conf.attempts));

@@ -584,6 +584,10 @@ fn a_refused_connection_is_unreachable_and_retryable() {
     );
     assert!(message.contains("refused"), "{message}");
     assert_eq!(
+        run.envelope["error"]["details"]["reason"],
+        "connection_refused"
+    );
+    assert_eq!(
         stderr_line(&run),
         format!("error[endpoint_unreachable]: {message}")
     );
@@ -1127,4 +1131,215 @@ fn an_endpoint_that_echoes_its_path_and_query_never_shows_them() {
         }
     }
     assert_eq!(server.received().len(), 5, "every request did arrive");
+}
+
+/// A scripted nameserver on a loopback UDP port, for the resolver's test hook (debug builds:
+/// `PARENT_TOOL_DISPATCH_TEST_RESOLVER=PORT:DIR`, `DIR` holding `hosts` and `resolv.conf`).
+/// `script` gives, for a lower-case name asked, the response code and the IPv4 addresses of
+/// its `A` answer (`AAAA` is always empty). It records every name asked.
+struct Nameserver {
+    port: u16,
+    asked: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+    dir: tempfile::TempDir,
+}
+
+impl Nameserver {
+    fn start(
+        script: impl Fn(&str) -> (hickory_proto::op::ResponseCode, Vec<[u8; 4]>) + Send + 'static,
+    ) -> Nameserver {
+        use hickory_proto::op::{Message, OpCode};
+        use hickory_proto::rr::{rdata::A, RData, Record, RecordType};
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let port = socket.local_addr().unwrap().port();
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (asked2, stop2) = (asked.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let until = Instant::now() + SERVER_BOUND;
+            let mut buf = [0u8; 512];
+            while !stop2.load(Ordering::SeqCst) && Instant::now() < until {
+                let Ok((n, from)) = socket.recv_from(&mut buf) else {
+                    continue;
+                };
+                let Ok(query) = Message::from_vec(&buf[..n]) else {
+                    continue;
+                };
+                let question = query.queries[0].clone();
+                let name = question
+                    .name()
+                    .to_ascii()
+                    .trim_end_matches('.')
+                    .to_ascii_lowercase();
+                asked2.lock().unwrap().push(name.clone());
+                let (rcode, v4s) = script(&name);
+                let mut reply = Message::response(query.metadata.id, OpCode::Query);
+                reply.metadata.recursion_desired = true;
+                reply.metadata.recursion_available = true;
+                reply.metadata.response_code = rcode;
+                reply.add_query(question.clone());
+                if question.query_type() == RecordType::A {
+                    for ip in v4s {
+                        reply.add_answer(Record::from_rdata(
+                            question.name().clone(),
+                            60,
+                            RData::A(A(ip.into())),
+                        ));
+                    }
+                }
+                let _ = socket.send_to(&reply.to_vec().unwrap(), from);
+            }
+        });
+        let dir = tempfile::tempdir().unwrap();
+        // No localhost line: `localhost` must not need one (RFC 6761).
+        std::fs::write(dir.path().join("hosts"), "10.1.1.1 other.example\n").unwrap();
+        std::fs::write(
+            dir.path().join("resolv.conf"),
+            "nameserver 127.0.0.1\nsearch corp.example\noptions timeout:30\n",
+        )
+        .unwrap();
+        Nameserver {
+            port,
+            asked,
+            stop,
+            dir,
+        }
+    }
+
+    /// The test hook's value.
+    fn hook(&self) -> String {
+        format!("{}:{}", self.port, self.dir.path().display())
+    }
+
+    fn asked(&self) -> Vec<String> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Nameserver {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+const RESOLVER_HOOK: &str = "PARENT_TOOL_DISPATCH_TEST_RESOLVER";
+
+#[test]
+fn localhost_is_loopback_without_a_hosts_line_and_never_asked_of_dns() {
+    // #34: `localhost` went to DNS (`localhost.corp.example` first) and the token to whatever
+    // address came back. The nameserver here answers every name with a TEST-NET address.
+    use hickory_proto::op::ResponseCode;
+    let dns = Nameserver::start(|_| (ResponseCode::NoError, vec![[192, 0, 2, 7]]));
+    let server = Server::start(ok_answer);
+    for host in ["localhost", "api.localhost"] {
+        let run = to(
+            &format!("http://{host}:{}{SECRET_PATH}", server.port),
+            10_000,
+        )
+        .env(RESOLVER_HOOK, &dns.hook())
+        .run();
+        run.expect("succeeded", None, 0);
+        assert_eq!(run.stderr, "", "{host}");
+        assert_no_secrets(&run);
+    }
+    assert_eq!(
+        server.received().len(),
+        2,
+        "both reached the loopback server"
+    );
+    assert_eq!(dns.asked(), Vec::<String>::new(), "no DNS question at all");
+}
+
+#[test]
+fn plain_http_to_a_name_needs_every_resolved_address_to_be_loopback() {
+    use hickory_proto::op::ResponseCode;
+    let dns = Nameserver::start(|name| match name {
+        "loop.corp.example" => (ResponseCode::NoError, vec![[127, 0, 0, 1]]),
+        "mixed.corp.example" => (ResponseCode::NoError, vec![[127, 0, 0, 1], [192, 0, 2, 7]]),
+        "far.corp.example" => (ResponseCode::NoError, vec![[192, 0, 2, 7]]),
+        _ => (ResponseCode::NXDomain, vec![]),
+    });
+    let server = Server::start(ok_answer);
+    let run = to(&format!("http://loop:{}{SECRET_PATH}", server.port), 10_000)
+        .env(RESOLVER_HOOK, &dns.hook())
+        .run();
+    run.expect("succeeded", None, 0);
+    assert_eq!(server.connections(), 1);
+    for name in ["mixed", "far"] {
+        let started = Instant::now();
+        let run = to(
+            &format!("http://{name}:{}{SECRET_PATH}", server.port),
+            30_000,
+        )
+        .env(RESOLVER_HOOK, &dns.hook())
+        .run();
+        run.expect("unavailable", Some("endpoint_unconfigured"), 69);
+        let message = run.envelope["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("plain http to http://{name}:{}", server.port))
+                && message.contains("resolves to an address that is not loopback"),
+            "{message}"
+        );
+        assert_eq!(
+            stderr_line(&run),
+            format!("error[endpoint_unconfigured]: {message}")
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_no_secrets(&run);
+    }
+    assert_eq!(
+        server.connections(),
+        1,
+        "no connection once an address was not loopback"
+    );
+}
+
+#[test]
+fn a_failed_lookup_is_unreachable_at_once_with_its_reason() {
+    // #34: SERVFAIL and REFUSED became `dispatch_timeout` ("did not answer within 30000 ms").
+    use hickory_proto::op::ResponseCode;
+    let dns = Nameserver::start(|name| match name {
+        "servfail.corp.example" => (ResponseCode::ServFail, vec![]),
+        "refused.corp.example" => (ResponseCode::Refused, vec![]),
+        "empty.corp.example" => (ResponseCode::NoError, vec![]),
+        _ => (ResponseCode::NXDomain, vec![]),
+    });
+    for (host, reason, says) in [
+        ("servfail", "dns_servfail", "SERVFAIL"),
+        ("refused", "dns_refused", "REFUSED"),
+        ("empty", "dns_no_address", "has no address"),
+        ("nowhere", "dns_nxdomain", "NXDOMAIN"),
+    ] {
+        let started = Instant::now();
+        let run = to(&format!("https://{host}{SECRET_PATH}"), 30_000)
+            .env(RESOLVER_HOOK, &dns.hook())
+            .run();
+        run.expect("unavailable", Some("endpoint_unreachable"), 69);
+        assert_eq!(run.envelope["error"]["retryable"], true);
+        assert_eq!(run.envelope["error"]["details"]["reason"], reason, "{host}");
+        let message = run.envelope["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(&format!(
+                "the endpoint https://{host}:443 could not be reached: "
+            )) && message.contains(says),
+            "{message}"
+        );
+        assert_eq!(
+            stderr_line(&run),
+            format!("error[endpoint_unreachable]: {message}")
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{host}: {:?}",
+            started.elapsed()
+        );
+        assert_no_secrets(&run);
+    }
 }
