@@ -28,7 +28,7 @@ mod sqlite;
 mod tests;
 
 pub use audit::{AuditRecord, Name, Resources, Verdict, Verification};
-pub use flags::{parse_budget_flag, parse_since, FlagError};
+pub use flags::{parse_budget_flag, parse_session, parse_since, FlagError};
 pub use lease::Lease;
 
 use serde::Serialize;
