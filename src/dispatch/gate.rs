@@ -323,6 +323,7 @@ impl Gate {
             exit_status: report.exit(),
             resources,
             transcript_ref: report.transcript_ref().map(|r| field(redactor, &r)),
+            envelope_sha256: None,
         }
     }
 }

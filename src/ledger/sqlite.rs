@@ -23,7 +23,7 @@
 use super::audit::{self, Break, StoredRecord, GENESIS};
 use super::{
     AuditRecord, Call, CallRow, CallState, Claim, Decision, Finished, Key, Lease, LedgerError,
-    Outcome, Recorded, Snapshot, Store,
+    Outcome, Recorded, Snapshot, Store, StoredVisit,
 };
 use crate::fs::{self as pfs, FileType, Mode, OFlags};
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 /// `PRAGMA application_id` of a ledger: "PTDL".
 pub(super) const APPLICATION_ID: i64 = 0x5054_444c;
 /// `PRAGMA user_version` of this schema.
-pub(super) const SCHEMA_VERSION: i64 = 1;
+pub(super) const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS calls (
@@ -52,6 +52,7 @@ CREATE TABLE IF NOT EXISTS calls (
     lease_start INTEGER NOT NULL,
     envelope    TEXT,
     exit_status INTEGER,
+    record_seq  INTEGER,
     updated_ms  INTEGER NOT NULL,
     PRIMARY KEY (bridge_ref, session_id, request_id)
 ) WITHOUT ROWID;
@@ -369,7 +370,7 @@ impl SqliteStore {
         record: &AuditRecord,
     ) -> Result<Finished, LedgerError> {
         let tx = self.immediate()?;
-        append(&tx, record)?;
+        let seq = append(&tx, record)?;
         let state = if outcome.retryable {
             "retryable"
         } else {
@@ -377,7 +378,8 @@ impl SqliteStore {
         };
         let changed = tx
             .execute(
-                "UPDATE calls SET state = ?4, envelope = ?5, exit_status = ?6, updated_ms = ?7 \
+                "UPDATE calls SET state = ?4, envelope = ?5, exit_status = ?6, updated_ms = ?7, \
+                 record_seq = ?11 \
                  WHERE bridge_ref = ?1 AND session_id = ?2 AND request_id = ?3 \
                  AND state = 'running' AND lease_boot = ?8 AND lease_pid = ?9 AND lease_start = ?10",
                 params![
@@ -390,7 +392,8 @@ impl SqliteStore {
                     i64_of(super::now_ms()),
                     lease.boot_id,
                     i64::from(lease.pid),
-                    i64_of(lease.start_ticks)
+                    i64_of(lease.start_ticks),
+                    i64_of(seq)
                 ],
             )
             .map_err(db)?;
@@ -532,7 +535,8 @@ fn read_call(tx: &Connection, key: &Key) -> Result<Option<CallRow>, LedgerError>
     }))
 }
 
-fn append(tx: &Connection, record: &AuditRecord) -> Result<(), LedgerError> {
+/// Append `record` to the chain; returns its seq.
+fn append(tx: &Connection, record: &AuditRecord) -> Result<u64, LedgerError> {
     let head: Option<(i64, String)> = tx
         .query_row("SELECT seq, hash FROM head WHERE only = 1", [], |r| {
             Ok((r.get(0)?, r.get(1)?))
@@ -561,6 +565,57 @@ fn append(tx: &Connection, record: &AuditRecord) -> Result<(), LedgerError> {
         params![i64_of(sealed.seq), sealed.hash],
     )
     .map_err(db)?;
+    Ok(sealed.seq)
+}
+
+/// Before a recorded envelope is printed again (SPEC §14.4): its audit record must be intact,
+/// hold its digest and exit status, and still be linked into the chain (the next record's
+/// `prev`, or the head). A ledger that fails this is never used to replay.
+fn check_covered(tx: &Connection, key: &Key, recorded: &Recorded) -> Result<(), LedgerError> {
+    let tampered = |why: &str| LedgerError::Tampered(why.to_string());
+    let seq: Option<i64> = tx
+        .query_row(
+            "SELECT record_seq FROM calls WHERE bridge_ref = ?1 AND session_id = ?2 \
+             AND request_id = ?3",
+            params![key.bridge_ref, key.session_id, key.request_id],
+            |r| r.get(0),
+        )
+        .map_err(db)?;
+    let seq = seq.ok_or_else(|| tampered("a stored envelope has no audit record"))?;
+    let (hash, body): (String, String) = tx
+        .query_row(
+            "SELECT hash, body FROM audit WHERE seq = ?1",
+            params![seq],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(db)?
+        .ok_or_else(|| tampered("the stored envelope's audit record is missing"))?;
+    audit::covers(&body, &hash, &recorded.envelope, recorded.exit_status)
+        .map_err(|why| LedgerError::Tampered(format!("record {seq}: {why}")))?;
+    let next: Option<String> = tx
+        .query_row(
+            "SELECT prev FROM audit WHERE seq = ?1",
+            params![seq + 1],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(db)?;
+    let linked = match next {
+        Some(prev) => prev == hash,
+        None => tx
+            .query_row("SELECT seq, hash FROM head WHERE only = 1", [], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+            })
+            .optional()
+            .map_err(db)?
+            .is_some_and(|(head, head_hash)| head == seq && head_hash == hash),
+    };
+    if !linked {
+        return Err(LedgerError::Tampered(format!(
+            "record {seq}: it is no longer linked into the chain (edited)"
+        )));
+    }
     Ok(())
 }
 
@@ -695,6 +750,9 @@ impl Store for SqliteStore {
             let tx = store.immediate()?;
             let snap = read_snapshot(&tx, call)?;
             let (decision, claim) = decide(&snap);
+            if let Decision::Replay(recorded) = &decision {
+                check_covered(&tx, call.key, recorded)?;
+            }
             let now = i64_of(super::now_ms());
             match claim {
                 Claim::None => {}
@@ -733,6 +791,7 @@ impl Store for SqliteStore {
         &mut self,
         since_ms: u64,
         visit: &mut dyn FnMut(Result<StoredRecord, Break>) -> bool,
+        stored: Option<&mut StoredVisit<'_>>,
     ) -> Result<Option<(u64, String)>, LedgerError> {
         self.arm()?;
         // One read transaction: the rows and the head are one snapshot.
@@ -790,6 +849,9 @@ impl Store for SqliteStore {
                 }
             }
         }
+        if let Some(stored) = stored {
+            visit_stored(&tx, stored)?;
+        }
         let head: Option<(i64, String)> = tx
             .query_row("SELECT seq, hash FROM head WHERE only = 1", [], |r| {
                 Ok((r.get(0)?, r.get(1)?))
@@ -799,4 +861,33 @@ impl Store for SqliteStore {
         tx.commit().map_err(db)?;
         Ok(head.map(|(seq, hash)| (u64::try_from(seq).unwrap_or(u64::MAX), hash)))
     }
+}
+
+/// [`Store::scan`]'s `stored` visit, inside its read transaction.
+fn visit_stored(conn: &Connection, visit: &mut StoredVisit<'_>) -> Result<(), LedgerError> {
+    {
+        let mut stmt = conn
+            .prepare(
+                "SELECT record_seq, envelope, exit_status FROM calls \
+                 WHERE envelope IS NOT NULL",
+            )
+            .map_err(db)?;
+        let mut rows = stmt.query([]).map_err(db)?;
+        while let Some(row) = rows.next().map_err(db)? {
+            let seq = row
+                .get::<_, Option<i64>>(0)
+                .map_err(db)?
+                .and_then(|s| u64::try_from(s).ok());
+            let envelope: String = row.get(1).map_err(db)?;
+            let exit = row
+                .get::<_, Option<i64>>(2)
+                .map_err(db)?
+                .and_then(|e| u8::try_from(e).ok())
+                .unwrap_or(u8::MAX);
+            if !visit(seq, &envelope, exit) {
+                break;
+            }
+        }
+    }
+    Ok(())
 }

@@ -167,3 +167,40 @@ fn a_missing_adapter_is_not_final_either() {
     assert_eq!(records.len(), 2);
     assert_eq!(records[1]["attempt"], 2);
 }
+
+#[test]
+fn an_edited_stored_envelope_fails_verify_and_is_never_replayed() {
+    let s = Setup::new();
+    s.dispatch(&["echo"]).run().expect("succeeded", None, 0);
+    s.verify(1);
+    // Whoever can write the file makes the replay say something else.
+    let edited = rusqlite::Connection::open(&s.ledger)
+        .unwrap()
+        .execute(
+            "UPDATE calls SET envelope = replace(envelope, '\"succeeded\"', '\"forged\"')",
+            [],
+        )
+        .unwrap();
+    assert_eq!(edited, 1);
+    Cmd::new(["audit", "verify", "--ledger", s.path()])
+        .run()
+        .exit(1)
+        .stdout_json(|v| {
+            assert_eq!(v["intact"], false);
+            assert_eq!(v["records_intact"], 1);
+            assert_eq!(v["first_bad"]["seq"], 1);
+        })
+        .stderr_eq(
+            "error[audit_chain_broken]: record 1: the envelope stored with this record does \
+             not match it (edited)\n",
+        );
+    let replay = s.dispatch(&["echo"]).run();
+    replay.expect("unavailable", Some("ledger_unavailable"), 69);
+    let message = replay.envelope["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("the ledger fails verification: record 1: the stored envelope does not match its audit record (edited)"),
+        "{message}"
+    );
+    assert!(!replay.stdout.contains("forged"));
+    assert_eq!(s.runs(), 1);
+}
