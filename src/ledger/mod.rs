@@ -347,6 +347,9 @@ pub enum LedgerError {
     /// The file cannot be created or opened.
     #[error("the ledger file cannot be opened: {0}")]
     Open(std::io::Error),
+    /// The file, its `-wal` or `-shm`, or its folder is not the dispatcher's own (SPEC §14.4).
+    #[error("the ledger is not this user's own: {0}")]
+    NotOwn(&'static str),
     /// The file was replaced between our checks and the database's open.
     #[error("the ledger file was replaced while it was being opened")]
     Replaced,

@@ -204,3 +204,133 @@ fn an_edited_stored_envelope_fails_verify_and_is_never_replayed() {
     assert!(!replay.stdout.contains("forged"));
     assert_eq!(s.runs(), 1);
 }
+
+fn chown(path: &Path, uid: u32) {
+    std::os::unix::fs::chown(path, Some(uid), Some(uid)).unwrap();
+}
+
+fn mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A run refused with `ledger_unavailable` whose message says `why`; nothing started.
+#[track_caller]
+fn refused(out: &Output, why: &str) {
+    out.exit(69)
+        .stderr_contains("error[ledger_unavailable]")
+        .stdout_with(|text| {
+            let envelope = json_line(text);
+            assert_eq!(envelope["error"]["code"], "ledger_unavailable");
+            let message = envelope["error"]["message"].as_str().unwrap();
+            assert!(message.contains(why), "{message}");
+            assert_eq!(
+                envelope["diagnostics"]["dispatch"]["adapter_started"],
+                false
+            );
+        });
+}
+
+#[test]
+fn a_file_planted_at_the_ledgers_name_is_never_adopted() {
+    let s = Setup::new();
+    // Another user's empty, world-writable file: today it became the ledger, its owner able
+    // to forge every envelope a replay prints.
+    std::fs::write(&s.ledger, b"").unwrap();
+    mode(&s.ledger, 0o666);
+    chown(&s.ledger, super::host_reach::NOBODY);
+    refused(
+        &s.command(&["echo"], "call-0").run(),
+        "the ledger is not this user's own: the ledger file belongs to another user",
+    );
+    // Our own empty file (a copy without its WAL, say) is not a complete ledger either.
+    chown(&s.ledger, 0);
+    mode(&s.ledger, 0o600);
+    refused(
+        &s.command(&["echo"], "call-0").run(),
+        "the file is not a parent-tool-dispatch ledger: an empty file, not a complete ledger",
+    );
+    assert_eq!(std::fs::read(&s.ledger).unwrap(), b"");
+    // Ours but writable by others; a -wal or -shm of another user.
+    std::fs::remove_file(&s.ledger).unwrap();
+    s.command(&["echo"], "call-1")
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_contains("\"succeeded\"");
+    mode(&s.ledger, 0o646);
+    refused(
+        &s.command(&["echo"], "call-2").run(),
+        "the ledger file is writable by its group or others",
+    );
+    mode(&s.ledger, 0o600);
+    let wal = s.dir.path().join("ledger.db-wal");
+    if !wal.exists() {
+        std::fs::write(&wal, b"").unwrap();
+    }
+    chown(&wal, super::host_reach::NOBODY);
+    refused(
+        &s.command(&["echo"], "call-3").run(),
+        "the ledger's -wal file belongs to another user",
+    );
+    chown(&wal, 0);
+    // A folder another user may write.
+    mode(s.dir.path(), 0o777);
+    refused(
+        &s.command(&["echo"], "call-4").run(),
+        "the ledger's folder is writable by another user",
+    );
+    mode(s.dir.path(), 0o700);
+    assert_eq!(s.runs(), 1);
+}
+
+#[test]
+fn nobody_cannot_use_roots_ledger_and_root_refuses_nobodys() {
+    let (dir, copies) = super::host_reach::copies_for_nobody(&[bin(), test_bin()]);
+    let folder = dir.path().join("ledger");
+    std::fs::create_dir(&folder).unwrap();
+    mode(&folder, 0o700);
+    let ledger = folder.join("ledger.db");
+    let as_user = |uid: u32| {
+        let mut b = bridge(&["echo"]);
+        b["dispatcher"]["command"]["argv"][0] = copies[1].to_str().unwrap().into();
+        Cmd::of(
+            copies[0].clone(),
+            [
+                "--ledger".to_string(),
+                ledger.to_str().unwrap().to_string(),
+                "--parent-tool-bridge".to_string(),
+                b.to_string(),
+            ],
+        )
+        .stdin(request().to_string())
+        .user(uid, uid)
+    };
+    // Root's ledger, in a folder nobody owns: nobody's dispatcher refuses it.
+    as_user(0)
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_contains("\"succeeded\"");
+    chown(&folder, super::host_reach::NOBODY);
+    refused(
+        &as_user(super::host_reach::NOBODY).run(),
+        "the ledger file belongs to another user",
+    );
+    // Nobody's ledger: root's dispatcher refuses it (and its folder, which nobody owns).
+    std::fs::remove_file(&ledger).unwrap();
+    for side in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(folder.join(format!("ledger.db{side}")));
+    }
+    as_user(super::host_reach::NOBODY)
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_contains("\"succeeded\"");
+    refused(
+        &as_user(0).run(),
+        "the ledger's folder is writable by another user",
+    );
+    chown(&folder, 0);
+    refused(&as_user(0).run(), "the ledger file belongs to another user");
+}
