@@ -14,7 +14,7 @@ pub const BRIDGE_ENV: &str = "PARENT_TOOL_DISPATCH_BRIDGE";
 /// Every variable clap reads for the main job's options (a test holds this list equal to the
 /// `env` of [`DispatchArgs`]' arguments): `plain_main_job` leaves a command line to clap when one
 /// of them is set.
-pub const DISPATCH_ENV: &[&str] = &[BRIDGE_ENV, LEDGER_ENV];
+pub const DISPATCH_ENV: &[&str] = &[BRIDGE_ENV, LEDGER_ENV, SESSION_ENV];
 
 /// `--max-output-bytes`' default.
 pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
@@ -199,8 +199,8 @@ pub struct MessageArgs {
 
 /// The ledger options of SPEC 14: idempotency, per-session budgets and the audit trail. The
 /// budget values stay text here: `ledger::flags` parses them (the usage error names the
-/// option). Every budget counts per bridge ref and sandbox session, across every dispatcher
-/// process sharing the ledger, and needs --ledger.
+/// option). Every budget counts per bridge ref and host session (--session), across every
+/// dispatcher process sharing the ledger, and needs --ledger and --session.
 #[derive(Debug, Args, Clone, Default)]
 #[command(next_help_heading = "Ledger (SPEC 14)")]
 pub struct LedgerArgs {
@@ -213,19 +213,26 @@ pub struct LedgerArgs {
     /// `ledger_unavailable` before anything starts.
     #[arg(long, hide_short_help = true, value_name = "PATH", env = LEDGER_ENV)]
     pub ledger: Option<PathBuf>,
-    /// Admit at most N calls per sandbox session (replays do not count); then
+    /// The session the host is serving, asserted by the host (1-256 bytes, no control
+    /// characters): a request whose sandbox_session.sandbox_session_id is another is denied
+    /// (`session_mismatch`, exit 77) before anything starts, with or without a ledger. Every
+    /// budget option and --max-concurrent need it: budgets count per host session, never per
+    /// an id the sandbox chose.
+    #[arg(long, hide_short_help = true, value_name = "ID", env = SESSION_ENV)]
+    pub session: Option<String>,
+    /// Admit at most N calls per host session (replays do not count); then
     /// `budget_exhausted`.
     #[arg(long, hide_short_help = true, value_name = "N")]
     pub budget_calls: Option<String>,
-    /// Admit at most N calls of TOOL (its canonical id) per sandbox session (repeatable, one
+    /// Admit at most N calls of TOOL (its canonical id) per host session (repeatable, one
     /// per tool). A tool the bridge does not allow is accepted: its calls are denied anyway.
     #[arg(long, hide_short_help = true, value_name = "TOOL=N")]
     pub budget_tool: Vec<String>,
-    /// At most N ms of adapter wall time per sandbox session; each call's timeout is also cut
+    /// At most N ms of adapter wall time per host session; each call's timeout is also cut
     /// to what is left.
     #[arg(long, hide_short_help = true, value_name = "N")]
     pub budget_adapter_ms: Option<String>,
-    /// At most N calls of one sandbox session in flight at once (held by live dispatchers);
+    /// At most N calls of the host session in flight at once (held by live dispatchers);
     /// over it, `concurrency_limited` (retryable).
     #[arg(long, hide_short_help = true, value_name = "N")]
     pub max_concurrent: Option<String>,
@@ -860,6 +867,9 @@ pub struct SchemaArgs {
 
 /// Environment variable that may carry the ledger's path instead of `--ledger`.
 pub const LEDGER_ENV: &str = "PARENT_TOOL_DISPATCH_LEDGER";
+
+/// Environment variable that may name the host's session instead of `--session`.
+pub const SESSION_ENV: &str = "PARENT_TOOL_DISPATCH_SESSION";
 
 /// The `audit` subcommands (SPEC 14.3).
 #[derive(Debug, Subcommand)]

@@ -269,6 +269,8 @@ wire_table! {
         BudgetExhausted = ("budget_exhausted", Denied, false, exit::DENIED),
         ConcurrencyLimited = ("concurrency_limited", Unavailable, true, exit::UNAVAILABLE),
         LedgerUnavailable = ("ledger_unavailable", Unavailable, false, exit::UNAVAILABLE),
+        // The ledger, hardened (SPEC §14.4).
+        SessionMismatch = ("session_mismatch", Denied, false, exit::DENIED),
     }
 }
 

@@ -131,6 +131,9 @@ pub enum DispatchError {
     /// The key was used before by another request (SPEC §14.1).
     #[error("the request id was used before")]
     RequestIdReused,
+    /// The request names another sandbox session than the host's `--session` (SPEC §14.4).
+    #[error("the request names another session")]
+    SessionMismatch,
     /// The key's holder died while running it (SPEC §14.1).
     #[error("the call's outcome is indeterminate")]
     Indeterminate { attempt: u32 },
@@ -218,6 +221,7 @@ impl DispatchError {
             E::ResourceLimitExceeded { .. } => ErrorCode::ResourceLimitExceeded,
             E::LedgerUnavailable(_) => ErrorCode::LedgerUnavailable,
             E::RequestIdReused => ErrorCode::RequestIdReused,
+            E::SessionMismatch => ErrorCode::SessionMismatch,
             E::Indeterminate { .. } => ErrorCode::DispatchIndeterminate,
             E::HeldTimeout { .. } => ErrorCode::DispatchTimeout,
             E::BudgetExhausted(_) => ErrorCode::BudgetExhausted,
@@ -375,6 +379,9 @@ impl DispatchError {
                 limit_option(*limit)
             ),
             E::LedgerUnavailable(err) => format!("the ledger is unavailable: {err}"),
+            E::SessionMismatch => "the request's sandbox_session.sandbox_session_id is not the \
+                                   session this dispatcher serves (--session)"
+                .to_string(),
             E::RequestIdReused => "this request_id was already used in this sandbox session \
                                    for a different request"
                 .to_string(),
@@ -474,6 +481,7 @@ impl DispatchError {
             | E::EndpointTimeout { .. }
             | E::LedgerUnavailable(_)
             | E::RequestIdReused
+            | E::SessionMismatch
             | E::HeldTimeout { .. } => None,
         }
     }

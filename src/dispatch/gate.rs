@@ -15,7 +15,7 @@
 
 use super::{Admitted, DispatchError, Learned, Report, UsageError};
 use crate::authorize::Denial;
-use crate::cli::{LedgerArgs, LEDGER_ENV};
+use crate::cli::{LedgerArgs, LEDGER_ENV, SESSION_ENV};
 use crate::envelope::canonical;
 use crate::envelope::result::LedgerDiagnostics;
 use crate::error::ErrorCode;
@@ -38,9 +38,21 @@ pub(super) struct Options {
     pub(super) budgets: Budgets,
 }
 
-/// Check the ledger options: a value that does not parse, or a budget without `--ledger`, is
-/// a usage error naming the option. `None` without `--ledger`.
+/// `--session` (or its variable), checked: `None` when not given; an empty or overlong id, or
+/// one with a control character, is a usage error.
+pub(super) fn session(args: &LedgerArgs) -> Result<Option<String>, UsageError> {
+    args.session
+        .as_deref()
+        .map(ledger::parse_session)
+        .transpose()
+        .map_err(|err| UsageError(err.to_string()))
+}
+
+/// Check the ledger options: a value that does not parse, a budget without `--ledger`, or a
+/// budget without `--session` (SPEC §14.4: budgets are the host's session's, never an id the
+/// sandbox chose) is a usage error naming the option. `None` without `--ledger`.
 pub(super) fn options(args: &LedgerArgs) -> Result<Option<Options>, UsageError> {
+    let session = session(args)?;
     let mut budgets = Budgets::default();
     let single = [
         ("--budget-calls", &args.budget_calls),
@@ -62,13 +74,16 @@ pub(super) fn options(args: &LedgerArgs) -> Result<Option<Options>, UsageError> 
             .map_err(|err| UsageError(err.to_string()))?;
     }
     match (&args.ledger, first) {
+        (None, Some(flag)) => Err(UsageError(format!(
+            "{flag} needs a ledger: pass --ledger PATH or set {LEDGER_ENV}"
+        ))),
+        (Some(_), Some(flag)) if session.is_none() => Err(UsageError(format!(
+            "{flag} needs the host's session: pass --session ID or set {SESSION_ENV}"
+        ))),
         (Some(path), _) => Ok(Some(Options {
             path: path.clone(),
             budgets,
         })),
-        (None, Some(flag)) => Err(UsageError(format!(
-            "{flag} needs a ledger: pass --ledger PATH or set {LEDGER_ENV}"
-        ))),
         (None, None) => Ok(None),
     }
 }
@@ -308,6 +323,7 @@ impl Gate {
             exit_status: report.exit(),
             resources,
             transcript_ref: report.transcript_ref().map(|r| field(redactor, &r)),
+            envelope_sha256: None,
         }
     }
 }
@@ -327,7 +343,8 @@ pub(super) fn conclude(gate: &mut Gate, report: &mut Report<'_>, learned: &Learn
             let outcome = ledger::Outcome {
                 envelope: &text,
                 exit_status: report.exit(),
-                retryable: report.retryable(),
+                // A failure of the host's own making is not the key's final answer.
+                retryable: report.retryable() || host_side(report.error_code().as_deref()),
                 adapter_ms: gate.adapter_ms.unwrap_or(0),
             };
             gate.ledger
@@ -339,6 +356,23 @@ pub(super) fn conclude(gate: &mut Gate, report: &mut Report<'_>, learned: &Learn
     if let Err(err) = stored {
         report.ledger_failed(&err.to_string());
     }
+}
+
+/// The codes of an outcome where nothing started because of the host (SPEC §14.4): recorded
+/// in the audit trail, but not stored as the key's final envelope, so that the same request
+/// runs once the host fixed the problem. (`artifact_dir_unavailable` is found before the
+/// ledger step and never reaches a key.)
+const HOST_SIDE: [ErrorCode; 5] = [
+    ErrorCode::ConfinementUnavailable,
+    ErrorCode::CwdUnavailable,
+    ErrorCode::AdapterNotFound,
+    ErrorCode::AdapterNotExecutable,
+    ErrorCode::ArtifactDirUnavailable,
+];
+
+/// Whether `code` is one of [`HOST_SIDE`].
+fn host_side(code: Option<&str>) -> bool {
+    code.is_some_and(|code| HOST_SIDE.iter().any(|c| c.as_str() == code))
 }
 
 /// What the adapter's run used, for its audit record: the stdout and stderr byte counts and,
@@ -400,6 +434,7 @@ fn rule_of(err: &DispatchError) -> (Verdict, &'static str) {
         }
         DispatchError::RequestTooLarge { .. } => (Verdict::Refuse, "request.max_bytes"),
         DispatchError::ArtifactDir { .. } => (Verdict::Refuse, "artifact_dir"),
+        DispatchError::SessionMismatch => (Verdict::Deny, "session"),
         _ => (Verdict::Refuse, "dispatch"),
     }
 }

@@ -163,6 +163,8 @@ pub struct Usage {
     pub tool_map: ToolMap,
     /// The confinement asked for (SPEC §13; nothing when no option is given).
     pub confine: crate::confine::Options,
+    /// `--session`: the host's session, which the request's must be (SPEC §14.4).
+    pub session: Option<String>,
 }
 
 /// The usage errors of the main job's options (exit 2, no envelope): no bridge at all, a
@@ -185,7 +187,12 @@ pub fn check_usage(args: &DispatchArgs, env: &HostEnv) -> Result<Usage, UsageErr
     };
     let ledger = args.ledger.ledger.as_deref();
     let confine = confine_options(&args.run.confine, env, ledger).map_err(UsageError)?;
-    Ok(Usage { tool_map, confine })
+    let session = gate::session(&args.ledger)?;
+    Ok(Usage {
+        tool_map,
+        confine,
+        session,
+    })
 }
 
 /// The confinement options of a command line, each flag falling back to its variable in
@@ -216,7 +223,7 @@ fn steps<'o>(
     obtained: &'o mut Option<Obtained>,
 ) -> Result<Outcome<'o>, DispatchError> {
     let bytes = read_request(args, interrupts)?;
-    let admitted = admit(args, env, &usage.tool_map, bytes, learned);
+    let admitted = admit(args, env, usage, bytes, learned);
     let admitted = match gate::gate(ledger, interrupts, admitted, learned, gated)? {
         gate::Gated::Run(admitted) => *admitted,
         gate::Gated::Replay(recorded) => {
@@ -259,7 +266,7 @@ pub fn conclude_recorded(
 ) -> Result<Concluded, UsageError> {
     let usage = check_usage(args, env)?;
     let mut learned = Learned::new(args, env);
-    let outcome = replay_recorded(args, env, &usage.tool_map, request, recorded, &mut learned)
+    let outcome = replay_recorded(args, env, &usage, request, recorded, &mut learned)
         .unwrap_or_else(Outcome::from);
     Ok(Report::build(args, &learned, outcome).into_concluded())
 }
@@ -268,12 +275,12 @@ pub fn conclude_recorded(
 fn replay_recorded<'r>(
     args: &DispatchArgs,
     env: &HostEnv,
-    tool_map: &ToolMap,
+    usage: &Usage,
     request: Vec<u8>,
     recorded: Recorded<'r>,
     learned: &mut Learned,
 ) -> Result<Outcome<'r>, DispatchError> {
-    let admitted = admit(args, env, tool_map, request, learned)?;
+    let admitted = admit(args, env, usage, request, learned)?;
     command_of(&admitted.bridge)?;
     learned.dispatch.transport = Some(Transport::Replay);
     learned.dispatch.run = Some(report::replayed_diagnostics(
@@ -369,7 +376,7 @@ impl Expected {
 fn admit(
     args: &DispatchArgs,
     env: &HostEnv,
-    tool_map: &ToolMap,
+    usage: &Usage,
     bytes: Vec<u8>,
     learned: &mut Learned,
 ) -> Result<Admitted, DispatchError> {
@@ -396,9 +403,15 @@ fn admit(
         tool: request.echo.tool.clone(),
         status: bridge.failure_status,
     })?;
+    // The host's session, not the sandbox's word (SPEC §14.4).
+    if let Some(session) = &usage.session {
+        if request.session_id() != *session {
+            return Err(DispatchError::SessionMismatch);
+        }
+    }
     let canonical_tool = request.echo.tool.clone();
     let sent = Echo {
-        tool: tool_map.external(&canonical_tool),
+        tool: usage.tool_map.external(&canonical_tool),
         ..request.echo.clone()
     };
     let limits = Limits {

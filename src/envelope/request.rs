@@ -220,6 +220,16 @@ impl Request {
         &self.doc
     }
 
+    /// `sandbox_session.sandbox_session_id` as the request has it (checked present and a
+    /// string when the request was built; empty otherwise).
+    pub fn session_id(&self) -> String {
+        Fields::parse(self.doc.text())
+            .and_then(|top| top.get("sandbox_session").and_then(Fields::parse))
+            .and_then(|session| session.get("sandbox_session_id").and_then(raw::string))
+            .map(|id| id.into_owned())
+            .unwrap_or_default()
+    }
+
     /// The bytes the adapter receives (SPEC §4.2): the request, compact, with `tool` replaced
     /// by the id the adapter knows it by (§4.4), and a final newline. Every other member is
     /// copied as written.

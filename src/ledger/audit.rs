@@ -157,6 +157,10 @@ pub struct AuditRecord {
     pub resources: Resources,
     /// The transcript ref, if a transcript was written.
     pub transcript_ref: Option<String>,
+    /// SHA-256 of the envelope stored with the key by this record's transaction (SPEC §14.4):
+    /// set by [`super::Ledger::finish`], absent from every other record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub envelope_sha256: Option<String>,
 }
 
 impl AuditRecord {
@@ -180,6 +184,15 @@ impl AuditRecord {
             }
             if value.chars().any(char::is_control) {
                 return Err(format!("{name} holds a control character"));
+            }
+        }
+        if let Some(digest) = &self.envelope_sha256 {
+            if digest.len() != 64
+                || !digest
+                    .bytes()
+                    .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+            {
+                return Err("envelope_sha256 is not a SHA-256 in hex".into());
             }
         }
         Ok(())
@@ -239,6 +252,29 @@ pub fn open(body: &str) -> Result<(u64, String, AuditRecord), String> {
     Ok((seq, prev, record))
 }
 
+/// Whether the stored record `body` (whose stored hash is `hash`) is intact and covers the
+/// stored `envelope` with its `exit_status` (SPEC §14.4); an error says why not.
+pub fn covers(body: &str, hash: &str, envelope: &str, exit_status: u8) -> Result<(), String> {
+    if canonical::sha256_hex(body.as_bytes()) != hash {
+        return Err("its audit record's hash does not match its content (edited)".into());
+    }
+    let (seq, prev, record) = open(body)?;
+    if seal(&record, seq, &prev)?.body != body {
+        return Err("its audit record is not in canonical form (edited)".into());
+    }
+    match &record.envelope_sha256 {
+        Some(digest) if *digest == canonical::sha256_hex(envelope.as_bytes()) => {}
+        Some(_) => {
+            return Err("the stored envelope does not match its audit record (edited)".into())
+        }
+        None => return Err("the stored envelope's audit record holds no digest of it".into()),
+    }
+    if record.exit_status != exit_status {
+        return Err("the stored exit status does not match its audit record (edited)".into());
+    }
+    Ok(())
+}
+
 /// Why the chain is broken, at the first record that does not hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Break {
@@ -273,6 +309,8 @@ pub enum Verification {
 pub struct Chain {
     next: u64,
     prev: String,
+    /// The envelope digest and exit status of every record that stored an envelope, by seq.
+    covered: std::collections::HashMap<u64, (String, u8)>,
 }
 
 impl Default for Chain {
@@ -280,6 +318,7 @@ impl Default for Chain {
         Chain {
             next: 1,
             prev: GENESIS.to_string(),
+            covered: std::collections::HashMap::new(),
         }
     }
 }
@@ -316,9 +355,44 @@ impl Chain {
                     .into(),
             ));
         }
+        if let Some(digest) = record.envelope_sha256 {
+            self.covered.insert(seq, (digest, record.exit_status));
+        }
         self.next += 1;
         self.prev = row.hash;
         Ok(())
+    }
+
+    /// Whether the call row's stored `envelope` and `exit_status` are the ones its record
+    /// `record_seq` (checked by [`Chain::push`] already) names (SPEC §14.4).
+    pub fn check_stored(
+        &self,
+        record_seq: Option<u64>,
+        envelope: &str,
+        exit_status: u8,
+    ) -> Result<(), Break> {
+        let Some(seq) = record_seq else {
+            return Err(Break {
+                seq: self.next,
+                reason: "a stored envelope has no audit record".into(),
+            });
+        };
+        let at = |reason: &str| Break {
+            seq,
+            reason: reason.into(),
+        };
+        match self.covered.get(&seq) {
+            None => Err(at(
+                "a stored envelope names this record, which holds no digest of it",
+            )),
+            Some((digest, _)) if *digest != canonical::sha256_hex(envelope.as_bytes()) => Err(at(
+                "the envelope stored with this record does not match it (edited)",
+            )),
+            Some((_, exit)) if *exit != exit_status => Err(at(
+                "the exit status stored with this record does not match it (edited)",
+            )),
+            Some(_) => Ok(()),
+        }
     }
 
     /// The outcome, given the head (`seq`, hash) the store recorded with its last append.

@@ -53,6 +53,29 @@ fn count(flag: &'static str, text: &str) -> Result<u64, FlagError> {
         .map_err(|_| error(flag, "the number is too large"))
 }
 
+/// The longest `--session` id: the request's own bound on `request_id` (SPEC §2.2).
+pub const MAX_SESSION_BYTES: usize = 256;
+
+/// `--session ID`: the host's session, 1–[`MAX_SESSION_BYTES`] bytes without control
+/// characters (it is written to the audit trail and compared with the request's
+/// `sandbox_session.sandbox_session_id`).
+pub fn parse_session(text: &str) -> Result<String, FlagError> {
+    const FLAG: &str = "--session";
+    if text.is_empty() {
+        return Err(error(FLAG, "the session id is empty"));
+    }
+    if text.len() > MAX_SESSION_BYTES {
+        return Err(error(
+            FLAG,
+            format!("the session id is longer than {MAX_SESSION_BYTES} bytes"),
+        ));
+    }
+    if text.chars().any(char::is_control) {
+        return Err(error(FLAG, "the session id holds a control character"));
+    }
+    Ok(text.to_string())
+}
+
 /// `--budget-calls N`: admitted calls per session. `0` is allowed (nothing may run).
 pub fn parse_budget_calls(text: &str) -> Result<u64, FlagError> {
     count("--budget-calls", text)
@@ -313,6 +336,19 @@ mod tests {
             "--max-concurrent"
         );
         assert_eq!(parse_max_concurrent("3"), Ok(3));
+    }
+
+    #[test]
+    fn a_session_id_is_one_to_256_bytes_without_control_characters() {
+        assert_eq!(parse_session("sandbox_123"), Ok("sandbox_123".into()));
+        assert_eq!(parse_session(&"é".repeat(128)).map(|s| s.len()), Ok(256));
+        for (bad, says) in [("", "empty"), ("a\nb", "control"), ("\u{7f}", "control")] {
+            let err = parse_session(bad).unwrap_err();
+            assert_eq!(err.flag, "--session");
+            assert!(err.reason.contains(says), "{bad:?}: {err}");
+        }
+        let err = parse_session(&"x".repeat(257)).unwrap_err();
+        assert!(err.reason.contains("256 bytes"), "{err}");
     }
 
     #[test]

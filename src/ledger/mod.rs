@@ -28,7 +28,7 @@ mod sqlite;
 mod tests;
 
 pub use audit::{AuditRecord, Name, Resources, Verdict, Verification};
-pub use flags::{parse_budget_flag, parse_since, FlagError};
+pub use flags::{parse_budget_flag, parse_session, parse_since, FlagError};
 pub use lease::Lease;
 
 use serde::Serialize;
@@ -347,6 +347,9 @@ pub enum LedgerError {
     /// The file cannot be created or opened.
     #[error("the ledger file cannot be opened: {0}")]
     Open(std::io::Error),
+    /// The file, its `-wal` or `-shm`, or its folder is not the dispatcher's own (SPEC §14.4).
+    #[error("the ledger is not this user's own: {0}")]
+    NotOwn(&'static str),
     /// The file was replaced between our checks and the database's open.
     #[error("the ledger file was replaced while it was being opened")]
     Replaced,
@@ -368,6 +371,10 @@ pub enum LedgerError {
     /// This process's lease cannot be read from /proc.
     #[error("this process's lease cannot be read: {0}")]
     Lease(std::io::Error),
+    /// A stored envelope is not the one its audit record covers: the ledger was edited, and
+    /// is never used to replay (SPEC §14.4).
+    #[error("the ledger fails verification: {0}")]
+    Tampered(String),
 }
 
 impl LedgerError {
@@ -376,6 +383,10 @@ impl LedgerError {
         "ledger_unavailable"
     }
 }
+
+/// A visit of the stored envelopes ([`Store::scan`]): the seq of the audit record that stored
+/// one (if any), the envelope and its exit status; returns false to stop.
+pub type StoredVisit<'a> = dyn FnMut(Option<u64>, &str, u8) -> bool + 'a;
 
 /// The storage under a [`Ledger`]. Each method is ONE atomic transaction that either happens
 /// whole or not at all, also when the process is killed in the middle, and is serialised with
@@ -404,13 +415,19 @@ pub trait Store: Send {
     fn append(&mut self, record: &AuditRecord) -> Result<(), LedgerError>;
     /// The key's row (for inspection and tests).
     fn call(&mut self, key: &Key) -> Result<Option<CallRow>, LedgerError>;
+
     /// Visit the audit rows with `time_ms >= since_ms` in `seq` order, in one read snapshot;
     /// a row whose columns cannot be read is handed over as the reason. Returns the head
     /// (`seq`, hash) recorded with the last append, as of that snapshot.
+    ///
+    /// When every row was visited and `stored` is given, it is then called, in the same
+    /// snapshot, for every call row that holds an envelope — the seq of the audit record that
+    /// stored it (if any), the envelope and its exit status — until it returns false.
     fn scan(
         &mut self,
         since_ms: u64,
         visit: &mut dyn FnMut(Result<audit::StoredRecord, audit::Break>) -> bool,
+        stored: Option<&mut StoredVisit<'_>>,
     ) -> Result<Option<(u64, String)>, LedgerError>;
 }
 
@@ -502,8 +519,14 @@ impl Ledger {
         outcome: &Outcome<'_>,
         record: &AuditRecord,
     ) -> Result<Finished, LedgerError> {
+        let record = AuditRecord {
+            envelope_sha256: Some(crate::envelope::canonical::sha256_hex(
+                outcome.envelope.as_bytes(),
+            )),
+            ..record.clone()
+        };
         record.check().map_err(LedgerError::Record)?;
-        self.store.finish(key, lease, outcome, record)
+        self.store.finish(key, lease, outcome, &record)
     }
 
     /// Append the audit record of a call that ran nothing (denied, replayed, refused).
@@ -519,22 +542,32 @@ impl Ledger {
 
     /// Recompute the whole chain (`audit verify`).
     pub fn verify(&mut self) -> Result<Verification, LedgerError> {
-        let mut chain = audit::Chain::default();
+        let chain = audit::Chain::default();
         let mut broken = None;
         let mut intact = 0;
-        let head = self.store.scan(0, &mut |row| match chain.push(row) {
-            Ok(()) => {
-                intact += 1;
-                true
-            }
-            Err(at) => {
-                broken = Some(at);
-                false
-            }
-        })?;
-        if let Some(at) = broken {
+        let chain = std::cell::RefCell::new(chain);
+        let mut bad = None;
+        let head = self.store.scan(
+            0,
+            &mut |row| match chain.borrow_mut().push(row) {
+                Ok(()) => {
+                    intact += 1;
+                    true
+                }
+                Err(at) => {
+                    broken = Some(at);
+                    false
+                }
+            },
+            Some(&mut |seq, envelope, exit| {
+                bad = chain.borrow().check_stored(seq, envelope, exit).err();
+                bad.is_none()
+            }),
+        )?;
+        if let Some(at) = broken.or(bad) {
             return Ok(Verification::Broken { intact, at });
         }
+        let chain = chain.into_inner();
         Ok(match chain.finish(head) {
             Ok((records, head)) => Verification::Intact { records, head },
             Err(at) => Verification::Broken { intact, at },
@@ -548,7 +581,7 @@ impl Ledger {
         since_ms: u64,
         visit: &mut dyn FnMut(Result<audit::StoredRecord, audit::Break>) -> bool,
     ) -> Result<(), LedgerError> {
-        self.store.scan(since_ms, visit).map(|_| ())
+        self.store.scan(since_ms, visit, None).map(|_| ())
     }
 }
 

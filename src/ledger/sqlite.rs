@@ -1,15 +1,18 @@
 //! The [`Store`] on one SQLite file (rusqlite, SQLite compiled in): the only place that knows
 //! the ledger is SQLite.
 //!
-//! - **The file.** Created by us with `O_CREAT | O_EXCL | O_NOFOLLOW`, mode exactly 0600,
-//!   before SQLite sees it; an existing one must be a regular file (never a symlink, FIFO,
+//! - **The file.** Made by us under a temporary name (`O_CREAT | O_EXCL | O_NOFOLLOW`, mode
+//!   exactly 0600), given the schema, checkpointed and synced, then renamed into place with
+//!   `RENAME_NOREPLACE` ([`create_ledger`]); for the main job the file, its `-wal` and `-shm`
+//!   must be ours and not group/other-writable, and the folder not writable by another user
+//!   ([`own_file`], [`own_folder`]); an existing one must be a regular file (never a symlink, FIFO,
 //!   device or folder: looked at with `lstat` and again with `fstat` on what was opened),
 //!   writable by its owner, and still the same inode when SQLite has opened it (SQLite opens
 //!   it with `SQLITE_OPEN_NOFOLLOW` and without `SQLITE_OPEN_CREATE`). Our descriptor is closed
 //!   before SQLite takes any lock: closing a descriptor drops the process's POSIX locks on the
 //!   file.
 //! - **Ours or refused.** `PRAGMA application_id` is [`APPLICATION_ID`] and `user_version` is
-//!   [`SCHEMA_VERSION`]; an empty file gets the schema; anything else (another application's
+//!   [`SCHEMA_VERSION`]; an existing empty file is never given the schema; anything else (another application's
 //!   database, a newer schema, not a database) is refused without writing to it.
 //!   `trusted_schema = OFF`, so a crafted file's views and triggers cannot call functions.
 //! - **Concurrency and durability.** WAL (readers never block writers), every write step one
@@ -23,7 +26,7 @@
 use super::audit::{self, Break, StoredRecord, GENESIS};
 use super::{
     AuditRecord, Call, CallRow, CallState, Claim, Decision, Finished, Key, Lease, LedgerError,
-    Outcome, Recorded, Snapshot, Store,
+    Outcome, Recorded, Snapshot, Store, StoredVisit,
 };
 use crate::fs::{self as pfs, FileType, Mode, OFlags};
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
@@ -36,7 +39,7 @@ use std::time::{Duration, Instant};
 /// `PRAGMA application_id` of a ledger: "PTDL".
 pub(super) const APPLICATION_ID: i64 = 0x5054_444c;
 /// `PRAGMA user_version` of this schema.
-pub(super) const SCHEMA_VERSION: i64 = 1;
+pub(super) const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS calls (
@@ -52,6 +55,7 @@ CREATE TABLE IF NOT EXISTS calls (
     lease_start INTEGER NOT NULL,
     envelope    TEXT,
     exit_status INTEGER,
+    record_seq  INTEGER,
     updated_ms  INTEGER NOT NULL,
     PRIMARY KEY (bridge_ref, session_id, request_id)
 ) WITHOUT ROWID;
@@ -132,11 +136,13 @@ fn kind_name(kind: FileType) -> &'static str {
 
 /// Open (or create) the file itself, checked as the module docs say; returns its descriptor.
 fn open_file(
+    folder: &Path,
     dir: std::os::fd::BorrowedFd<'_>,
     name: &std::ffi::CStr,
     create: bool,
 ) -> Result<(std::os::fd::OwnedFd, bool), LedgerError> {
-    // Two rounds at most: a concurrent creator can win the O_EXCL race once.
+    // Two rounds at most: made (by us or a concurrent creator), then opened.
+    let mut created = false;
     for _ in 0..2 {
         match pfs::lstat_at(dir, name) {
             Ok(st) => {
@@ -147,29 +153,145 @@ fn open_file(
                 if st.st_mode & 0o200 == 0 {
                     return Err(LedgerError::ReadOnly);
                 }
+                if create {
+                    // Before opening: a file of another user may not even be readable.
+                    own_file(&st, "the ledger file")?;
+                }
                 let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY;
-                return pfs::open_at(dir, name, flags, Mode::empty())
-                    .map(|fd| (fd, false))
-                    .map_err(LedgerError::Open);
+                let fd =
+                    pfs::open_at(dir, name, flags, Mode::empty()).map_err(LedgerError::Open)?;
+                let st = rustix::fs::fstat(&fd).map_err(|e| LedgerError::Open(e.into()))?;
+                if create {
+                    own_file(&st, "the ledger file")?;
+                }
+                return Ok((fd, created));
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
-                let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
-                match pfs::open_at(dir, name, flags, Mode::from_raw_mode(0o600)) {
-                    Ok(fd) => {
-                        // The umask may have taken bits away; 0600 exactly.
-                        pfs::set_mode(fd.as_fd(), Mode::from_raw_mode(0o600))
-                            .map_err(LedgerError::Open)?;
-                        return Ok((fd, true));
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                    Err(e) => return Err(LedgerError::Open(e)),
-                }
+                created = create_ledger(folder, dir, name)?;
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(LedgerError::Missing),
             Err(e) => return Err(LedgerError::Open(e)),
         }
     }
     Err(LedgerError::Replaced)
+}
+
+/// A file of the ledger (the database, its `-wal`, its `-shm`) must be a regular file owned by
+/// this process's effective user, without a group or other write bit (SPEC §14.4).
+fn own_file(st: &pfs::Stat, what: &'static str) -> Result<(), LedgerError> {
+    if pfs::kind(st) != FileType::RegularFile {
+        return Err(LedgerError::NotRegular(kind_name(pfs::kind(st))));
+    }
+    if st.st_uid != rustix::process::geteuid().as_raw() {
+        return Err(LedgerError::NotOwn(match what {
+            "the ledger file" => "the ledger file belongs to another user",
+            "the WAL" => "the ledger's -wal file belongs to another user",
+            _ => "the ledger's -shm file belongs to another user",
+        }));
+    }
+    if st.st_mode & 0o022 != 0 {
+        return Err(LedgerError::NotOwn(match what {
+            "the ledger file" => "the ledger file is writable by its group or others",
+            "the WAL" => "the ledger's -wal file is writable by its group or others",
+            _ => "the ledger's -shm file is writable by its group or others",
+        }));
+    }
+    Ok(())
+}
+
+/// The ledger's folder must not be writable by another user: not group- or other-writable,
+/// and ours when its owner may write it — unless it is sticky (like `/tmp`), where nobody
+/// else can rename or remove our files (theirs are refused by [`own_file`]).
+fn own_folder(st: &pfs::Stat) -> Result<(), LedgerError> {
+    let me = rustix::process::geteuid().as_raw();
+    let others_write = st.st_mode & 0o022 != 0 || (st.st_uid != me && st.st_mode & 0o200 != 0);
+    if others_write && st.st_mode & 0o1000 == 0 {
+        return Err(LedgerError::NotOwn(
+            "the ledger's folder is writable by another user",
+        ));
+    }
+    Ok(())
+}
+
+/// Make a new ledger at `name` (SPEC §14.4): created 0600 under a temporary name, given the
+/// schema, checkpointed (the file stands alone, without a WAL), synced, and moved into place
+/// without replacing anything. Returns false when another dispatcher's ledger got there first
+/// (then ours is removed and theirs is used).
+fn create_ledger(
+    folder: &Path,
+    dir: std::os::fd::BorrowedFd<'_>,
+    name: &std::ffi::CStr,
+) -> Result<bool, LedgerError> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let mut temp = b".".to_vec();
+    temp.extend_from_slice(name.to_bytes());
+    temp.extend_from_slice(format!(".{}.{nanos}.new", std::process::id()).as_bytes());
+    let temp = pfs::cstring(&temp).map_err(LedgerError::Open)?;
+    let remove = |suffix: &[u8]| {
+        let mut n = temp.to_bytes().to_vec();
+        n.extend_from_slice(suffix);
+        if let Ok(n) = pfs::cstring(&n) {
+            let _ = pfs::unlink_at(dir, &n);
+        }
+    };
+    let made = (|| {
+        let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
+        let fd = pfs::open_at(dir, &temp, flags, Mode::from_raw_mode(0o600))
+            .map_err(LedgerError::Open)?;
+        // The umask may have taken bits away; 0600 exactly.
+        pfs::set_mode(fd.as_fd(), Mode::from_raw_mode(0o600)).map_err(LedgerError::Open)?;
+        let path = folder.join(std::ffi::OsStr::from_bytes(temp.to_bytes()));
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let conn = Connection::open_with_flags(&path, flags).map_err(db)?;
+        let mut store = SqliteStore {
+            conn,
+            deadline: Instant::now() + Duration::from_secs(5),
+        };
+        store
+            .conn
+            .execute_batch("PRAGMA trusted_schema = OFF; PRAGMA synchronous = FULL;")
+            .map_err(db)?;
+        store.create_schema()?;
+        store
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .map_err(db)?;
+        // Closing the only connection checkpoints again and removes the WAL and -shm.
+        store.conn.close().map_err(|(_, e)| db(e))?;
+        pfs::fsync(fd.as_fd()).map_err(LedgerError::Open)?;
+        Ok(())
+    })();
+    remove(b"-wal");
+    remove(b"-shm");
+    if let Err(err) = made {
+        remove(b"");
+        return Err(err);
+    }
+    let moved = rustix::fs::renameat_with(
+        dir,
+        temp.as_c_str(),
+        dir,
+        name,
+        rustix::fs::RenameFlags::NOREPLACE,
+    );
+    match moved {
+        Ok(()) => {
+            pfs::fsync(dir).map_err(LedgerError::Open)?;
+            Ok(true)
+        }
+        Err(rustix::io::Errno::EXIST) => {
+            remove(b"");
+            Ok(false)
+        }
+        Err(e) => {
+            remove(b"");
+            Err(LedgerError::Open(e.into()))
+        }
+    }
 }
 
 fn identity(st: &pfs::Stat) -> (u64, u64) {
@@ -194,15 +316,29 @@ impl SqliteStore {
         };
         let parent = std::path::absolute(parent).map_err(LedgerError::Folder)?;
         let dir = pfs::open_dir_path(&parent).map_err(LedgerError::Folder)?;
+        if create {
+            let st = rustix::fs::fstat(&dir).map_err(|e| LedgerError::Folder(e.into()))?;
+            own_folder(&st)?;
+        }
         let cname = pfs::cstring(name.as_bytes()).map_err(LedgerError::Open)?;
-        let (fd, created) = open_file(dir.as_fd(), &cname, create)?;
+        let (fd, created) = open_file(&parent, dir.as_fd(), &cname, create)?;
         let st = rustix::fs::fstat(&fd).map_err(|e| LedgerError::Open(e.into()))?;
         let mut wal = name.as_bytes().to_vec();
         wal.extend_from_slice(b"-wal");
         let wal_name = pfs::cstring(&wal).map_err(LedgerError::Open)?;
-        let wal_before = pfs::lstat_at(dir.as_fd(), &wal_name)
-            .ok()
-            .map(|st| identity(&st));
+        let wal_st = pfs::lstat_at(dir.as_fd(), &wal_name).ok();
+        let mut shm = name.as_bytes().to_vec();
+        shm.extend_from_slice(b"-shm");
+        let shm_name = pfs::cstring(&shm).map_err(LedgerError::Open)?;
+        if create {
+            if let Some(st) = &wal_st {
+                own_file(st, "the WAL")?;
+            }
+            if let Ok(st) = pfs::lstat_at(dir.as_fd(), &shm_name) {
+                own_file(&st, "the shm")?;
+            }
+        }
+        let wal_before = wal_st.map(|st| identity(&st));
         if pfs::kind(&st) != FileType::RegularFile {
             return Err(LedgerError::NotRegular(kind_name(pfs::kind(&st))));
         }
@@ -228,7 +364,7 @@ impl SqliteStore {
         // BUSY at once, without its busy handler (a lock it will not wait for, to avoid a
         // deadlock): look again until the deadline, as the handler would.
         loop {
-            match store.prepare(create) {
+            match store.prepare() {
                 Err(LedgerError::Locked) if Instant::now() < deadline => {
                     std::thread::sleep(PREPARE_RETRY);
                 }
@@ -252,7 +388,7 @@ impl SqliteStore {
 
     /// Check the file is our ledger (or empty, then make it one when `create`), WAL,
     /// synchronous FULL.
-    fn prepare(&mut self, create: bool) -> Result<(), LedgerError> {
+    fn prepare(&mut self) -> Result<(), LedgerError> {
         self.arm()?;
         self.conn
             .execute_batch("PRAGMA trusted_schema = OFF; PRAGMA cell_size_check = ON;")
@@ -269,14 +405,13 @@ impl SqliteStore {
                         "a database of another application".into(),
                     ));
                 }
-            } else if !create {
-                // `audit` never writes: an empty file is not (yet) a ledger.
-                return Err(LedgerError::Foreign("an empty file".into()));
             } else {
-                // Decided again under the write lock: another dispatcher may be making it
-                // a ledger right now.
-                self.create_schema()?;
-                id = self.pragma_int("application_id")?;
+                // A new ledger is made whole under another name and moved into place: an
+                // existing file without our schema (empty, a copy without its WAL, planted)
+                // is never made a ledger (SPEC §14.4).
+                return Err(LedgerError::Foreign(
+                    "an empty file, not a complete ledger".into(),
+                ));
             }
         }
         if id != APPLICATION_ID {
@@ -369,7 +504,7 @@ impl SqliteStore {
         record: &AuditRecord,
     ) -> Result<Finished, LedgerError> {
         let tx = self.immediate()?;
-        append(&tx, record)?;
+        let seq = append(&tx, record)?;
         let state = if outcome.retryable {
             "retryable"
         } else {
@@ -377,7 +512,8 @@ impl SqliteStore {
         };
         let changed = tx
             .execute(
-                "UPDATE calls SET state = ?4, envelope = ?5, exit_status = ?6, updated_ms = ?7 \
+                "UPDATE calls SET state = ?4, envelope = ?5, exit_status = ?6, updated_ms = ?7, \
+                 record_seq = ?11 \
                  WHERE bridge_ref = ?1 AND session_id = ?2 AND request_id = ?3 \
                  AND state = 'running' AND lease_boot = ?8 AND lease_pid = ?9 AND lease_start = ?10",
                 params![
@@ -390,7 +526,8 @@ impl SqliteStore {
                     i64_of(super::now_ms()),
                     lease.boot_id,
                     i64::from(lease.pid),
-                    i64_of(lease.start_ticks)
+                    i64_of(lease.start_ticks),
+                    i64_of(seq)
                 ],
             )
             .map_err(db)?;
@@ -532,7 +669,8 @@ fn read_call(tx: &Connection, key: &Key) -> Result<Option<CallRow>, LedgerError>
     }))
 }
 
-fn append(tx: &Connection, record: &AuditRecord) -> Result<(), LedgerError> {
+/// Append `record` to the chain; returns its seq.
+fn append(tx: &Connection, record: &AuditRecord) -> Result<u64, LedgerError> {
     let head: Option<(i64, String)> = tx
         .query_row("SELECT seq, hash FROM head WHERE only = 1", [], |r| {
             Ok((r.get(0)?, r.get(1)?))
@@ -561,6 +699,57 @@ fn append(tx: &Connection, record: &AuditRecord) -> Result<(), LedgerError> {
         params![i64_of(sealed.seq), sealed.hash],
     )
     .map_err(db)?;
+    Ok(sealed.seq)
+}
+
+/// Before a recorded envelope is printed again (SPEC §14.4): its audit record must be intact,
+/// hold its digest and exit status, and still be linked into the chain (the next record's
+/// `prev`, or the head). A ledger that fails this is never used to replay.
+fn check_covered(tx: &Connection, key: &Key, recorded: &Recorded) -> Result<(), LedgerError> {
+    let tampered = |why: &str| LedgerError::Tampered(why.to_string());
+    let seq: Option<i64> = tx
+        .query_row(
+            "SELECT record_seq FROM calls WHERE bridge_ref = ?1 AND session_id = ?2 \
+             AND request_id = ?3",
+            params![key.bridge_ref, key.session_id, key.request_id],
+            |r| r.get(0),
+        )
+        .map_err(db)?;
+    let seq = seq.ok_or_else(|| tampered("a stored envelope has no audit record"))?;
+    let (hash, body): (String, String) = tx
+        .query_row(
+            "SELECT hash, body FROM audit WHERE seq = ?1",
+            params![seq],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(db)?
+        .ok_or_else(|| tampered("the stored envelope's audit record is missing"))?;
+    audit::covers(&body, &hash, &recorded.envelope, recorded.exit_status)
+        .map_err(|why| LedgerError::Tampered(format!("record {seq}: {why}")))?;
+    let next: Option<String> = tx
+        .query_row(
+            "SELECT prev FROM audit WHERE seq = ?1",
+            params![seq + 1],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(db)?;
+    let linked = match next {
+        Some(prev) => prev == hash,
+        None => tx
+            .query_row("SELECT seq, hash FROM head WHERE only = 1", [], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+            })
+            .optional()
+            .map_err(db)?
+            .is_some_and(|(head, head_hash)| head == seq && head_hash == hash),
+    };
+    if !linked {
+        return Err(LedgerError::Tampered(format!(
+            "record {seq}: it is no longer linked into the chain (edited)"
+        )));
+    }
     Ok(())
 }
 
@@ -695,6 +884,9 @@ impl Store for SqliteStore {
             let tx = store.immediate()?;
             let snap = read_snapshot(&tx, call)?;
             let (decision, claim) = decide(&snap);
+            if let Decision::Replay(recorded) = &decision {
+                check_covered(&tx, call.key, recorded)?;
+            }
             let now = i64_of(super::now_ms());
             match claim {
                 Claim::None => {}
@@ -733,6 +925,7 @@ impl Store for SqliteStore {
         &mut self,
         since_ms: u64,
         visit: &mut dyn FnMut(Result<StoredRecord, Break>) -> bool,
+        stored: Option<&mut StoredVisit<'_>>,
     ) -> Result<Option<(u64, String)>, LedgerError> {
         self.arm()?;
         // One read transaction: the rows and the head are one snapshot.
@@ -790,6 +983,9 @@ impl Store for SqliteStore {
                 }
             }
         }
+        if let Some(stored) = stored {
+            visit_stored(&tx, stored)?;
+        }
         let head: Option<(i64, String)> = tx
             .query_row("SELECT seq, hash FROM head WHERE only = 1", [], |r| {
                 Ok((r.get(0)?, r.get(1)?))
@@ -799,4 +995,33 @@ impl Store for SqliteStore {
         tx.commit().map_err(db)?;
         Ok(head.map(|(seq, hash)| (u64::try_from(seq).unwrap_or(u64::MAX), hash)))
     }
+}
+
+/// [`Store::scan`]'s `stored` visit, inside its read transaction.
+fn visit_stored(conn: &Connection, visit: &mut StoredVisit<'_>) -> Result<(), LedgerError> {
+    {
+        let mut stmt = conn
+            .prepare(
+                "SELECT record_seq, envelope, exit_status FROM calls \
+                 WHERE envelope IS NOT NULL",
+            )
+            .map_err(db)?;
+        let mut rows = stmt.query([]).map_err(db)?;
+        while let Some(row) = rows.next().map_err(db)? {
+            let seq = row
+                .get::<_, Option<i64>>(0)
+                .map_err(db)?
+                .and_then(|s| u64::try_from(s).ok());
+            let envelope: String = row.get(1).map_err(db)?;
+            let exit = row
+                .get::<_, Option<i64>>(2)
+                .map_err(db)?
+                .and_then(|e| u8::try_from(e).ok())
+                .unwrap_or(u8::MAX);
+            if !visit(seq, &envelope, exit) {
+                break;
+            }
+        }
+    }
+    Ok(())
 }

@@ -4,7 +4,7 @@
 
 use parent_tool_dispatch::error::{ErrorCode, Status, EXIT_STATUSES};
 
-const TABLE: [(&str, &str, bool, u8); 27] = [
+const TABLE: [(&str, &str, bool, u8); 28] = [
     ("bridge_invalid", "unavailable", false, 69),
     ("dispatch_mode_unsupported", "unavailable", false, 69),
     ("request_invalid", "failed", false, 65),
@@ -33,6 +33,7 @@ const TABLE: [(&str, &str, bool, u8); 27] = [
     ("budget_exhausted", "denied", false, 77),
     ("concurrency_limited", "unavailable", true, 69),
     ("ledger_unavailable", "unavailable", false, 69),
+    ("session_mismatch", "denied", false, 77),
 ];
 
 #[test]

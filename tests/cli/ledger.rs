@@ -23,6 +23,7 @@ fn record(request_id: &str, time_ms: u64) -> AuditRecord {
         exit_status: 77,
         resources: Resources::default(),
         transcript_ref: None,
+        envelope_sha256: None,
     }
 }
 

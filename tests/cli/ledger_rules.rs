@@ -320,7 +320,7 @@ fn id(n: usize) -> impl FnOnce(&mut Value) {
 #[test]
 fn budget_calls_admits_n_calls_per_session_and_replays_and_denials_spend_nothing() {
     let s = Setup::new();
-    let budget = ["--budget-calls", "2"];
+    let budget = ["--session", "sandbox_123", "--budget-calls", "2"];
     // Denied by the allowlist: spends nothing.
     s.dispatch(&["echo"])
         .args(&budget)
@@ -346,7 +346,7 @@ fn budget_calls_admits_n_calls_per_session_and_replays_and_denials_spend_nothing
     );
     // Another session has its own budget.
     s.dispatch(&["echo"])
-        .args(&budget)
+        .args(&["--session", "another", "--budget-calls", "2"])
         .request(|r| {
             r["request_id"] = json!("call-2");
             r["sandbox_session"]["sandbox_session_id"] = json!("another");
@@ -376,6 +376,8 @@ fn budget_calls_admits_n_calls_per_session_and_replays_and_denials_spend_nothing
 fn budget_tool_counts_one_tool_and_a_tool_the_bridge_does_not_allow_is_accepted() {
     let s = Setup::new();
     let budget = [
+        "--session",
+        "sandbox_123",
         "--budget-tool",
         "workspace.read=1",
         "--budget-tool",
@@ -399,7 +401,7 @@ fn budget_tool_counts_one_tool_and_a_tool_the_bridge_does_not_allow_is_accepted(
 #[test]
 fn budget_adapter_ms_cuts_the_timeout_to_what_is_left_then_refuses() {
     let s = Setup::new();
-    let budget = ["--budget-adapter-ms", "1500"];
+    let budget = ["--session", "sandbox_123", "--budget-adapter-ms", "1500"];
     let first = s
         .dispatch(&["sleep:900", "echo"])
         .args(&budget)
@@ -440,12 +442,12 @@ fn max_concurrent_refuses_a_call_over_the_limit_while_a_live_one_runs() {
     let s = Setup::new();
     let holder = s
         .command(&["sleep:20000", "echo"], "call-0")
-        .args(["--max-concurrent", "1"])
+        .args(["--session", "sandbox_123", "--max-concurrent", "1"])
         .spawn();
     s.wait_runs(1);
     let over = s
         .dispatch(&["sleep:20000", "echo"])
-        .args(&["--max-concurrent", "1"])
+        .args(&["--session", "sandbox_123", "--max-concurrent", "1"])
         .request(id(1))
         .run();
     over.expect("unavailable", Some("concurrency_limited"), 69);
@@ -458,7 +460,7 @@ fn max_concurrent_refuses_a_call_over_the_limit_while_a_live_one_runs() {
     holder.wait().exit(-1);
     // Only live holders count: the killed one no longer does.
     s.dispatch(&["echo"])
-        .args(&["--max-concurrent", "1"])
+        .args(&["--session", "sandbox_123", "--max-concurrent", "1"])
         .request(id(2))
         .run()
         .expect("succeeded", None, 0);

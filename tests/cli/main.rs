@@ -29,6 +29,7 @@ mod hostile;
 mod human;
 mod launcher;
 mod ledger;
+mod ledger_hardened;
 mod ledger_rules;
 mod ledger_stress;
 mod ledger_waits;

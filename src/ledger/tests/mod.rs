@@ -49,6 +49,7 @@ pub(super) fn record(key: &Key, decision: Verdict, rule: &str, status: &str) -> 
         exit_status: 0,
         resources: Resources::default(),
         transcript_ref: Some("t-1.json".into()),
+        envelope_sha256: None,
     }
 }
 

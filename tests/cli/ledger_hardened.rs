@@ -1,0 +1,336 @@
+//! The ledger, hardened (SPEC §14.4), through the binary: budgets belong to the host's
+//! `--session`, host-side failures are not final, the chain covers the stored envelopes, only
+//! the dispatcher's own file is a ledger, and a ledger file stands alone after use.
+
+use super::ledger_rules::Setup;
+use super::*;
+
+/// The default request with another request id and sandbox session id.
+fn call(request_id: &str, session: &str) -> impl FnOnce(&mut Value) {
+    let (request_id, session) = (request_id.to_string(), session.to_string());
+    move |r: &mut Value| {
+        r["request_id"] = json!(request_id);
+        r["sandbox_session"]["sandbox_session_id"] = json!(session);
+    }
+}
+
+#[test]
+fn budgets_count_the_hosts_session_and_a_made_up_session_id_is_denied() {
+    let s = Setup::new();
+    let budget = ["--session", "sandbox_123", "--budget-calls", "1"];
+    s.dispatch(&["echo"])
+        .args(&budget)
+        .request(call("call-0", "sandbox_123"))
+        .run()
+        .expect("succeeded", None, 0);
+    // Before --session, each made-up id had a budget of its own: three more calls ran.
+    for n in 1..4 {
+        let run = s
+            .dispatch(&["echo"])
+            .args(&budget)
+            .request(call(&format!("call-{n}"), &format!("made-up-{n}")))
+            .run();
+        run.expect("denied", Some("session_mismatch"), 77);
+        assert_eq!(run.envelope["error"]["retryable"], false);
+        assert_eq!(run.dispatch()["adapter_started"], false);
+    }
+    s.dispatch(&["echo"])
+        .args(&budget)
+        .request(call("call-4", "sandbox_123"))
+        .run()
+        .expect("denied", Some("budget_exhausted"), 77);
+    assert_eq!(s.runs(), 1);
+    let got: Vec<(String, String)> = s
+        .records()
+        .iter()
+        .map(|r| (r["decision"].to_string(), r["rule"].to_string()))
+        .collect();
+    let want = |d: &str, r: &str| (format!("\"{d}\""), format!("\"{r}\""));
+    assert_eq!(
+        got,
+        [
+            want("admit", "bridge.allowed_tools"),
+            want("deny", "session"),
+            want("deny", "session"),
+            want("deny", "session"),
+            want("deny", "budget:calls"),
+        ]
+    );
+    s.verify(5);
+}
+
+#[test]
+fn the_session_check_applies_without_a_ledger_and_the_variable_names_the_session() {
+    let s = Setup::new();
+    Dispatch::with_bridge(s.bridge(&["echo"]))
+        .args(&["--session", "another"])
+        .run()
+        .expect("denied", Some("session_mismatch"), 77);
+    Dispatch::with_bridge(s.bridge(&["echo"]))
+        .env("PARENT_TOOL_DISPATCH_SESSION", "another")
+        .run()
+        .expect("denied", Some("session_mismatch"), 77);
+    assert_eq!(s.runs(), 0);
+    Dispatch::with_bridge(s.bridge(&["echo"]))
+        .env("PARENT_TOOL_DISPATCH_SESSION", "sandbox_123")
+        .run()
+        .expect("succeeded", None, 0);
+    assert_eq!(s.runs(), 1);
+    assert!(!s.ledger.exists());
+}
+
+#[test]
+fn a_budget_without_the_hosts_session_and_a_bad_session_id_are_usage_errors() {
+    let s = Setup::new();
+    for budget in [
+        &["--budget-calls", "3"][..],
+        &["--budget-tool", "workspace.read=1"],
+        &["--budget-adapter-ms", "100"],
+        &["--max-concurrent", "2"],
+    ] {
+        let run = s.dispatch(&["echo"]).args(budget).run();
+        run.output().exit(2).stdout_empty().stderr_eq(format!(
+            "error[usage]: {} needs the host's session: pass --session ID or set \
+             PARENT_TOOL_DISPATCH_SESSION\n\nFor more information, try '--help'.\n",
+            budget[0]
+        ));
+    }
+    let long = "x".repeat(257);
+    for (session, why) in [
+        ("", "the session id is empty"),
+        (long.as_str(), "the session id is longer than 256 bytes"),
+        ("a\tb", "the session id holds a control character"),
+    ] {
+        let run = s
+            .dispatch(&["echo"])
+            .args(&["--session", session, "--budget-calls", "1"])
+            .run();
+        run.output().exit(2).stdout_empty().stderr_eq(format!(
+            "error[usage]: invalid value for --session: {why}\n\nFor more information, try \
+             '--help'.\n"
+        ));
+    }
+    assert_eq!(s.runs(), 0);
+    assert!(!s.ledger.exists());
+}
+
+#[test]
+fn a_host_side_failure_is_not_final_and_runs_once_the_host_fixed_it() {
+    let s = Setup::new();
+    let cwd = s.dir.path().join("work");
+    let with_cwd = |b: &mut Value| b["dispatcher"]["command"]["cwd_env"] = json!("ADAPTER_CWD");
+    let first = s
+        .dispatch(&["echo"])
+        .bridge(with_cwd)
+        .env("ADAPTER_CWD", cwd.to_str().unwrap())
+        .run();
+    first.expect("unavailable", Some("cwd_unavailable"), 69);
+    assert_eq!(s.runs(), 0);
+    std::fs::create_dir(&cwd).unwrap();
+    let fixed = s
+        .dispatch(&["echo"])
+        .bridge(with_cwd)
+        .env("ADAPTER_CWD", cwd.to_str().unwrap())
+        .run();
+    fixed.expect("succeeded", None, 0);
+    assert_eq!(
+        fixed.envelope["diagnostics"]["ledger"],
+        json!({"replayed": false, "attempt": 2})
+    );
+    assert_eq!(s.runs(), 1);
+    // And now it is final.
+    let again = s
+        .dispatch(&["echo"])
+        .bridge(with_cwd)
+        .env("ADAPTER_CWD", cwd.to_str().unwrap())
+        .run();
+    again.expect("succeeded", None, 0);
+    assert_eq!(again.envelope["diagnostics"]["ledger"]["replayed"], true);
+    assert_eq!(s.runs(), 1);
+    s.verify(3);
+}
+
+#[test]
+fn a_missing_adapter_is_not_final_either() {
+    let s = Setup::new();
+    let missing = s.dir.path().join("adapter");
+    let argv = |b: &mut Value| {
+        b["dispatcher"]["command"]["argv"] = json!([s.dir.path().join("adapter")]);
+    };
+    let first = s.dispatch(&["echo"]).bridge(argv).run();
+    first.expect("unavailable", Some("adapter_not_found"), 69);
+    std::fs::write(&missing, "#!/bin/sh\nexit 3\n").unwrap();
+    let second = s.dispatch(&["echo"]).bridge(argv).run();
+    second.expect("unavailable", Some("adapter_not_executable"), 69);
+    assert_eq!(second.envelope["diagnostics"]["ledger"]["attempt"], 2);
+    let records = s.records();
+    assert_eq!(records.len(), 2);
+    assert_eq!(records[1]["attempt"], 2);
+}
+
+#[test]
+fn an_edited_stored_envelope_fails_verify_and_is_never_replayed() {
+    let s = Setup::new();
+    s.dispatch(&["echo"]).run().expect("succeeded", None, 0);
+    s.verify(1);
+    // Whoever can write the file makes the replay say something else.
+    let edited = rusqlite::Connection::open(&s.ledger)
+        .unwrap()
+        .execute(
+            "UPDATE calls SET envelope = replace(envelope, '\"succeeded\"', '\"forged\"')",
+            [],
+        )
+        .unwrap();
+    assert_eq!(edited, 1);
+    Cmd::new(["audit", "verify", "--ledger", s.path()])
+        .run()
+        .exit(1)
+        .stdout_json(|v| {
+            assert_eq!(v["intact"], false);
+            assert_eq!(v["records_intact"], 1);
+            assert_eq!(v["first_bad"]["seq"], 1);
+        })
+        .stderr_eq(
+            "error[audit_chain_broken]: record 1: the envelope stored with this record does \
+             not match it (edited)\n",
+        );
+    let replay = s.dispatch(&["echo"]).run();
+    replay.expect("unavailable", Some("ledger_unavailable"), 69);
+    let message = replay.envelope["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("the ledger fails verification: record 1: the stored envelope does not match its audit record (edited)"),
+        "{message}"
+    );
+    assert!(!replay.stdout.contains("forged"));
+    assert_eq!(s.runs(), 1);
+}
+
+fn chown(path: &Path, uid: u32) {
+    std::os::unix::fs::chown(path, Some(uid), Some(uid)).unwrap();
+}
+
+fn mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A run refused with `ledger_unavailable` whose message says `why`; nothing started.
+#[track_caller]
+fn refused(out: &Output, why: &str) {
+    out.exit(69)
+        .stderr_contains("error[ledger_unavailable]")
+        .stdout_with(|text| {
+            let envelope = json_line(text);
+            assert_eq!(envelope["error"]["code"], "ledger_unavailable");
+            let message = envelope["error"]["message"].as_str().unwrap();
+            assert!(message.contains(why), "{message}");
+            assert_eq!(
+                envelope["diagnostics"]["dispatch"]["adapter_started"],
+                false
+            );
+        });
+}
+
+#[test]
+fn a_file_planted_at_the_ledgers_name_is_never_adopted() {
+    let s = Setup::new();
+    // Another user's empty, world-writable file: today it became the ledger, its owner able
+    // to forge every envelope a replay prints.
+    std::fs::write(&s.ledger, b"").unwrap();
+    mode(&s.ledger, 0o666);
+    chown(&s.ledger, super::host_reach::NOBODY);
+    refused(
+        &s.command(&["echo"], "call-0").run(),
+        "the ledger is not this user's own: the ledger file belongs to another user",
+    );
+    // Our own empty file (a copy without its WAL, say) is not a complete ledger either.
+    chown(&s.ledger, 0);
+    mode(&s.ledger, 0o600);
+    refused(
+        &s.command(&["echo"], "call-0").run(),
+        "the file is not a parent-tool-dispatch ledger: an empty file, not a complete ledger",
+    );
+    assert_eq!(std::fs::read(&s.ledger).unwrap(), b"");
+    // Ours but writable by others; a -wal or -shm of another user.
+    std::fs::remove_file(&s.ledger).unwrap();
+    s.command(&["echo"], "call-1")
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_contains("\"succeeded\"");
+    mode(&s.ledger, 0o646);
+    refused(
+        &s.command(&["echo"], "call-2").run(),
+        "the ledger file is writable by its group or others",
+    );
+    mode(&s.ledger, 0o600);
+    let wal = s.dir.path().join("ledger.db-wal");
+    if !wal.exists() {
+        std::fs::write(&wal, b"").unwrap();
+    }
+    chown(&wal, super::host_reach::NOBODY);
+    refused(
+        &s.command(&["echo"], "call-3").run(),
+        "the ledger's -wal file belongs to another user",
+    );
+    chown(&wal, 0);
+    // A folder another user may write.
+    mode(s.dir.path(), 0o777);
+    refused(
+        &s.command(&["echo"], "call-4").run(),
+        "the ledger's folder is writable by another user",
+    );
+    mode(s.dir.path(), 0o700);
+    assert_eq!(s.runs(), 1);
+}
+
+#[test]
+fn nobody_cannot_use_roots_ledger_and_root_refuses_nobodys() {
+    let (dir, copies) = super::host_reach::copies_for_nobody(&[bin(), test_bin()]);
+    let folder = dir.path().join("ledger");
+    std::fs::create_dir(&folder).unwrap();
+    mode(&folder, 0o700);
+    let ledger = folder.join("ledger.db");
+    let as_user = |uid: u32| {
+        let mut b = bridge(&["echo"]);
+        b["dispatcher"]["command"]["argv"][0] = copies[1].to_str().unwrap().into();
+        Cmd::of(
+            copies[0].clone(),
+            [
+                "--ledger".to_string(),
+                ledger.to_str().unwrap().to_string(),
+                "--parent-tool-bridge".to_string(),
+                b.to_string(),
+            ],
+        )
+        .stdin(request().to_string())
+        .user(uid, uid)
+    };
+    // Root's ledger, in a folder nobody owns: nobody's dispatcher refuses it.
+    as_user(0)
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_contains("\"succeeded\"");
+    chown(&folder, super::host_reach::NOBODY);
+    refused(
+        &as_user(super::host_reach::NOBODY).run(),
+        "the ledger file belongs to another user",
+    );
+    // Nobody's ledger: root's dispatcher refuses it (and its folder, which nobody owns).
+    std::fs::remove_file(&ledger).unwrap();
+    for side in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(folder.join(format!("ledger.db{side}")));
+    }
+    as_user(super::host_reach::NOBODY)
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_contains("\"succeeded\"");
+    refused(
+        &as_user(0).run(),
+        "the ledger's folder is writable by another user",
+    );
+    chown(&folder, 0);
+    refused(&as_user(0).run(), "the ledger file belongs to another user");
+}
