@@ -516,6 +516,96 @@ fn a_root_without_its_own_repository_is_not_a_repository() {
     assert_eq!(failure(&env), pair("unavailable", "root_unavailable"));
 }
 
+/// Another repository of the host, beside the root, with its own history and file.
+fn host_repo(tmp: &Path) -> PathBuf {
+    let other = tmp.join("other");
+    fs::create_dir_all(&other).unwrap();
+    test_git(&other, &["init", "-q", "-b", "main"]);
+    fs::write(other.join("secret.txt"), "host secret\n").unwrap();
+    test_git(&other, &["add", "secret.txt"]);
+    test_git(&other, &["commit", "-q", "-m", "host history"]);
+    other
+}
+
+#[test]
+fn a_git_directory_with_any_part_outside_the_root_is_not_a_repository() {
+    // Each way a part of `.git` can lead to another repository of the host: its objects and
+    // branches by symlinks (git.log would print its history, git.diff --staged its files and
+    // git.commit move its branch), an alternate object store, a symlinked index.
+    type Rigging = fn(&Path, &Path);
+    let rigs: [(&str, Rigging); 5] = [
+        ("objects and refs/heads", |root, other| {
+            let dot = root.join(".git");
+            fs::remove_dir_all(dot.join("objects")).unwrap();
+            fs::remove_dir_all(dot.join("refs/heads")).unwrap();
+            symlink(other.join(".git/objects"), dot.join("objects")).unwrap();
+            symlink(other.join(".git/refs/heads"), dot.join("refs/heads")).unwrap();
+            fs::copy(other.join(".git/index"), dot.join("index")).unwrap();
+        }),
+        ("a loose ref", |root, other| {
+            let dot = root.join(".git");
+            let main = dot.join("refs/heads/main");
+            fs::remove_file(&main).unwrap();
+            symlink(other.join(".git/refs/heads/main"), &main).unwrap();
+        }),
+        ("alternates", |root, other| {
+            let alternates = root.join(".git/objects/info/alternates");
+            fs::create_dir_all(alternates.parent().unwrap()).unwrap();
+            fs::write(
+                &alternates,
+                format!("{}\n", other.join(".git/objects").display()),
+            )
+            .unwrap();
+        }),
+        ("a relative alternate", |root, _| {
+            let alternates = root.join(".git/objects/info/alternates");
+            fs::create_dir_all(alternates.parent().unwrap()).unwrap();
+            fs::write(&alternates, "../../../other/.git/objects\n").unwrap();
+        }),
+        ("index", |root, other| {
+            let index = root.join(".git/index");
+            fs::remove_file(&index).unwrap();
+            symlink(other.join(".git/index"), &index).unwrap();
+        }),
+    ];
+    for (what, rig) in rigs {
+        let repo = Repo::new();
+        let other = host_repo(repo.tmp.path());
+        let other_head = test_git(&other, &["rev-parse", "HEAD"]);
+        rig(&repo.root(), &other);
+        for (tool, input) in [
+            ("git.log", json!({})),
+            ("git.status", json!({})),
+            ("git.diff", json!({"staged": true})),
+            ("git.commit", json!({"message": "moved"})),
+        ] {
+            let cmd = adapter(&repo.root(), &["--allow-commit", "--author", "A <a@b.c>"]);
+            let env = call(cmd, tool, input);
+            refused(
+                &env,
+                "failed",
+                "not_a_repository",
+                repo.tmp.path(),
+                format!("{what}: {tool}"),
+            );
+            let message = env["error"]["message"].as_str().unwrap();
+            assert!(message.contains("resolves outside"), "{what}: {message}");
+        }
+        assert_eq!(
+            test_git(&other, &["rev-parse", "HEAD"]),
+            other_head,
+            "{what}"
+        );
+    }
+    // Links that stay inside the root are fine.
+    let repo = Repo::new();
+    let dot = repo.root().join(".git");
+    fs::rename(dot.join("refs/heads"), repo.root().join("heads")).unwrap();
+    symlink(repo.root().join("heads"), dot.join("refs/heads")).unwrap();
+    let env = call(adapter(&repo.root(), &[]), "git.log", json!({}));
+    assert_eq!(succeeded(&env)["commits"][0]["subject"], "first");
+}
+
 #[test]
 fn a_missing_or_old_git_is_git_unavailable() {
     let repo = Repo::new();

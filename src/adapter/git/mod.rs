@@ -64,6 +64,9 @@ pub mod limits {
     /// (each is switched off by name), and the most output read while listing them.
     pub const MAX_DRIVER_NAMES: usize = 256;
     pub const MAX_CONFIG_NAMES_BYTES: usize = 256 * 1024;
+    /// The most entries of the git directory checked (each must stay inside the root); a
+    /// larger one is `not_a_repository`.
+    pub const MAX_GIT_DIR_ENTRIES: usize = 1_000_000;
     pub use crate::adapter::workspace::limits::MAX_PATH_BYTES;
 }
 
