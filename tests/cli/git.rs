@@ -607,6 +607,51 @@ fn a_git_directory_with_any_part_outside_the_root_is_not_a_repository() {
 }
 
 #[test]
+fn a_thousand_paths_of_four_kilobytes_are_added_and_diffed_with_every_git() {
+    // Within the documented limits (1000 paths, 4096 bytes each), 4 MB of paths: more than
+    // the kernel takes on one command line. Some names look like pathspec magic: literal.
+    let repo = Repo::new();
+    let dir: String = (0..15)
+        .map(|i| format!("{}{i:02}/", "d".repeat(248)))
+        .collect();
+    let paths: Vec<String> = (0..1000)
+        .map(|i| {
+            let magic = if i % 100 == 0 { ":(glob)*" } else { "" };
+            let name = format!("{magic}{i:04}{}", "f".repeat(200));
+            format!("{dir}{name}")
+        })
+        .collect();
+    assert!(paths.iter().all(|p| p.len() > 3900 && p.len() <= 4096));
+    for path in &paths {
+        repo.write(path, b"new\n");
+    }
+    for git in gits() {
+        test_git(&repo.root(), &["reset", "-q"]);
+        let path_var = path_with(repo.tmp.path(), &git);
+        let cmd = || adapter(&repo.root(), &["--allow-commit"]).env("PATH", &path_var);
+        let env = call(cmd(), "git.add", json!({ "paths": paths }));
+        assert_eq!(succeeded(&env)["added"], json!(paths), "{git:?}");
+        let staged = repo.git(&["diff", "--cached", "--name-only", "-z"]);
+        assert_eq!(staged.split_terminator('\0').count(), 1000, "{git:?}");
+        // Three changes, in the first, a middle and the last batch: their diffs, joined (all
+        // 1000 would pass the 1 MiB a diff may have: each names its path four times).
+        let changed = [0, 500, 999];
+        for i in changed {
+            repo.write(&paths[i], b"changed\n");
+        }
+        let env = call(cmd(), "git.diff", json!({ "paths": paths }));
+        let out = succeeded(&env);
+        assert_eq!(out["truncated"], false, "{git:?}");
+        let diff = out["diff"].as_str().unwrap();
+        assert_eq!(diff.matches("\n+changed\n").count(), 3, "{git:?}");
+        for i in changed {
+            assert!(diff.contains(&format!("+++ b/{}\n", paths[i])), "{git:?}");
+            repo.write(&paths[i], b"new\n");
+        }
+    }
+}
+
+#[test]
 fn a_missing_or_old_git_is_git_unavailable() {
     let repo = Repo::new();
     let empty = repo.tmp.path().join("empty-bin");

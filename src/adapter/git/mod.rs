@@ -562,10 +562,30 @@ fn diff(git: &Git<'_>, staged: bool, paths: &[String]) -> Result<Value, Failure>
         args.push("--cached");
     }
     args.push("--");
-    args.extend(paths.iter().map(String::as_str));
-    let ran = git.run(&args, RunOptions::read(limits::MAX_DIFF_BYTES as u64))?;
-    let truncated = ran.truncated;
-    let mut stdout = ran.success("diff")?;
+    // No path: one run of the whole tree; else one run a batch, their diffs joined.
+    let batches = if paths.is_empty() {
+        vec![Vec::new()]
+    } else {
+        diff_batches(paths)
+    };
+    let mut stdout = Vec::new();
+    let mut truncated = false;
+    for batch in batches {
+        let left = limits::MAX_DIFF_BYTES - stdout.len();
+        if left == 0 {
+            // Full, and another batch to diff: whatever it shows is cut.
+            truncated = true;
+            break;
+        }
+        let mut argv = args.clone();
+        argv.extend(batch);
+        let ran = git.run(&argv, RunOptions::read(left as u64))?;
+        truncated = ran.truncated;
+        stdout.extend(ran.success("diff")?);
+        if truncated {
+            break;
+        }
+    }
     if truncated {
         // Cut at a character boundary: an incomplete last character is not the diff's.
         let valid = match std::str::from_utf8(&stdout) {
@@ -611,13 +631,77 @@ fn log(git: &Git<'_>, max: u64) -> Result<Value, Failure> {
 }
 
 /// `git.add {paths}` → `{added: [paths as normalised]}`.
+///
+/// The paths reach git on its stdin, NUL-separated (`--pathspec-from-file=-
+/// --pathspec-file-nul`), never on its command line: 1000 paths of 4 KB would pass the
+/// kernel's limit on the size of a command line (`E2BIG`).
 fn add(git: &Git<'_>, paths: &[String]) -> Result<Value, Failure> {
-    let mut args = vec!["add", "--"];
-    args.extend(paths.iter().map(String::as_str));
-    git.run(&args, RunOptions::write(64 * 1024))?
-        .success("add")?;
+    let mut opts = RunOptions::write(64 * 1024);
+    opts.stdin = Some(nul_separated(paths));
+    git.run(
+        &[
+            "--literal-pathspecs",
+            "add",
+            "--pathspec-from-file=-",
+            "--pathspec-file-nul",
+        ],
+        opts,
+    )?
+    .success("add")?;
     Ok(json!({"added": paths}))
 }
+
+/// Each path followed by a NUL (git's `--pathspec-file-nul` form: no quoting).
+fn nul_separated(paths: &[String]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(paths.iter().map(|p| p.len() + 1).sum());
+    for path in paths {
+        bytes.extend_from_slice(path.as_bytes());
+        bytes.push(0);
+    }
+    bytes
+}
+
+/// The paths of a `git.diff` in the batches git is given them (`git diff` takes no
+/// `--pathspec-from-file`): sorted, without repeats or a path beneath another of the list
+/// (`.` covers all), which would show the same change twice; each batch at most
+/// [`DIFF_BATCH_BYTES`] of paths.
+fn diff_batches(paths: &[String]) -> Vec<Vec<&str>> {
+    let mut sorted: Vec<&str> = paths.iter().map(String::as_str).collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    if sorted.contains(&".") {
+        return vec![vec!["."]];
+    }
+    let mut kept: Vec<&str> = Vec::with_capacity(sorted.len());
+    for path in sorted {
+        // Sorted, an ancestor `a` comes before `a/b`, though not always just before it
+        // (`a-b` sorts between): look at every kept path that is a prefix.
+        let covered = kept.iter().any(|k| {
+            path.strip_prefix(k)
+                .is_some_and(|rest| rest.starts_with('/'))
+        });
+        if !covered {
+            kept.push(path);
+        }
+    }
+    let mut batches: Vec<Vec<&str>> = Vec::new();
+    let mut bytes = 0;
+    for path in kept {
+        match batches.last_mut() {
+            Some(batch) if bytes + path.len() < DIFF_BATCH_BYTES => batch.push(path),
+            _ => {
+                batches.push(vec![path]);
+                bytes = 0;
+            }
+        }
+        bytes += path.len() + 1;
+    }
+    batches
+}
+
+/// The most bytes of paths on one `git diff` command line: well under the kernel's limit on
+/// a command line and its environment (`ARG_MAX`, 2 MiB at the least on Linux).
+const DIFF_BATCH_BYTES: usize = 256 * 1024;
 
 /// `git.commit {message}` → `{commit}`: what is staged, with the message exactly as given
 /// (surrounding blank lines and trailing spaces dropped, `#` lines kept), unsigned, no hook.
@@ -777,6 +861,27 @@ mod tests {
         }
         let long = "x".repeat(limits::MAX_COMMIT_MESSAGE_BYTES + 1);
         assert_eq!(check_message(&long).unwrap_err().code, Code::InvalidInput);
+    }
+
+    #[test]
+    fn diff_batches_are_sorted_without_repeats_or_covered_paths_and_bounded() {
+        let paths: Vec<String> = ["b", "a/x", "a", "a-b", "b", "c/d/e", "c/d"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(diff_batches(&paths), [vec!["a", "a-b", "b", "c/d"]]);
+        let all: Vec<String> = ["x", ".", "y"].map(String::from).to_vec();
+        assert_eq!(diff_batches(&all), [vec!["."]]);
+        let long: Vec<String> = (0..1000)
+            .map(|i| format!("{i:04}{}", "p".repeat(4000)))
+            .collect();
+        let batches = diff_batches(&long);
+        assert!(batches.len() > 1);
+        assert_eq!(batches.iter().map(Vec::len).sum::<usize>(), 1000);
+        for batch in &batches {
+            let bytes: usize = batch.iter().map(|p| p.len() + 1).sum();
+            assert!(bytes <= DIFF_BATCH_BYTES, "{bytes}");
+        }
+        assert_eq!(nul_separated(&paths[..2]), b"b\0a/x\0");
     }
 
     #[test]
