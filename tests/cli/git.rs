@@ -1300,11 +1300,43 @@ fn a_rigged_submodule_runs_nothing_either() {
     fs::write(checkout.join(".gitattributes"), "* filter=subf\n").unwrap();
     // The same size, a new mtime: git must hash the file to know, through the filter.
     fs::write(checkout.join("s.txt"), "t\n").unwrap();
-    for tool in ["git.status", "git.diff"] {
-        let env = call(adapter(&root, &[]), tool, json!({}));
-        succeeded(&env);
-        let ran: Vec<_> = fs::read_dir(&marks).unwrap().collect();
-        assert!(ran.is_empty(), "{tool} ran {ran:?}");
+    // `.gitmodules` may ask git to look into the submodule whatever the defaults say.
+    test_git(
+        &root,
+        &[
+            "config",
+            "-f",
+            ".gitmodules",
+            "submodule.sub.ignore",
+            "none",
+        ],
+    );
+    test_git(&root, &["config", "submodule.sub.ignore", "none"]);
+    repo.write("b.txt", b"b\n");
+    for git in gits() {
+        let path_var = path_with(tmp, &git);
+        let cmd =
+            || adapter(&root, &["--allow-commit", "--author", "A <a@b.c>"]).env("PATH", &path_var);
+        for (tool, input) in [
+            ("git.status", json!({})),
+            ("git.diff", json!({})),
+            ("git.diff", json!({"staged": true})),
+            ("git.add", json!({"paths": ["b.txt"]})),
+            ("git.add", json!({"paths": ["."]})),
+            ("git.commit", json!({"message": "with a dirty submodule"})),
+        ] {
+            let env = call(cmd(), tool, input.clone());
+            succeeded(&env);
+            let ran: Vec<_> = fs::read_dir(&marks).unwrap().collect();
+            assert!(ran.is_empty(), "{git:?} {tool} {input} ran {ran:?}");
+        }
+        // The submodule, and a path inside it, are refused: they are not the superproject's.
+        for path in ["sub", "sub/s.txt", "./sub/"] {
+            let env = call(cmd(), "git.add", json!({ "paths": ["b.txt", path] }));
+            refused(&env, "denied", "path_outside_root", tmp, path);
+            assert!(fs::read_dir(&marks).unwrap().next().is_none());
+        }
+        repo.write("b.txt", format!("{git:?}\n").as_bytes());
     }
 }
 

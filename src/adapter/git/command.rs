@@ -69,7 +69,7 @@ const HOOK_EVENTS: [&str; 28] = [
 ];
 
 /// Configuration every git run gets, whatever the checkout says (command scope wins).
-const FIXED_CONFIG: [(&str, &str); 20] = [
+const FIXED_CONFIG: [(&str, &str); 21] = [
     // No hook directory: git looks for /dev/null/<hook>, which cannot exist.
     ("core.hooksPath", "/dev/null"),
     ("core.fsmonitor", "false"),
@@ -87,7 +87,9 @@ const FIXED_CONFIG: [(&str, &str); 20] = [
     ("maintenance.auto", "false"),
     ("status.submoduleSummary", "false"),
     ("diff.submodule", "short"),
+    // Submodules are never entered (SPEC §15.3): no recursion, no look at their work trees.
     ("submodule.recurse", "false"),
+    ("diff.ignoreSubmodules", "all"),
     ("color.ui", "false"),
     ("core.quotePath", "false"),
     ("i18n.logOutputEncoding", "UTF-8"),
@@ -190,11 +192,13 @@ impl<'a> Git<'a> {
         &self,
         locks: Locks,
         hide_global: bool,
+        literal: bool,
         extra: &[(String, String)],
     ) -> Vec<(String, String)> {
         let mut env: Vec<(String, String)> = FIXED_ENV
             .iter()
             .filter(|(k, _)| hide_global || *k != "GIT_CONFIG_GLOBAL")
+            .filter(|(k, _)| literal || *k != "GIT_LITERAL_PATHSPECS")
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         env.push(("PATH".into(), self.path_var.clone()));
@@ -254,7 +258,12 @@ impl<'a> Git<'a> {
         let spec = Spec {
             program: PathBuf::from("git"),
             argv,
-            env: self.env(opts.locks, !opts.host_global_config, opts.env),
+            env: self.env(
+                opts.locks,
+                !opts.host_global_config,
+                !opts.pathspec_magic,
+                opts.env,
+            ),
             cwd: Some(self.root.clone()),
             stdin: opts.stdin,
             timeout: left,
@@ -389,6 +398,9 @@ pub(super) struct RunOptions<'e> {
     pub max_stdout: u64,
     /// Read the host's global configuration too (only to look up an identity).
     pub host_global_config: bool,
+    /// Pathspec magic is read (no `GIT_LITERAL_PATHSPECS`): the caller writes every pathspec
+    /// with its magic, `:(literal)` for a request's path.
+    pub pathspec_magic: bool,
     pub env: &'e [(String, String)],
 }
 
@@ -400,6 +412,7 @@ impl RunOptions<'static> {
             stdin: None,
             max_stdout,
             host_global_config: false,
+            pathspec_magic: false,
             env: &[],
         }
     }
@@ -555,7 +568,7 @@ mod tests {
             &interrupts,
         );
         git.set_git_dir(PathBuf::from("/srv/root/.git"));
-        let env = git.env(Locks::ReadOnly, true, &[]);
+        let env = git.env(Locks::ReadOnly, true, true, &[]);
         let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         assert_eq!(get("GIT_CONFIG_GLOBAL"), Some("/dev/null"));
         assert_eq!(get("GIT_DIR"), Some("/srv/root/.git"));
@@ -569,8 +582,9 @@ mod tests {
             get(&format!("GIT_CONFIG_KEY_{}", count - 1)),
             Some("safe.directory")
         );
-        let env = git.env(Locks::Write, false, &[]);
+        let env = git.env(Locks::Write, false, false, &[]);
         assert!(!env.iter().any(|(k, _)| k == "GIT_CONFIG_GLOBAL"));
         assert!(!env.iter().any(|(k, _)| k == "GIT_OPTIONAL_LOCKS"));
+        assert!(!env.iter().any(|(k, _)| k == "GIT_LITERAL_PATHSPECS"));
     }
 }

@@ -67,6 +67,8 @@ pub mod limits {
     /// The most entries of the git directory checked (each must stay inside the root); a
     /// larger one is `not_a_repository`.
     pub const MAX_GIT_DIR_ENTRIES: usize = 1_000_000;
+    /// `git.add`: most of `git ls-files --stage` read to find the index's submodules.
+    pub const MAX_INDEX_LISTING_BYTES: u64 = 64 << 20;
     pub use crate::adapter::workspace::limits::MAX_PATH_BYTES;
 }
 
@@ -528,7 +530,7 @@ fn status(git: &Git<'_>) -> Result<Value, Failure> {
             "-z",
             "--untracked-files=normal",
             "--ignored=no",
-            "--ignore-submodules=dirty",
+            "--ignore-submodules=all",
             "--renames",
         ],
         RunOptions::read(limits::MAX_STATUS_BYTES),
@@ -550,7 +552,7 @@ fn diff(git: &Git<'_>, staged: bool, paths: &[String]) -> Result<Value, Failure>
         "--no-color",
         "--no-ext-diff",
         "--no-textconv",
-        "--ignore-submodules=dirty",
+        "--ignore-submodules=all",
         "--submodule=short",
         "--src-prefix=a/",
         "--dst-prefix=b/",
@@ -635,20 +637,89 @@ fn log(git: &Git<'_>, max: u64) -> Result<Value, Failure> {
 /// The paths reach git on its stdin, NUL-separated (`--pathspec-from-file=-
 /// --pathspec-file-nul`), never on its command line: 1000 paths of 4 KB would pass the
 /// kernel's limit on the size of a command line (`E2BIG`).
+///
+/// Submodules are never entered: `git add` of a directory holding one runs `git status` in
+/// it, with the submodule's own configuration (its filters, which the superproject does not
+/// name), whatever `diff.ignoreSubmodules` or `submodule.<name>.ignore` say. So a path that is
+/// or lies inside a submodule (or another repository nested in the tree) is refused, and
+/// every submodule of the index is excluded from the paths given (`:(exclude,literal)`).
 fn add(git: &Git<'_>, paths: &[String]) -> Result<Value, Failure> {
+    let gitlinks = gitlinks(git)?;
+    for path in paths {
+        if let Some(repo) = nested_repository(git.root(), &gitlinks, path) {
+            return Err(Failure::new(
+                Code::PathOutsideRoot,
+                format!(
+                    "{} is {}; the adapter never enters a submodule or a repository nested \
+                     in the root",
+                    quoted(path),
+                    if repo == *path {
+                        "a submodule".to_string()
+                    } else {
+                        format!("inside the submodule {}", quoted(&repo))
+                    }
+                ),
+            ));
+        }
+    }
+    let mut pathspecs: Vec<String> = paths.iter().map(|p| format!(":(literal){p}")).collect();
+    pathspecs.extend(gitlinks.iter().map(|g| format!(":(exclude,literal){g}")));
     let mut opts = RunOptions::write(64 * 1024);
-    opts.stdin = Some(nul_separated(paths));
+    opts.stdin = Some(nul_separated(&pathspecs));
+    opts.pathspec_magic = true;
     git.run(
-        &[
-            "--literal-pathspecs",
-            "add",
-            "--pathspec-from-file=-",
-            "--pathspec-file-nul",
-        ],
+        &["add", "--pathspec-from-file=-", "--pathspec-file-nul"],
         opts,
     )?
     .success("add")?;
     Ok(json!({"added": paths}))
+}
+
+/// The paths of the index's submodules (gitlinks, mode 160000), from `git ls-files -s -z`.
+fn gitlinks(git: &Git<'_>) -> Result<Vec<String>, Failure> {
+    let ran = git.run(
+        &["ls-files", "--stage", "-z"],
+        RunOptions::read(limits::MAX_INDEX_LISTING_BYTES),
+    )?;
+    if ran.truncated {
+        return Err(Failure::new(
+            Code::GitFailed,
+            format!(
+                "the index lists more than {} bytes of entries; the adapter reads it whole \
+                 to find its submodules",
+                limits::MAX_INDEX_LISTING_BYTES
+            ),
+        ));
+    }
+    Ok(parse::gitlinks(&ran.success("ls-files")?))
+}
+
+/// The submodule or nested repository that `path` is or lies inside, if any: a gitlink of the
+/// index, or a directory on the way (below the root) that holds a `.git`.
+fn nested_repository(root: &Path, gitlinks: &[String], path: &str) -> Option<String> {
+    if path == "." {
+        return None;
+    }
+    let inside = |repo: &str| {
+        path == repo
+            || path
+                .strip_prefix(repo)
+                .is_some_and(|rest| rest.starts_with('/'))
+    };
+    if let Some(link) = gitlinks.iter().find(|g| inside(g)) {
+        return Some(link.clone());
+    }
+    let mut prefix = String::new();
+    for part in path.split('/') {
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        prefix.push_str(part);
+        if std::fs::symlink_metadata(root.join(&prefix).join(".git")).is_ok() {
+            return Some(prefix);
+        }
+    }
+    None
 }
 
 /// Each path followed by a NUL (git's `--pathspec-file-nul` form: no quoting).

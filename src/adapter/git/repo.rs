@@ -59,8 +59,8 @@ pub(super) fn locate(git: &mut Git<'_>) -> Result<(), Failure> {
     let git_dir = beneath(git.root(), Path::new(git_dir), "git directory")?;
     let common_dir = beneath(git.root(), Path::new(common_dir), "common git directory")?;
     let mut walk = Walk::new(git.root());
-    walk.dir(&git_dir)?;
-    walk.dir(&common_dir)?;
+    walk.dir(&git_dir, true)?;
+    walk.dir(&common_dir, true)?;
     git.set_git_dir(git_dir);
     Ok(())
 }
@@ -106,8 +106,8 @@ impl<'r> Walk<'r> {
         resolved.starts_with(self.root).then_some(resolved)
     }
 
-    /// Walk the directory `dir` (canonical, inside the root).
-    fn dir(&mut self, dir: &Path) -> Result<(), Failure> {
+    /// Walk the directory `dir` (canonical, inside the root); `top`: a git directory itself.
+    fn dir(&mut self, dir: &Path, top: bool) -> Result<(), Failure> {
         if !self.seen.insert(dir.to_path_buf()) {
             return Ok(());
         }
@@ -133,6 +133,11 @@ impl<'r> Walk<'r> {
                 ));
             }
             let path = entry.path();
+            // No git the adapter runs looks at `hooks/` (`core.hooksPath=/dev/null`), and a
+            // hook linked to a script elsewhere is common: it is not part of the repository.
+            if top && entry.file_name() == "hooks" {
+                continue;
+            }
             let kind = entry.file_type().map_err(|_| unreadable())?;
             if kind.is_symlink() {
                 let target = self
@@ -150,7 +155,7 @@ impl<'r> Walk<'r> {
             }
         }
         for sub in subdirs {
-            self.dir(&sub)?;
+            self.dir(&sub, false)?;
         }
         Ok(())
     }
