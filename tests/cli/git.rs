@@ -652,6 +652,50 @@ fn a_thousand_paths_of_four_kilobytes_are_added_and_diffed_with_every_git() {
 }
 
 #[test]
+fn the_adapter_confines_git_to_the_root_and_what_git_needs() {
+    // An included configuration outside the root: the kernel refuses git reading it (git
+    // stops on it), where plain git reads it and takes an identity from it.
+    let repo = Repo::new();
+    let outside = repo.tmp.path().join("outside.config");
+    fs::write(
+        &outside,
+        "[user]\n\tname = Outside\n\temail = out@example.org\n",
+    )
+    .unwrap();
+    repo.git(&["config", "include.path", outside.to_str().unwrap()]);
+    assert_eq!(repo.git(&["config", "user.name"]), "Outside\n");
+    for git in gits() {
+        let path_var = path_with(repo.tmp.path(), &git);
+        for (tool, input) in [
+            ("git.status", json!({})),
+            ("git.commit", json!({"message": "identity from outside"})),
+        ] {
+            let cmd = adapter(&repo.root(), &["--allow-commit"]).env("PATH", &path_var);
+            let env = call(cmd, tool, input);
+            assert_eq!(failure(&env).0, "failed", "{git:?} {tool}: {env}");
+            let stderr = env["error"]["details"]["stderr"].as_str().unwrap_or("");
+            assert!(
+                stderr.contains("Permission denied"),
+                "{git:?} {tool}: {env}"
+            );
+        }
+    }
+    assert_eq!(repo.git(&["log", "-1", "--format=%s"]), "first\n");
+    // Without it, every tool works confined (read-only for the readers, the root writable
+    // for git.add and git.commit).
+    repo.git(&["config", "--unset", "include.path"]);
+    repo.write("a.txt", b"two\n");
+    let cmd = || adapter(&repo.root(), &["--allow-commit", "--author", "A <a@b.c>"]);
+    assert_eq!(
+        succeeded(&call(cmd(), "git.status", json!({})))["entries"][0]["path"],
+        "a.txt"
+    );
+    succeeded(&call(cmd(), "git.add", json!({"paths": ["a.txt"]})));
+    succeeded(&call(cmd(), "git.commit", json!({"message": "confined"})));
+    assert_eq!(repo.git(&["log", "-1", "--format=%s"]), "confined\n");
+}
+
+#[test]
 fn a_missing_or_old_git_is_git_unavailable() {
     let repo = Repo::new();
     let empty = repo.tmp.path().join("empty-bin");
@@ -825,7 +869,7 @@ impl Rig {
         }
         // An included config and a conditionally included one, each with its own filter.
         fs::write(
-            tmp.join("included.config"),
+            root.join(".git/included.config"),
             format!(
                 "[filter \"inc\"]\n\tclean = {}\n\trequired = true\n",
                 prog("include")
@@ -833,7 +877,7 @@ impl Rig {
         )
         .unwrap();
         fs::write(
-            tmp.join("conditional.config"),
+            root.join(".git/conditional.config"),
             format!(
                 "[core]\n\tfsmonitor = {}\n\thooksPath = {}\n",
                 prog("fsmonitor"),
@@ -874,8 +918,8 @@ impl Rig {
             odd = prog("odd"),
             gpg = prog("gpg"),
             hook = prog("hook"),
-            included = tmp.join("included.config").display(),
-            conditional = tmp.join("conditional.config").display(),
+            included = root.join(".git/included.config").display(),
+            conditional = root.join(".git/conditional.config").display(),
             root = fs::canonicalize(&root).unwrap().display(),
         );
         let mut text = fs::read_to_string(root.join(".git/config")).unwrap();
@@ -1136,13 +1180,15 @@ fn the_dispatcher_runs_the_adapter_from_a_bridge_and_passes_its_codes_through() 
 
 /// A `git` on `PATH` that is the real one, except that `status` writes its pid to the file
 /// returned and hangs.
-fn hanging_status(repo: &Repo) -> (String, PathBuf) {
+/// A git whose `add` hangs, writing its pid in the root (the one place the confined adapter
+/// may write, with `--allow-commit`).
+fn hanging_add(repo: &Repo) -> (String, PathBuf) {
     let bin = repo.tmp.path().join("slow-bin");
     fs::create_dir(&bin).unwrap();
-    let pid_file = repo.tmp.path().join("slow.pid");
+    let pid_file = repo.root().join("slow.pid");
     let git = gits().remove(0);
     let script = format!(
-        "#!/bin/sh\nif [ \"$2\" = status ]; then echo $$ > '{}'; exec sleep 60; fi\nexec '{}' \"$@\"\n",
+        "#!/bin/sh\nif [ \"$2\" = add ]; then echo $$ > '{}'; exec sleep 60; fi\nexec '{}' \"$@\"\n",
         pid_file.display(),
         git.display()
     );
@@ -1164,11 +1210,11 @@ fn assert_stopped(pid_file: &Path) {
 #[test]
 fn a_git_slower_than_the_budget_is_git_timeout_and_is_stopped() {
     let repo = Repo::new();
-    let (path, pid_file) = hanging_status(&repo);
-    let cmd = adapter(&repo.root(), &[])
+    let (path, pid_file) = hanging_add(&repo);
+    let cmd = adapter(&repo.root(), &["--allow-commit"])
         .env("PATH", path)
         .env("WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS", "2000");
-    let env = call(cmd, "git.status", json!({}));
+    let env = call(cmd, "git.add", json!({"paths": ["a.txt"]}));
     assert_eq!(failure(&env), pair("timeout", "git_timeout"));
     assert_eq!(env["error"]["retryable"], true);
     assert_stopped(&pid_file);
@@ -1177,16 +1223,16 @@ fn a_git_slower_than_the_budget_is_git_timeout_and_is_stopped() {
 #[test]
 fn sigterm_stops_git_and_is_interrupted() {
     let repo = Repo::new();
-    let (path, pid_file) = hanging_status(&repo);
-    let running = adapter(&repo.root(), &[])
+    let (path, pid_file) = hanging_add(&repo);
+    let running = adapter(&repo.root(), &["--allow-commit"])
         .env("PATH", path)
-        .stdin(request("git.status", json!({})))
+        .stdin(request("git.add", json!({"paths": ["a.txt"]})))
         .spawn();
     let waited = std::time::Instant::now();
     while !pid_file.exists() || fs::read_to_string(&pid_file).unwrap().trim().is_empty() {
         assert!(
             waited.elapsed() < std::time::Duration::from_secs(60),
-            "git status never started"
+            "git add never started"
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }

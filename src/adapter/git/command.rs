@@ -17,6 +17,7 @@
 //!   are), never by pointing it at a program that fails or prints nothing.
 
 use super::{limits, Code, Failure};
+use crate::confine::landlock::Grant;
 use crate::exec::{self, Spec, Stop, Termination};
 use crate::interrupt::Interrupts;
 use crate::redact::Redactor;
@@ -139,6 +140,8 @@ pub(super) struct Ran {
 pub(super) struct Git<'a> {
     /// The canonical root: git's working directory and work tree.
     root: PathBuf,
+    /// The git program: `git` through `PATH`, or once located ([`Git::needs`]) its path.
+    program: PathBuf,
     /// Set once the repository is located: the checked git directory.
     git_dir: Option<PathBuf>,
     path_var: String,
@@ -169,6 +172,7 @@ impl<'a> Git<'a> {
         redactor.add_host_path(&root.to_string_lossy());
         Git {
             root: root.to_path_buf(),
+            program: PathBuf::from("git"),
             git_dir: None,
             path_var: var("PATH").unwrap_or_else(|| "/usr/bin:/bin".to_string()),
             tz: var("TZ"),
@@ -256,7 +260,7 @@ impl<'a> Git<'a> {
         let mut argv = vec!["git".to_string(), "--no-pager".to_string()];
         argv.extend(args.iter().map(|a| a.to_string()));
         let spec = Spec {
-            program: PathBuf::from("git"),
+            program: self.program.clone(),
             argv,
             env: self.env(
                 opts.locks,
@@ -337,6 +341,55 @@ impl<'a> Git<'a> {
             ));
         }
         ran.success(args[0])
+    }
+
+    /// What git needs to run once the adapter confines itself to the root (SPEC §15.3): the
+    /// base of SPEC §13.2 (`/usr`, the `/lib*` entries, `/bin`, `/sbin`, the allow list of
+    /// `/etc`, the devices; not `/proc`), the program found on `PATH` (used from now on, so
+    /// the git granted is the git run) and its interpreters, and its exec path (`git
+    /// --exec-path`, which reads no repository). `host_files`: files git may read besides
+    /// (the host's global configuration, for an identity).
+    pub(super) fn needs(
+        &mut self,
+        host_files: &[PathBuf],
+    ) -> Result<Vec<(PathBuf, Grant)>, Failure> {
+        let env = [("PATH".to_string(), self.path_var.clone())];
+        let program = exec::locate(Path::new("git"), &env, None).map_err(|err| match err {
+            exec::SpawnError::NotFound(_) => Failure::new(
+                Code::GitUnavailable,
+                "git was not found on the adapter's PATH",
+            ),
+            _ => Failure::new(
+                Code::GitUnavailable,
+                "the git found on the adapter's PATH is not executable",
+            ),
+        })?;
+        self.program = program.clone();
+        let (mut grants, _) = crate::confine::landlock::base_grants();
+        grants.retain(|(p, _)| p != Path::new("/proc"));
+        let chain = crate::confine::interpreter::chain(&program, Some(self.path_var.as_ref()))
+            .map_err(|err| {
+                Failure::new(Code::GitUnavailable, format!("git cannot be run: {err}"))
+            })?;
+        for file in chain {
+            grants.push((file, Grant::ReadExecute));
+        }
+        let ran = self.run_small(&["--exec-path"]).map_err(|f| {
+            Failure::new(
+                Code::GitUnavailable,
+                format!("`git --exec-path` failed: {}", f.message),
+            )
+        })?;
+        let exec_path = String::from_utf8_lossy(&ran).trim().to_string();
+        if let Ok(dir) = std::fs::canonicalize(&exec_path) {
+            grants.push((dir, Grant::ReadExecute));
+        }
+        for file in host_files {
+            if let Ok(file) = std::fs::canonicalize(file) {
+                grants.push((file, Grant::Read));
+            }
+        }
+        Ok(grants)
     }
 
     /// The checked git directory and work tree from now on (see `repo.rs`).

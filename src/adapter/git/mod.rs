@@ -20,6 +20,9 @@
 //! - the request never chooses the root; request paths follow §9's rules (relative, inside the
 //!   root after symlinks) and reach git as literal pathspecs after `--`;
 //! - writing tools are refused without `--allow-commit` before anything is looked at;
+//! - before git runs on the repository the process is confined to the root and what git needs
+//!   (SPEC §15.3, [`confine`]); every part of the git directory is inside the root (`repo.rs`);
+//!   no git enters a submodule; paths never go to git in one command line it could not take;
 //! - every output is bounded ([`limits`]); the adapter answers before the dispatcher's deadline
 //!   (the MCP adapter's [`Budget`](crate::adapter::mcp::Budget)); no input makes it panic,
 //!   and if a bug did, the panic is answered `internal_error`.
@@ -28,6 +31,7 @@ mod command;
 mod parse;
 mod repo;
 
+use crate::adapter::workspace::confine::{restrict_to_root_and, Confined, Rights};
 use crate::adapter::workspace::path::{PathError, RelPath, Root};
 use crate::adapter::workspace::{cut_at_char_boundary, Input};
 use crate::envelope::request::{Echo, Request};
@@ -36,6 +40,7 @@ use crate::fs::OFlags;
 use crate::interrupt::Interrupts;
 use command::{Git, RunOptions};
 use serde_json::{json, Value};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -220,21 +225,34 @@ enum Call {
     Commit { message: String },
 }
 
-/// The whole answer to one request (`bytes` as read from stdin) as a result envelope.
+/// The whole answer to one request (`bytes` as read from stdin) as a result envelope, the
+/// process left unconfined (for tests: the restriction is for the life of the process).
 pub fn respond(bytes: Vec<u8>, cx: &Context<'_>) -> String {
+    answer(bytes, cx, None)
+}
+
+/// [`respond`], confining the process to the root before git runs when `confined` is given
+/// (SPEC §15.3); it says how the confinement ended.
+fn answer(bytes: Vec<u8>, cx: &Context<'_>, confined: Option<&mut Option<Confined>>) -> String {
     let mut echo = Echo::default();
-    let outcome =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| serve(bytes, cx, &mut echo)))
-            .unwrap_or_else(|_| {
-                Err(Failure::new(
-                    Code::InternalError,
-                    "the git adapter hit an internal error (a bug); git was stopped",
-                ))
-            });
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        serve(bytes, cx, &mut echo, confined)
+    }))
+    .unwrap_or_else(|_| {
+        Err(Failure::new(
+            Code::InternalError,
+            "the git adapter hit an internal error (a bug); git was stopped",
+        ))
+    });
     super::render(echo, outcome.map(|output| output.to_string()))
 }
 
-fn serve(bytes: Vec<u8>, cx: &Context<'_>, echo: &mut Echo) -> Result<Value, Failure> {
+fn serve(
+    bytes: Vec<u8>,
+    cx: &Context<'_>,
+    echo: &mut Echo,
+    confined: Option<&mut Option<Confined>>,
+) -> Result<Value, Failure> {
     let request = parse_request(bytes, echo)?;
     let tool = Tool::parse(&request.echo.tool).ok_or_else(|| {
         Failure::new(
@@ -281,6 +299,9 @@ fn serve(bytes: Vec<u8>, cx: &Context<'_>, echo: &mut Echo) -> Result<Value, Fai
         }
     }
     let mut git = Git::new(&root, &cx.env, cx.deadline, cx.interrupts);
+    if let Some(confined) = confined {
+        *confined = Some(confine(&mut git, cx, &call)?);
+    }
     repo::locate(&mut git)?;
     git.neutralise()?;
     match call {
@@ -290,6 +311,42 @@ fn serve(bytes: Vec<u8>, cx: &Context<'_>, echo: &mut Echo) -> Result<Value, Fai
         Call::Add { paths } => add(&git, &paths),
         Call::Commit { message } => commit(&git, cx, &message),
     }
+}
+
+/// Restrict the adapter, and every git it starts, to the root (SPEC §15.3) with the workspace
+/// adapter's Landlock self-confinement: read-only for the reading tools, read-write for
+/// `git.add` and `git.commit`; beside it what git needs to run ([`Git::needs`]), and for a
+/// commit without `--author` the host's global configuration files (read, for an identity).
+/// A kernel without Landlock: best effort (`run` warns); any other failure: `root_unavailable`.
+fn confine(git: &mut Git<'_>, cx: &Context<'_>, call: &Call) -> Result<Confined, Failure> {
+    let rights = match call {
+        Call::Add { .. } | Call::Commit { .. } => Rights::ReadWrite,
+        _ => Rights::ReadOnly,
+    };
+    let mut host_files = Vec::new();
+    if matches!(call, Call::Commit { .. }) && cx.options.author.is_none() {
+        let var = |name: &str| {
+            cx.env
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| PathBuf::from(v))
+        };
+        if let Some(home) = var("HOME") {
+            host_files.push(home.join(".gitconfig"));
+            host_files.push(home.join(".config/git/config"));
+        }
+        if let Some(xdg) = var("XDG_CONFIG_HOME") {
+            host_files.push(xdg.join("git/config"));
+        }
+    }
+    let grants = git.needs(&host_files)?;
+    let root = std::fs::File::open(git.root()).map_err(|err| root_unavailable(&err))?;
+    restrict_to_root_and(root.as_fd(), rights, &grants).map_err(|why| {
+        Failure::new(
+            Code::RootUnavailable,
+            format!("the git adapter could not confine itself to its root: {why}"),
+        )
+    })
 }
 
 /// The request envelope, or `request_invalid` / `request_too_large`.
@@ -869,8 +926,15 @@ pub fn run(options: Options) -> u8 {
             .collect(),
         interrupts: &interrupts,
     };
-    let mut line = respond(bytes, &cx).into_bytes();
+    let mut confined = None;
+    let mut line = answer(bytes, &cx, Some(&mut confined)).into_bytes();
     line.push(b'\n');
+    if let Some(Confined::Unsupported(errno)) = confined {
+        stderr_line!(
+            "warning[landlock]: this kernel has no Landlock ({errno}); the git adapter served \
+             the call without confining itself to its root"
+        );
+    }
     crate::stdout::print(&line, "the result", 0)
 }
 

@@ -27,6 +27,19 @@ pub(super) fn locate(git: &mut Git<'_>) -> Result<(), Failure> {
             "the workspace root is not a git repository (it has no .git)",
         ));
     }
+    // A `.git` link or `gitdir:` file is followed here first: git would name its target (a
+    // host path) in its refusal, the kernel refusing the read once the adapter is confined.
+    if let Ok(target) = std::fs::canonicalize(&dot_git) {
+        let target = match std::fs::read(&target) {
+            Ok(text) if target.is_file() => {
+                let text = String::from_utf8_lossy(&text);
+                let named = text.strip_prefix("gitdir: ").unwrap_or("").trim_end();
+                git.root().join(named)
+            }
+            _ => target,
+        };
+        beneath(git.root(), &target, "git directory")?;
+    }
     check_version(git)?;
     let out = git.run(
         &[
