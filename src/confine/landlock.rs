@@ -332,7 +332,8 @@ pub fn kernel_abi() -> Result<u32, Errno> {
     }
 }
 
-fn access(grant: Grant, abi: ABI) -> BitFlags<AccessFs> {
+/// The rights of `grant` (directory rights included: a file's rule keeps its file rights).
+pub fn access(grant: Grant, abi: ABI) -> BitFlags<AccessFs> {
     match grant {
         Grant::Read => AccessFs::ReadFile | AccessFs::ReadDir,
         Grant::ReadExecute => AccessFs::from_read(abi),

@@ -41,6 +41,9 @@ compile_error!("exec needs Linux: pidfds, PR_SET_CHILD_SUBREAPER and /proc");
 
 mod child;
 pub use child::crlf_shebang;
+/// Where a child would find its program (`PATH` resolution as `execvp`), for a caller that
+/// grants it before it runs (the git adapter's self-confinement).
+pub(crate) use child::locate;
 mod group;
 mod init;
 mod ladder;

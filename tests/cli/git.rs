@@ -516,6 +516,185 @@ fn a_root_without_its_own_repository_is_not_a_repository() {
     assert_eq!(failure(&env), pair("unavailable", "root_unavailable"));
 }
 
+/// Another repository of the host, beside the root, with its own history and file.
+fn host_repo(tmp: &Path) -> PathBuf {
+    let other = tmp.join("other");
+    fs::create_dir_all(&other).unwrap();
+    test_git(&other, &["init", "-q", "-b", "main"]);
+    fs::write(other.join("secret.txt"), "host secret\n").unwrap();
+    test_git(&other, &["add", "secret.txt"]);
+    test_git(&other, &["commit", "-q", "-m", "host history"]);
+    other
+}
+
+#[test]
+fn a_git_directory_with_any_part_outside_the_root_is_not_a_repository() {
+    // Each way a part of `.git` can lead to another repository of the host: its objects and
+    // branches by symlinks (git.log would print its history, git.diff --staged its files and
+    // git.commit move its branch), an alternate object store, a symlinked index.
+    type Rigging = fn(&Path, &Path);
+    let rigs: [(&str, Rigging); 5] = [
+        ("objects and refs/heads", |root, other| {
+            let dot = root.join(".git");
+            fs::remove_dir_all(dot.join("objects")).unwrap();
+            fs::remove_dir_all(dot.join("refs/heads")).unwrap();
+            symlink(other.join(".git/objects"), dot.join("objects")).unwrap();
+            symlink(other.join(".git/refs/heads"), dot.join("refs/heads")).unwrap();
+            fs::copy(other.join(".git/index"), dot.join("index")).unwrap();
+        }),
+        ("a loose ref", |root, other| {
+            let dot = root.join(".git");
+            let main = dot.join("refs/heads/main");
+            fs::remove_file(&main).unwrap();
+            symlink(other.join(".git/refs/heads/main"), &main).unwrap();
+        }),
+        ("alternates", |root, other| {
+            let alternates = root.join(".git/objects/info/alternates");
+            fs::create_dir_all(alternates.parent().unwrap()).unwrap();
+            fs::write(
+                &alternates,
+                format!("{}\n", other.join(".git/objects").display()),
+            )
+            .unwrap();
+        }),
+        ("a relative alternate", |root, _| {
+            let alternates = root.join(".git/objects/info/alternates");
+            fs::create_dir_all(alternates.parent().unwrap()).unwrap();
+            fs::write(&alternates, "../../../other/.git/objects\n").unwrap();
+        }),
+        ("index", |root, other| {
+            let index = root.join(".git/index");
+            fs::remove_file(&index).unwrap();
+            symlink(other.join(".git/index"), &index).unwrap();
+        }),
+    ];
+    for (what, rig) in rigs {
+        let repo = Repo::new();
+        let other = host_repo(repo.tmp.path());
+        let other_head = test_git(&other, &["rev-parse", "HEAD"]);
+        rig(&repo.root(), &other);
+        for (tool, input) in [
+            ("git.log", json!({})),
+            ("git.status", json!({})),
+            ("git.diff", json!({"staged": true})),
+            ("git.commit", json!({"message": "moved"})),
+        ] {
+            let cmd = adapter(&repo.root(), &["--allow-commit", "--author", "A <a@b.c>"]);
+            let env = call(cmd, tool, input);
+            refused(
+                &env,
+                "failed",
+                "not_a_repository",
+                repo.tmp.path(),
+                format!("{what}: {tool}"),
+            );
+            let message = env["error"]["message"].as_str().unwrap();
+            assert!(message.contains("resolves outside"), "{what}: {message}");
+        }
+        assert_eq!(
+            test_git(&other, &["rev-parse", "HEAD"]),
+            other_head,
+            "{what}"
+        );
+    }
+    // Links that stay inside the root are fine.
+    let repo = Repo::new();
+    let dot = repo.root().join(".git");
+    fs::rename(dot.join("refs/heads"), repo.root().join("heads")).unwrap();
+    symlink(repo.root().join("heads"), dot.join("refs/heads")).unwrap();
+    let env = call(adapter(&repo.root(), &[]), "git.log", json!({}));
+    assert_eq!(succeeded(&env)["commits"][0]["subject"], "first");
+}
+
+#[test]
+fn a_thousand_paths_of_four_kilobytes_are_added_and_diffed_with_every_git() {
+    // Within the documented limits (1000 paths, 4096 bytes each), 4 MB of paths: more than
+    // the kernel takes on one command line. Some names look like pathspec magic: literal.
+    let repo = Repo::new();
+    let dir: String = (0..15)
+        .map(|i| format!("{}{i:02}/", "d".repeat(248)))
+        .collect();
+    let paths: Vec<String> = (0..1000)
+        .map(|i| {
+            let magic = if i % 100 == 0 { ":(glob)*" } else { "" };
+            let name = format!("{magic}{i:04}{}", "f".repeat(200));
+            format!("{dir}{name}")
+        })
+        .collect();
+    assert!(paths.iter().all(|p| p.len() > 3900 && p.len() <= 4096));
+    for path in &paths {
+        repo.write(path, b"new\n");
+    }
+    for git in gits() {
+        test_git(&repo.root(), &["reset", "-q"]);
+        let path_var = path_with(repo.tmp.path(), &git);
+        let cmd = || adapter(&repo.root(), &["--allow-commit"]).env("PATH", &path_var);
+        let env = call(cmd(), "git.add", json!({ "paths": paths }));
+        assert_eq!(succeeded(&env)["added"], json!(paths), "{git:?}");
+        let staged = repo.git(&["diff", "--cached", "--name-only", "-z"]);
+        assert_eq!(staged.split_terminator('\0').count(), 1000, "{git:?}");
+        // Three changes, in the first, a middle and the last batch: their diffs, joined (all
+        // 1000 would pass the 1 MiB a diff may have: each names its path four times).
+        let changed = [0, 500, 999];
+        for i in changed {
+            repo.write(&paths[i], b"changed\n");
+        }
+        let env = call(cmd(), "git.diff", json!({ "paths": paths }));
+        let out = succeeded(&env);
+        assert_eq!(out["truncated"], false, "{git:?}");
+        let diff = out["diff"].as_str().unwrap();
+        assert_eq!(diff.matches("\n+changed\n").count(), 3, "{git:?}");
+        for i in changed {
+            assert!(diff.contains(&format!("+++ b/{}\n", paths[i])), "{git:?}");
+            repo.write(&paths[i], b"new\n");
+        }
+    }
+}
+
+#[test]
+fn the_adapter_confines_git_to_the_root_and_what_git_needs() {
+    // An included configuration outside the root: the kernel refuses git reading it (git
+    // stops on it), where plain git reads it and takes an identity from it.
+    let repo = Repo::new();
+    let outside = repo.tmp.path().join("outside.config");
+    fs::write(
+        &outside,
+        "[user]\n\tname = Outside\n\temail = out@example.org\n",
+    )
+    .unwrap();
+    repo.git(&["config", "include.path", outside.to_str().unwrap()]);
+    assert_eq!(repo.git(&["config", "user.name"]), "Outside\n");
+    for git in gits() {
+        let path_var = path_with(repo.tmp.path(), &git);
+        for (tool, input) in [
+            ("git.status", json!({})),
+            ("git.commit", json!({"message": "identity from outside"})),
+        ] {
+            let cmd = adapter(&repo.root(), &["--allow-commit"]).env("PATH", &path_var);
+            let env = call(cmd, tool, input);
+            assert_eq!(failure(&env).0, "failed", "{git:?} {tool}: {env}");
+            let stderr = env["error"]["details"]["stderr"].as_str().unwrap_or("");
+            assert!(
+                stderr.contains("Permission denied"),
+                "{git:?} {tool}: {env}"
+            );
+        }
+    }
+    assert_eq!(repo.git(&["log", "-1", "--format=%s"]), "first\n");
+    // Without it, every tool works confined (read-only for the readers, the root writable
+    // for git.add and git.commit).
+    repo.git(&["config", "--unset", "include.path"]);
+    repo.write("a.txt", b"two\n");
+    let cmd = || adapter(&repo.root(), &["--allow-commit", "--author", "A <a@b.c>"]);
+    assert_eq!(
+        succeeded(&call(cmd(), "git.status", json!({})))["entries"][0]["path"],
+        "a.txt"
+    );
+    succeeded(&call(cmd(), "git.add", json!({"paths": ["a.txt"]})));
+    succeeded(&call(cmd(), "git.commit", json!({"message": "confined"})));
+    assert_eq!(repo.git(&["log", "-1", "--format=%s"]), "confined\n");
+}
+
 #[test]
 fn a_missing_or_old_git_is_git_unavailable() {
     let repo = Repo::new();
@@ -690,7 +869,7 @@ impl Rig {
         }
         // An included config and a conditionally included one, each with its own filter.
         fs::write(
-            tmp.join("included.config"),
+            root.join(".git/included.config"),
             format!(
                 "[filter \"inc\"]\n\tclean = {}\n\trequired = true\n",
                 prog("include")
@@ -698,7 +877,7 @@ impl Rig {
         )
         .unwrap();
         fs::write(
-            tmp.join("conditional.config"),
+            root.join(".git/conditional.config"),
             format!(
                 "[core]\n\tfsmonitor = {}\n\thooksPath = {}\n",
                 prog("fsmonitor"),
@@ -739,8 +918,8 @@ impl Rig {
             odd = prog("odd"),
             gpg = prog("gpg"),
             hook = prog("hook"),
-            included = tmp.join("included.config").display(),
-            conditional = tmp.join("conditional.config").display(),
+            included = root.join(".git/included.config").display(),
+            conditional = root.join(".git/conditional.config").display(),
             root = fs::canonicalize(&root).unwrap().display(),
         );
         let mut text = fs::read_to_string(root.join(".git/config")).unwrap();
@@ -1001,13 +1180,15 @@ fn the_dispatcher_runs_the_adapter_from_a_bridge_and_passes_its_codes_through() 
 
 /// A `git` on `PATH` that is the real one, except that `status` writes its pid to the file
 /// returned and hangs.
-fn hanging_status(repo: &Repo) -> (String, PathBuf) {
+/// A git whose `add` hangs, writing its pid in the root (the one place the confined adapter
+/// may write, with `--allow-commit`).
+fn hanging_add(repo: &Repo) -> (String, PathBuf) {
     let bin = repo.tmp.path().join("slow-bin");
     fs::create_dir(&bin).unwrap();
-    let pid_file = repo.tmp.path().join("slow.pid");
+    let pid_file = repo.root().join("slow.pid");
     let git = gits().remove(0);
     let script = format!(
-        "#!/bin/sh\nif [ \"$2\" = status ]; then echo $$ > '{}'; exec sleep 60; fi\nexec '{}' \"$@\"\n",
+        "#!/bin/sh\nif [ \"$2\" = add ]; then echo $$ > '{}'; exec sleep 60; fi\nexec '{}' \"$@\"\n",
         pid_file.display(),
         git.display()
     );
@@ -1029,11 +1210,11 @@ fn assert_stopped(pid_file: &Path) {
 #[test]
 fn a_git_slower_than_the_budget_is_git_timeout_and_is_stopped() {
     let repo = Repo::new();
-    let (path, pid_file) = hanging_status(&repo);
-    let cmd = adapter(&repo.root(), &[])
+    let (path, pid_file) = hanging_add(&repo);
+    let cmd = adapter(&repo.root(), &["--allow-commit"])
         .env("PATH", path)
         .env("WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS", "2000");
-    let env = call(cmd, "git.status", json!({}));
+    let env = call(cmd, "git.add", json!({"paths": ["a.txt"]}));
     assert_eq!(failure(&env), pair("timeout", "git_timeout"));
     assert_eq!(env["error"]["retryable"], true);
     assert_stopped(&pid_file);
@@ -1042,16 +1223,16 @@ fn a_git_slower_than_the_budget_is_git_timeout_and_is_stopped() {
 #[test]
 fn sigterm_stops_git_and_is_interrupted() {
     let repo = Repo::new();
-    let (path, pid_file) = hanging_status(&repo);
-    let running = adapter(&repo.root(), &[])
+    let (path, pid_file) = hanging_add(&repo);
+    let running = adapter(&repo.root(), &["--allow-commit"])
         .env("PATH", path)
-        .stdin(request("git.status", json!({})))
+        .stdin(request("git.add", json!({"paths": ["a.txt"]})))
         .spawn();
     let waited = std::time::Instant::now();
     while !pid_file.exists() || fs::read_to_string(&pid_file).unwrap().trim().is_empty() {
         assert!(
             waited.elapsed() < std::time::Duration::from_secs(60),
-            "git status never started"
+            "git add never started"
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
@@ -1165,11 +1346,43 @@ fn a_rigged_submodule_runs_nothing_either() {
     fs::write(checkout.join(".gitattributes"), "* filter=subf\n").unwrap();
     // The same size, a new mtime: git must hash the file to know, through the filter.
     fs::write(checkout.join("s.txt"), "t\n").unwrap();
-    for tool in ["git.status", "git.diff"] {
-        let env = call(adapter(&root, &[]), tool, json!({}));
-        succeeded(&env);
-        let ran: Vec<_> = fs::read_dir(&marks).unwrap().collect();
-        assert!(ran.is_empty(), "{tool} ran {ran:?}");
+    // `.gitmodules` may ask git to look into the submodule whatever the defaults say.
+    test_git(
+        &root,
+        &[
+            "config",
+            "-f",
+            ".gitmodules",
+            "submodule.sub.ignore",
+            "none",
+        ],
+    );
+    test_git(&root, &["config", "submodule.sub.ignore", "none"]);
+    repo.write("b.txt", b"b\n");
+    for git in gits() {
+        let path_var = path_with(tmp, &git);
+        let cmd =
+            || adapter(&root, &["--allow-commit", "--author", "A <a@b.c>"]).env("PATH", &path_var);
+        for (tool, input) in [
+            ("git.status", json!({})),
+            ("git.diff", json!({})),
+            ("git.diff", json!({"staged": true})),
+            ("git.add", json!({"paths": ["b.txt"]})),
+            ("git.add", json!({"paths": ["."]})),
+            ("git.commit", json!({"message": "with a dirty submodule"})),
+        ] {
+            let env = call(cmd(), tool, input.clone());
+            succeeded(&env);
+            let ran: Vec<_> = fs::read_dir(&marks).unwrap().collect();
+            assert!(ran.is_empty(), "{git:?} {tool} {input} ran {ran:?}");
+        }
+        // The submodule, and a path inside it, are refused: they are not the superproject's.
+        for path in ["sub", "sub/s.txt", "./sub/"] {
+            let env = call(cmd(), "git.add", json!({ "paths": ["b.txt", path] }));
+            refused(&env, "denied", "path_outside_root", tmp, path);
+            assert!(fs::read_dir(&marks).unwrap().next().is_none());
+        }
+        repo.write("b.txt", format!("{git:?}\n").as_bytes());
     }
 }
 

@@ -17,6 +17,7 @@
 //!   are), never by pointing it at a program that fails or prints nothing.
 
 use super::{limits, Code, Failure};
+use crate::confine::landlock::Grant;
 use crate::exec::{self, Spec, Stop, Termination};
 use crate::interrupt::Interrupts;
 use crate::redact::Redactor;
@@ -69,7 +70,7 @@ const HOOK_EVENTS: [&str; 28] = [
 ];
 
 /// Configuration every git run gets, whatever the checkout says (command scope wins).
-const FIXED_CONFIG: [(&str, &str); 20] = [
+const FIXED_CONFIG: [(&str, &str); 21] = [
     // No hook directory: git looks for /dev/null/<hook>, which cannot exist.
     ("core.hooksPath", "/dev/null"),
     ("core.fsmonitor", "false"),
@@ -87,7 +88,9 @@ const FIXED_CONFIG: [(&str, &str); 20] = [
     ("maintenance.auto", "false"),
     ("status.submoduleSummary", "false"),
     ("diff.submodule", "short"),
+    // Submodules are never entered (SPEC §15.3): no recursion, no look at their work trees.
     ("submodule.recurse", "false"),
+    ("diff.ignoreSubmodules", "all"),
     ("color.ui", "false"),
     ("core.quotePath", "false"),
     ("i18n.logOutputEncoding", "UTF-8"),
@@ -137,6 +140,8 @@ pub(super) struct Ran {
 pub(super) struct Git<'a> {
     /// The canonical root: git's working directory and work tree.
     root: PathBuf,
+    /// The git program: `git` through `PATH`, or once located ([`Git::needs`]) its path.
+    program: PathBuf,
     /// Set once the repository is located: the checked git directory.
     git_dir: Option<PathBuf>,
     path_var: String,
@@ -167,6 +172,7 @@ impl<'a> Git<'a> {
         redactor.add_host_path(&root.to_string_lossy());
         Git {
             root: root.to_path_buf(),
+            program: PathBuf::from("git"),
             git_dir: None,
             path_var: var("PATH").unwrap_or_else(|| "/usr/bin:/bin".to_string()),
             tz: var("TZ"),
@@ -190,11 +196,13 @@ impl<'a> Git<'a> {
         &self,
         locks: Locks,
         hide_global: bool,
+        literal: bool,
         extra: &[(String, String)],
     ) -> Vec<(String, String)> {
         let mut env: Vec<(String, String)> = FIXED_ENV
             .iter()
             .filter(|(k, _)| hide_global || *k != "GIT_CONFIG_GLOBAL")
+            .filter(|(k, _)| literal || *k != "GIT_LITERAL_PATHSPECS")
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         env.push(("PATH".into(), self.path_var.clone()));
@@ -252,9 +260,14 @@ impl<'a> Git<'a> {
         let mut argv = vec!["git".to_string(), "--no-pager".to_string()];
         argv.extend(args.iter().map(|a| a.to_string()));
         let spec = Spec {
-            program: PathBuf::from("git"),
+            program: self.program.clone(),
             argv,
-            env: self.env(opts.locks, !opts.host_global_config, opts.env),
+            env: self.env(
+                opts.locks,
+                !opts.host_global_config,
+                !opts.pathspec_magic,
+                opts.env,
+            ),
             cwd: Some(self.root.clone()),
             stdin: opts.stdin,
             timeout: left,
@@ -330,6 +343,55 @@ impl<'a> Git<'a> {
         ran.success(args[0])
     }
 
+    /// What git needs to run once the adapter confines itself to the root (SPEC §15.3): the
+    /// base of SPEC §13.2 (`/usr`, the `/lib*` entries, `/bin`, `/sbin`, the allow list of
+    /// `/etc`, the devices; not `/proc`), the program found on `PATH` (used from now on, so
+    /// the git granted is the git run) and its interpreters, and its exec path (`git
+    /// --exec-path`, which reads no repository). `host_files`: files git may read besides
+    /// (the host's global configuration, for an identity).
+    pub(super) fn needs(
+        &mut self,
+        host_files: &[PathBuf],
+    ) -> Result<Vec<(PathBuf, Grant)>, Failure> {
+        let env = [("PATH".to_string(), self.path_var.clone())];
+        let program = exec::locate(Path::new("git"), &env, None).map_err(|err| match err {
+            exec::SpawnError::NotFound(_) => Failure::new(
+                Code::GitUnavailable,
+                "git was not found on the adapter's PATH",
+            ),
+            _ => Failure::new(
+                Code::GitUnavailable,
+                "the git found on the adapter's PATH is not executable",
+            ),
+        })?;
+        self.program = program.clone();
+        let (mut grants, _) = crate::confine::landlock::base_grants();
+        grants.retain(|(p, _)| p != Path::new("/proc"));
+        let chain = crate::confine::interpreter::chain(&program, Some(self.path_var.as_ref()))
+            .map_err(|err| {
+                Failure::new(Code::GitUnavailable, format!("git cannot be run: {err}"))
+            })?;
+        for file in chain {
+            grants.push((file, Grant::ReadExecute));
+        }
+        let ran = self.run_small(&["--exec-path"]).map_err(|f| {
+            Failure::new(
+                Code::GitUnavailable,
+                format!("`git --exec-path` failed: {}", f.message),
+            )
+        })?;
+        let exec_path = String::from_utf8_lossy(&ran).trim().to_string();
+        if let Ok(dir) = std::fs::canonicalize(&exec_path) {
+            grants.push((dir, Grant::ReadExecute));
+        }
+        for file in host_files {
+            if let Ok(file) = std::fs::canonicalize(file) {
+                grants.push((file, Grant::Read));
+            }
+        }
+        Ok(grants)
+    }
+
     /// The checked git directory and work tree from now on (see `repo.rs`).
     pub(super) fn set_git_dir(&mut self, git_dir: PathBuf) {
         self.redactor.add_host_path(&git_dir.to_string_lossy());
@@ -389,6 +451,9 @@ pub(super) struct RunOptions<'e> {
     pub max_stdout: u64,
     /// Read the host's global configuration too (only to look up an identity).
     pub host_global_config: bool,
+    /// Pathspec magic is read (no `GIT_LITERAL_PATHSPECS`): the caller writes every pathspec
+    /// with its magic, `:(literal)` for a request's path.
+    pub pathspec_magic: bool,
     pub env: &'e [(String, String)],
 }
 
@@ -400,6 +465,7 @@ impl RunOptions<'static> {
             stdin: None,
             max_stdout,
             host_global_config: false,
+            pathspec_magic: false,
             env: &[],
         }
     }
@@ -555,7 +621,7 @@ mod tests {
             &interrupts,
         );
         git.set_git_dir(PathBuf::from("/srv/root/.git"));
-        let env = git.env(Locks::ReadOnly, true, &[]);
+        let env = git.env(Locks::ReadOnly, true, true, &[]);
         let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         assert_eq!(get("GIT_CONFIG_GLOBAL"), Some("/dev/null"));
         assert_eq!(get("GIT_DIR"), Some("/srv/root/.git"));
@@ -569,8 +635,9 @@ mod tests {
             get(&format!("GIT_CONFIG_KEY_{}", count - 1)),
             Some("safe.directory")
         );
-        let env = git.env(Locks::Write, false, &[]);
+        let env = git.env(Locks::Write, false, false, &[]);
         assert!(!env.iter().any(|(k, _)| k == "GIT_CONFIG_GLOBAL"));
         assert!(!env.iter().any(|(k, _)| k == "GIT_OPTIONAL_LOCKS"));
+        assert!(!env.iter().any(|(k, _)| k == "GIT_LITERAL_PATHSPECS"));
     }
 }

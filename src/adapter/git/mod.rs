@@ -20,6 +20,9 @@
 //! - the request never chooses the root; request paths follow §9's rules (relative, inside the
 //!   root after symlinks) and reach git as literal pathspecs after `--`;
 //! - writing tools are refused without `--allow-commit` before anything is looked at;
+//! - before git runs on the repository the process is confined to the root and what git needs
+//!   (SPEC §15.3, [`confine`]); every part of the git directory is inside the root (`repo.rs`);
+//!   no git enters a submodule; paths never go to git in one command line it could not take;
 //! - every output is bounded ([`limits`]); the adapter answers before the dispatcher's deadline
 //!   (the MCP adapter's [`Budget`](crate::adapter::mcp::Budget)); no input makes it panic,
 //!   and if a bug did, the panic is answered `internal_error`.
@@ -28,6 +31,7 @@ mod command;
 mod parse;
 mod repo;
 
+use crate::adapter::workspace::confine::{restrict_to_root_and, Confined, Rights};
 use crate::adapter::workspace::path::{PathError, RelPath, Root};
 use crate::adapter::workspace::{cut_at_char_boundary, Input};
 use crate::envelope::request::{Echo, Request};
@@ -36,6 +40,7 @@ use crate::fs::OFlags;
 use crate::interrupt::Interrupts;
 use command::{Git, RunOptions};
 use serde_json::{json, Value};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -64,6 +69,11 @@ pub mod limits {
     /// (each is switched off by name), and the most output read while listing them.
     pub const MAX_DRIVER_NAMES: usize = 256;
     pub const MAX_CONFIG_NAMES_BYTES: usize = 256 * 1024;
+    /// The most entries of the git directory checked (each must stay inside the root); a
+    /// larger one is `not_a_repository`.
+    pub const MAX_GIT_DIR_ENTRIES: usize = 1_000_000;
+    /// `git.add`: most of `git ls-files --stage` read to find the index's submodules.
+    pub const MAX_INDEX_LISTING_BYTES: u64 = 64 << 20;
     pub use crate::adapter::workspace::limits::MAX_PATH_BYTES;
 }
 
@@ -215,21 +225,34 @@ enum Call {
     Commit { message: String },
 }
 
-/// The whole answer to one request (`bytes` as read from stdin) as a result envelope.
+/// The whole answer to one request (`bytes` as read from stdin) as a result envelope, the
+/// process left unconfined (for tests: the restriction is for the life of the process).
 pub fn respond(bytes: Vec<u8>, cx: &Context<'_>) -> String {
+    answer(bytes, cx, None)
+}
+
+/// [`respond`], confining the process to the root before git runs when `confined` is given
+/// (SPEC §15.3); it says how the confinement ended.
+fn answer(bytes: Vec<u8>, cx: &Context<'_>, confined: Option<&mut Option<Confined>>) -> String {
     let mut echo = Echo::default();
-    let outcome =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| serve(bytes, cx, &mut echo)))
-            .unwrap_or_else(|_| {
-                Err(Failure::new(
-                    Code::InternalError,
-                    "the git adapter hit an internal error (a bug); git was stopped",
-                ))
-            });
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        serve(bytes, cx, &mut echo, confined)
+    }))
+    .unwrap_or_else(|_| {
+        Err(Failure::new(
+            Code::InternalError,
+            "the git adapter hit an internal error (a bug); git was stopped",
+        ))
+    });
     super::render(echo, outcome.map(|output| output.to_string()))
 }
 
-fn serve(bytes: Vec<u8>, cx: &Context<'_>, echo: &mut Echo) -> Result<Value, Failure> {
+fn serve(
+    bytes: Vec<u8>,
+    cx: &Context<'_>,
+    echo: &mut Echo,
+    confined: Option<&mut Option<Confined>>,
+) -> Result<Value, Failure> {
     let request = parse_request(bytes, echo)?;
     let tool = Tool::parse(&request.echo.tool).ok_or_else(|| {
         Failure::new(
@@ -276,6 +299,9 @@ fn serve(bytes: Vec<u8>, cx: &Context<'_>, echo: &mut Echo) -> Result<Value, Fai
         }
     }
     let mut git = Git::new(&root, &cx.env, cx.deadline, cx.interrupts);
+    if let Some(confined) = confined {
+        *confined = Some(confine(&mut git, cx, &call)?);
+    }
     repo::locate(&mut git)?;
     git.neutralise()?;
     match call {
@@ -285,6 +311,42 @@ fn serve(bytes: Vec<u8>, cx: &Context<'_>, echo: &mut Echo) -> Result<Value, Fai
         Call::Add { paths } => add(&git, &paths),
         Call::Commit { message } => commit(&git, cx, &message),
     }
+}
+
+/// Restrict the adapter, and every git it starts, to the root (SPEC §15.3) with the workspace
+/// adapter's Landlock self-confinement: read-only for the reading tools, read-write for
+/// `git.add` and `git.commit`; beside it what git needs to run ([`Git::needs`]), and for a
+/// commit without `--author` the host's global configuration files (read, for an identity).
+/// A kernel without Landlock: best effort (`run` warns); any other failure: `root_unavailable`.
+fn confine(git: &mut Git<'_>, cx: &Context<'_>, call: &Call) -> Result<Confined, Failure> {
+    let rights = match call {
+        Call::Add { .. } | Call::Commit { .. } => Rights::ReadWrite,
+        _ => Rights::ReadOnly,
+    };
+    let mut host_files = Vec::new();
+    if matches!(call, Call::Commit { .. }) && cx.options.author.is_none() {
+        let var = |name: &str| {
+            cx.env
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| PathBuf::from(v))
+        };
+        if let Some(home) = var("HOME") {
+            host_files.push(home.join(".gitconfig"));
+            host_files.push(home.join(".config/git/config"));
+        }
+        if let Some(xdg) = var("XDG_CONFIG_HOME") {
+            host_files.push(xdg.join("git/config"));
+        }
+    }
+    let grants = git.needs(&host_files)?;
+    let root = std::fs::File::open(git.root()).map_err(|err| root_unavailable(&err))?;
+    restrict_to_root_and(root.as_fd(), rights, &grants).map_err(|why| {
+        Failure::new(
+            Code::RootUnavailable,
+            format!("the git adapter could not confine itself to its root: {why}"),
+        )
+    })
 }
 
 /// The request envelope, or `request_invalid` / `request_too_large`.
@@ -525,7 +587,7 @@ fn status(git: &Git<'_>) -> Result<Value, Failure> {
             "-z",
             "--untracked-files=normal",
             "--ignored=no",
-            "--ignore-submodules=dirty",
+            "--ignore-submodules=all",
             "--renames",
         ],
         RunOptions::read(limits::MAX_STATUS_BYTES),
@@ -547,7 +609,7 @@ fn diff(git: &Git<'_>, staged: bool, paths: &[String]) -> Result<Value, Failure>
         "--no-color",
         "--no-ext-diff",
         "--no-textconv",
-        "--ignore-submodules=dirty",
+        "--ignore-submodules=all",
         "--submodule=short",
         "--src-prefix=a/",
         "--dst-prefix=b/",
@@ -559,10 +621,30 @@ fn diff(git: &Git<'_>, staged: bool, paths: &[String]) -> Result<Value, Failure>
         args.push("--cached");
     }
     args.push("--");
-    args.extend(paths.iter().map(String::as_str));
-    let ran = git.run(&args, RunOptions::read(limits::MAX_DIFF_BYTES as u64))?;
-    let truncated = ran.truncated;
-    let mut stdout = ran.success("diff")?;
+    // No path: one run of the whole tree; else one run a batch, their diffs joined.
+    let batches = if paths.is_empty() {
+        vec![Vec::new()]
+    } else {
+        diff_batches(paths)
+    };
+    let mut stdout = Vec::new();
+    let mut truncated = false;
+    for batch in batches {
+        let left = limits::MAX_DIFF_BYTES - stdout.len();
+        if left == 0 {
+            // Full, and another batch to diff: whatever it shows is cut.
+            truncated = true;
+            break;
+        }
+        let mut argv = args.clone();
+        argv.extend(batch);
+        let ran = git.run(&argv, RunOptions::read(left as u64))?;
+        truncated = ran.truncated;
+        stdout.extend(ran.success("diff")?);
+        if truncated {
+            break;
+        }
+    }
     if truncated {
         // Cut at a character boundary: an incomplete last character is not the diff's.
         let valid = match std::str::from_utf8(&stdout) {
@@ -608,13 +690,146 @@ fn log(git: &Git<'_>, max: u64) -> Result<Value, Failure> {
 }
 
 /// `git.add {paths}` → `{added: [paths as normalised]}`.
+///
+/// The paths reach git on its stdin, NUL-separated (`--pathspec-from-file=-
+/// --pathspec-file-nul`), never on its command line: 1000 paths of 4 KB would pass the
+/// kernel's limit on the size of a command line (`E2BIG`).
+///
+/// Submodules are never entered: `git add` of a directory holding one runs `git status` in
+/// it, with the submodule's own configuration (its filters, which the superproject does not
+/// name), whatever `diff.ignoreSubmodules` or `submodule.<name>.ignore` say. So a path that is
+/// or lies inside a submodule (or another repository nested in the tree) is refused, and
+/// every submodule of the index is excluded from the paths given (`:(exclude,literal)`).
 fn add(git: &Git<'_>, paths: &[String]) -> Result<Value, Failure> {
-    let mut args = vec!["add", "--"];
-    args.extend(paths.iter().map(String::as_str));
-    git.run(&args, RunOptions::write(64 * 1024))?
-        .success("add")?;
+    let gitlinks = gitlinks(git)?;
+    for path in paths {
+        if let Some(repo) = nested_repository(git.root(), &gitlinks, path) {
+            return Err(Failure::new(
+                Code::PathOutsideRoot,
+                format!(
+                    "{} is {}; the adapter never enters a submodule or a repository nested \
+                     in the root",
+                    quoted(path),
+                    if repo == *path {
+                        "a submodule".to_string()
+                    } else {
+                        format!("inside the submodule {}", quoted(&repo))
+                    }
+                ),
+            ));
+        }
+    }
+    let mut pathspecs: Vec<String> = paths.iter().map(|p| format!(":(literal){p}")).collect();
+    pathspecs.extend(gitlinks.iter().map(|g| format!(":(exclude,literal){g}")));
+    let mut opts = RunOptions::write(64 * 1024);
+    opts.stdin = Some(nul_separated(&pathspecs));
+    opts.pathspec_magic = true;
+    git.run(
+        &["add", "--pathspec-from-file=-", "--pathspec-file-nul"],
+        opts,
+    )?
+    .success("add")?;
     Ok(json!({"added": paths}))
 }
+
+/// The paths of the index's submodules (gitlinks, mode 160000), from `git ls-files -s -z`.
+fn gitlinks(git: &Git<'_>) -> Result<Vec<String>, Failure> {
+    let ran = git.run(
+        &["ls-files", "--stage", "-z"],
+        RunOptions::read(limits::MAX_INDEX_LISTING_BYTES),
+    )?;
+    if ran.truncated {
+        return Err(Failure::new(
+            Code::GitFailed,
+            format!(
+                "the index lists more than {} bytes of entries; the adapter reads it whole \
+                 to find its submodules",
+                limits::MAX_INDEX_LISTING_BYTES
+            ),
+        ));
+    }
+    Ok(parse::gitlinks(&ran.success("ls-files")?))
+}
+
+/// The submodule or nested repository that `path` is or lies inside, if any: a gitlink of the
+/// index, or a directory on the way (below the root) that holds a `.git`.
+fn nested_repository(root: &Path, gitlinks: &[String], path: &str) -> Option<String> {
+    if path == "." {
+        return None;
+    }
+    let inside = |repo: &str| {
+        path == repo
+            || path
+                .strip_prefix(repo)
+                .is_some_and(|rest| rest.starts_with('/'))
+    };
+    if let Some(link) = gitlinks.iter().find(|g| inside(g)) {
+        return Some(link.clone());
+    }
+    let mut prefix = String::new();
+    for part in path.split('/') {
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        prefix.push_str(part);
+        if std::fs::symlink_metadata(root.join(&prefix).join(".git")).is_ok() {
+            return Some(prefix);
+        }
+    }
+    None
+}
+
+/// Each path followed by a NUL (git's `--pathspec-file-nul` form: no quoting).
+fn nul_separated(paths: &[String]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(paths.iter().map(|p| p.len() + 1).sum());
+    for path in paths {
+        bytes.extend_from_slice(path.as_bytes());
+        bytes.push(0);
+    }
+    bytes
+}
+
+/// The paths of a `git.diff` in the batches git is given them (`git diff` takes no
+/// `--pathspec-from-file`): sorted, without repeats or a path beneath another of the list
+/// (`.` covers all), which would show the same change twice; each batch at most
+/// [`DIFF_BATCH_BYTES`] of paths.
+fn diff_batches(paths: &[String]) -> Vec<Vec<&str>> {
+    let mut sorted: Vec<&str> = paths.iter().map(String::as_str).collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    if sorted.contains(&".") {
+        return vec![vec!["."]];
+    }
+    let mut kept: Vec<&str> = Vec::with_capacity(sorted.len());
+    for path in sorted {
+        // Sorted, an ancestor `a` comes before `a/b`, though not always just before it
+        // (`a-b` sorts between): look at every kept path that is a prefix.
+        let covered = kept.iter().any(|k| {
+            path.strip_prefix(k)
+                .is_some_and(|rest| rest.starts_with('/'))
+        });
+        if !covered {
+            kept.push(path);
+        }
+    }
+    let mut batches: Vec<Vec<&str>> = Vec::new();
+    let mut bytes = 0;
+    for path in kept {
+        match batches.last_mut() {
+            Some(batch) if bytes + path.len() < DIFF_BATCH_BYTES => batch.push(path),
+            _ => {
+                batches.push(vec![path]);
+                bytes = 0;
+            }
+        }
+        bytes += path.len() + 1;
+    }
+    batches
+}
+
+/// The most bytes of paths on one `git diff` command line: well under the kernel's limit on
+/// a command line and its environment (`ARG_MAX`, 2 MiB at the least on Linux).
+const DIFF_BATCH_BYTES: usize = 256 * 1024;
 
 /// `git.commit {message}` → `{commit}`: what is staged, with the message exactly as given
 /// (surrounding blank lines and trailing spaces dropped, `#` lines kept), unsigned, no hook.
@@ -711,8 +926,15 @@ pub fn run(options: Options) -> u8 {
             .collect(),
         interrupts: &interrupts,
     };
-    let mut line = respond(bytes, &cx).into_bytes();
+    let mut confined = None;
+    let mut line = answer(bytes, &cx, Some(&mut confined)).into_bytes();
     line.push(b'\n');
+    if let Some(Confined::Unsupported(errno)) = confined {
+        stderr_line!(
+            "warning[landlock]: this kernel has no Landlock ({errno}); the git adapter served \
+             the call without confining itself to its root"
+        );
+    }
     crate::stdout::print(&line, "the result", 0)
 }
 
@@ -774,6 +996,27 @@ mod tests {
         }
         let long = "x".repeat(limits::MAX_COMMIT_MESSAGE_BYTES + 1);
         assert_eq!(check_message(&long).unwrap_err().code, Code::InvalidInput);
+    }
+
+    #[test]
+    fn diff_batches_are_sorted_without_repeats_or_covered_paths_and_bounded() {
+        let paths: Vec<String> = ["b", "a/x", "a", "a-b", "b", "c/d/e", "c/d"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(diff_batches(&paths), [vec!["a", "a-b", "b", "c/d"]]);
+        let all: Vec<String> = ["x", ".", "y"].map(String::from).to_vec();
+        assert_eq!(diff_batches(&all), [vec!["."]]);
+        let long: Vec<String> = (0..1000)
+            .map(|i| format!("{i:04}{}", "p".repeat(4000)))
+            .collect();
+        let batches = diff_batches(&long);
+        assert!(batches.len() > 1);
+        assert_eq!(batches.iter().map(Vec::len).sum::<usize>(), 1000);
+        for batch in &batches {
+            let bytes: usize = batch.iter().map(|p| p.len() + 1).sum();
+            assert!(bytes <= DIFF_BATCH_BYTES, "{bytes}");
+        }
+        assert_eq!(nul_separated(&paths[..2]), b"b\0a/x\0");
     }
 
     #[test]

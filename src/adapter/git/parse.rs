@@ -152,9 +152,33 @@ pub(super) fn log(stdout: &[u8], cut: bool) -> Value {
     json!({"commits": commits, "truncated": truncated})
 }
 
+/// The paths of the gitlinks (submodules) in `git ls-files --stage -z` output: records
+/// `<mode> <object> <stage>\t<path>\0`, mode `160000`.
+pub(super) fn gitlinks(stdout: &[u8]) -> Vec<String> {
+    let mut links: Vec<String> = stdout
+        .split(|&b| b == 0)
+        .filter_map(|record| {
+            let rest = record.strip_prefix(b"160000 ")?;
+            let tab = rest.iter().position(|&b| b == b'\t')?;
+            Some(String::from_utf8_lossy(&rest[tab + 1..]).into_owned())
+        })
+        .collect();
+    // An unmerged submodule has a record for each stage.
+    links.dedup();
+    links
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gitlinks_are_the_index_entries_of_mode_160000() {
+        let out = b"100644 aaaa 0\ta.txt\x00160000 bbbb 0\tsub\x00100644 cccc 0\tsub2/160000 x\x00\
+160000 dddd 1\tdeep/m\x00160000 eeee 2\tdeep/m\x00";
+        assert_eq!(gitlinks(out), ["sub", "deep/m"]);
+        assert!(gitlinks(b"").is_empty());
+    }
 
     const OID: &str = "1111111111111111111111111111111111111111";
 

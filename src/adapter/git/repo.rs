@@ -9,8 +9,13 @@
 //! does not move the work tree either.
 
 use super::command::{Git, MIN_VERSION};
-use super::{Code, Failure};
+use super::{limits, Code, Failure};
+use std::io::Read;
 use std::path::{Path, PathBuf};
+
+/// The most of a file naming other directories (`objects/info/alternates`, `commondir`,
+/// `gitdir`) that is read.
+const MAX_POINTER_FILE_BYTES: u64 = 64 * 1024;
 
 /// Check the host's git and locate the repository of `git`'s root; on success every later
 /// run of `git` uses it.
@@ -21,6 +26,19 @@ pub(super) fn locate(git: &mut Git<'_>) -> Result<(), Failure> {
             Code::NotARepository,
             "the workspace root is not a git repository (it has no .git)",
         ));
+    }
+    // A `.git` link or `gitdir:` file is followed here first: git would name its target (a
+    // host path) in its refusal, the kernel refusing the read once the adapter is confined.
+    if let Ok(target) = std::fs::canonicalize(&dot_git) {
+        let target = match std::fs::read(&target) {
+            Ok(text) if target.is_file() => {
+                let text = String::from_utf8_lossy(&text);
+                let named = text.strip_prefix("gitdir: ").unwrap_or("").trim_end();
+                git.root().join(named)
+            }
+            _ => target,
+        };
+        beneath(git.root(), &target, "git directory")?;
     }
     check_version(git)?;
     let out = git.run(
@@ -52,9 +70,147 @@ pub(super) fn locate(git: &mut Git<'_>) -> Result<(), Failure> {
         ));
     };
     let git_dir = beneath(git.root(), Path::new(git_dir), "git directory")?;
-    beneath(git.root(), Path::new(common_dir), "common git directory")?;
+    let common_dir = beneath(git.root(), Path::new(common_dir), "common git directory")?;
+    let mut walk = Walk::new(git.root());
+    walk.dir(&git_dir, true)?;
+    walk.dir(&common_dir, true)?;
     git.set_git_dir(git_dir);
     Ok(())
+}
+
+/// The check of every part of the git directory (and the common directory): each symlink in
+/// it, followed, and each file in it that names another directory (`objects/info/alternates`,
+/// `commondir`, `worktrees/*/gitdir`) must stay inside the root. A symlinked `objects` or
+/// `refs/heads` would otherwise show another repository's history and move its branches, an
+/// alternate would lend it its objects. Symlinked directories that stay inside are walked too;
+/// each directory once.
+struct Walk<'r> {
+    root: &'r Path,
+    seen: std::collections::HashSet<PathBuf>,
+    entries: usize,
+}
+
+impl<'r> Walk<'r> {
+    fn new(root: &'r Path) -> Walk<'r> {
+        Walk {
+            root,
+            seen: Default::default(),
+            entries: 0,
+        }
+    }
+
+    /// `not_a_repository` naming `part` (shown relative to the root) and what it is.
+    fn outside(&self, part: &Path, what: &str) -> Failure {
+        let shown = part.strip_prefix(self.root).unwrap_or(Path::new("?"));
+        Failure::new(
+            Code::NotARepository,
+            format!(
+                "the repository's git directory is not wholly inside the workspace root: {} \
+                 is {what} that resolves outside it (or cannot be resolved); the adapter \
+                 serves only a repository whose every part the root holds",
+                crate::terminal::escape(&format!("{:?}", shown.to_string_lossy()))
+            ),
+        )
+    }
+
+    /// `path` (a file or directory, after symlinks) lies inside the root (or is the root).
+    fn inside(&self, path: &Path) -> Option<PathBuf> {
+        let resolved = std::fs::canonicalize(path).ok()?;
+        resolved.starts_with(self.root).then_some(resolved)
+    }
+
+    /// Walk the directory `dir` (canonical, inside the root); `top`: a git directory itself.
+    fn dir(&mut self, dir: &Path, top: bool) -> Result<(), Failure> {
+        if !self.seen.insert(dir.to_path_buf()) {
+            return Ok(());
+        }
+        let unreadable = || {
+            Failure::new(
+                Code::NotARepository,
+                "the repository's git directory cannot be read whole",
+            )
+        };
+        let mut subdirs = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(|_| unreadable())? {
+            let entry = entry.map_err(|_| unreadable())?;
+            self.entries += 1;
+            if self.entries > limits::MAX_GIT_DIR_ENTRIES {
+                return Err(Failure::new(
+                    Code::NotARepository,
+                    format!(
+                        "the repository's git directory holds more than {} entries; the \
+                         adapter checks each of them and stops there (`git gc` packs loose \
+                         objects)",
+                        limits::MAX_GIT_DIR_ENTRIES
+                    ),
+                ));
+            }
+            let path = entry.path();
+            // No git the adapter runs looks at `hooks/` (`core.hooksPath=/dev/null`), and a
+            // hook linked to a script elsewhere is common: it is not part of the repository.
+            if top && entry.file_name() == "hooks" {
+                continue;
+            }
+            let kind = entry.file_type().map_err(|_| unreadable())?;
+            if kind.is_symlink() {
+                let target = self
+                    .inside(&path)
+                    .ok_or_else(|| self.outside(&path, "a link"))?;
+                if target.is_dir() {
+                    subdirs.push(target);
+                } else {
+                    self.file(&path, &target)?;
+                }
+            } else if kind.is_dir() {
+                subdirs.push(path);
+            } else if kind.is_file() {
+                self.file(&path, &path)?;
+            }
+        }
+        for sub in subdirs {
+            self.dir(&sub, false)?;
+        }
+        Ok(())
+    }
+
+    /// A file of the git directory at `path` (its content at `target`): the ones that name
+    /// another directory are read, and each directory they name must be inside the root.
+    fn file(&self, path: &Path, target: &Path) -> Result<(), Failure> {
+        let name = path.file_name().unwrap_or_default();
+        let parent = path.parent().unwrap_or(self.root);
+        let in_dir = |dir: &str| parent.file_name() == Some(std::ffi::OsStr::new(dir));
+        let (base, what) = if name == "alternates" && in_dir("info") {
+            // Relative alternates are relative to the objects directory.
+            (
+                parent.parent().unwrap_or(parent),
+                "an alternate object store",
+            )
+        } else if name == "commondir" {
+            (parent, "the common directory a commondir file names")
+        } else if name == "gitdir"
+            && parent.parent().and_then(Path::file_name) == Some("worktrees".as_ref())
+        {
+            (parent, "the linked worktree a gitdir file names")
+        } else {
+            return Ok(());
+        };
+        let mut text = String::new();
+        std::fs::File::open(target)
+            .and_then(|f| f.take(MAX_POINTER_FILE_BYTES).read_to_string(&mut text))
+            .map_err(|_| self.outside(path, what))?;
+        for line in text.lines() {
+            let line = line.trim_end();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            // A quoted alternate (C-style) is refused unread: it cannot be checked simply.
+            let named = base.join(line);
+            if line.starts_with('"') || self.inside(&named).is_none() {
+                return Err(self.outside(path, what));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `path`, resolved, when it lies strictly beneath `root` (canonical).

@@ -25,12 +25,14 @@
 //! Must not: grant anything outside the root, or run in a process that serves more than one
 //! call (the restriction is for the life of the process: `respond` for tests leaves it off).
 
+use crate::confine::landlock::Grant;
 use ::landlock::{
-    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset,
+    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
     RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 use rustix::io::Errno;
 use std::os::fd::BorrowedFd;
+use std::path::PathBuf;
 
 /// What a tool may do beneath the root.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +55,17 @@ pub enum Confined {
 /// Restrict the calling process, for the rest of its life, to `root` with `access`.
 /// `Err` is a sentence for the `root_unavailable` message (no host path in it).
 pub fn restrict_to_root(root: BorrowedFd<'_>, access: Rights) -> Result<Confined, String> {
+    restrict_to_root_and(root, access, &[])
+}
+
+/// [`restrict_to_root`], with `extra` paths granted beside the root, each with what its
+/// [`Grant`] allows (a file's rule keeps only the file rights of it). The git adapter grants
+/// this way what git needs to run: its program, its exec path, the base of SPEC §13.2.
+pub fn restrict_to_root_and(
+    root: BorrowedFd<'_>,
+    access: Rights,
+    extra: &[(PathBuf, Grant)],
+) -> Result<Confined, String> {
     let version = match crate::confine::landlock::kernel_abi() {
         Ok(version) => version,
         Err(errno) if errno == Errno::NOSYS || errno == Errno::OPNOTSUPP => {
@@ -74,13 +87,23 @@ pub fn restrict_to_root(root: BorrowedFd<'_>, access: Rights) -> Result<Confined
     if abi >= ABI::V6 {
         ruleset = ruleset.scope(Scope::from_all(abi)).map_err(failed)?;
     }
-    let status = ruleset
+    let mut created = ruleset
         .create()
         .map_err(failed)?
         .add_rule(PathBeneath::new(root, allowed(access, abi)))
-        .map_err(failed)?
-        .restrict_self()
         .map_err(failed)?;
+    for (path, grant) in extra {
+        let fd =
+            PathFd::new(path).map_err(|e| format!("a path to grant cannot be opened ({e})"))?;
+        let mut rights = crate::confine::landlock::access(*grant, abi);
+        if !std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+            rights &= AccessFs::from_file(abi);
+        }
+        created = created
+            .add_rule(PathBeneath::new(fd, rights))
+            .map_err(failed)?;
+    }
+    let status = created.restrict_self().map_err(failed)?;
     match status.ruleset {
         RulesetStatus::FullyEnforced => Ok(Confined::Enforced { abi: version }),
         other => Err(format!("Landlock enforced the ruleset only as {other:?}")),
