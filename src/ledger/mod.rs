@@ -429,6 +429,11 @@ pub trait Store: Send {
         visit: &mut dyn FnMut(Result<audit::StoredRecord, audit::Break>) -> bool,
         stored: Option<&mut StoredVisit<'_>>,
     ) -> Result<Option<(u64, String)>, LedgerError>;
+
+    /// Best effort, waiting for nobody: move what the store keeps beside its file into the
+    /// file, so that a copy of the file alone is the whole ledger (SPEC §14.4). Nothing to do
+    /// for a store without such a log.
+    fn checkpoint(&mut self) {}
 }
 
 /// How long [`Ledger::wait`] sleeps between looks at a held key: short at first (most calls are
@@ -538,6 +543,14 @@ impl Ledger {
     /// The key's row.
     pub fn call(&mut self, key: &Key) -> Result<Option<CallRow>, LedgerError> {
         self.store.call(key)
+    }
+
+    /// Before the process exits, after its envelope was printed: fold the store's log into its
+    /// file, best effort and without waiting for other writers (SPEC §14.4, "a ledger file
+    /// stands alone after use"). A failure is no failure of the call: the next dispatcher to
+    /// finish does it.
+    pub fn checkpoint(&mut self) {
+        self.store.checkpoint();
     }
 
     /// Recompute the whole chain (`audit verify`).

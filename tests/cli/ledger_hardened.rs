@@ -334,3 +334,32 @@ fn nobody_cannot_use_roots_ledger_and_root_refuses_nobodys() {
     chown(&folder, 0);
     refused(&as_user(0).run(), "the ledger file belongs to another user");
 }
+
+#[test]
+fn a_copy_of_the_ledger_file_alone_replays_what_it_recorded() {
+    let s = Setup::new();
+    s.dispatch(&["echo"]).run().expect("succeeded", None, 0);
+    assert_eq!(s.runs(), 1);
+    // The dispatcher checkpointed before it exited: its WAL is empty, and the file alone,
+    // copied without its -wal and -shm, holds the call.
+    let wal = s.dir.path().join("ledger.db-wal");
+    assert_eq!(std::fs::metadata(&wal).map_or(0, |m| m.len()), 0);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let copy = elsewhere.path().join("copy.db");
+    std::fs::copy(&s.ledger, &copy).unwrap();
+    let replay = Dispatch::with_bridge(s.bridge(&["echo"]))
+        .args(&["--ledger", copy.to_str().unwrap()])
+        .run();
+    replay.expect("succeeded", None, 0);
+    assert_eq!(replay.envelope["diagnostics"]["ledger"]["replayed"], true);
+    assert_eq!(
+        s.runs(),
+        1,
+        "the copy answered from its record: nothing ran twice"
+    );
+    Cmd::new(["audit", "verify", "--ledger", copy.to_str().unwrap()])
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_json(|v| assert_eq!(v["records"], json!(2), "{v}"));
+}
