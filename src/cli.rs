@@ -405,9 +405,11 @@ pub enum Command {
     ///
     /// `verify` recomputes the hash chain of every record and prints {"intact":true,
     /// "records":N,"head":HASH} (exit 0), or names the first record that was edited, removed or
-    /// cannot be read (exit 1). `export` prints the records as JSON Lines. Neither creates nor
-    /// changes the ledger; one that cannot be opened (missing, not a regular file, not a
-    /// ledger, corrupt) is `error[ledger_unavailable]` and exit 69.
+    /// cannot be read (exit 1). `export` prints the records as JSON Lines. Both open the
+    /// ledger read-only and make no file beside it, so any user who can read it may run them
+    /// (a 0444 copy in a read-only folder too; SPEC 14.4); one that cannot be opened
+    /// (missing, not a regular file, not a ledger, corrupt) is `error[ledger_unavailable]` and
+    /// exit 69.
     #[command(subcommand)]
     Audit(AuditCommand),
     /// Say which confinement mechanisms this host supports, each proved by a live probe that

@@ -6,7 +6,9 @@
 //! (JSON Lines) and stops with exit 1 at a record it cannot read. A ledger that cannot be
 //! opened is `error[ledger_unavailable]` on stderr, nothing on stdout, exit 69. Output that
 //! cannot be written is `error[stdout]` and exit 74, as for every command (`stdout.rs`).
-//! Neither creates a ledger, and neither writes to one.
+//! Neither creates a ledger, and neither writes to one: the ledger is opened read-only
+//! ([`Ledger::open_existing`]), no file is made beside it, and any user who can read the file
+//! may run them (SPEC §14.4).
 
 use super::{audit, Ledger, Verification};
 use crate::cli::AuditCommand;
@@ -31,21 +33,33 @@ pub fn main(command: &AuditCommand) -> u8 {
         AuditCommand::Verify(args) => (&args.ledger, None),
         AuditCommand::Export(args) => (&args.ledger, Some(args.since.unwrap_or(0))),
     };
-    let mut ledger = match Ledger::open_existing(path, Instant::now() + LOCK_WAIT) {
-        Ok(ledger) => ledger,
-        Err(err) => {
-            stderr_line!("{}", error_line(err.code(), &err.to_string()));
-            return exit::UNAVAILABLE;
-        }
-    };
+    let open = || Ledger::open_existing(path, Instant::now() + LOCK_WAIT);
     match since {
-        None => verify(&mut ledger),
-        Some(since) => export(&mut ledger, since),
+        None => verify(open),
+        Some(since) => match open() {
+            Ok(mut ledger) => export(&mut ledger, since),
+            Err(err) => {
+                stderr_line!("{}", error_line(err.code(), &err.to_string()));
+                exit::UNAVAILABLE
+            }
+        },
     }
 }
 
-fn verify(ledger: &mut Ledger) -> u8 {
-    let outcome = match ledger.verify() {
+/// How often `verify` reads a ledger again that changed while it was read without SQLite's
+/// locks (the writer made a WAL: the next read uses it).
+const READS: usize = 3;
+
+fn verify(open: impl Fn() -> Result<Ledger, crate::ledger::LedgerError>) -> u8 {
+    let mut read = 0;
+    let outcome = loop {
+        read += 1;
+        match open().and_then(|mut ledger| ledger.verify()) {
+            Err(crate::ledger::LedgerError::ChangedWhileRead) if read < READS => {}
+            done => break done,
+        }
+    };
+    let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(err) => {
             stderr_line!("{}", error_line(err.code(), &err.to_string()));

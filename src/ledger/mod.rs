@@ -371,6 +371,14 @@ pub enum LedgerError {
     /// This process's lease cannot be read from /proc.
     #[error("this process's lease cannot be read: {0}")]
     Lease(std::io::Error),
+    /// The ledger cannot be read without making a file beside it or without permissions this
+    /// user lacks (SPEC §14.4: `audit` and `ledger backup` only read).
+    #[error("the ledger cannot be read as it is: {0}")]
+    Unreadable(&'static str),
+    /// A ledger read without SQLite's locks (no WAL index to share) changed while it was
+    /// read: what was read is not trusted; reading again uses the WAL the writer made.
+    #[error("the ledger changed while it was being read")]
+    ChangedWhileRead,
     /// A stored envelope is not the one its audit record covers: the ledger was edited, and
     /// is never used to replay (SPEC §14.4).
     #[error("the ledger fails verification: {0}")]
@@ -460,10 +468,12 @@ impl Ledger {
         })
     }
 
-    /// Open an existing ledger (for `audit`): a missing one is [`LedgerError::Missing`].
+    /// Open an existing ledger only to read it (for `audit` and `ledger backup`; SPEC §14.4):
+    /// no file is made or changed beside it, and any user who can read it may. A missing one
+    /// is [`LedgerError::Missing`].
     pub fn open_existing(path: &Path, deadline: Instant) -> Result<Ledger, LedgerError> {
         Ok(Ledger {
-            store: Box::new(sqlite::SqliteStore::open(path, false, deadline)?),
+            store: Box::new(sqlite::SqliteStore::open_read_only(path, deadline)?),
         })
     }
 

@@ -11,6 +11,10 @@
 //!   it with `SQLITE_OPEN_NOFOLLOW` and without `SQLITE_OPEN_CREATE`). Our descriptor is closed
 //!   before SQLite takes any lock: closing a descriptor drops the process's POSIX locks on the
 //!   file.
+//! - **Readers write nothing.** `audit` opens the ledger with `SQLITE_OPEN_READ_ONLY`
+//!   ([`SqliteStore::open_read_only`]): through its `-wal` and `-shm` when both are there and
+//!   readable, else (no WAL, or an empty one) as `immutable=1`, checked afterwards
+//!   ([`ReadGuard`]); never a file made beside it, whoever owns it.
 //! - **Ours or refused.** `PRAGMA application_id` is [`APPLICATION_ID`] and `user_version` is
 //!   [`SCHEMA_VERSION`]; an existing empty file is never given the schema; anything else (another application's
 //!   database, a newer schema, not a database) is refused without writing to it.
@@ -109,6 +113,100 @@ pub(super) const RUNNING_CALLS: &str = "SELECT lease_boot, lease_pid, lease_star
 pub(super) struct SqliteStore {
     conn: Connection,
     deadline: Instant,
+    /// For a ledger read as immutable (see [`SqliteStore::open_read_only`]): how its file and
+    /// WAL looked before; a [`Store::scan`] that ends with them changed is not trusted.
+    guard: Option<ReadGuard>,
+}
+
+/// The files of a ledger read as immutable, and how they looked before it was opened: the
+/// file's identity, size, modification and change times, and the WAL's size (`None`: none).
+pub(super) struct ReadGuard {
+    dir: std::os::fd::OwnedFd,
+    name: std::ffi::CString,
+    wal: std::ffi::CString,
+    seen: Option<Look>,
+}
+
+type Look = ((u64, u64, i64, i64, u64, i64, u64), Option<i64>);
+
+impl ReadGuard {
+    fn look(&self) -> Option<Look> {
+        let st = pfs::lstat_at(self.dir.as_fd(), &self.name).ok()?;
+        let wal = pfs::lstat_at(self.dir.as_fd(), &self.wal)
+            .ok()
+            .map(|st| st.st_size);
+        Some((
+            (
+                st.st_dev,
+                st.st_ino,
+                st.st_size,
+                st.st_mtime,
+                st.st_mtime_nsec,
+                st.st_ctime,
+                st.st_ctime_nsec,
+            ),
+            wal,
+        ))
+    }
+
+    /// Whether the files are as they were (and no WAL with commits appeared).
+    fn unchanged(&self) -> bool {
+        let now = self.look();
+        now.is_some() && now == self.seen && now.is_some_and(|(_, wal)| wal.unwrap_or(0) == 0)
+    }
+}
+
+/// How [`SqliteStore::open_read_only`] reads a ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ReadMode {
+    /// `mode=ro`, with SQLite's locks and the `-wal` and `-shm` that are there (the `-shm`
+    /// read-only when this user cannot write it): consistent with writers at work.
+    Shared,
+    /// `immutable=1`: no lock, no `-wal` and no `-shm` opened or made; for a ledger whose WAL
+    /// is absent or empty, checked again after reading ([`ReadGuard`]).
+    Immutable,
+}
+
+/// Which [`ReadMode`] reads a ledger whose `-wal` and `-shm` are as given (`lstat`, and
+/// whether this user can open each for reading), or why none can without making a file.
+pub(super) fn read_mode(
+    wal: Option<(&pfs::Stat, bool)>,
+    shm: Option<(&pfs::Stat, bool)>,
+) -> Result<ReadMode, LedgerError> {
+    for (side, st) in [("-wal", wal), ("-shm", shm)] {
+        if let Some((st, _)) = st {
+            if pfs::kind(st) != FileType::RegularFile {
+                return Err(LedgerError::NotRegular(match side {
+                    "-wal" => "-wal that is not a regular file",
+                    _ => "-shm that is not a regular file",
+                }));
+            }
+        }
+    }
+    match (wal, shm) {
+        (Some((_, true)), Some((_, true))) => Ok(ReadMode::Shared),
+        (None, _) => Ok(ReadMode::Immutable),
+        (Some((st, _)), _) if st.st_size == 0 => Ok(ReadMode::Immutable),
+        (Some((_, false)), _) | (_, Some((_, false))) => Err(LedgerError::Unreadable(
+            "its -wal holds commits and this user cannot read its -wal or -shm",
+        )),
+        (Some(_), None) => Err(LedgerError::Unreadable(
+            "its -wal holds commits and it has no -shm (a read-only reader would have to make one)",
+        )),
+    }
+}
+
+/// `path` as an SQLite URI's path: every byte but `[A-Za-z0-9/._~-]` percent-encoded.
+pub(super) fn uri_path(path: &Path) -> String {
+    let mut out = String::from("file:");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'_' | b'~' | b'-') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 fn db(err: rusqlite::Error) -> LedgerError {
@@ -250,6 +348,7 @@ fn create_ledger(
         let mut store = SqliteStore {
             conn,
             deadline: Instant::now() + Duration::from_secs(5),
+            guard: None,
         };
         store
             .conn
@@ -359,7 +458,11 @@ impl SqliteStore {
             _ => return Err(LedgerError::Replaced),
         }
         drop(fd);
-        let mut store = SqliteStore { conn, deadline };
+        let mut store = SqliteStore {
+            conn,
+            deadline,
+            guard: None,
+        };
         // While another dispatcher creates the ledger or switches it to WAL, SQLite may answer
         // BUSY at once, without its busy handler (a lock it will not wait for, to avoid a
         // deadlock): look again until the deadline, as the handler would.
@@ -376,6 +479,158 @@ impl SqliteStore {
                     return Ok(store);
                 }
             }
+        }
+    }
+
+    /// Open the existing ledger at `path` only to read it (`audit`, `ledger backup`; SPEC
+    /// §14.4): `SQLITE_OPEN_READ_ONLY`, no file made or changed beside it, for any user who
+    /// can read it. Its `-wal` and `-shm`, when both there and readable, are used as they are
+    /// ([`ReadMode::Shared`]); a ledger without a WAL, or with an empty one, is read as
+    /// immutable ([`ReadMode::Immutable`]) and checked again when read ([`ReadGuard`]). The
+    /// owner's write bit, the owners and the folder are not looked at: reading harms nothing.
+    pub(super) fn open_read_only(
+        path: &Path,
+        deadline: Instant,
+    ) -> Result<SqliteStore, LedgerError> {
+        let name = path.file_name().ok_or(LedgerError::NoFileName)?;
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let parent = std::path::absolute(parent).map_err(LedgerError::Folder)?;
+        let dir = pfs::open_dir_path(&parent).map_err(LedgerError::Folder)?;
+        let cname = pfs::cstring(name.as_bytes()).map_err(LedgerError::Open)?;
+        let st = match pfs::lstat_at(dir.as_fd(), &cname) {
+            Ok(st) => st,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(LedgerError::Missing),
+            Err(e) => return Err(LedgerError::Open(e)),
+        };
+        if pfs::kind(&st) != FileType::RegularFile {
+            return Err(LedgerError::NotRegular(kind_name(pfs::kind(&st))));
+        }
+        let read = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY;
+        let fd =
+            pfs::open_at(dir.as_fd(), &cname, read, Mode::empty()).map_err(LedgerError::Open)?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| LedgerError::Open(e.into()))?;
+        if pfs::kind(&st) != FileType::RegularFile {
+            return Err(LedgerError::NotRegular(kind_name(pfs::kind(&st))));
+        }
+        let side = |suffix: &[u8]| {
+            let mut n = name.as_bytes().to_vec();
+            n.extend_from_slice(suffix);
+            pfs::cstring(&n).map_err(LedgerError::Open)
+        };
+        let (wal_name, shm_name) = (side(b"-wal")?, side(b"-shm")?);
+        let look = |n: &std::ffi::CStr| {
+            pfs::lstat_at(dir.as_fd(), n).ok().map(|st| {
+                let readable = pfs::kind(&st) == FileType::RegularFile
+                    && pfs::open_at(dir.as_fd(), n, read, Mode::empty()).is_ok();
+                (st, readable)
+            })
+        };
+        let (wal, shm) = (look(&wal_name), look(&shm_name));
+        let mode = read_mode(
+            wal.as_ref().map(|(st, r)| (st, *r)),
+            shm.as_ref().map(|(st, r)| (st, *r)),
+        )?;
+        let guard = match mode {
+            ReadMode::Shared => None,
+            ReadMode::Immutable => {
+                let mut guard = ReadGuard {
+                    dir: rustix::io::dup(&dir).map_err(|e| LedgerError::Folder(e.into()))?,
+                    name: cname.clone(),
+                    wal: wal_name.clone(),
+                    seen: None,
+                };
+                guard.seen = Some(guard.look().ok_or(LedgerError::Replaced)?);
+                Some(guard)
+            }
+        };
+        let uri = format!(
+            "{}?{}",
+            uri_path(&parent.join(name)),
+            match mode {
+                ReadMode::Shared => "mode=ro",
+                ReadMode::Immutable => "mode=ro&immutable=1",
+            }
+        );
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW
+            | OpenFlags::SQLITE_OPEN_URI;
+        let conn =
+            Connection::open_with_flags(&uri, flags).map_err(|e| match e.sqlite_error_code() {
+                Some(ErrorCode::CannotOpen) => {
+                    LedgerError::Open(io::Error::other("SQLite cannot open the file"))
+                }
+                _ => db(e),
+            })?;
+        match pfs::lstat_at(dir.as_fd(), &cname) {
+            Ok(now) if identity(&now) == identity(&st) => {}
+            _ => return Err(LedgerError::Replaced),
+        }
+        drop(fd);
+        let mut store = SqliteStore {
+            conn,
+            deadline,
+            guard,
+        };
+        store.arm()?;
+        store
+            .conn
+            .execute_batch(
+                "PRAGMA trusted_schema = OFF; PRAGMA cell_size_check = ON; \
+                 PRAGMA query_only = ON;",
+            )
+            .map_err(db)?;
+        // A reader never checkpoints, and so never deletes the WAL, when it closes.
+        store
+            .conn
+            .set_db_config(
+                rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+                true,
+            )
+            .map_err(db)?;
+        loop {
+            match store.check_ours() {
+                Err(LedgerError::Locked) if Instant::now() < deadline => {
+                    std::thread::sleep(PREPARE_RETRY);
+                }
+                done => return done.map(|()| store),
+            }
+        }
+    }
+
+    /// The read-only half of [`SqliteStore::prepare`]: our `application_id` and schema.
+    fn check_ours(&mut self) -> Result<(), LedgerError> {
+        let id = self.pragma_int("application_id")?;
+        if id == 0 {
+            return Err(LedgerError::Foreign(if object_count(&self.conn)? != 0 {
+                "a database of another application".into()
+            } else {
+                "an empty file, not a complete ledger".into()
+            }));
+        }
+        if id != APPLICATION_ID {
+            return Err(LedgerError::Foreign(format!(
+                "a database of another application (application_id {id:#x})"
+            )));
+        }
+        let version = self.pragma_int("user_version")?;
+        if version != SCHEMA_VERSION {
+            return Err(LedgerError::Foreign(format!(
+                "schema version {version}, this dispatcher reads {SCHEMA_VERSION}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// For a ledger read as immutable: its file and WAL must still be as they were before
+    /// it was opened, or what was read may mix two states ([`LedgerError::ChangedWhileRead`]).
+    fn check_guard(&self) -> Result<(), LedgerError> {
+        match &self.guard {
+            Some(guard) if !guard.unchanged() => Err(LedgerError::ChangedWhileRead),
+            _ => Ok(()),
         }
     }
 
@@ -995,6 +1250,7 @@ impl Store for SqliteStore {
             .optional()
             .map_err(db)?;
         tx.commit().map_err(db)?;
+        self.check_guard()?;
         Ok(head.map(|(seq, hash)| (u64::try_from(seq).unwrap_or(u64::MAX), hash)))
     }
 

@@ -363,3 +363,102 @@ fn a_copy_of_the_ledger_file_alone_replays_what_it_recorded() {
         .stderr_empty()
         .stdout_json(|v| assert_eq!(v["records"], json!(2), "{v}"));
 }
+
+/// The names in `folder`, sorted.
+fn names(folder: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(folder)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// `audit verify` and `audit export` of `ledger` by `cmd`'s user pass, over `n` records.
+#[track_caller]
+fn audits(cmd: impl Fn(&[&str]) -> Cmd, ledger: &Path, n: usize) {
+    let path = ledger.to_str().unwrap();
+    cmd(&["audit", "verify", "--ledger", path])
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_json(|v| {
+            assert_eq!(v["intact"], json!(true), "{v}");
+            assert_eq!(v["records"], json!(n), "{v}");
+        });
+    cmd(&["audit", "export", "--ledger", path])
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_with(|text| assert_eq!(text.lines().count(), n, "{text}"));
+}
+
+#[test]
+fn audit_reads_a_0444_copy_in_a_0555_folder_and_makes_no_file_beside_it() {
+    let s = Setup::new();
+    s.dispatch(&["echo"]).run().expect("succeeded", None, 0);
+    s.dispatch(&["echo"]).run().expect("succeeded", None, 0);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let folder = elsewhere.path().join("archive");
+    std::fs::create_dir(&folder).unwrap();
+    let copy = folder.join("ledger.db");
+    std::fs::copy(&s.ledger, &copy).unwrap();
+    mode(&copy, 0o444);
+    mode(&folder, 0o555);
+    let before = std::fs::read(&copy).unwrap();
+    // Root may write the folder whatever its bits: nothing appears because nothing is made.
+    audits(|args| Cmd::new(args.iter().copied()), &copy, 2);
+    assert_eq!(names(&folder), ["ledger.db"]);
+    assert_eq!(std::fs::read(&copy).unwrap(), before);
+    // The ledger in use, its -wal and -shm there: read as it is, nothing added.
+    let in_use = names(s.dir.path());
+    audits(|args| Cmd::new(args.iter().copied()), &s.ledger, 2);
+    assert_eq!(names(s.dir.path()), in_use);
+    mode(&folder, 0o755);
+}
+
+#[test]
+fn any_user_who_can_read_the_ledger_can_audit_it() {
+    let (dir, copies) = super::host_reach::copies_for_nobody(&[bin(), test_bin()]);
+    let folder = dir.path().join("ledger");
+    std::fs::create_dir(&folder).unwrap();
+    mode(&folder, 0o755);
+    let ledger = folder.join("ledger.db");
+    let mut b = bridge(&["echo"]);
+    b["dispatcher"]["command"]["argv"][0] = copies[1].to_str().unwrap().into();
+    Cmd::of(
+        copies[0].clone(),
+        [
+            "--ledger".to_string(),
+            ledger.to_str().unwrap().to_string(),
+            "--parent-tool-bridge".to_string(),
+            b.to_string(),
+        ],
+    )
+    .stdin(request().to_string())
+    .run()
+    .exit(0)
+    .stderr_empty()
+    .stdout_contains("\"succeeded\"");
+    // Root's ledger, readable by all; its -wal and -shm root's own 0600.
+    mode(&ledger, 0o644);
+    let as_nobody = |args: &[&str]| {
+        let nobody = super::host_reach::NOBODY;
+        Cmd::of(copies[0].clone(), args.iter().copied()).user(nobody, nobody)
+    };
+    let before = names(&folder);
+    audits(as_nobody, &ledger, 1);
+    // Its -wal and -shm readable too: read with SQLite's locks, the -shm read-only.
+    for side in ["ledger.db-wal", "ledger.db-shm"] {
+        mode(&folder.join(side), 0o644);
+    }
+    audits(as_nobody, &ledger, 1);
+    assert_eq!(names(&folder), before);
+    // Unreadable: refused, saying so.
+    mode(&ledger, 0o600);
+    as_nobody(&["audit", "verify", "--ledger", ledger.to_str().unwrap()])
+        .run()
+        .exit(69)
+        .stdout_empty()
+        .stderr_contains("error[ledger_unavailable]: the ledger file cannot be opened");
+}
