@@ -442,6 +442,26 @@ pub trait Store: Send {
     /// file, so that a copy of the file alone is the whole ledger (SPEC §14.4). Nothing to do
     /// for a store without such a log.
     fn checkpoint(&mut self) {}
+
+    /// Write a consistent copy of the whole store to the new file `dest` (SPEC §14.4), made
+    /// 0600 and never replacing anything: an existing `dest` is [`BackupError::Exists`].
+    fn backup(&mut self, dest: &Path) -> Result<(), BackupError>;
+}
+
+/// Why `ledger backup` wrote no copy.
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    /// Something (of any kind, a dangling symlink too) is already at the destination: it is
+    /// left as it is.
+    #[error("the destination already exists; nothing was written")]
+    Exists,
+    /// The destination cannot be made or written (its folder missing, no permission, no
+    /// space); nothing is left behind.
+    #[error("the backup cannot be written: {0}")]
+    Write(String),
+    /// The ledger cannot be read.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
 }
 
 /// How long [`Ledger::wait`] sleeps between looks at a held key: short at first (most calls are
@@ -561,6 +581,11 @@ impl Ledger {
     /// finish does it.
     pub fn checkpoint(&mut self) {
         self.store.checkpoint();
+    }
+
+    /// A consistent copy of the ledger at `dest` (`ledger backup`), see [`Store::backup`].
+    pub fn backup(&mut self, dest: &Path) -> Result<(), BackupError> {
+        self.store.backup(dest)
     }
 
     /// Recompute the whole chain (`audit verify`).

@@ -15,6 +15,9 @@
 //!   ([`SqliteStore::open_read_only`]): through its `-wal` and `-shm` when both are there and
 //!   readable, else (no WAL, or an empty one) as `immutable=1`, checked afterwards
 //!   ([`ReadGuard`]); never a file made beside it, whoever owns it.
+//! - **Backups.** [`Store::backup`] copies the ledger with SQLite's online backup in one step
+//!   (one read snapshot) into a new 0600 file renamed into place without replacing
+//!   ([`backup_to`]).
 //! - **Ours or refused.** `PRAGMA application_id` is [`APPLICATION_ID`] and `user_version` is
 //!   [`SCHEMA_VERSION`]; an existing empty file is never given the schema; anything else (another application's
 //!   database, a newer schema, not a database) is refused without writing to it.
@@ -29,8 +32,8 @@
 
 use super::audit::{self, Break, StoredRecord, GENESIS};
 use super::{
-    AuditRecord, Call, CallRow, CallState, Claim, Decision, Finished, Key, Lease, LedgerError,
-    Outcome, Recorded, Snapshot, Store, StoredVisit,
+    AuditRecord, BackupError, Call, CallRow, CallState, Claim, Decision, Finished, Key, Lease,
+    LedgerError, Outcome, Recorded, Snapshot, Store, StoredVisit,
 };
 use crate::fs::{self as pfs, FileType, Mode, OFlags};
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
@@ -1254,6 +1257,11 @@ impl Store for SqliteStore {
         Ok(head.map(|(seq, hash)| (u64::try_from(seq).unwrap_or(u64::MAX), hash)))
     }
 
+    fn backup(&mut self, dest: &Path) -> Result<(), BackupError> {
+        self.arm()?;
+        backup_to(self, dest)
+    }
+
     /// `PRAGMA wal_checkpoint(TRUNCATE)` without a busy handler: when another connection
     /// writes or reads an older snapshot, SQLite copies what it can without waiting (as a
     /// `PASSIVE` checkpoint would) and answers BUSY, which is ignored — the last dispatcher
@@ -1295,4 +1303,102 @@ fn visit_stored(conn: &Connection, visit: &mut StoredVisit<'_>) -> Result<(), Le
         }
     }
     Ok(())
+}
+
+/// [`Store::backup`]: the copy is made under a temporary name in `dest`'s folder (`O_CREAT |
+/// O_EXCL | O_NOFOLLOW`, 0600), filled by SQLite's online backup in ONE step (one read
+/// snapshot of the ledger, so the copy is consistent while dispatchers write), left without a
+/// WAL, synced, and moved to `dest` by a rename that replaces nothing. On any failure the
+/// temporary file is removed and `dest` is not there.
+fn backup_to(store: &SqliteStore, dest: &Path) -> Result<(), BackupError> {
+    let write = |what: &str, e: &dyn std::fmt::Display| BackupError::Write(format!("{what}: {e}"));
+    let name = dest
+        .file_name()
+        .ok_or_else(|| BackupError::Write("the destination has no file name".into()))?;
+    let parent = match dest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let parent = std::path::absolute(parent).map_err(|e| write("its folder", &e))?;
+    let dir = pfs::open_dir_path(&parent).map_err(|e| write("its folder cannot be opened", &e))?;
+    let cname = pfs::cstring(name.as_bytes()).map_err(|e| write("its name", &e))?;
+    match pfs::lstat_at(dir.as_fd(), &cname) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Ok(_) => return Err(BackupError::Exists),
+        Err(e) => return Err(write("the destination cannot be looked at", &e)),
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let mut temp = b".".to_vec();
+    temp.extend_from_slice(name.as_bytes());
+    temp.extend_from_slice(format!(".{}.{nanos}.backup", std::process::id()).as_bytes());
+    let temp = pfs::cstring(&temp).map_err(|e| write("its name", &e))?;
+    let remove = |suffix: &[u8]| {
+        let mut n = temp.to_bytes().to_vec();
+        n.extend_from_slice(suffix);
+        if let Ok(n) = pfs::cstring(&n) {
+            let _ = pfs::unlink_at(dir.as_fd(), &n);
+        }
+    };
+    let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = pfs::open_at(dir.as_fd(), &temp, flags, Mode::from_raw_mode(0o600))
+        .map_err(|e| write("the destination's folder", &e))?;
+    let copied = (|| -> Result<(), BackupError> {
+        pfs::set_mode(fd.as_fd(), Mode::from_raw_mode(0o600))
+            .map_err(|e| write("the copy's mode", &e))?;
+        let path = parent.join(std::ffi::OsStr::from_bytes(temp.to_bytes()));
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let mut to =
+            Connection::open_with_flags(&path, flags).map_err(|e| write("the copy", &e))?;
+        {
+            let backup = rusqlite::backup::Backup::new(&store.conn, &mut to)
+                .map_err(|e| write("the copy", &e))?;
+            loop {
+                match backup.step(-1).map_err(|e| write("the copy", &e))? {
+                    rusqlite::backup::StepResult::Done => break,
+                    _ if Instant::now() >= store.deadline => {
+                        return Err(BackupError::Ledger(LedgerError::Locked))
+                    }
+                    _ => std::thread::sleep(PREPARE_RETRY),
+                }
+            }
+        }
+        // A ledger read as immutable that changed meanwhile: the copy may mix two states.
+        store.check_guard()?;
+        // The copy is in WAL mode, as the ledger: fold its WAL in and close it, so that the
+        // file stands alone.
+        to.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .map_err(|e| write("the copy", &e))?;
+        to.close().map_err(|(_, e)| write("the copy", &e))?;
+        pfs::fsync(fd.as_fd()).map_err(|e| write("the copy cannot be synced", &e))?;
+        Ok(())
+    })();
+    for side in [&b"-wal"[..], b"-shm", b"-journal"] {
+        remove(side);
+    }
+    if let Err(err) = copied {
+        remove(b"");
+        return Err(err);
+    }
+    let moved = rustix::fs::renameat_with(
+        dir.as_fd(),
+        temp.as_c_str(),
+        dir.as_fd(),
+        cname.as_c_str(),
+        rustix::fs::RenameFlags::NOREPLACE,
+    );
+    match moved {
+        Ok(()) => pfs::fsync(dir.as_fd()).map_err(|e| write("its folder cannot be synced", &e)),
+        Err(e) => {
+            remove(b"");
+            Err(if e == rustix::io::Errno::EXIST {
+                BackupError::Exists
+            } else {
+                write("the copy cannot be moved into place", &io::Error::from(e))
+            })
+        }
+    }
 }

@@ -462,3 +462,81 @@ fn any_user_who_can_read_the_ledger_can_audit_it() {
         .stdout_empty()
         .stderr_contains("error[ledger_unavailable]: the ledger file cannot be opened");
 }
+
+#[test]
+fn ledger_backup_writes_a_copy_that_verifies_and_replays_and_never_replaces() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Setup::new();
+    s.dispatch(&["echo"]).run().expect("succeeded", None, 0);
+    let out = tempfile::tempdir().unwrap();
+    let dest = out.path().join("backup.db");
+    let dest_str = dest.to_str().unwrap();
+    Cmd::new(["ledger", "backup", "--ledger", s.path(), dest_str])
+        .run()
+        .exit(0)
+        .stdout_empty()
+        .stderr_empty();
+    let meta = std::fs::symlink_metadata(&dest).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o600);
+    assert_eq!(names(out.path()), ["backup.db"], "the copy stands alone");
+    Cmd::new(["audit", "verify", "--ledger", dest_str])
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_json(|v| assert_eq!(v["records"], json!(1), "{v}"));
+    let replay = Dispatch::with_bridge(s.bridge(&["echo"]))
+        .args(&["--ledger", dest_str])
+        .run();
+    replay.expect("succeeded", None, 0);
+    assert_eq!(replay.envelope["diagnostics"]["ledger"]["replayed"], true);
+    assert_eq!(s.runs(), 1);
+    // An existing destination of any kind is refused and left as it is.
+    let file = out.path().join("file");
+    std::fs::write(&file, b"mine").unwrap();
+    let link = out.path().join("dangling");
+    std::os::unix::fs::symlink(out.path().join("nowhere"), &link).unwrap();
+    for existing in [&dest, &file, &link, &out.path().to_path_buf()] {
+        let before = std::fs::symlink_metadata(existing).unwrap();
+        let content = std::fs::read(existing).ok();
+        Cmd::new(["ledger", "backup", "--ledger", s.path()])
+            .arg(existing.to_str().unwrap())
+            .run()
+            .exit(2)
+            .stdout_empty()
+            .stderr_eq(
+                "error[destination_exists]: the destination already exists; nothing was \
+                 written\n",
+            );
+        let after = std::fs::symlink_metadata(existing).unwrap();
+        assert_eq!(
+            (before.modified().unwrap(), before.len()),
+            (after.modified().unwrap(), after.len())
+        );
+        assert_eq!(std::fs::read(existing).ok(), content);
+    }
+    assert!(!out.path().join("nowhere").exists());
+    // A folder that is not there: nothing made, exit 74; a missing ledger: 69.
+    Cmd::new(["ledger", "backup", "--ledger", s.path()])
+        .arg(out.path().join("missing/backup.db").to_str().unwrap())
+        .run()
+        .exit(74)
+        .stdout_empty()
+        .stderr_contains("error[backup_failed]: the backup cannot be written");
+    let missing = out.path().join("none.db");
+    Cmd::new(["ledger", "backup", "--ledger", missing.to_str().unwrap()])
+        .arg(out.path().join("b2.db").to_str().unwrap())
+        .run()
+        .exit(69)
+        .stderr_eq("error[ledger_unavailable]: the ledger file does not exist\n");
+    // (The replay used the copy as a ledger: its -wal and -shm are the main job's.)
+    assert_eq!(
+        names(out.path()),
+        [
+            "backup.db",
+            "backup.db-shm",
+            "backup.db-wal",
+            "dangling",
+            "file"
+        ]
+    );
+}
