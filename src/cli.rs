@@ -405,11 +405,16 @@ pub enum Command {
     ///
     /// `verify` recomputes the hash chain of every record and prints {"intact":true,
     /// "records":N,"head":HASH} (exit 0), or names the first record that was edited, removed or
-    /// cannot be read (exit 1). `export` prints the records as JSON Lines. Neither creates nor
-    /// changes the ledger; one that cannot be opened (missing, not a regular file, not a
-    /// ledger, corrupt) is `error[ledger_unavailable]` and exit 69.
+    /// cannot be read (exit 1). `export` prints the records as JSON Lines. Both open the
+    /// ledger read-only and make no file beside it, so any user who can read it may run them
+    /// (a 0444 copy in a read-only folder too; SPEC 14.4); one that cannot be opened
+    /// (missing, not a regular file, not a ledger, corrupt) is `error[ledger_unavailable]` and
+    /// exit 69.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Look after the ledger file (SPEC 14.4): `backup` writes a consistent copy.
+    #[command(subcommand)]
+    Ledger(LedgerCommand),
     /// Say which confinement mechanisms this host supports, each proved by a live probe that
     /// must be refused (SPEC 13); exit 0, 69 or 70.
     ///
@@ -890,6 +895,35 @@ pub enum AuditCommand {
     /// A record that cannot be read stops the export with `error[audit_unreadable]` on stderr
     /// and exit 1 (the lines before it are printed).
     Export(AuditExportArgs),
+}
+
+/// The `ledger` subcommands (SPEC 14.4).
+#[derive(Debug, Subcommand)]
+pub enum LedgerCommand {
+    /// Write a consistent copy of the ledger to DEST, a new file (mode 0600), while
+    /// dispatchers may be writing to it.
+    ///
+    /// The copy is made with SQLite's online backup from one read snapshot of the ledger,
+    /// under a temporary name in DEST's folder, synced, and moved to DEST without replacing
+    /// anything; it stands alone (no -wal), `audit verify` checks it and a dispatcher given it
+    /// as --ledger replays what it recorded. The ledger is only read, as by `audit`. Exit 0
+    /// with nothing printed; an existing DEST of any kind is left untouched:
+    /// `error[destination_exists]`, exit 2; a ledger that cannot be read:
+    /// `error[ledger_unavailable]`, exit 69; a copy that cannot be written (DEST's folder
+    /// missing or not writable, the disk full): `error[backup_failed]`, exit 74, nothing left
+    /// behind.
+    Backup(LedgerBackupArgs),
+}
+
+/// Arguments of `ledger backup`.
+#[derive(Debug, Args)]
+pub struct LedgerBackupArgs {
+    /// The ledger (an SQLite file made by the dispatcher).
+    #[arg(long, value_name = "PATH", env = LEDGER_ENV)]
+    pub ledger: PathBuf,
+    /// The copy to make: a new file, never replaced.
+    #[arg(value_name = "DEST")]
+    pub dest: PathBuf,
 }
 
 /// Arguments of `audit verify`.

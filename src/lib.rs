@@ -125,6 +125,7 @@ pub const SUBCOMMAND_NAMES: &[&str] = &[
     "delegation",
     "doctor",
     "audit",
+    "ledger",
     "help",
 ];
 
@@ -386,6 +387,7 @@ pub fn run(cli: Cli) -> u8 {
         Some(Command::Replay(args)) => replay::run(&args),
         Some(Command::Schema(args)) => schema::print(args.kind),
         Some(Command::Audit(command)) => ledger::command::main(&command),
+        Some(Command::Ledger(command)) => ledger::command::ledger(&command),
         Some(Command::Doctor(args)) => doctor::run(&args),
     }
 }

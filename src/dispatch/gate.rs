@@ -358,6 +358,13 @@ pub(super) fn conclude(gate: &mut Gate, report: &mut Report<'_>, learned: &Learn
     }
 }
 
+/// After the envelope was printed, before the process exits: checkpoint the ledger (SPEC
+/// §14.4), so that the file alone holds every call — a copy of it without its `-wal` replays
+/// them. Best effort, waiting for no other writer.
+pub(super) fn checkpoint(gate: &mut Gate) {
+    gate.ledger.checkpoint();
+}
+
 /// The codes of an outcome where nothing started because of the host (SPEC §14.4): recorded
 /// in the audit trail, but not stored as the key's final envelope, so that the same request
 /// runs once the host fixed the problem. (`artifact_dir_unavailable` is found before the

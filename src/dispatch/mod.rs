@@ -120,6 +120,10 @@ pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
             if let Some(obtained) = obtained.take() {
                 obtained.clean_up();
             }
+            // Last: the ledger file is made to stand alone (SPEC §14.4).
+            if let Some(gated) = gated.as_mut() {
+                gate::checkpoint(gated);
+            }
             exit
         }));
         let reached = match attempt {

@@ -1,4 +1,4 @@
-//! `audit verify` and `audit export` (SPEC §14.3).
+//! `audit verify` and `audit export` (SPEC §14.3), and `ledger backup` (SPEC §14.4).
 //!
 //! `verify` prints one JSON object — `{"intact":true,"records":N,"head":HASH}` (exit 0) or
 //! `{"intact":false,"records_intact":K,"first_bad":{"seq":S,"reason":R}}` (exit 1, with an
@@ -6,10 +6,12 @@
 //! (JSON Lines) and stops with exit 1 at a record it cannot read. A ledger that cannot be
 //! opened is `error[ledger_unavailable]` on stderr, nothing on stdout, exit 69. Output that
 //! cannot be written is `error[stdout]` and exit 74, as for every command (`stdout.rs`).
-//! Neither creates a ledger, and neither writes to one.
+//! Neither creates a ledger, and neither writes to one: the ledger is opened read-only
+//! ([`Ledger::open_existing`]), no file is made beside it, and any user who can read the file
+//! may run them (SPEC §14.4).
 
-use super::{audit, Ledger, Verification};
-use crate::cli::AuditCommand;
+use super::{audit, BackupError, Ledger, LedgerError, Verification};
+use crate::cli::{AuditCommand, LedgerCommand};
 use crate::error::exit;
 use crate::stdout;
 use crate::terminal::error_line;
@@ -31,21 +33,33 @@ pub fn main(command: &AuditCommand) -> u8 {
         AuditCommand::Verify(args) => (&args.ledger, None),
         AuditCommand::Export(args) => (&args.ledger, Some(args.since.unwrap_or(0))),
     };
-    let mut ledger = match Ledger::open_existing(path, Instant::now() + LOCK_WAIT) {
-        Ok(ledger) => ledger,
-        Err(err) => {
-            stderr_line!("{}", error_line(err.code(), &err.to_string()));
-            return exit::UNAVAILABLE;
-        }
-    };
+    let open = || Ledger::open_existing(path, Instant::now() + LOCK_WAIT);
     match since {
-        None => verify(&mut ledger),
-        Some(since) => export(&mut ledger, since),
+        None => verify(open),
+        Some(since) => match open() {
+            Ok(mut ledger) => export(&mut ledger, since),
+            Err(err) => {
+                stderr_line!("{}", error_line(err.code(), &err.to_string()));
+                exit::UNAVAILABLE
+            }
+        },
     }
 }
 
-fn verify(ledger: &mut Ledger) -> u8 {
-    let outcome = match ledger.verify() {
+/// How often `verify` reads a ledger again that changed while it was read without SQLite's
+/// locks (the writer made a WAL: the next read uses it).
+const READS: usize = 3;
+
+fn verify(open: impl Fn() -> Result<Ledger, LedgerError>) -> u8 {
+    let mut read = 0;
+    let outcome = loop {
+        read += 1;
+        match open().and_then(|mut ledger| ledger.verify()) {
+            Err(LedgerError::ChangedWhileRead) if read < READS => {}
+            done => break done,
+        }
+    };
+    let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(err) => {
             stderr_line!("{}", error_line(err.code(), &err.to_string()));
@@ -114,4 +128,35 @@ fn export(ledger: &mut Ledger, since: u64) -> u8 {
         return exit::FAILED;
     }
     exit::SUCCESS
+}
+
+/// Run `ledger …`; returns the exit status.
+///
+/// `backup` prints nothing and exits 0 once the copy is in place; an existing destination is
+/// `error[destination_exists]` and exit 2 (left as it is), a ledger that cannot be read
+/// `error[ledger_unavailable]` and 69, a copy that cannot be written `error[backup_failed]`
+/// and 74.
+pub fn ledger(command: &LedgerCommand) -> u8 {
+    let LedgerCommand::Backup(args) = command;
+    let mut read = 0;
+    let done = loop {
+        read += 1;
+        let backed_up = Ledger::open_existing(&args.ledger, Instant::now() + LOCK_WAIT)
+            .map_err(BackupError::from)
+            .and_then(|mut ledger| ledger.backup(&args.dest));
+        match backed_up {
+            Err(BackupError::Ledger(LedgerError::ChangedWhileRead)) if read < READS => {}
+            done => break done,
+        }
+    };
+    let (code, status) = match &done {
+        Ok(()) => return exit::SUCCESS,
+        Err(BackupError::Exists) => ("destination_exists", exit::USAGE),
+        Err(BackupError::Write(_)) => ("backup_failed", exit::IO_ERROR),
+        Err(BackupError::Ledger(err)) => (err.code(), exit::UNAVAILABLE),
+    };
+    if let Err(err) = done {
+        stderr_line!("{}", error_line(code, &err.to_string()));
+    }
+    status
 }

@@ -371,6 +371,14 @@ pub enum LedgerError {
     /// This process's lease cannot be read from /proc.
     #[error("this process's lease cannot be read: {0}")]
     Lease(std::io::Error),
+    /// The ledger cannot be read without making a file beside it or without permissions this
+    /// user lacks (SPEC §14.4: `audit` and `ledger backup` only read).
+    #[error("the ledger cannot be read as it is: {0}")]
+    Unreadable(&'static str),
+    /// A ledger read without SQLite's locks (no WAL index to share) changed while it was
+    /// read: what was read is not trusted; reading again uses the WAL the writer made.
+    #[error("the ledger changed while it was being read")]
+    ChangedWhileRead,
     /// A stored envelope is not the one its audit record covers: the ledger was edited, and
     /// is never used to replay (SPEC §14.4).
     #[error("the ledger fails verification: {0}")]
@@ -429,6 +437,31 @@ pub trait Store: Send {
         visit: &mut dyn FnMut(Result<audit::StoredRecord, audit::Break>) -> bool,
         stored: Option<&mut StoredVisit<'_>>,
     ) -> Result<Option<(u64, String)>, LedgerError>;
+
+    /// Best effort, waiting for nobody: move what the store keeps beside its file into the
+    /// file, so that a copy of the file alone is the whole ledger (SPEC §14.4). Nothing to do
+    /// for a store without such a log.
+    fn checkpoint(&mut self) {}
+
+    /// Write a consistent copy of the whole store to the new file `dest` (SPEC §14.4), made
+    /// 0600 and never replacing anything: an existing `dest` is [`BackupError::Exists`].
+    fn backup(&mut self, dest: &Path) -> Result<(), BackupError>;
+}
+
+/// Why `ledger backup` wrote no copy.
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    /// Something (of any kind, a dangling symlink too) is already at the destination: it is
+    /// left as it is.
+    #[error("the destination already exists; nothing was written")]
+    Exists,
+    /// The destination cannot be made or written (its folder missing, no permission, no
+    /// space); nothing is left behind.
+    #[error("the backup cannot be written: {0}")]
+    Write(String),
+    /// The ledger cannot be read.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
 }
 
 /// How long [`Ledger::wait`] sleeps between looks at a held key: short at first (most calls are
@@ -455,10 +488,12 @@ impl Ledger {
         })
     }
 
-    /// Open an existing ledger (for `audit`): a missing one is [`LedgerError::Missing`].
+    /// Open an existing ledger only to read it (for `audit` and `ledger backup`; SPEC §14.4):
+    /// no file is made or changed beside it, and any user who can read it may. A missing one
+    /// is [`LedgerError::Missing`].
     pub fn open_existing(path: &Path, deadline: Instant) -> Result<Ledger, LedgerError> {
         Ok(Ledger {
-            store: Box::new(sqlite::SqliteStore::open(path, false, deadline)?),
+            store: Box::new(sqlite::SqliteStore::open_read_only(path, deadline)?),
         })
     }
 
@@ -538,6 +573,19 @@ impl Ledger {
     /// The key's row.
     pub fn call(&mut self, key: &Key) -> Result<Option<CallRow>, LedgerError> {
         self.store.call(key)
+    }
+
+    /// Before the process exits, after its envelope was printed: fold the store's log into its
+    /// file, best effort and without waiting for other writers (SPEC §14.4, "a ledger file
+    /// stands alone after use"). A failure is no failure of the call: the next dispatcher to
+    /// finish does it.
+    pub fn checkpoint(&mut self) {
+        self.store.checkpoint();
+    }
+
+    /// A consistent copy of the ledger at `dest` (`ledger backup`), see [`Store::backup`].
+    pub fn backup(&mut self, dest: &Path) -> Result<(), BackupError> {
+        self.store.backup(dest)
     }
 
     /// Recompute the whole chain (`audit verify`).

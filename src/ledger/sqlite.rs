@@ -11,6 +11,13 @@
 //!   it with `SQLITE_OPEN_NOFOLLOW` and without `SQLITE_OPEN_CREATE`). Our descriptor is closed
 //!   before SQLite takes any lock: closing a descriptor drops the process's POSIX locks on the
 //!   file.
+//! - **Readers write nothing.** `audit` opens the ledger with `SQLITE_OPEN_READ_ONLY`
+//!   ([`SqliteStore::open_read_only`]): through its `-wal` and `-shm` when both are there and
+//!   readable, else (no WAL, or an empty one) as `immutable=1`, checked afterwards
+//!   ([`ReadGuard`]); never a file made beside it, whoever owns it.
+//! - **Backups.** [`Store::backup`] copies the ledger with SQLite's online backup in one step
+//!   (one read snapshot) into a new 0600 file renamed into place without replacing
+//!   ([`backup_to`]).
 //! - **Ours or refused.** `PRAGMA application_id` is [`APPLICATION_ID`] and `user_version` is
 //!   [`SCHEMA_VERSION`]; an existing empty file is never given the schema; anything else (another application's
 //!   database, a newer schema, not a database) is refused without writing to it.
@@ -25,8 +32,8 @@
 
 use super::audit::{self, Break, StoredRecord, GENESIS};
 use super::{
-    AuditRecord, Call, CallRow, CallState, Claim, Decision, Finished, Key, Lease, LedgerError,
-    Outcome, Recorded, Snapshot, Store, StoredVisit,
+    AuditRecord, BackupError, Call, CallRow, CallState, Claim, Decision, Finished, Key, Lease,
+    LedgerError, Outcome, Recorded, Snapshot, Store, StoredVisit,
 };
 use crate::fs::{self as pfs, FileType, Mode, OFlags};
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
@@ -109,6 +116,100 @@ pub(super) const RUNNING_CALLS: &str = "SELECT lease_boot, lease_pid, lease_star
 pub(super) struct SqliteStore {
     conn: Connection,
     deadline: Instant,
+    /// For a ledger read as immutable (see [`SqliteStore::open_read_only`]): how its file and
+    /// WAL looked before; a [`Store::scan`] that ends with them changed is not trusted.
+    guard: Option<ReadGuard>,
+}
+
+/// The files of a ledger read as immutable, and how they looked before it was opened: the
+/// file's identity, size, modification and change times, and the WAL's size (`None`: none).
+pub(super) struct ReadGuard {
+    dir: std::os::fd::OwnedFd,
+    name: std::ffi::CString,
+    wal: std::ffi::CString,
+    seen: Option<Look>,
+}
+
+type Look = ((u64, u64, i64, i64, u64, i64, u64), Option<i64>);
+
+impl ReadGuard {
+    fn look(&self) -> Option<Look> {
+        let st = pfs::lstat_at(self.dir.as_fd(), &self.name).ok()?;
+        let wal = pfs::lstat_at(self.dir.as_fd(), &self.wal)
+            .ok()
+            .map(|st| st.st_size);
+        Some((
+            (
+                st.st_dev,
+                st.st_ino,
+                st.st_size,
+                st.st_mtime,
+                st.st_mtime_nsec,
+                st.st_ctime,
+                st.st_ctime_nsec,
+            ),
+            wal,
+        ))
+    }
+
+    /// Whether the files are as they were (and no WAL with commits appeared).
+    fn unchanged(&self) -> bool {
+        let now = self.look();
+        now.is_some() && now == self.seen && now.is_some_and(|(_, wal)| wal.unwrap_or(0) == 0)
+    }
+}
+
+/// How [`SqliteStore::open_read_only`] reads a ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ReadMode {
+    /// `mode=ro`, with SQLite's locks and the `-wal` and `-shm` that are there (the `-shm`
+    /// read-only when this user cannot write it): consistent with writers at work.
+    Shared,
+    /// `immutable=1`: no lock, no `-wal` and no `-shm` opened or made; for a ledger whose WAL
+    /// is absent or empty, checked again after reading ([`ReadGuard`]).
+    Immutable,
+}
+
+/// Which [`ReadMode`] reads a ledger whose `-wal` and `-shm` are as given (`lstat`, and
+/// whether this user can open each for reading), or why none can without making a file.
+pub(super) fn read_mode(
+    wal: Option<(&pfs::Stat, bool)>,
+    shm: Option<(&pfs::Stat, bool)>,
+) -> Result<ReadMode, LedgerError> {
+    for (side, st) in [("-wal", wal), ("-shm", shm)] {
+        if let Some((st, _)) = st {
+            if pfs::kind(st) != FileType::RegularFile {
+                return Err(LedgerError::NotRegular(match side {
+                    "-wal" => "-wal that is not a regular file",
+                    _ => "-shm that is not a regular file",
+                }));
+            }
+        }
+    }
+    match (wal, shm) {
+        (Some((_, true)), Some((_, true))) => Ok(ReadMode::Shared),
+        (None, _) => Ok(ReadMode::Immutable),
+        (Some((st, _)), _) if st.st_size == 0 => Ok(ReadMode::Immutable),
+        (Some((_, false)), _) | (_, Some((_, false))) => Err(LedgerError::Unreadable(
+            "its -wal holds commits and this user cannot read its -wal or -shm",
+        )),
+        (Some(_), None) => Err(LedgerError::Unreadable(
+            "its -wal holds commits and it has no -shm (a read-only reader would have to make one)",
+        )),
+    }
+}
+
+/// `path` as an SQLite URI's path: every byte but `[A-Za-z0-9/._~-]` percent-encoded.
+pub(super) fn uri_path(path: &Path) -> String {
+    let mut out = String::from("file:");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'_' | b'~' | b'-') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 fn db(err: rusqlite::Error) -> LedgerError {
@@ -250,6 +351,7 @@ fn create_ledger(
         let mut store = SqliteStore {
             conn,
             deadline: Instant::now() + Duration::from_secs(5),
+            guard: None,
         };
         store
             .conn
@@ -359,7 +461,11 @@ impl SqliteStore {
             _ => return Err(LedgerError::Replaced),
         }
         drop(fd);
-        let mut store = SqliteStore { conn, deadline };
+        let mut store = SqliteStore {
+            conn,
+            deadline,
+            guard: None,
+        };
         // While another dispatcher creates the ledger or switches it to WAL, SQLite may answer
         // BUSY at once, without its busy handler (a lock it will not wait for, to avoid a
         // deadlock): look again until the deadline, as the handler would.
@@ -376,6 +482,158 @@ impl SqliteStore {
                     return Ok(store);
                 }
             }
+        }
+    }
+
+    /// Open the existing ledger at `path` only to read it (`audit`, `ledger backup`; SPEC
+    /// §14.4): `SQLITE_OPEN_READ_ONLY`, no file made or changed beside it, for any user who
+    /// can read it. Its `-wal` and `-shm`, when both there and readable, are used as they are
+    /// ([`ReadMode::Shared`]); a ledger without a WAL, or with an empty one, is read as
+    /// immutable ([`ReadMode::Immutable`]) and checked again when read ([`ReadGuard`]). The
+    /// owner's write bit, the owners and the folder are not looked at: reading harms nothing.
+    pub(super) fn open_read_only(
+        path: &Path,
+        deadline: Instant,
+    ) -> Result<SqliteStore, LedgerError> {
+        let name = path.file_name().ok_or(LedgerError::NoFileName)?;
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let parent = std::path::absolute(parent).map_err(LedgerError::Folder)?;
+        let dir = pfs::open_dir_path(&parent).map_err(LedgerError::Folder)?;
+        let cname = pfs::cstring(name.as_bytes()).map_err(LedgerError::Open)?;
+        let st = match pfs::lstat_at(dir.as_fd(), &cname) {
+            Ok(st) => st,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(LedgerError::Missing),
+            Err(e) => return Err(LedgerError::Open(e)),
+        };
+        if pfs::kind(&st) != FileType::RegularFile {
+            return Err(LedgerError::NotRegular(kind_name(pfs::kind(&st))));
+        }
+        let read = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY;
+        let fd =
+            pfs::open_at(dir.as_fd(), &cname, read, Mode::empty()).map_err(LedgerError::Open)?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| LedgerError::Open(e.into()))?;
+        if pfs::kind(&st) != FileType::RegularFile {
+            return Err(LedgerError::NotRegular(kind_name(pfs::kind(&st))));
+        }
+        let side = |suffix: &[u8]| {
+            let mut n = name.as_bytes().to_vec();
+            n.extend_from_slice(suffix);
+            pfs::cstring(&n).map_err(LedgerError::Open)
+        };
+        let (wal_name, shm_name) = (side(b"-wal")?, side(b"-shm")?);
+        let look = |n: &std::ffi::CStr| {
+            pfs::lstat_at(dir.as_fd(), n).ok().map(|st| {
+                let readable = pfs::kind(&st) == FileType::RegularFile
+                    && pfs::open_at(dir.as_fd(), n, read, Mode::empty()).is_ok();
+                (st, readable)
+            })
+        };
+        let (wal, shm) = (look(&wal_name), look(&shm_name));
+        let mode = read_mode(
+            wal.as_ref().map(|(st, r)| (st, *r)),
+            shm.as_ref().map(|(st, r)| (st, *r)),
+        )?;
+        let guard = match mode {
+            ReadMode::Shared => None,
+            ReadMode::Immutable => {
+                let mut guard = ReadGuard {
+                    dir: rustix::io::dup(&dir).map_err(|e| LedgerError::Folder(e.into()))?,
+                    name: cname.clone(),
+                    wal: wal_name.clone(),
+                    seen: None,
+                };
+                guard.seen = Some(guard.look().ok_or(LedgerError::Replaced)?);
+                Some(guard)
+            }
+        };
+        let uri = format!(
+            "{}?{}",
+            uri_path(&parent.join(name)),
+            match mode {
+                ReadMode::Shared => "mode=ro",
+                ReadMode::Immutable => "mode=ro&immutable=1",
+            }
+        );
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW
+            | OpenFlags::SQLITE_OPEN_URI;
+        let conn =
+            Connection::open_with_flags(&uri, flags).map_err(|e| match e.sqlite_error_code() {
+                Some(ErrorCode::CannotOpen) => {
+                    LedgerError::Open(io::Error::other("SQLite cannot open the file"))
+                }
+                _ => db(e),
+            })?;
+        match pfs::lstat_at(dir.as_fd(), &cname) {
+            Ok(now) if identity(&now) == identity(&st) => {}
+            _ => return Err(LedgerError::Replaced),
+        }
+        drop(fd);
+        let mut store = SqliteStore {
+            conn,
+            deadline,
+            guard,
+        };
+        store.arm()?;
+        store
+            .conn
+            .execute_batch(
+                "PRAGMA trusted_schema = OFF; PRAGMA cell_size_check = ON; \
+                 PRAGMA query_only = ON;",
+            )
+            .map_err(db)?;
+        // A reader never checkpoints, and so never deletes the WAL, when it closes.
+        store
+            .conn
+            .set_db_config(
+                rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+                true,
+            )
+            .map_err(db)?;
+        loop {
+            match store.check_ours() {
+                Err(LedgerError::Locked) if Instant::now() < deadline => {
+                    std::thread::sleep(PREPARE_RETRY);
+                }
+                done => return done.map(|()| store),
+            }
+        }
+    }
+
+    /// The read-only half of [`SqliteStore::prepare`]: our `application_id` and schema.
+    fn check_ours(&mut self) -> Result<(), LedgerError> {
+        let id = self.pragma_int("application_id")?;
+        if id == 0 {
+            return Err(LedgerError::Foreign(if object_count(&self.conn)? != 0 {
+                "a database of another application".into()
+            } else {
+                "an empty file, not a complete ledger".into()
+            }));
+        }
+        if id != APPLICATION_ID {
+            return Err(LedgerError::Foreign(format!(
+                "a database of another application (application_id {id:#x})"
+            )));
+        }
+        let version = self.pragma_int("user_version")?;
+        if version != SCHEMA_VERSION {
+            return Err(LedgerError::Foreign(format!(
+                "schema version {version}, this dispatcher reads {SCHEMA_VERSION}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// For a ledger read as immutable: its file and WAL must still be as they were before
+    /// it was opened, or what was read may mix two states ([`LedgerError::ChangedWhileRead`]).
+    fn check_guard(&self) -> Result<(), LedgerError> {
+        match &self.guard {
+            Some(guard) if !guard.unchanged() => Err(LedgerError::ChangedWhileRead),
+            _ => Ok(()),
         }
     }
 
@@ -448,9 +706,11 @@ impl SqliteStore {
             ))
             .map_err(db)?;
         // Each dispatcher is usually the ledger's last connection when it closes, and SQLite
-        // would then checkpoint the WAL into the file and delete it: a copy and more fsyncs
-        // on every call. The WAL is checkpointed by the automatic checkpoint instead (every
-        // 1000 pages, inside a commit), which keeps the same durability.
+        // would then checkpoint the WAL into the file and delete it — and the next dispatcher
+        // would make a new WAL and sync the folder for it. The main job checkpoints itself
+        // instead, after its envelope ([`Store::checkpoint`]: the WAL emptied, not deleted),
+        // and the automatic checkpoint (every [`WAL_CHECKPOINT_PAGES`] pages, inside a
+        // commit) bounds the WAL in between.
         self.conn
             .set_db_config(
                 rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
@@ -993,7 +1253,26 @@ impl Store for SqliteStore {
             .optional()
             .map_err(db)?;
         tx.commit().map_err(db)?;
+        self.check_guard()?;
         Ok(head.map(|(seq, hash)| (u64::try_from(seq).unwrap_or(u64::MAX), hash)))
+    }
+
+    fn backup(&mut self, dest: &Path) -> Result<(), BackupError> {
+        self.arm()?;
+        backup_to(self, dest)
+    }
+
+    /// `PRAGMA wal_checkpoint(TRUNCATE)` without a busy handler: when another connection
+    /// writes or reads an older snapshot, SQLite copies what it can without waiting (as a
+    /// `PASSIVE` checkpoint would) and answers BUSY, which is ignored — the last dispatcher
+    /// to finish leaves the WAL empty. The WAL file stays (empty), so [`settle`] still sees
+    /// the same WAL and does not sync the folder again.
+    fn checkpoint(&mut self) {
+        if self.conn.busy_timeout(Duration::ZERO).is_ok() {
+            let _ = self
+                .conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        }
     }
 }
 
@@ -1024,4 +1303,102 @@ fn visit_stored(conn: &Connection, visit: &mut StoredVisit<'_>) -> Result<(), Le
         }
     }
     Ok(())
+}
+
+/// [`Store::backup`]: the copy is made under a temporary name in `dest`'s folder (`O_CREAT |
+/// O_EXCL | O_NOFOLLOW`, 0600), filled by SQLite's online backup in ONE step (one read
+/// snapshot of the ledger, so the copy is consistent while dispatchers write), left without a
+/// WAL, synced, and moved to `dest` by a rename that replaces nothing. On any failure the
+/// temporary file is removed and `dest` is not there.
+fn backup_to(store: &SqliteStore, dest: &Path) -> Result<(), BackupError> {
+    let write = |what: &str, e: &dyn std::fmt::Display| BackupError::Write(format!("{what}: {e}"));
+    let name = dest
+        .file_name()
+        .ok_or_else(|| BackupError::Write("the destination has no file name".into()))?;
+    let parent = match dest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let parent = std::path::absolute(parent).map_err(|e| write("its folder", &e))?;
+    let dir = pfs::open_dir_path(&parent).map_err(|e| write("its folder cannot be opened", &e))?;
+    let cname = pfs::cstring(name.as_bytes()).map_err(|e| write("its name", &e))?;
+    match pfs::lstat_at(dir.as_fd(), &cname) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Ok(_) => return Err(BackupError::Exists),
+        Err(e) => return Err(write("the destination cannot be looked at", &e)),
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let mut temp = b".".to_vec();
+    temp.extend_from_slice(name.as_bytes());
+    temp.extend_from_slice(format!(".{}.{nanos}.backup", std::process::id()).as_bytes());
+    let temp = pfs::cstring(&temp).map_err(|e| write("its name", &e))?;
+    let remove = |suffix: &[u8]| {
+        let mut n = temp.to_bytes().to_vec();
+        n.extend_from_slice(suffix);
+        if let Ok(n) = pfs::cstring(&n) {
+            let _ = pfs::unlink_at(dir.as_fd(), &n);
+        }
+    };
+    let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = pfs::open_at(dir.as_fd(), &temp, flags, Mode::from_raw_mode(0o600))
+        .map_err(|e| write("the destination's folder", &e))?;
+    let copied = (|| -> Result<(), BackupError> {
+        pfs::set_mode(fd.as_fd(), Mode::from_raw_mode(0o600))
+            .map_err(|e| write("the copy's mode", &e))?;
+        let path = parent.join(std::ffi::OsStr::from_bytes(temp.to_bytes()));
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let mut to =
+            Connection::open_with_flags(&path, flags).map_err(|e| write("the copy", &e))?;
+        {
+            let backup = rusqlite::backup::Backup::new(&store.conn, &mut to)
+                .map_err(|e| write("the copy", &e))?;
+            loop {
+                match backup.step(-1).map_err(|e| write("the copy", &e))? {
+                    rusqlite::backup::StepResult::Done => break,
+                    _ if Instant::now() >= store.deadline => {
+                        return Err(BackupError::Ledger(LedgerError::Locked))
+                    }
+                    _ => std::thread::sleep(PREPARE_RETRY),
+                }
+            }
+        }
+        // A ledger read as immutable that changed meanwhile: the copy may mix two states.
+        store.check_guard()?;
+        // The copy is in WAL mode, as the ledger: fold its WAL in and close it, so that the
+        // file stands alone.
+        to.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .map_err(|e| write("the copy", &e))?;
+        to.close().map_err(|(_, e)| write("the copy", &e))?;
+        pfs::fsync(fd.as_fd()).map_err(|e| write("the copy cannot be synced", &e))?;
+        Ok(())
+    })();
+    for side in [&b"-wal"[..], b"-shm", b"-journal"] {
+        remove(side);
+    }
+    if let Err(err) = copied {
+        remove(b"");
+        return Err(err);
+    }
+    let moved = rustix::fs::renameat_with(
+        dir.as_fd(),
+        temp.as_c_str(),
+        dir.as_fd(),
+        cname.as_c_str(),
+        rustix::fs::RenameFlags::NOREPLACE,
+    );
+    match moved {
+        Ok(()) => pfs::fsync(dir.as_fd()).map_err(|e| write("its folder cannot be synced", &e)),
+        Err(e) => {
+            remove(b"");
+            Err(if e == rustix::io::Errno::EXIST {
+                BackupError::Exists
+            } else {
+                write("the copy cannot be moved into place", &io::Error::from(e))
+            })
+        }
+    }
 }

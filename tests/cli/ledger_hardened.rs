@@ -334,3 +334,209 @@ fn nobody_cannot_use_roots_ledger_and_root_refuses_nobodys() {
     chown(&folder, 0);
     refused(&as_user(0).run(), "the ledger file belongs to another user");
 }
+
+#[test]
+fn a_copy_of_the_ledger_file_alone_replays_what_it_recorded() {
+    let s = Setup::new();
+    s.dispatch(&["echo"]).run().expect("succeeded", None, 0);
+    assert_eq!(s.runs(), 1);
+    // The dispatcher checkpointed before it exited: its WAL is empty, and the file alone,
+    // copied without its -wal and -shm, holds the call.
+    let wal = s.dir.path().join("ledger.db-wal");
+    assert_eq!(std::fs::metadata(&wal).map_or(0, |m| m.len()), 0);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let copy = elsewhere.path().join("copy.db");
+    std::fs::copy(&s.ledger, &copy).unwrap();
+    let replay = Dispatch::with_bridge(s.bridge(&["echo"]))
+        .args(&["--ledger", copy.to_str().unwrap()])
+        .run();
+    replay.expect("succeeded", None, 0);
+    assert_eq!(replay.envelope["diagnostics"]["ledger"]["replayed"], true);
+    assert_eq!(
+        s.runs(),
+        1,
+        "the copy answered from its record: nothing ran twice"
+    );
+    Cmd::new(["audit", "verify", "--ledger", copy.to_str().unwrap()])
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_json(|v| assert_eq!(v["records"], json!(2), "{v}"));
+}
+
+/// The names in `folder`, sorted.
+fn names(folder: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(folder)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// `audit verify` and `audit export` of `ledger` by `cmd`'s user pass, over `n` records.
+#[track_caller]
+fn audits(cmd: impl Fn(&[&str]) -> Cmd, ledger: &Path, n: usize) {
+    let path = ledger.to_str().unwrap();
+    cmd(&["audit", "verify", "--ledger", path])
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_json(|v| {
+            assert_eq!(v["intact"], json!(true), "{v}");
+            assert_eq!(v["records"], json!(n), "{v}");
+        });
+    cmd(&["audit", "export", "--ledger", path])
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_with(|text| assert_eq!(text.lines().count(), n, "{text}"));
+}
+
+#[test]
+fn audit_reads_a_0444_copy_in_a_0555_folder_and_makes_no_file_beside_it() {
+    let s = Setup::new();
+    s.dispatch(&["echo"]).run().expect("succeeded", None, 0);
+    s.dispatch(&["echo"]).run().expect("succeeded", None, 0);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let folder = elsewhere.path().join("archive");
+    std::fs::create_dir(&folder).unwrap();
+    let copy = folder.join("ledger.db");
+    std::fs::copy(&s.ledger, &copy).unwrap();
+    mode(&copy, 0o444);
+    mode(&folder, 0o555);
+    let before = std::fs::read(&copy).unwrap();
+    // Root may write the folder whatever its bits: nothing appears because nothing is made.
+    audits(|args| Cmd::new(args.iter().copied()), &copy, 2);
+    assert_eq!(names(&folder), ["ledger.db"]);
+    assert_eq!(std::fs::read(&copy).unwrap(), before);
+    // The ledger in use, its -wal and -shm there: read as it is, nothing added.
+    let in_use = names(s.dir.path());
+    audits(|args| Cmd::new(args.iter().copied()), &s.ledger, 2);
+    assert_eq!(names(s.dir.path()), in_use);
+    mode(&folder, 0o755);
+}
+
+#[test]
+fn any_user_who_can_read_the_ledger_can_audit_it() {
+    let (dir, copies) = super::host_reach::copies_for_nobody(&[bin(), test_bin()]);
+    let folder = dir.path().join("ledger");
+    std::fs::create_dir(&folder).unwrap();
+    mode(&folder, 0o755);
+    let ledger = folder.join("ledger.db");
+    let mut b = bridge(&["echo"]);
+    b["dispatcher"]["command"]["argv"][0] = copies[1].to_str().unwrap().into();
+    Cmd::of(
+        copies[0].clone(),
+        [
+            "--ledger".to_string(),
+            ledger.to_str().unwrap().to_string(),
+            "--parent-tool-bridge".to_string(),
+            b.to_string(),
+        ],
+    )
+    .stdin(request().to_string())
+    .run()
+    .exit(0)
+    .stderr_empty()
+    .stdout_contains("\"succeeded\"");
+    // Root's ledger, readable by all; its -wal and -shm root's own 0600.
+    mode(&ledger, 0o644);
+    let as_nobody = |args: &[&str]| {
+        let nobody = super::host_reach::NOBODY;
+        Cmd::of(copies[0].clone(), args.iter().copied()).user(nobody, nobody)
+    };
+    let before = names(&folder);
+    audits(as_nobody, &ledger, 1);
+    // Its -wal and -shm readable too: read with SQLite's locks, the -shm read-only.
+    for side in ["ledger.db-wal", "ledger.db-shm"] {
+        mode(&folder.join(side), 0o644);
+    }
+    audits(as_nobody, &ledger, 1);
+    assert_eq!(names(&folder), before);
+    // Unreadable: refused, saying so.
+    mode(&ledger, 0o600);
+    as_nobody(&["audit", "verify", "--ledger", ledger.to_str().unwrap()])
+        .run()
+        .exit(69)
+        .stdout_empty()
+        .stderr_contains("error[ledger_unavailable]: the ledger file cannot be opened");
+}
+
+#[test]
+fn ledger_backup_writes_a_copy_that_verifies_and_replays_and_never_replaces() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Setup::new();
+    s.dispatch(&["echo"]).run().expect("succeeded", None, 0);
+    let out = tempfile::tempdir().unwrap();
+    let dest = out.path().join("backup.db");
+    let dest_str = dest.to_str().unwrap();
+    Cmd::new(["ledger", "backup", "--ledger", s.path(), dest_str])
+        .run()
+        .exit(0)
+        .stdout_empty()
+        .stderr_empty();
+    let meta = std::fs::symlink_metadata(&dest).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o600);
+    assert_eq!(names(out.path()), ["backup.db"], "the copy stands alone");
+    Cmd::new(["audit", "verify", "--ledger", dest_str])
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_json(|v| assert_eq!(v["records"], json!(1), "{v}"));
+    let replay = Dispatch::with_bridge(s.bridge(&["echo"]))
+        .args(&["--ledger", dest_str])
+        .run();
+    replay.expect("succeeded", None, 0);
+    assert_eq!(replay.envelope["diagnostics"]["ledger"]["replayed"], true);
+    assert_eq!(s.runs(), 1);
+    // An existing destination of any kind is refused and left as it is.
+    let file = out.path().join("file");
+    std::fs::write(&file, b"mine").unwrap();
+    let link = out.path().join("dangling");
+    std::os::unix::fs::symlink(out.path().join("nowhere"), &link).unwrap();
+    for existing in [&dest, &file, &link, &out.path().to_path_buf()] {
+        let before = std::fs::symlink_metadata(existing).unwrap();
+        let content = std::fs::read(existing).ok();
+        Cmd::new(["ledger", "backup", "--ledger", s.path()])
+            .arg(existing.to_str().unwrap())
+            .run()
+            .exit(2)
+            .stdout_empty()
+            .stderr_eq(
+                "error[destination_exists]: the destination already exists; nothing was \
+                 written\n",
+            );
+        let after = std::fs::symlink_metadata(existing).unwrap();
+        assert_eq!(
+            (before.modified().unwrap(), before.len()),
+            (after.modified().unwrap(), after.len())
+        );
+        assert_eq!(std::fs::read(existing).ok(), content);
+    }
+    assert!(!out.path().join("nowhere").exists());
+    // A folder that is not there: nothing made, exit 74; a missing ledger: 69.
+    Cmd::new(["ledger", "backup", "--ledger", s.path()])
+        .arg(out.path().join("missing/backup.db").to_str().unwrap())
+        .run()
+        .exit(74)
+        .stdout_empty()
+        .stderr_contains("error[backup_failed]: the backup cannot be written");
+    let missing = out.path().join("none.db");
+    Cmd::new(["ledger", "backup", "--ledger", missing.to_str().unwrap()])
+        .arg(out.path().join("b2.db").to_str().unwrap())
+        .run()
+        .exit(69)
+        .stderr_eq("error[ledger_unavailable]: the ledger file does not exist\n");
+    // (The replay used the copy as a ledger: its -wal and -shm are the main job's.)
+    assert_eq!(
+        names(out.path()),
+        [
+            "backup.db",
+            "backup.db-shm",
+            "backup.db-wal",
+            "dangling",
+            "file"
+        ]
+    );
+}

@@ -211,3 +211,47 @@ fn sqlite_is_built_without_its_own_folder_sync() {
         "{options:?}"
     );
 }
+
+#[test]
+fn a_reader_uses_the_wal_as_it_is_or_reads_a_ledger_without_one_as_immutable() {
+    use crate::ledger::sqlite::{read_mode, uri_path, ReadMode};
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, bytes: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        rustix::fs::lstat(&path).unwrap()
+    };
+    let (empty, full) = (file("empty", b""), file("full", b"frames"));
+    let folder = rustix::fs::lstat(dir.path()).unwrap();
+    assert_eq!(read_mode(None, None).unwrap(), ReadMode::Immutable);
+    assert_eq!(
+        read_mode(Some((&empty, false)), Some((&empty, false))).unwrap(),
+        ReadMode::Immutable
+    );
+    assert_eq!(
+        read_mode(Some((&full, true)), Some((&empty, true))).unwrap(),
+        ReadMode::Shared
+    );
+    assert_eq!(
+        read_mode(Some((&empty, true)), Some((&empty, true))).unwrap(),
+        ReadMode::Shared
+    );
+    for (wal, shm) in [
+        (Some((&full, false)), Some((&empty, true))),
+        (Some((&full, true)), Some((&empty, false))),
+        (Some((&full, true)), None),
+    ] {
+        assert!(matches!(
+            read_mode(wal, shm),
+            Err(LedgerError::Unreadable(_))
+        ));
+    }
+    assert!(matches!(
+        read_mode(Some((&folder, true)), None),
+        Err(LedgerError::NotRegular(_))
+    ));
+    assert_eq!(
+        uri_path(Path::new("/a b/l?.db#%x")),
+        "file:/a%20b/l%3F.db%23%25x"
+    );
+}
