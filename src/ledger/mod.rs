@@ -484,7 +484,7 @@ impl Ledger {
     /// other writers until `deadline` at most.
     pub fn open(path: &Path, deadline: Instant) -> Result<Ledger, LedgerError> {
         Ok(Ledger {
-            store: Box::new(sqlite::SqliteStore::open(path, true, deadline)?),
+            store: Box::new(sqlite::SqliteStore::open(path, deadline)?),
         })
     }
 

@@ -240,7 +240,6 @@ fn open_file(
     folder: &Path,
     dir: std::os::fd::BorrowedFd<'_>,
     name: &std::ffi::CStr,
-    create: bool,
 ) -> Result<(std::os::fd::OwnedFd, bool), LedgerError> {
     // Two rounds at most: made (by us or a concurrent creator), then opened.
     let mut created = false;
@@ -254,23 +253,18 @@ fn open_file(
                 if st.st_mode & 0o200 == 0 {
                     return Err(LedgerError::ReadOnly);
                 }
-                if create {
-                    // Before opening: a file of another user may not even be readable.
-                    own_file(&st, "the ledger file")?;
-                }
+                // Before opening: a file of another user may not even be readable.
+                own_file(&st, "the ledger file")?;
                 let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY;
                 let fd =
                     pfs::open_at(dir, name, flags, Mode::empty()).map_err(LedgerError::Open)?;
                 let st = rustix::fs::fstat(&fd).map_err(|e| LedgerError::Open(e.into()))?;
-                if create {
-                    own_file(&st, "the ledger file")?;
-                }
+                own_file(&st, "the ledger file")?;
                 return Ok((fd, created));
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 created = create_ledger(folder, dir, name)?;
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(LedgerError::Missing),
             Err(e) => return Err(LedgerError::Open(e)),
         }
     }
@@ -404,13 +398,10 @@ fn identity(st: &pfs::Stat) -> (u64, u64) {
 const PREPARE_RETRY: std::time::Duration = std::time::Duration::from_millis(5);
 
 impl SqliteStore {
-    /// Open the ledger at `path` (creating it when `create`), waiting for other writers until
-    /// `deadline`.
-    pub(super) fn open(
-        path: &Path,
-        create: bool,
-        deadline: Instant,
-    ) -> Result<SqliteStore, LedgerError> {
+    /// Open the ledger at `path` (creating it when there is none), waiting for other writers
+    /// until `deadline`. The read-only openings of `audit` and `ledger backup` are
+    /// `Ledger::open_existing`'s.
+    pub(super) fn open(path: &Path, deadline: Instant) -> Result<SqliteStore, LedgerError> {
         let name = path.file_name().ok_or(LedgerError::NoFileName)?;
         let parent = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
@@ -418,12 +409,10 @@ impl SqliteStore {
         };
         let parent = std::path::absolute(parent).map_err(LedgerError::Folder)?;
         let dir = pfs::open_dir_path(&parent).map_err(LedgerError::Folder)?;
-        if create {
-            let st = rustix::fs::fstat(&dir).map_err(|e| LedgerError::Folder(e.into()))?;
-            own_folder(&st)?;
-        }
+        let folder_st = rustix::fs::fstat(&dir).map_err(|e| LedgerError::Folder(e.into()))?;
+        own_folder(&folder_st)?;
         let cname = pfs::cstring(name.as_bytes()).map_err(LedgerError::Open)?;
-        let (fd, created) = open_file(&parent, dir.as_fd(), &cname, create)?;
+        let (fd, created) = open_file(&parent, dir.as_fd(), &cname)?;
         let st = rustix::fs::fstat(&fd).map_err(|e| LedgerError::Open(e.into()))?;
         let mut wal = name.as_bytes().to_vec();
         wal.extend_from_slice(b"-wal");
@@ -432,13 +421,11 @@ impl SqliteStore {
         let mut shm = name.as_bytes().to_vec();
         shm.extend_from_slice(b"-shm");
         let shm_name = pfs::cstring(&shm).map_err(LedgerError::Open)?;
-        if create {
-            if let Some(st) = &wal_st {
-                own_file(st, "the WAL")?;
-            }
-            if let Ok(st) = pfs::lstat_at(dir.as_fd(), &shm_name) {
-                own_file(&st, "the shm")?;
-            }
+        if let Some(st) = &wal_st {
+            own_file(st, "the WAL")?;
+        }
+        if let Ok(st) = pfs::lstat_at(dir.as_fd(), &shm_name) {
+            own_file(&st, "the shm")?;
         }
         let wal_before = wal_st.map(|st| identity(&st));
         if pfs::kind(&st) != FileType::RegularFile {
@@ -644,7 +631,7 @@ impl SqliteStore {
             .map_err(db)
     }
 
-    /// Check the file is our ledger (or empty, then make it one when `create`), WAL,
+    /// Check the file is our ledger (a new one was made whole before it was moved here), WAL,
     /// synchronous FULL.
     fn prepare(&mut self) -> Result<(), LedgerError> {
         self.arm()?;
