@@ -324,6 +324,8 @@ impl Gate {
             resources,
             transcript_ref: report.transcript_ref().map(|r| field(redactor, &r)),
             envelope_sha256: None,
+            session_key: None,
+            admitted: false,
         }
     }
 }

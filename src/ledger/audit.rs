@@ -161,6 +161,15 @@ pub struct AuditRecord {
     /// set by [`super::Ledger::finish`], absent from every other record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub envelope_sha256: Option<String>,
+    /// The session key the budget counters use (the digest of the host's session id, as the
+    /// key's row holds it), set by the store on every record of a call this process held —
+    /// the records whose adapter time the session was charged (SPEC §14.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_key: Option<String>,
+    /// Whether this record closed a key's `running` claim, which counted one admitted call
+    /// against the session's and the tool's budgets; set by the store (SPEC §14.4).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub admitted: bool,
 }
 
 impl AuditRecord {
@@ -178,6 +187,7 @@ impl AuditRecord {
                 "transcript_ref",
                 self.transcript_ref.as_deref().unwrap_or(""),
             ),
+            ("session_key", self.session_key.as_deref().unwrap_or("")),
         ] {
             if value.len() > MAX_FIELD_BYTES {
                 return Err(format!("{name} is longer than {MAX_FIELD_BYTES} bytes"));
@@ -185,6 +195,9 @@ impl AuditRecord {
             if value.chars().any(char::is_control) {
                 return Err(format!("{name} holds a control character"));
             }
+        }
+        if self.admitted && self.session_key.is_none() {
+            return Err("an admitted record has no session_key".into());
         }
         if let Some(digest) = &self.envelope_sha256 {
             if digest.len() != 64
@@ -301,6 +314,15 @@ pub enum Verification {
         /// The first bad one.
         at: Break,
     },
+    /// Every record holds, but a budget counter is not what the records imply (SPEC §14.4).
+    Miscounted {
+        /// How many records (all intact).
+        records: u64,
+        /// Which counter: the session key and bridge ref, and `calls`, `adapter_ms` or the tool.
+        counter: String,
+        /// What it holds and what the records imply.
+        reason: String,
+    },
 }
 
 /// Incremental chain check: feed rows in `seq` order with [`Chain::push`], then
@@ -311,6 +333,8 @@ pub struct Chain {
     prev: String,
     /// The envelope digest and exit status of every record that stored an envelope, by seq.
     covered: std::collections::HashMap<u64, (String, u8)>,
+    /// What the records read so far imply for the budget counters.
+    implied: Counters,
 }
 
 impl Default for Chain {
@@ -319,7 +343,78 @@ impl Default for Chain {
             next: 1,
             prev: GENESIS.to_string(),
             covered: std::collections::HashMap::new(),
+            implied: Counters::default(),
         }
+    }
+}
+
+/// Budget counters (SPEC §14.2) as the store keeps them or as the records imply them: per
+/// (bridge ref, session key) the admitted calls and adapter ms, and per (bridge ref, session
+/// key, tool) the admitted calls.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// (bridge ref, session key) → (admitted calls, adapter ms).
+    pub sessions: std::collections::BTreeMap<(String, String), (i64, i64)>,
+    /// (bridge ref, session key, tool) → admitted calls.
+    pub tools: std::collections::BTreeMap<(String, String, String), i64>,
+}
+
+impl Counters {
+    /// Count one admitted call of `tool` (a claim), and `adapter_ms`.
+    pub fn add(&mut self, bridge_ref: &str, session: &str, tool: Option<&str>, adapter_ms: i64) {
+        let calls = i64::from(tool.is_some());
+        let entry = self
+            .sessions
+            .entry((bridge_ref.to_string(), session.to_string()))
+            .or_default();
+        entry.0 = entry.0.saturating_add(calls);
+        entry.1 = entry.1.saturating_add(adapter_ms);
+        if let Some(tool) = tool {
+            let entry = self
+                .tools
+                .entry((
+                    bridge_ref.to_string(),
+                    session.to_string(),
+                    tool.to_string(),
+                ))
+                .or_default();
+            *entry = entry.saturating_add(1);
+        }
+    }
+
+    /// The first counter of `stored` that is not what `self` (the implied counters) says, as
+    /// (the counter's name, why); a counter absent on either side is 0.
+    pub fn first_difference(&self, stored: &Counters) -> Option<(String, String)> {
+        let sessions = self.sessions.keys().chain(stored.sessions.keys());
+        for key in sessions.collect::<std::collections::BTreeSet<_>>() {
+            let want = self.sessions.get(key).copied().unwrap_or_default();
+            let have = stored.sessions.get(key).copied().unwrap_or_default();
+            let (bridge, session) = key;
+            for (what, want, have) in [("calls", want.0, have.0), ("adapter_ms", want.1, have.1)] {
+                if want != have {
+                    return Some((
+                        format!("session {session} of bridge {bridge}: {what}"),
+                        format!("the counter is {have}, the records imply {want} (edited)"),
+                    ));
+                }
+            }
+        }
+        let tools = self.tools.keys().chain(stored.tools.keys());
+        for key in tools.collect::<std::collections::BTreeSet<_>>() {
+            let want = self.tools.get(key).copied().unwrap_or_default();
+            let have = stored.tools.get(key).copied().unwrap_or_default();
+            if want != have {
+                let (bridge, session, tool) = key;
+                return Some((
+                    format!(
+                        "session {session} of bridge {bridge}: tool {}",
+                        crate::terminal::escape(tool)
+                    ),
+                    format!("the counter is {have}, the records imply {want} (edited)"),
+                ));
+            }
+        }
+        None
     }
 }
 
@@ -354,6 +449,12 @@ impl Chain {
                  removed or replaced)"
                     .into(),
             ));
+        }
+        if let Some(session) = &record.session_key {
+            let adapter_ms = i64::try_from(record.adapter_ms.unwrap_or(0)).unwrap_or(i64::MAX);
+            let tool = record.admitted.then_some(record.tool.as_str());
+            self.implied
+                .add(&record.bridge_ref, session, tool, adapter_ms);
         }
         if let Some(digest) = record.envelope_sha256 {
             self.covered.insert(seq, (digest, record.exit_status));
@@ -393,6 +494,12 @@ impl Chain {
             )),
             Some(_) => Ok(()),
         }
+    }
+
+    /// What the records pushed so far imply for the budget counters: the admitted calls
+    /// (records that closed a claim) and adapter ms (records of held calls) of each session.
+    pub fn implied(&self) -> &Counters {
+        &self.implied
     }
 
     /// The outcome, given the head (`seq`, hash) the store recorded with its last append.

@@ -2,7 +2,9 @@
 //!
 //! `verify` prints one JSON object — `{"intact":true,"records":N,"head":HASH}` (exit 0) or
 //! `{"intact":false,"records_intact":K,"first_bad":{"seq":S,"reason":R}}` (exit 1, with an
-//! `error[audit_chain_broken]` line on stderr). `export` prints one JSON object per record
+//! `error[audit_chain_broken]` line on stderr), or — every record intact, but a budget counter
+//! not what the records imply (SPEC §14.4) — `{"intact":false,"records_intact":N,
+//! "counter":{"name":C,"reason":R}}` (exit 1, with `error[audit_counter_mismatch]`). `export` prints one JSON object per record
 //! (JSON Lines) and stops with exit 1 at a record it cannot read. A ledger that cannot be
 //! opened is `error[ledger_unavailable]` on stderr, nothing on stdout, exit 69. Output that
 //! cannot be written is `error[stdout]` and exit 74, as for every command (`stdout.rs`).
@@ -82,6 +84,25 @@ fn verify(open: impl Fn() -> Result<Ledger, LedgerError>) -> u8 {
                 error_line(
                     "audit_chain_broken",
                     &format!("record {}: {}", at.seq, at.reason)
+                )
+            );
+            exit::FAILED
+        }
+        Verification::Miscounted {
+            records,
+            counter,
+            reason,
+        } => {
+            let report = json!({"intact": false, "records_intact": records,
+                                "counter": {"name": counter, "reason": reason}});
+            if let Err(lost) = stdout::write(format!("{report}\n").as_bytes(), REPORT) {
+                return lost;
+            }
+            stderr_line!(
+                "{}",
+                error_line(
+                    "audit_counter_mismatch",
+                    &format!("budget counter of {counter}: {reason}")
                 )
             );
             exit::FAILED

@@ -396,6 +396,16 @@ impl LedgerError {
 /// one (if any), the envelope and its exit status; returns false to stop.
 pub type StoredVisit<'a> = dyn FnMut(Option<u64>, &str, u8) -> bool + 'a;
 
+/// The budget counters [`Store::scan`] reads for `audit verify` in its snapshot (SPEC §14.4).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// The counters as stored.
+    pub stored: audit::Counters,
+    /// The claims still `running` (admitted and counted, their record not written yet): one
+    /// call each, for its session and its tool.
+    pub running: audit::Counters,
+}
+
 /// The storage under a [`Ledger`]. Each method is ONE atomic transaction that either happens
 /// whole or not at all, also when the process is killed in the middle, and is serialised with
 /// every other process's transactions on the same ledger.
@@ -430,12 +440,15 @@ pub trait Store: Send {
     ///
     /// When every row was visited and `stored` is given, it is then called, in the same
     /// snapshot, for every call row that holds an envelope — the seq of the audit record that
-    /// stored it (if any), the envelope and its exit status — until it returns false.
+    /// stored it (if any), the envelope and its exit status — until it returns false; and
+    /// `usage`, when given, is filled with the budget counters and the running claims of that
+    /// same snapshot.
     fn scan(
         &mut self,
         since_ms: u64,
         visit: &mut dyn FnMut(Result<audit::StoredRecord, audit::Break>) -> bool,
         stored: Option<&mut StoredVisit<'_>>,
+        usage: Option<&mut Usage>,
     ) -> Result<Option<(u64, String)>, LedgerError>;
 
     /// Best effort, waiting for nobody: move what the store keeps beside its file into the
@@ -558,6 +571,16 @@ impl Ledger {
             envelope_sha256: Some(crate::envelope::canonical::sha256_hex(
                 outcome.envelope.as_bytes(),
             )),
+            // The record says what the session is charged (SPEC §14.4: the counters are what
+            // the records imply).
+            adapter_ms: if record.adapter_ms.unwrap_or(0) == outcome.adapter_ms {
+                record.adapter_ms
+            } else {
+                Some(outcome.adapter_ms)
+            },
+            // The store's to set, in the transaction that knows them.
+            session_key: None,
+            admitted: false,
             ..record.clone()
         };
         record.check().map_err(LedgerError::Record)?;
@@ -566,8 +589,14 @@ impl Ledger {
 
     /// Append the audit record of a call that ran nothing (denied, replayed, refused).
     pub fn record(&mut self, record: &AuditRecord) -> Result<(), LedgerError> {
+        // Nothing charged, nothing counted: such a record implies no budget use.
+        let record = AuditRecord {
+            session_key: None,
+            admitted: false,
+            ..record.clone()
+        };
         record.check().map_err(LedgerError::Record)?;
-        self.store.append(record)
+        self.store.append(&record)
     }
 
     /// The key's row.
@@ -595,6 +624,7 @@ impl Ledger {
         let mut intact = 0;
         let chain = std::cell::RefCell::new(chain);
         let mut bad = None;
+        let mut usage = Usage::default();
         let head = self.store.scan(
             0,
             &mut |row| match chain.borrow_mut().push(row) {
@@ -611,13 +641,34 @@ impl Ledger {
                 bad = chain.borrow().check_stored(seq, envelope, exit).err();
                 bad.is_none()
             }),
+            Some(&mut usage),
         )?;
         if let Some(at) = broken.or(bad) {
             return Ok(Verification::Broken { intact, at });
         }
         let chain = chain.into_inner();
+        // The counters the records imply, and the claims still running (counted when they
+        // were admitted; their record comes when they finish, or with the key's
+        // `dispatch_indeterminate` when their dispatcher died).
+        let mut implied = chain.implied().clone();
+        for (key, (calls, ms)) in &usage.running.sessions {
+            let entry = implied.sessions.entry(key.clone()).or_default();
+            entry.0 = entry.0.saturating_add(*calls);
+            entry.1 = entry.1.saturating_add(*ms);
+        }
+        for (key, calls) in &usage.running.tools {
+            let entry = implied.tools.entry(key.clone()).or_default();
+            *entry = entry.saturating_add(*calls);
+        }
         Ok(match chain.finish(head) {
-            Ok((records, head)) => Verification::Intact { records, head },
+            Ok((records, head)) => match implied.first_difference(&usage.stored) {
+                None => Verification::Intact { records, head },
+                Some((counter, reason)) => Verification::Miscounted {
+                    records,
+                    counter,
+                    reason,
+                },
+            },
             Err(at) => Verification::Broken { intact, at },
         })
     }
@@ -629,7 +680,7 @@ impl Ledger {
         since_ms: u64,
         visit: &mut dyn FnMut(Result<audit::StoredRecord, audit::Break>) -> bool,
     ) -> Result<(), LedgerError> {
-        self.store.scan(since_ms, visit, None).map(|_| ())
+        self.store.scan(since_ms, visit, None, None).map(|_| ())
     }
 }
 

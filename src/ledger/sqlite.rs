@@ -33,7 +33,7 @@
 use super::audit::{self, Break, StoredRecord, GENESIS};
 use super::{
     AuditRecord, BackupError, Call, CallRow, CallState, Claim, Decision, Finished, Key, Lease,
-    LedgerError, Outcome, Recorded, Snapshot, Store, StoredVisit,
+    LedgerError, Outcome, Recorded, Snapshot, Store, StoredVisit, Usage,
 };
 use crate::fs::{self as pfs, FileType, Mode, OFlags};
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 /// `PRAGMA application_id` of a ledger: "PTDL".
 pub(super) const APPLICATION_ID: i64 = 0x5054_444c;
 /// `PRAGMA user_version` of this schema.
-pub(super) const SCHEMA_VERSION: i64 = 2;
+pub(super) const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS calls (
@@ -751,7 +751,8 @@ impl SqliteStore {
         record: &AuditRecord,
     ) -> Result<Finished, LedgerError> {
         let tx = self.immediate()?;
-        let seq = append(&tx, record)?;
+        // The record's seq, named by the key's row.
+        let seq = next_seq(&tx)?;
         let state = if outcome.retryable {
             "retryable"
         } else {
@@ -778,6 +779,17 @@ impl SqliteStore {
                 ],
             )
             .map_err(db)?;
+        // What this transaction charges, on the record (SPEC §14.4): the session's adapter
+        // time, and — when it closes the key's running claim — the admitted call counted
+        // when that claim was made.
+        let record = AuditRecord {
+            session_key: Some(key.session_id.clone()),
+            admitted: changed == 1,
+            ..record.clone()
+        };
+        if append(&tx, &record)? != seq {
+            return Err(LedgerError::Corrupt("the audit head moved".into()));
+        }
         if outcome.adapter_ms > 0 {
             tx.execute(
                 "INSERT INTO session_usage (bridge_ref, session_id, calls, adapter_ms) \
@@ -914,6 +926,17 @@ fn read_call(tx: &Connection, key: &Key) -> Result<Option<CallRow>, LedgerError>
         },
         outcome,
     }))
+}
+
+/// The seq the next appended record gets.
+fn next_seq(tx: &Connection) -> Result<u64, LedgerError> {
+    let head: Option<i64> = tx
+        .query_row("SELECT seq FROM head WHERE only = 1", [], |r| r.get(0))
+        .optional()
+        .map_err(db)?;
+    u64::try_from(head.unwrap_or(0))
+        .map(|seq| seq + 1)
+        .map_err(|_| LedgerError::Corrupt("the audit head is invalid".into()))
 }
 
 /// Append `record` to the chain; returns its seq.
@@ -1173,6 +1196,7 @@ impl Store for SqliteStore {
         since_ms: u64,
         visit: &mut dyn FnMut(Result<StoredRecord, Break>) -> bool,
         stored: Option<&mut StoredVisit<'_>>,
+        usage: Option<&mut Usage>,
     ) -> Result<Option<(u64, String)>, LedgerError> {
         self.arm()?;
         // One read transaction: the rows and the head are one snapshot.
@@ -1233,6 +1257,9 @@ impl Store for SqliteStore {
         if let Some(stored) = stored {
             visit_stored(&tx, stored)?;
         }
+        if let Some(usage) = usage {
+            read_usage(&tx, usage)?;
+        }
         let head: Option<(i64, String)> = tx
             .query_row("SELECT seq, hash FROM head WHERE only = 1", [], |r| {
                 Ok((r.get(0)?, r.get(1)?))
@@ -1261,6 +1288,45 @@ impl Store for SqliteStore {
                 .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
         }
     }
+}
+
+/// [`Store::scan`]'s `usage`, inside its read transaction: the counters as stored, and one
+/// call per running claim (counted when it was admitted, its record not written yet).
+fn read_usage(conn: &Connection, usage: &mut Usage) -> Result<(), LedgerError> {
+    let mut stmt = conn
+        .prepare("SELECT bridge_ref, session_id, calls, adapter_ms FROM session_usage")
+        .map_err(db)?;
+    let mut rows = stmt.query([]).map_err(db)?;
+    while let Some(row) = rows.next().map_err(db)? {
+        let key: (String, String) = (row.get(0).map_err(db)?, row.get(1).map_err(db)?);
+        let counted: (i64, i64) = (row.get(2).map_err(db)?, row.get(3).map_err(db)?);
+        usage.stored.sessions.insert(key, counted);
+    }
+    let mut stmt = conn
+        .prepare("SELECT bridge_ref, session_id, tool, calls FROM tool_usage")
+        .map_err(db)?;
+    let mut rows = stmt.query([]).map_err(db)?;
+    while let Some(row) = rows.next().map_err(db)? {
+        let key: (String, String, String) = (
+            row.get(0).map_err(db)?,
+            row.get(1).map_err(db)?,
+            row.get(2).map_err(db)?,
+        );
+        usage.stored.tools.insert(key, row.get(3).map_err(db)?);
+    }
+    let mut stmt = conn
+        .prepare("SELECT bridge_ref, session_id, tool FROM calls WHERE state = 'running'")
+        .map_err(db)?;
+    let mut rows = stmt.query([]).map_err(db)?;
+    while let Some(row) = rows.next().map_err(db)? {
+        let (bridge, session, tool): (String, String, String) = (
+            row.get(0).map_err(db)?,
+            row.get(1).map_err(db)?,
+            row.get(2).map_err(db)?,
+        );
+        usage.running.add(&bridge, &session, Some(&tool), 0);
+    }
+    Ok(())
 }
 
 /// [`Store::scan`]'s `stored` visit, inside its read transaction.

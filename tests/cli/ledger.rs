@@ -24,6 +24,8 @@ fn record(request_id: &str, time_ms: u64) -> AuditRecord {
         resources: Resources::default(),
         transcript_ref: None,
         envelope_sha256: None,
+        session_key: None,
+        admitted: false,
     }
 }
 

@@ -540,3 +540,98 @@ fn ledger_backup_writes_a_copy_that_verifies_and_replays_and_never_replaces() {
         ]
     );
 }
+
+/// `audit verify` on `s`'s ledger after `edit` (SQL) fails naming the counter `what`; the
+/// edit is then undone with `undo`, and the ledger verifies again.
+fn miscounted(s: &Setup, records: usize, edit: &str, undo: &str, what: &str) {
+    let conn = rusqlite::Connection::open(&s.ledger).unwrap();
+    assert_eq!(conn.execute(edit, []).unwrap(), 1, "{edit}");
+    Cmd::new(["audit", "verify", "--ledger", s.path()])
+        .run()
+        .exit(1)
+        .stdout_json(|v| {
+            assert_eq!(v["intact"], false, "{v}");
+            assert_eq!(v["records_intact"], records, "{v}");
+            let name = v["counter"]["name"].as_str().unwrap();
+            assert!(name.ends_with(what), "{v}");
+            assert!(name.starts_with("session sha256:"), "{v}");
+        })
+        .stderr_with(|text| {
+            assert!(
+                text.starts_with("error[audit_counter_mismatch]: budget counter of session "),
+                "{text}"
+            );
+            assert!(text.contains(what), "{text}");
+            assert!(text.ends_with("(edited)\n"), "{text}");
+        });
+    assert_eq!(conn.execute(undo, []).unwrap(), 1, "{undo}");
+    s.verify(records);
+}
+
+#[test]
+fn verify_checks_the_budget_counters_against_the_records() {
+    let s = Setup::new();
+    s.dispatch(&["echo"])
+        .request(call("call-0", "another"))
+        .run()
+        .expect("succeeded", None, 0);
+    let tool = s.records()[0]["tool"].as_str().unwrap().to_string();
+    let limit = format!("{tool}=3");
+    let budget = [
+        "--session",
+        "sandbox_123",
+        "--budget-calls",
+        "3",
+        "--budget-tool",
+        &limit,
+        "--budget-adapter-ms",
+        "600000",
+    ];
+    for n in 1..5 {
+        let run = s
+            .dispatch(&["echo"])
+            .args(&budget)
+            .request(call(&format!("call-{n}"), "sandbox_123"))
+            .run();
+        if n < 4 {
+            run.expect("succeeded", None, 0);
+        } else {
+            run.expect("denied", Some("budget_exhausted"), 77);
+        }
+    }
+    // A replay counts nothing.
+    s.dispatch(&["echo"])
+        .args(&budget)
+        .request(call("call-1", "sandbox_123"))
+        .run()
+        .expect("succeeded", None, 0);
+    let records = s.records();
+    let admitted: Vec<bool> = records.iter().map(|r| r["admitted"] == true).collect();
+    assert_eq!(admitted, [true, true, true, true, false, false]);
+    // The counters' session key is on the records of the calls that ran, never the id itself.
+    let key = records[1]["session_key"].as_str().unwrap();
+    assert!(key.starts_with("sha256:") && key.len() == 71, "{key}");
+    assert!(records[1..4].iter().all(|r| r["session_key"] == key));
+    assert!(records[4..].iter().all(|r| r.get("session_key").is_none()));
+    assert_ne!(records[0]["session_key"], key);
+    s.verify(6);
+    // Whoever can write the file gives the session its budget back: verify names the counter.
+    let calls = "UPDATE session_usage SET calls = calls - 1 WHERE calls = 3";
+    let undo = "UPDATE session_usage SET calls = calls + 1 WHERE calls = 2";
+    miscounted(&s, 6, calls, undo, ": calls");
+    let tools = format!("UPDATE tool_usage SET calls = 0 WHERE calls = 3 AND tool = '{tool}'");
+    let undo = format!("UPDATE tool_usage SET calls = 3 WHERE calls = 0 AND tool = '{tool}'");
+    miscounted(&s, 6, &tools, &undo, &format!(": tool {tool}"));
+    let ms = "UPDATE session_usage SET adapter_ms = adapter_ms + 1000000 WHERE calls = 3";
+    let undo = "UPDATE session_usage SET adapter_ms = adapter_ms - 1000000 WHERE calls = 3";
+    miscounted(&s, 6, ms, undo, ": adapter_ms");
+    // A counter row that no record implies is named too.
+    let planted = "INSERT INTO tool_usage VALUES ('b', 'sha256:0', 't', 1)";
+    miscounted(
+        &s,
+        6,
+        planted,
+        "DELETE FROM tool_usage WHERE tool = 't'",
+        ": tool t",
+    );
+}

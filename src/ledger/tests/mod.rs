@@ -50,6 +50,8 @@ pub(super) fn record(key: &Key, decision: Verdict, rule: &str, status: &str) -> 
         resources: Resources::default(),
         transcript_ref: Some("t-1.json".into()),
         envelope_sha256: None,
+        session_key: None,
+        admitted: false,
     }
 }
 
