@@ -886,7 +886,10 @@ pub enum AuditCommand {
     /// covering every stored field, and the ledger keeps the hash of the last one. stdout gets
     /// {"intact":true,"records":N,"head":HASH} or {"intact":false,"records_intact":K,
     /// "first_bad":{"seq":S,"reason":R}} with an `error[audit_chain_broken]` line on stderr.
-    /// The head hash can be kept outside the host: whoever can rewrite the whole file can also
+    /// It also checks every stored envelope against the record that holds its digest, and the
+    /// budget counters against what the records imply (admitted calls, per tool, adapter ms);
+    /// a counter that differs prints {"intact":false,"records_intact":N,"counter":{"name":C,
+    /// "reason":R}} with an `error[audit_counter_mismatch]` line (SPEC 14.4). The head hash can be kept outside the host: whoever can rewrite the whole file can also
     /// rebuild a consistent chain, which only an outside copy of the head reveals.
     Verify(AuditVerifyArgs),
     /// Print the audit records as JSON Lines, oldest first: seq, time (RFC 3339 UTC), the
