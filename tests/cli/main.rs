@@ -61,13 +61,54 @@ use std::time::{Duration, Instant};
 
 /// The binary under test.
 pub fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_parent-tool-dispatch"))
+    runnable_by_anyone(env!("CARGO_BIN_EXE_parent-tool-dispatch"))
 }
 
 /// The test suite's scripted processes (`tests/tools/`): `ptd-test adapter STEP…` and
 /// `ptd-test mcp-server SCRIPT…`. Built by `cargo test`, never part of the binary under test.
 pub fn test_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_ptd-test"))
+    runnable_by_anyone(env!("CARGO_BIN_EXE_ptd-test"))
+}
+
+/// `built`, or where a confined adapter can run it from. A root dispatcher's confined adapter
+/// runs as `nobody` (SPEC §13.2), which must be able to enter every folder above the program;
+/// a checkout in a 0700 folder (a clone in `mktemp -d`, a home directory) is not. Then the
+/// binary is copied, once per build, into a folder of `/tmp` anyone may enter, and the copy is
+/// used (kept for the next test process of the same build).
+fn runnable_by_anyone(built: &str) -> PathBuf {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let built = PathBuf::from(built);
+    let enterable = built
+        .ancestors()
+        .skip(1)
+        .all(|dir| std::fs::metadata(dir).is_ok_and(|m| m.permissions().mode() & 0o001 != 0));
+    if enterable {
+        return built;
+    }
+    // One copy at a time in this process (threads would share the partial name).
+    static COPYING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = COPYING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let meta = std::fs::metadata(&built).unwrap();
+    let folder = PathBuf::from(format!(
+        "/tmp/ptd-test-bins-{}-{}-{}",
+        meta.ino(),
+        meta.size(),
+        meta.mtime_nsec()
+    ));
+    let copy = folder.join(built.file_name().unwrap());
+    if copy.exists() {
+        return copy;
+    }
+    let _ = std::fs::create_dir(&folder);
+    std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Made under a name of this process's, then moved into place whole.
+    let partial = folder.join(format!(".partial-{}", std::process::id()));
+    std::fs::copy(&built, &partial).unwrap();
+    std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::rename(&partial, &copy).unwrap();
+    copy
 }
 
 /// argv running the test adapter with these steps.
