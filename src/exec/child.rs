@@ -475,6 +475,19 @@ pub(crate) fn diagnose(program: &Path, cwd: Option<&Path>, errno: i32) -> Option
     }
 }
 
+/// Whether a folder above `program` is not searchable by `uid` (by its owner bits when it
+/// owns the folder, else by the others' bits: the run-as user is given no group of the
+/// folder's by the dispatcher).
+pub(crate) fn unreachable_for(program: &Path, uid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    program.ancestors().skip(1).any(|dir| {
+        std::fs::metadata(dir).is_ok_and(|m| {
+            let search = if m.uid() == uid { 0o100 } else { 0o001 };
+            m.mode() & search == 0
+        })
+    })
+}
+
 /// For a program that started and exited 126 or 127 (what `env` and shells exit with when a
 /// program cannot be run or found): a `#!` line ending in `\r`, whose `env` then looked for a
 /// program named with the `\r` (`/usr/bin/env: 'python3\r': No such file or directory`).

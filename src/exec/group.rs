@@ -152,7 +152,7 @@ impl ProcessGroup {
             // A confinement step the kernel refused, or else the execve's own answer.
             match report.as_ref().and_then(|r| r.refused(err.raw_os_error())) {
                 Some(step) => SpawnError::Confinement(step),
-                None => explained(err, &program, launch.cwd),
+                None => explained(err, &program, launch.cwd, run_as(launch)),
             }
         })?;
         // A spawned child always has a positive pid and the pipes asked for above; should
@@ -391,11 +391,39 @@ pub(super) fn classify_spawn_error(err: io::Error) -> SpawnError {
     }
 }
 
-/// [`classify_spawn_error`], with what the resolved program file says about the failure.
-fn explained(err: io::Error, program: &Path, cwd: Option<&Path>) -> SpawnError {
-    let why = err
-        .raw_os_error()
-        .and_then(|errno| super::child::diagnose(program, cwd, errno));
+/// The uid a confined child runs as when it is not the dispatcher's (SPEC §13.2).
+fn run_as(launch: &Launch<'_>) -> Option<u32> {
+    launch
+        .confinement
+        .map(|prepared| prepared.credentials)
+        .filter(|c| c.change_ids)
+        .map(|c| c.uid)
+}
+
+/// [`classify_spawn_error`], with what the resolved program file says about the failure; for
+/// a child that runs as `run_as`, first whether that user can reach the program at all.
+fn explained(
+    err: io::Error,
+    program: &Path,
+    cwd: Option<&Path>,
+    run_as: Option<u32>,
+) -> SpawnError {
+    let unreachable = || {
+        let uid = run_as?;
+        let program = match cwd {
+            Some(cwd) if program.is_relative() => cwd.join(program),
+            _ => program.to_path_buf(),
+        };
+        super::child::unreachable_for(&program, uid).then_some(super::Why::UnreachableForRunAs(uid))
+    };
+    let why = match err.raw_os_error() {
+        Some(libc::EACCES) => unreachable(),
+        _ => None,
+    }
+    .or_else(|| {
+        err.raw_os_error()
+            .and_then(|errno| super::child::diagnose(program, cwd, errno))
+    });
     match classify_spawn_error(err) {
         SpawnError::NotFound(_) => SpawnError::NotFound(why),
         SpawnError::NotExecutable(_) => SpawnError::NotExecutable(why),

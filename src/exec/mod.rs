@@ -297,6 +297,9 @@ pub enum Why {
     Directory,
     /// No execute permission for this user.
     NoExecutePermission,
+    /// Confined, the adapter runs as another user (SPEC §13.2), and a folder above the program
+    /// is not searchable by that user (its uid).
+    UnreachableForRunAs(u32),
 }
 
 impl Why {
@@ -312,6 +315,7 @@ impl Why {
             Why::ForeignBinary => "exec_format",
             Why::Directory => "directory",
             Why::NoExecutePermission => "no_execute_permission",
+            Why::UnreachableForRunAs(_) => "unreachable_for_run_as",
         }
     }
 
@@ -366,6 +370,11 @@ impl Why {
             Why::NoExecutePermission => {
                 "it has no execute permission for this user (chmod +x)".to_string()
             }
+            Why::UnreachableForRunAs(uid) => format!(
+                "the confined adapter runs as uid {uid} (--run-as), and a folder above the \
+                 program is not searchable by that user (file modes apply under confinement: \
+                 install the adapter where that user can reach it)"
+            ),
         }
     }
 }

@@ -380,3 +380,41 @@ fn sigterm_still_reaches_the_adapter_in_its_pid_namespace() {
         assert_eq!(run.dispatch()["leaked_processes"], 0, "{extra:?}");
     }
 }
+
+#[test]
+fn a_program_the_run_as_user_cannot_reach_is_named_so() {
+    if !is_root() {
+        eprintln!("skipped: only a root dispatcher runs the adapter as another user");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    // A folder only root may enter (as a `mktemp -d` is), holding an executable script.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let program = dir.path().join("adapter.sh");
+    std::fs::write(&program, "#!/bin/sh\ncat\n").unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let argv = json!([program.display().to_string()]);
+    let run = Dispatch::adapter(&[])
+        .bridge(move |b| b["dispatcher"]["command"]["argv"] = argv)
+        .args(&["--network", "none"])
+        .run();
+    run.expect("unavailable", Some("adapter_not_executable"), 69);
+    assert_eq!(
+        run.envelope["error"]["details"]["reason"],
+        "unreachable_for_run_as"
+    );
+    assert!(
+        run.stderr.contains("runs as uid 65534 (--run-as), and a folder above the program is not searchable by that user"),
+        "{}",
+        run.stderr
+    );
+    // Unconfined, the same program runs (as the dispatcher's user): it echoes the request,
+    // which is no result.
+    let argv = json!([program.display().to_string()]);
+    let run = Dispatch::adapter(&[])
+        .bridge(move |b| b["dispatcher"]["command"]["argv"] = argv)
+        .run();
+    run.expect("failed", Some("result_invalid"), 1);
+    assert_eq!(run.dispatch()["adapter_started"], true);
+}
