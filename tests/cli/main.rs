@@ -90,15 +90,19 @@ fn runnable_by_anyone(built: &str) -> PathBuf {
     let _one = COPYING
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let meta = std::fs::metadata(&built).unwrap();
+    // One folder for the build's binaries, so that they stay next to each other as cargo put
+    // them (replay finds ptd-test beside the dispatcher); a copy older than its binary is made
+    // again.
+    let build = built.parent().unwrap();
     let folder = PathBuf::from(format!(
-        "/tmp/ptd-test-bins-{}-{}-{}",
-        meta.ino(),
-        meta.size(),
-        meta.mtime_nsec()
+        "/tmp/ptd-test-bins-{}",
+        std::fs::metadata(build).unwrap().ino()
     ));
     let copy = folder.join(built.file_name().unwrap());
-    if copy.exists() {
+    let meta = std::fs::metadata(&built).unwrap();
+    let current = std::fs::metadata(&copy)
+        .is_ok_and(|c| c.size() == meta.size() && c.mtime() >= meta.mtime());
+    if current {
         return copy;
     }
     let _ = std::fs::create_dir(&folder);
