@@ -19,10 +19,10 @@
 
 use divan::counter::BytesCount;
 use divan::{black_box, Bencher};
-use parent_tool_dispatch::envelope::request::Echo;
-use parent_tool_dispatch::envelope::result::{Audience, Expect, ResultEnvelope};
-use parent_tool_dispatch::json;
-use parent_tool_dispatch::redact::Redactor;
+use ptd_wire::envelope::request::Echo;
+use ptd_wire::envelope::result::{Audience, Expect, ResultEnvelope};
+use ptd_wire::json;
+use ptd_wire::redact::Redactor;
 use std::sync::OnceLock;
 
 fn main() {

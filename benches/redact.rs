@@ -9,7 +9,7 @@
 
 use divan::counter::BytesCount;
 use divan::{black_box, Bencher};
-use parent_tool_dispatch::redact::{Redactor, Scope};
+use ptd_wire::redact::{Redactor, Scope};
 use std::sync::OnceLock;
 
 fn main() {

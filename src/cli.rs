@@ -6,6 +6,7 @@
 //! beyond what clap itself does. Help text stays ASCII so that the man pages render cleanly.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use ptd_sys::confine::{OptionError, OptionName, Options, RawOptions};
 use std::path::PathBuf;
 
 /// Environment variable that may carry the bridge instead of `--parent-tool-bridge`.
@@ -49,7 +50,7 @@ pub const SHORT_AFTER_HELP: &str =
     "The limits, the confinement options (SPEC 13), examples and exit statuses: see --help.";
 
 /// The text after `--help`: the examples, then the exit statuses from
-/// [`crate::error::EXIT_STATUSES`].
+/// [`ptd_wire::error::EXIT_STATUSES`].
 pub fn after_help() -> String {
     let mut out = String::from("Examples:\n");
     for (what, command) in EXAMPLES {
@@ -59,7 +60,7 @@ pub fn after_help() -> String {
         "stdout carries exactly one wp-codebox/parent-tool-result/v1 envelope; messages go to \
          stderr.\n\nExit status (the envelope's status decides it):\n",
     );
-    for row in crate::error::EXIT_STATUSES {
+    for row in ptd_wire::error::EXIT_STATUSES {
         out.push_str(&format!("  {:>3} {}\n", row.code, row.label));
     }
     out.pop();
@@ -488,8 +489,8 @@ impl EnvelopeKind {
     }
 
     /// The code of `validate`'s `error[code]:` line: the main job's code for the same failure.
-    pub fn error_code(self) -> crate::error::ErrorCode {
-        use crate::error::ErrorCode;
+    pub fn error_code(self) -> ptd_wire::error::ErrorCode {
+        use ptd_wire::error::ErrorCode;
         match self {
             EnvelopeKind::Bridge => ErrorCode::BridgeInvalid,
             EnvelopeKind::Request => ErrorCode::RequestInvalid,
@@ -622,7 +623,7 @@ pub enum AdapterCommand {
     /// transport (GIT_ALLOW_PROTOCOL empty), the system and global config and the host's GIT_*
     /// variables; git never looks above the root, and a git directory outside the root (a .git
     /// file or link pointing elsewhere) is not_a_repository. git must be 2.32 or later.
-    #[command(after_help = crate::adapter::git::after_help())]
+    #[command(after_help = ptd_adapters::git::after_help())]
     Git {
         /// The repository's work tree; it must hold the repository (.git). The request never
         /// chooses it.
@@ -634,8 +635,8 @@ pub enum AdapterCommand {
         /// Author and committer of git.commit, as "Name <email>"; without it, user.name and
         /// user.email from the repository's config, else from the host's global git config
         /// (nothing else of it is read), else git.commit fails.
-        #[arg(long, value_name = "AUTHOR", value_parser = crate::adapter::git::Author::parse)]
-        author: Option<crate::adapter::git::Author>,
+        #[arg(long, value_name = "AUTHOR", value_parser = ptd_adapters::git::Author::parse)]
+        author: Option<ptd_adapters::git::Author>,
     },
     /// Call one tool on an MCP server started as SERVER_ARGV (MCP stdio transport).
     ///
@@ -654,7 +655,7 @@ pub enum AdapterCommand {
     /// WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS (default 30000) minus a fifth of it (0.4 to 3 s),
     /// then shuts the server down: stdin closed, a wait, SIGTERM, a wait, SIGKILL; nothing is
     /// left running.
-    #[command(after_long_help = crate::adapter::mcp::after_help())]
+    #[command(after_long_help = ptd_adapters::mcp::after_help())]
     Mcp {
         /// Map the canonical tool id to the server's tool name: a JSON object
         /// {canonical: name}, @FILE holding one, or the word `provider-safe`.
@@ -691,7 +692,7 @@ pub enum DelegationCommand {
     /// 64 hex characters (a string, or an object whose value, sha256 and hash members hold it);
     /// schema, when present, the request id; request_id a non-empty string of at most 256
     /// bytes; sandbox_session_id and session_id strings that agree.
-    #[command(after_long_help = crate::delegation::codes::check_after_help())]
+    #[command(after_long_help = ptd_wire::error::delegation::check_after_help())]
     CheckRequest(DelegationCheckRequestArgs),
     /// Check a host adapter's answer (or a wp-codebox/host-delegation-result/v1) against its
     /// request and print {"valid":…,"issues":[…]}.
@@ -703,7 +704,7 @@ pub enum DelegationCommand {
     /// code and a message; request_id, sandbox_session_id / session_id (also inside result) and
     /// source_digest (also inside result) equal to the request's when the request has them.
     /// Issues about the request file have paths under /request.
-    #[command(after_long_help = crate::delegation::codes::check_after_help())]
+    #[command(after_long_help = ptd_wire::error::delegation::check_after_help())]
     CheckResult(DelegationCheckResultArgs),
     /// Check a request, run a product host adapter (no shell) with it on stdin, check the
     /// answer it prints, and print one wp-codebox/host-delegation-result/v1 envelope.
@@ -720,7 +721,7 @@ pub enum DelegationCommand {
     /// Once the adapter ran, the envelope ends with diagnostics.dispatch.resources
     /// {max_rss_bytes, user_ms, system_ms}: what its whole process tree used (SPEC 13), on a
     /// failure too.
-    #[command(after_long_help = crate::delegation::codes::after_help())]
+    #[command(after_long_help = ptd_wire::error::delegation::after_help())]
     Run(Box<DelegationRunArgs>),
 }
 
@@ -945,6 +946,42 @@ pub struct AuditExportArgs {
     pub ledger: PathBuf,
     /// Only records at or after this time, e.g. 2026-01-31T12:00:00Z or
     /// 2026-01-31T13:00:00+01:00.
-    #[arg(long, value_name = "RFC3339", value_parser = crate::ledger::flags::since_value)]
+    #[arg(long, value_name = "RFC3339", value_parser = ptd_ledger::flags::since_value)]
     pub since: Option<u64>,
+}
+
+impl ConfineArgs {
+    /// The flags as clap parsed them (no variable read), for the confinement layer.
+    pub fn raw(&self) -> RawOptions {
+        let mut raw = RawOptions::default();
+        for v in &self.fs_read {
+            raw.flag(OptionName::FsRead, v.clone());
+        }
+        for v in &self.fs_write {
+            raw.flag(OptionName::FsWrite, v.clone());
+        }
+        let singles = [
+            (OptionName::Network, &self.network),
+            (OptionName::LimitMemory, &self.limit_memory),
+            (OptionName::LimitPids, &self.limit_pids),
+            (OptionName::LimitOpenFiles, &self.limit_open_files),
+            (OptionName::LimitFileSize, &self.limit_file_size),
+            (OptionName::RunAs, &self.run_as),
+        ];
+        for (name, value) in singles {
+            if let Some(v) = value {
+                raw.flag(name, v.clone());
+            }
+        }
+        raw
+    }
+
+    /// The options of this command line, each flag falling back to its variable in this
+    /// process's environment (SPEC §13), checked.
+    pub fn options(&self) -> Result<Options, OptionError> {
+        let raw = self
+            .raw()
+            .or_env(RawOptions::from_env(|n| std::env::var_os(n)));
+        Options::parse(&raw)
+    }
 }

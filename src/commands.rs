@@ -1,17 +1,17 @@
 //! The small subcommands: `validate`, `sandbox-env` and `request`. Each reads, checks and prints; none
 //! starts a process. stdout carries only the report or the variables; every human line goes to
-//! stderr through [`crate::terminal`], escaped.
+//! stderr through [`ptd_wire::terminal`], escaped.
 
 use crate::cli::{EnvFormat, EnvelopeKind, RequestArgs, SandboxEnvArgs, ValidateArgs};
-use crate::envelope::bridge::{self, Bridge, LoadError, SandboxVar};
-use crate::envelope::request::Request;
-use crate::envelope::result::ResultEnvelope;
-use crate::envelope::{request, result};
-use crate::error::exit;
-use crate::json;
-use crate::json::Document;
-use crate::terminal::{error_line, print_warnings};
-use crate::validate::{summary, Issue, Report};
+use ptd_wire::envelope::bridge::{self, Bridge, LoadError, SandboxVar};
+use ptd_wire::envelope::request::Request;
+use ptd_wire::envelope::result::ResultEnvelope;
+use ptd_wire::envelope::{request, result};
+use ptd_wire::error::exit;
+use ptd_wire::json;
+use ptd_wire::json::Document;
+use ptd_wire::terminal::{error_line, print_warnings};
+use ptd_wire::validate::{summary, Issue, Report};
 use serde_json::{Map, Value};
 use std::rc::Rc;
 
@@ -19,12 +19,12 @@ use std::rc::Rc;
 /// stderr the warnings (`warning[unknown_key]: …`) and, when invalid, one
 /// `error[<kind>_invalid]: …` line naming the first issue (or the file and the OS error when it
 /// could not be read). Exit 0 when valid, 65 otherwise, 74 when stdout could not be written
-/// (`crate::stdout`). `--strict` turns warnings into issues.
+/// (`ptd_wire::stdout`). `--strict` turns warnings into issues.
 ///
 /// Several files get one report each, a JSON line per file in the order given, with the file
 /// as given under `"file"`, and their stderr lines start with the file's name; exit 65 when any
 /// of them is invalid. `-` (stdin) may be given once.
-pub fn validate(args: &ValidateArgs) -> u8 {
+pub(crate) fn validate(args: &ValidateArgs) -> u8 {
     let kind = args.kind.name();
     let stdin = |p: &&std::path::PathBuf| p.as_os_str() == "-";
     if args.files.iter().filter(stdin).count() > 1 {
@@ -42,7 +42,7 @@ pub fn validate(args: &ValidateArgs) -> u8 {
         } else {
             exit::DATA_INVALID
         };
-        return crate::stdout::print(&json_line(&report), "the report", status);
+        return ptd_wire::stdout::print(&json_line(&report), "the report", status);
     }
     let mut lines = Vec::new();
     let mut status = exit::SUCCESS;
@@ -69,7 +69,7 @@ pub fn validate(args: &ValidateArgs) -> u8 {
             report: &report,
         }));
     }
-    crate::stdout::print(&lines, "the reports", status)
+    ptd_wire::stdout::print(&lines, "the reports", status)
 }
 
 /// The stderr lines of one checked file: its warnings and, when invalid, the `error[..]` line
@@ -77,12 +77,12 @@ pub fn validate(args: &ValidateArgs) -> u8 {
 fn print_verdict(args: &ValidateArgs, report: &Report, cause: Option<String>, name: Option<&str>) {
     let prefix = name.map(|n| format!("{n}: ")).unwrap_or_default();
     for warning in &report.warnings {
-        let line = crate::terminal::warning_line(warning);
+        let line = ptd_wire::terminal::warning_line(warning);
         match name {
             None => stderr_line!("{line}"),
             Some(_) => {
                 let (head, rest) = line.split_once(": ").unwrap_or((&line, ""));
-                stderr_line!("{head}: {}{rest}", crate::terminal::escape(&prefix));
+                stderr_line!("{head}: {}{rest}", ptd_wire::terminal::escape(&prefix));
             }
         }
     }
@@ -103,12 +103,12 @@ fn check_file(args: &ValidateArgs, file: Option<&std::path::Path>) -> (Report, O
     let max = usize::try_from(args.max_bytes).unwrap_or(usize::MAX);
     let kind = args.kind.name();
     if file.is_none() {
-        if let Some(hint) = crate::terminal::stdin_hint_for(kind) {
+        if let Some(hint) = ptd_wire::terminal::stdin_hint_for(kind) {
             stderr_line!("{hint}");
         }
     }
     let mut cause = None;
-    let (mut issues, mut warnings) = match crate::envelope::read_input(file, max as u64) {
+    let (mut issues, mut warnings) = match ptd_wire::envelope::read_input(file, max as u64) {
         Err(err) => {
             cause = Some(match file {
                 Some(path) => format!("reading {kind} file {}: {err}", path.display()),
@@ -116,7 +116,7 @@ fn check_file(args: &ValidateArgs, file: Option<&std::path::Path>) -> (Report, O
             });
             // The report names no path: it may be shown further than the host's terminal.
             let issue = Issue::new(
-                crate::validate::codes::UNREADABLE,
+                ptd_wire::validate::codes::UNREADABLE,
                 "",
                 format!("the file could not be read: {err}"),
             );
@@ -157,11 +157,11 @@ fn check_file(args: &ValidateArgs, file: Option<&std::path::Path>) -> (Report, O
 /// request envelope, checked by the request's own validator first. Exit 0; 65 (with
 /// `error[request_invalid]`) when the input is not one JSON value or the envelope would be
 /// invalid; 2 (`error[usage]`) when the input file cannot be read.
-pub fn request(args: &RequestArgs) -> u8 {
+pub(crate) fn request(args: &RequestArgs) -> u8 {
     // The main job's default --max-request-bytes: a bigger input makes a request it refuses.
     let max = 8 * 1024 * 1024;
     let input = match args.input.strip_prefix('@') {
-        Some(path) => match crate::fs::read_file(std::path::Path::new(path), max as u64) {
+        Some(path) => match ptd_sys::fs::read_file(std::path::Path::new(path), max as u64) {
             Ok(bytes) => bytes,
             Err(err) => {
                 stderr_line!(
@@ -220,7 +220,7 @@ pub fn request(args: &RequestArgs) -> u8 {
         text = json::raw::pretty(&text);
     }
     text.push('\n');
-    crate::stdout::print(text.as_bytes(), "the request", exit::SUCCESS)
+    ptd_wire::stdout::print(text.as_bytes(), "the request", exit::SUCCESS)
 }
 
 /// A request id no other run makes: `ptr-<unix ms>-<pid>-<16 hex digits>`, the digits from
@@ -229,7 +229,7 @@ fn fresh_request_id() -> String {
     let ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
-    let random = crate::fs::random_u64();
+    let random = ptd_sys::fs::random_u64();
     format!("ptr-{ms}-{}-{random:016x}", std::process::id())
 }
 
@@ -242,7 +242,7 @@ pub(crate) fn json_line(value: &impl serde::Serialize) -> Vec<u8> {
 
 /// Why `sandbox-env` refused.
 #[derive(Debug, thiserror::Error)]
-pub enum SandboxEnvError {
+pub(crate) enum SandboxEnvError {
     /// The bridge could not be read, parsed or validated.
     #[error("{0}")]
     Bridge(#[from] LoadError),
@@ -253,7 +253,7 @@ pub enum SandboxEnvError {
 
 impl SandboxEnvError {
     /// The code of the `error[code]:` line.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             SandboxEnvError::Bridge(_) => "bridge_invalid",
             SandboxEnvError::Collision(_) => "sandbox_env_collision",
@@ -262,7 +262,7 @@ impl SandboxEnvError {
 }
 
 /// The metadata-only variables for the sandbox, in a stable order.
-pub fn sandbox_variables(bridge: &Bridge) -> Result<Vec<(String, String)>, SandboxEnvError> {
+pub(crate) fn sandbox_variables(bridge: &Bridge) -> Result<Vec<(String, String)>, SandboxEnvError> {
     let mut out = Vec::new();
     for var in SandboxVar::ALL {
         let name = match &bridge.sandbox_variables {
@@ -292,7 +292,7 @@ pub fn sandbox_variables(bridge: &Bridge) -> Result<Vec<(String, String)>, Sandb
 /// is one `error[code]: …` line on stderr, nothing on stdout, exit 69; no bridge at all is a
 /// usage error (exit 2); a stdout that cannot be written is exit 74. Unknown-key warnings go to
 /// stderr and do not stop it.
-pub fn sandbox_env(args: &SandboxEnvArgs) -> u8 {
+pub(crate) fn sandbox_env(args: &SandboxEnvArgs) -> u8 {
     let Some(text) = args.parent_tool_bridge.as_deref() else {
         stderr_line!(
             "{}",
@@ -336,5 +336,5 @@ pub fn sandbox_env(args: &SandboxEnvArgs) -> u8 {
             json_line(&Value::Object(map))
         }
     };
-    crate::stdout::print(&text, "the variables", exit::SUCCESS)
+    ptd_wire::stdout::print(&text, "the variables", exit::SUCCESS)
 }

@@ -15,7 +15,7 @@
 use clap_complete::Shell;
 
 /// The binary's name, as the scripts register it.
-pub const BIN: &str = "parent-tool-dispatch";
+pub(crate) const BIN: &str = "parent-tool-dispatch";
 
 /// The options whose value is JSON text or `@FILE`, with the words they also take.
 const AT_FILE_OPTIONS: &[(&str, &[&str])] = &[
@@ -24,7 +24,7 @@ const AT_FILE_OPTIONS: &[(&str, &[&str])] = &[
 ];
 
 /// The completion script for `shell`.
-pub fn script(shell: Shell, cmd: &mut clap::Command) -> Vec<u8> {
+pub(crate) fn script(shell: Shell, cmd: &mut clap::Command) -> Vec<u8> {
     let mut script = Vec::new();
     clap_complete::generate(shell, cmd, BIN, &mut script);
     match shell {

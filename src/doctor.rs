@@ -17,12 +17,12 @@ pub mod adapter;
 pub mod attack;
 
 use crate::cli::DoctorArgs;
-use crate::confine::cgroup::{Controller, Host, Version};
-use crate::confine::probe::{self, Outcome, Probe};
-use crate::confine::{landlock, namespaces, seccomp, Network, Options, Step};
-use crate::error::exit;
-use crate::signal::signal_name;
-use crate::terminal::{error_line, escape};
+use ptd_sys::confine::cgroup::{Controller, Host, Version};
+use ptd_sys::confine::probe::{self, Outcome, Probe};
+use ptd_sys::confine::{landlock, namespaces, seccomp, Network, Options, Step};
+use ptd_sys::signal::signal_name;
+use ptd_wire::error::exit;
+use ptd_wire::terminal::{error_line, escape};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -154,7 +154,7 @@ fn errno_text(errno: i32) -> String {
 
 /// Run `doctor`; returns the exit status.
 pub fn run(args: &DoctorArgs) -> u8 {
-    let options = match Options::from_command_line(&args.confine) {
+    let options = match args.confine.options() {
         Ok(options) => options,
         Err(e) => {
             stderr_line!("error: {}", escape(&e.to_string()));
@@ -173,7 +173,7 @@ pub fn run(args: &DoctorArgs) -> u8 {
     for line in stderr_lines(&rows) {
         stderr_line!("{line}");
     }
-    crate::stdout::print(text.as_bytes(), "the report", status)
+    ptd_wire::stdout::print(text.as_bytes(), "the report", status)
 }
 
 /// Probe every mechanism on this host.
@@ -323,7 +323,7 @@ fn scope_row(
 }
 
 fn network_row(requested: bool) -> Row {
-    let root = crate::confine::creds::has_cap_sys_admin();
+    let root = ptd_sys::confine::creds::has_cap_sys_admin();
     let prepared = namespaces::PreparedNamespaces {
         user: (!root).then(|| {
             namespaces::UserMaps::identity(
@@ -630,7 +630,7 @@ pub fn stderr_lines(rows: &[Row]) -> Vec<String> {
         .collect();
     if !missing.is_empty() {
         lines.push(error_line(
-            crate::error::ErrorCode::ConfinementUnavailable.as_str(),
+            ptd_wire::error::ErrorCode::ConfinementUnavailable.as_str(),
             &format!("requested but unavailable: {}", missing.join("; ")),
         ));
     }

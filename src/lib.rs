@@ -11,55 +11,25 @@
 //! `main.rs` only calls [`main`]. The behaviour is specified in `docs/SPEC.md`, which the code
 //! cites as `SPEC §N`.
 
-/// A line on stderr that cannot panic. `eprintln!` panics when stderr cannot be written
-/// (`/dev/full`, a reader gone), and a panic while the main job prints its messages would turn
-/// a lost message into a lost envelope. Here only the line is lost: stdout and the exit status
-/// still tell the outcome. Every message of the binary goes through it (clippy refuses
-/// `eprintln!` and `eprint!` in `src/`, `clippy.toml`).
-macro_rules! stderr_line {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
+#[macro_use]
+extern crate ptd_wire;
 
-pub mod adapter;
-pub mod authorize;
 pub mod cli;
-pub mod completions;
-pub mod confine;
+mod completions;
 pub mod delegation;
 pub mod dispatch;
 pub mod doctor;
-pub mod endpoint;
-pub mod envelope;
-pub mod error;
-pub mod exec;
-pub mod find;
-pub mod fs;
-/// The bodies of the fuzz targets, for `fuzz/` and `tests/cli/fuzz_regressions.rs` only.
-#[cfg(any(test, feature = "test-support"))]
-#[doc(hidden)]
-pub mod fuzzing;
-pub mod hostenv;
-pub mod interrupt;
-pub mod json;
-pub mod judge;
-pub mod ledger;
+mod ledger_commands;
 pub mod plan;
-pub mod redact;
 pub mod replay;
 pub mod schema;
-pub mod signal;
-pub mod stdout;
-pub mod terminal;
-pub mod toolmap;
-pub mod transcript;
-pub mod validate;
 
 use clap::{CommandFactory, FromArgMatches};
 use cli::{Cli, Command};
-use error::exit;
+pub use ptd_adapters as adapter;
+use ptd_sys::{exec, hostenv, interrupt};
+use ptd_wire::error::{self, exit};
+use ptd_wire::{stdout, terminal, validate};
 use std::ffi::OsString;
 use std::process::ExitCode;
 
@@ -386,13 +356,13 @@ pub fn run(cli: Cli) -> u8 {
         Some(Command::Delegation(command)) => delegation::main(&command),
         Some(Command::Replay(args)) => replay::run(&args),
         Some(Command::Schema(args)) => schema::print(args.kind),
-        Some(Command::Audit(command)) => ledger::command::main(&command),
-        Some(Command::Ledger(command)) => ledger::command::ledger(&command),
+        Some(Command::Audit(command)) => ledger_commands::main(&command),
+        Some(Command::Ledger(command)) => ledger_commands::ledger(&command),
         Some(Command::Doctor(args)) => doctor::run(&args),
     }
 }
 
-pub mod commands;
+mod commands;
 
 #[cfg(test)]
 mod tests {

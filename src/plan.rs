@@ -6,31 +6,21 @@
 //! never looks at an answer (that is `judge`'s).
 
 use crate::cli::{DispatchArgs, RunArgs};
-use crate::dispatch::DispatchError;
-use crate::envelope::bridge::{Bridge, CommandSpec, Transport};
-use crate::envelope::request::{self, Echo};
-use crate::envelope::result;
-use crate::exec::Spec;
-use crate::fs;
-use crate::hostenv::HostEnv;
-use crate::redact::{is_sensitive_key, Redactor};
+use ptd_sys::exec::Spec;
+use ptd_sys::fs;
+use ptd_sys::hostenv::HostEnv;
+use ptd_verdict::DispatchError;
+use ptd_wire::envelope::bridge::{Bridge, CommandSpec, Transport};
+use ptd_wire::envelope::request::{self, Echo};
+use ptd_wire::envelope::result;
+use ptd_wire::redact::{is_sensitive_key, Redactor};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Variables copied from the host into the adapter's otherwise empty environment.
 pub const BASE_ENV: [&str; 6] = ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
 
-/// Metadata variables the adapter receives.
-pub mod vars {
-    pub const REQUEST_ID: &str = "WP_CODEBOX_PARENT_TOOL_REQUEST_ID";
-    pub const TOOL: &str = "WP_CODEBOX_PARENT_TOOL_TOOL";
-    pub const OPERATION: &str = "WP_CODEBOX_PARENT_TOOL_OPERATION";
-    pub const TIMEOUT_MS: &str = "WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS";
-    pub const REQUEST_SCHEMA: &str = "WP_CODEBOX_PARENT_TOOL_REQUEST_SCHEMA";
-    pub const RESULT_SCHEMA: &str = "WP_CODEBOX_PARENT_TOOL_RESULT_SCHEMA";
-    pub const REQUEST_FILE: &str = "WP_CODEBOX_PARENT_TOOL_REQUEST_FILE";
-    pub const RESULT_FILE: &str = "WP_CODEBOX_PARENT_TOOL_RESULT_FILE";
-}
+pub use ptd_wire::envelope::vars;
 
 /// Everything needed to start the adapter, and what the run leaves to clean up.
 pub struct Plan {
@@ -154,7 +144,7 @@ pub fn adapter_env<'m>(
 pub fn host_redactor(run: &RunArgs, host: &HostEnv) -> Redactor {
     let mut redactor = Redactor::new();
     // The keys of our own envelopes are structure: no secret value may rename them.
-    redactor.keep_keys(crate::envelope::OWN_KEYS.iter().copied());
+    redactor.keep_keys(ptd_wire::envelope::OWN_KEYS.iter().copied());
     let secret_names = run
         .secret_env
         .iter()
@@ -184,20 +174,7 @@ pub fn locate(argv0: &str, host: &HostEnv) -> (PathBuf, Option<PathBuf>) {
     (program, found)
 }
 
-/// `path` made absolute against the dispatcher's working directory.
-pub fn absolute(path: &Path) -> PathBuf {
-    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
-}
-
-/// argv[0] with a slash is a path, taken relative to the dispatcher's working directory (not
-/// the adapter's); a bare name is looked up in `PATH` at spawn.
-pub(crate) fn resolve_program(argv0: &str) -> PathBuf {
-    if argv0.contains('/') {
-        absolute(Path::new(argv0))
-    } else {
-        PathBuf::from(argv0)
-    }
-}
+pub use ptd_sys::exec::{absolute, resolve_program};
 
 /// Where the kernel will find `program` (for redacting its path, not for running it): the path
 /// itself when it has a slash, else the first executable match in `PATH`.

@@ -22,9 +22,9 @@
 //! the descriptions (the echo, NUL bytes in argv and env values) is theirs alone.
 
 use crate::cli::SchemaKind;
-use crate::envelope::{bridge, request, result};
-use crate::transcript;
-use crate::validate::{Fact, Presence, Shape, Spec, Type, ENV_NAME};
+use ptd_wire::envelope::{bridge, request, result};
+use ptd_wire::transcript;
+use ptd_wire::validate::{Fact, Presence, Shape, Spec, Type, ENV_NAME};
 use serde_json::{json, Map, Value};
 
 /// The JSON Schema dialect every schema declares.
@@ -94,10 +94,10 @@ pub fn render(kind: SchemaKind) -> String {
 
 /// `schema KIND`: print it; exit 0 (74 when stdout could not be written).
 pub fn print(kind: SchemaKind) -> u8 {
-    crate::stdout::print(
+    ptd_wire::stdout::print(
         render(kind).as_bytes(),
         "the schema",
-        crate::error::exit::SUCCESS,
+        ptd_wire::error::exit::SUCCESS,
     )
 }
 
@@ -570,10 +570,10 @@ mod tests {
     /// lacks (the schema allows more, so only this test notices a gap).
     #[test]
     fn every_dispatch_diagnostic_is_described() {
-        use crate::envelope::result::{DispatchDiagnostics, Resources, RunDiagnostics};
+        use ptd_wire::envelope::result::{DispatchDiagnostics, Resources, RunDiagnostics};
         let full = DispatchDiagnostics {
             timeout_ms: Some(1),
-            transport: Some(crate::envelope::result::Transport::Stdin),
+            transport: Some(ptd_wire::envelope::result::Transport::Stdin),
             endpoint: Some("https://example.test:443".into()),
             http_status: Some(200),
             response_bytes: Some(1),
@@ -601,7 +601,7 @@ mod tests {
         };
         let value = serde_json::to_value(&full).unwrap();
         let schema = dispatch_diagnostics();
-        use crate::envelope::result::Transport;
+        use ptd_wire::envelope::result::Transport;
         for transport in [
             Transport::Stdin,
             Transport::File,
@@ -637,10 +637,117 @@ mod tests {
             serde_json::to_string(&spec_schema(&spec)).unwrap(),
             r#"{"type":"string","description":"d","minLength":1,"maxLength":9,"pattern":"^[^\\x00]*$","default":"x"}"#
         );
-        let one = Spec::string(&[Fact::OneOf(&["only"], crate::validate::Refusal::List)]);
+        let one = Spec::string(&[Fact::OneOf(&["only"], ptd_wire::validate::Refusal::List)]);
         assert_eq!(
             spec_schema(&one),
             json!({"type": "string", "const": "only"})
+        );
+    }
+}
+
+/// The envelope's list of its own keys, held against the schemas this module prints.
+#[cfg(test)]
+mod own_keys {
+    use crate::cli::SchemaKind;
+    use ptd_wire::envelope::result::{
+        DispatchDiagnostics, LedgerDiagnostics, RunDiagnostics, StdinError, Transport,
+    };
+    use ptd_wire::envelope::OWN_KEYS;
+    use serde_json::Value;
+
+    fn property_names(v: &Value, into: &mut Vec<String>) {
+        match v {
+            Value::Object(map) => {
+                if let Some(Value::Object(props)) = map.get("properties") {
+                    into.extend(props.keys().cloned());
+                }
+                map.values().for_each(|x| property_names(x, into));
+            }
+            Value::Array(items) => items.iter().for_each(|x| property_names(x, into)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn own_keys_cover_the_schemas_and_every_dispatch_diagnostic() {
+        let mut names = Vec::new();
+        for kind in [
+            SchemaKind::Result,
+            SchemaKind::Request,
+            SchemaKind::Transcript,
+        ] {
+            property_names(&crate::schema::schema(kind), &mut names);
+        }
+        let full = DispatchDiagnostics {
+            timeout_ms: Some(1),
+            transport: Some(Transport::Http),
+            endpoint: Some(String::new()),
+            http_status: Some(200),
+            response_bytes: Some(1),
+            run: Some(RunDiagnostics {
+                exit_code: Some(0),
+                signal: Some(String::new()),
+                stdout_bytes: 0,
+                stdin_bytes_written: 0,
+                stdin_error: Some(StdinError::BrokenPipe),
+                stderr_tail: String::new(),
+                stderr_truncated: false,
+                stderr_bytes: 0,
+                leaked_processes: 0,
+                resources: Some(ptd_wire::envelope::result::Resources {
+                    max_rss_bytes: 0,
+                    user_ms: 0,
+                    system_ms: 0,
+                }),
+            }),
+            stdout_head: Some(String::new()),
+            confinement: Some(ptd_wire::envelope::result::ConfinementDiagnostics {
+                mechanisms: vec!["seccomp"],
+                run_as: ptd_wire::envelope::result::RunAsDiagnostics {
+                    uid: 65534,
+                    gid: 65534,
+                },
+                landlock: Some(ptd_wire::envelope::result::LandlockDiagnostics {
+                    abi: 7,
+                    scoped: true,
+                    fs_read: Vec::new(),
+                    fs_write: Vec::new(),
+                }),
+                network: "none",
+                limits: ptd_wire::envelope::result::LimitDiagnostics {
+                    memory_bytes: Some(1),
+                    pids: Some(1),
+                    open_files: Some(1),
+                    file_size_bytes: Some(1),
+                },
+                cgroup: [("memory", "v1"), ("pids", "v2")].into_iter().collect(),
+            }),
+            transcript_error: Some(String::new()),
+            result_file_error: Some(String::new()),
+            ..DispatchDiagnostics::default()
+        };
+        fn keys(v: &Value, into: &mut Vec<String>) {
+            if let Value::Object(map) = v {
+                into.extend(map.keys().cloned());
+                map.values().for_each(|x| keys(x, into));
+            }
+        }
+        let ledger = LedgerDiagnostics {
+            replayed: true,
+            attempt: Some(1),
+            adapter_ms_left: Some(1),
+            error: Some(String::new()),
+        };
+        keys(&serde_json::to_value(full).unwrap(), &mut names);
+        keys(&serde_json::to_value(ledger).unwrap(), &mut names);
+        let missing: Vec<&String> = names
+            .iter()
+            .filter(|n| !OWN_KEYS.contains(&n.as_str()))
+            .collect();
+        assert!(missing.is_empty(), "not in OWN_KEYS: {missing:?}");
+        assert!(
+            OWN_KEYS.windows(2).all(|w| w[0] < w[1]),
+            "sorted, no repeats"
         );
     }
 }

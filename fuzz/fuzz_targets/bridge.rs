@@ -1,5 +1,5 @@
 #![no_main]
-//! The `bridge` target: its body is `parent_tool_dispatch::fuzzing::bridge`, which the stable test
+//! The `bridge` target: its body is `ptd_testkit::fuzzing::bridge`, which the stable test
 //! `tests/cli/fuzz_regressions.rs` also runs on every file in `fuzz/regressions/bridge/`.
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| parent_tool_dispatch::fuzzing::bridge(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| ptd_testkit::fuzzing::bridge(data));

@@ -1,5 +1,5 @@
 #![no_main]
-//! The `delegation` target: its body is `parent_tool_dispatch::fuzzing::delegation`, which the stable test
+//! The `delegation` target: its body is `ptd_testkit::fuzzing::delegation`, which the stable test
 //! `tests/cli/fuzz_regressions.rs` also runs on every file in `fuzz/regressions/delegation/`.
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| parent_tool_dispatch::fuzzing::delegation(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| ptd_testkit::fuzzing::delegation(data));

@@ -1,5 +1,5 @@
 #![no_main]
-//! The `endpoint` target: its body is `parent_tool_dispatch::fuzzing::endpoint`, which the stable test
+//! The `endpoint` target: its body is `ptd_testkit::fuzzing::endpoint`, which the stable test
 //! `tests/cli/fuzz_regressions.rs` also runs on every file in `fuzz/regressions/endpoint/`.
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| parent_tool_dispatch::fuzzing::endpoint(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| ptd_testkit::fuzzing::endpoint(data));

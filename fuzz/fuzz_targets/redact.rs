@@ -1,5 +1,5 @@
 #![no_main]
-//! The `redact` target: its body is `parent_tool_dispatch::fuzzing::redact`, which the stable test
+//! The `redact` target: its body is `ptd_testkit::fuzzing::redact`, which the stable test
 //! `tests/cli/fuzz_regressions.rs` also runs on every file in `fuzz/regressions/redact/`.
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| parent_tool_dispatch::fuzzing::redact(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| ptd_testkit::fuzzing::redact(data));

@@ -1,5 +1,5 @@
 #![no_main]
-//! The `request` target: its body is `parent_tool_dispatch::fuzzing::request`, which the stable test
+//! The `request` target: its body is `ptd_testkit::fuzzing::request`, which the stable test
 //! `tests/cli/fuzz_regressions.rs` also runs on every file in `fuzz/regressions/request/`.
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| parent_tool_dispatch::fuzzing::request(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| ptd_testkit::fuzzing::request(data));

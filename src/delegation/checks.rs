@@ -13,9 +13,9 @@
 
 use super::codes::{DelegationStatus, IssueKind};
 use super::{REQUEST_SCHEMA, RESULT_SCHEMA};
-use crate::json::raw::{self, Fields};
-use crate::json::Kind;
-use crate::validate::{join, Checker, Issue};
+use ptd_wire::json::raw::{self, Fields};
+use ptd_wire::json::Kind;
+use ptd_wire::validate::{join, Checker, Issue};
 use std::borrow::Cow;
 
 /// Longest `request_id` accepted: it travels in an environment variable and in every event.
@@ -631,7 +631,7 @@ fn quote_str(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::validate::code_paths;
+    use ptd_wire::validate::code_paths;
 
     const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
@@ -717,7 +717,7 @@ mod tests {
 
     #[test]
     fn the_failure_code_prefers_any_request_issue_over_the_digest() {
-        use crate::delegation::codes::Code;
+        use ptd_wire::error::delegation::Code;
         let (_, f) = check_request(r#"{"goal":"g","source_digest":"nope"}"#);
         assert_eq!(
             f.worst().map(IssueKind::request_code),

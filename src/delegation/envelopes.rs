@@ -9,11 +9,11 @@
 
 use super::codes::{Code, DelegationStatus, Event};
 use super::{EVENT_SCHEMA, RESULT_SCHEMA};
-use crate::envelope::result::redact_raw;
-use crate::json::raw::ObjectWriter;
-use crate::redact::Redactor;
-use crate::redact::Scope;
-use crate::transcript::timestamp;
+use ptd_wire::envelope::result::redact_raw;
+use ptd_wire::json::raw::ObjectWriter;
+use ptd_wire::redact::Redactor;
+use ptd_wire::redact::Scope;
+use ptd_wire::transcript::timestamp;
 use serde::Serialize;
 use serde_json::Value;
 use std::time::SystemTime;
@@ -79,7 +79,7 @@ pub struct Envelope<'a> {
     pub duration_ms: u64,
     /// What the adapter's tree used, when it ran: `diagnostics.dispatch.resources`, as in the
     /// main job's result (SPEC §13).
-    pub resources: Option<crate::envelope::result::Resources>,
+    pub resources: Option<ptd_wire::envelope::result::Resources>,
 }
 
 impl Envelope<'_> {

@@ -14,7 +14,7 @@
 //! be read or parsed is an issue in the report, never a panic.
 
 pub mod checks;
-pub mod codes;
+pub use ptd_wire::error::delegation as codes;
 pub mod envelopes;
 pub mod run;
 pub mod schema;
@@ -22,12 +22,12 @@ pub mod schema;
 pub use schema::{schema, Kind as SchemaKind};
 
 use crate::cli::{DelegationCheckRequestArgs, DelegationCheckResultArgs, DelegationCommand};
-use crate::error::exit;
-use crate::json;
-use crate::redact::Redactor;
-use crate::validate::{Issue, Report};
 use checks::{check_answer, check_request, Findings, Scope};
 use codes::IssueKind;
+use ptd_wire::error::exit;
+use ptd_wire::json;
+use ptd_wire::redact::Redactor;
+use ptd_wire::validate::{Issue, Report};
 use std::path::Path;
 
 /// `wp-codebox/host-delegation-request/v1`.
@@ -46,7 +46,7 @@ pub fn main(command: &DelegationCommand) -> u8 {
         DelegationCommand::Run(args) => {
             // Usage errors first (exit 2, no envelope): a confinement option that does not
             // parse or names no existing path, checked before anything is read or run.
-            let host = crate::hostenv::HostEnv::process();
+            let host = ptd_sys::hostenv::HostEnv::process();
             let confine = match crate::dispatch::confine_options(&args.run.confine, &host, None) {
                 Ok(confine) => confine,
                 Err(message) => {
@@ -54,8 +54,8 @@ pub fn main(command: &DelegationCommand) -> u8 {
                     return exit::USAGE;
                 }
             };
-            crate::exec::become_subreaper();
-            let interrupts = crate::interrupt::Interrupts::install();
+            ptd_sys::exec::become_subreaper();
+            let interrupts = ptd_sys::interrupt::Interrupts::install();
             run::run(args, &confine, &interrupts)
         }
     }
@@ -133,7 +133,7 @@ fn max(bytes: u64) -> usize {
 
 /// A file (or stdin for none / `-`), at most `max_bytes + 1` bytes.
 fn read(path: Option<&Path>, max_bytes: u64, kind: IssueKind) -> Result<Vec<u8>, Findings> {
-    crate::envelope::read_input(path, max_bytes).map_err(|err| {
+    ptd_wire::envelope::read_input(path, max_bytes).map_err(|err| {
         let mut f = Findings::default();
         f.push(
             kind,
@@ -173,5 +173,5 @@ fn print_report(mut issues: Vec<Issue>) -> u8 {
     } else {
         exit::DATA_INVALID
     };
-    crate::stdout::print(&crate::commands::json_line(&report), "the report", status)
+    ptd_wire::stdout::print(&crate::commands::json_line(&report), "the report", status)
 }

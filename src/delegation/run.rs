@@ -17,17 +17,17 @@ use super::codes::{Code, DelegationStatus, Event, IssueKind};
 use super::envelopes::{Envelope, ErrorBody, ErrorPart, EventRecord};
 use super::{REQUEST_SCHEMA, RESULT_SCHEMA};
 use crate::cli::DelegationRunArgs;
-use crate::confine::{Options, Prepared};
 use crate::dispatch::{read_interruptibly, ReadStop};
-use crate::exec::{self, Finished, SpawnError, Spec, Stop, Termination};
-use crate::hostenv::HostEnv;
-use crate::interrupt::Interrupts;
-use crate::json::raw::{Fields, ObjectWriter};
-use crate::json::{self, human_bytes, JsonIssue, Kind};
 use crate::plan;
-use crate::redact::Redactor;
-use crate::signal::signal_name;
-use crate::validate::Issue;
+use ptd_sys::confine::{Options, Prepared};
+use ptd_sys::exec::{self, Finished, SpawnError, Spec, Stop, Termination};
+use ptd_sys::hostenv::HostEnv;
+use ptd_sys::interrupt::Interrupts;
+use ptd_sys::signal::signal_name;
+use ptd_wire::json::raw::{Fields, ObjectWriter};
+use ptd_wire::json::{self, human_bytes, JsonIssue, Kind};
+use ptd_wire::redact::Redactor;
+use ptd_wire::validate::Issue;
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -216,7 +216,7 @@ fn limit_hit(failure: Failure, finished: &Finished, prepared: Option<&Prepared>)
             message: format!(
                 "the host adapter reached its {} limit ({}) and failed without an answer",
                 limit.as_str(),
-                crate::dispatch::limit_option(limit)
+                limit.flag()
             ),
             ..failure
         }
@@ -420,7 +420,7 @@ fn answer_message(code: Code) -> &'static str {
     }
 }
 
-fn interrupted(signal: crate::signal::Signal, adapter_started: bool) -> Failure {
+fn interrupted(signal: ptd_sys::signal::Signal, adapter_started: bool) -> Failure {
     let when = if adapter_started {
         "and stopped the host adapter"
     } else {
@@ -548,7 +548,7 @@ impl<'a> Ended<'a> {
         let stderr = error.and_then(Fields::parse).map(|e| {
             let field = |k| {
                 e.get(k)
-                    .and_then(crate::json::raw::string)
+                    .and_then(ptd_wire::json::raw::string)
                     .unwrap_or_default()
                     .into_owned()
             };
@@ -602,10 +602,10 @@ fn conclude(learned: &Learned, outcome: Result<Answer<'_>, Failure>) -> u8 {
     if let Some((code, message)) = ended.stderr {
         stderr_line!(
             "{}",
-            crate::terminal::error_line(&redactor.redact_str(&code), &message)
+            ptd_wire::terminal::error_line(&redactor.redact_str(&code), &message)
         );
     }
     let mut line = text.into_bytes();
     line.push(b'\n');
-    crate::stdout::print(&line, "the envelope", ended.exit)
+    ptd_wire::stdout::print(&line, "the envelope", ended.exit)
 }

@@ -14,18 +14,18 @@
 //! anything.
 
 use super::{Admitted, DispatchError, Learned, Report, UsageError};
-use crate::authorize::Denial;
 use crate::cli::{LedgerArgs, LEDGER_ENV, SESSION_ENV};
-use crate::envelope::canonical;
-use crate::envelope::result::LedgerDiagnostics;
-use crate::error::ErrorCode;
-use crate::json::raw::{self, Fields};
-use crate::ledger::audit::MAX_FIELD_BYTES;
-use crate::ledger::{
-    self, AuditRecord, Budgets, Call, Decision, Key, Lease, Ledger, LedgerError, Name, Recorded,
-    Resources, Verdict, Waited,
+use ptd_ledger::audit::MAX_FIELD_BYTES;
+use ptd_ledger::{
+    self as ledger, AuditRecord, Budgets, Call, Decision, Key, Lease, Ledger, LedgerError, Name,
+    Recorded, Resources, Verdict, Waited,
 };
-use crate::redact::Redactor;
+use ptd_wire::authorize::Denial;
+use ptd_wire::envelope::canonical;
+use ptd_wire::envelope::result::LedgerDiagnostics;
+use ptd_wire::error::ErrorCode;
+use ptd_wire::json::raw::{self, Fields};
+use ptd_wire::redact::Redactor;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -125,7 +125,7 @@ fn timeout_of(learned: &Learned) -> Duration {
         learned
             .dispatch
             .timeout_ms
-            .unwrap_or(crate::envelope::bridge::DEFAULT_TIMEOUT_MS),
+            .unwrap_or(ptd_wire::envelope::bridge::DEFAULT_TIMEOUT_MS),
     )
 }
 
@@ -135,7 +135,7 @@ fn timeout_of(learned: &Learned) -> Duration {
 /// something is to be recorded at the end.
 pub(super) fn gate(
     options: Option<&Options>,
-    interrupts: &crate::interrupt::Interrupts,
+    interrupts: &ptd_sys::interrupt::Interrupts,
     admitted: Result<Admitted, DispatchError>,
     learned: &mut Learned,
     slot: &mut Option<Gate>,
@@ -412,7 +412,7 @@ fn note_unrecorded(learned: &mut Learned, err: &LedgerError) {
     let message = learned.redactor.redact_str(&err.to_string());
     learned.warnings.push(format!(
         "warning[ledger_unavailable]: the call's outcome was not recorded in the ledger: {}",
-        crate::terminal::escape(&message)
+        ptd_wire::terminal::escape(&message)
     ));
     learned.ledger = Some(LedgerDiagnostics {
         error: Some(message),
@@ -478,7 +478,7 @@ fn recorded_attempt(envelope: &str) -> Option<u32> {
 /// A text field of an audit record: redacted, control characters escaped, cut at the
 /// record's bound.
 fn field(redactor: &Redactor, text: &str) -> String {
-    let escaped = crate::terminal::escape(&redactor.redact_str(text)).into_owned();
+    let escaped = ptd_wire::terminal::escape(&redactor.redact_str(text)).into_owned();
     let mut end = escaped.len().min(MAX_FIELD_BYTES);
     while !escaped.is_char_boundary(end) {
         end -= 1;

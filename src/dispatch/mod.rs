@@ -9,33 +9,32 @@
 //! nothing itself: [`Report::print`] prints the one envelope. [`main_job`] holds the one panic
 //! boundary.
 
-mod error;
 mod gate;
 mod panics;
 mod report;
 
-pub use error::{limit_option, DispatchError};
+pub use ptd_verdict::DispatchError;
 pub(crate) use report::resources;
 pub use report::{Concluded, Learned, Outcome, Replayed, Report};
 
-use crate::authorize::authorize;
 use crate::cli::DispatchArgs;
-use crate::endpoint::{self, Exchanged, Failure};
-use crate::envelope::bridge::{Bridge, CommandSpec, Mode};
-use crate::envelope::request::{Echo, Request};
-use crate::envelope::result::{Expect, ResultEnvelope, Transport};
-use crate::exec::{self, Finished, Termination};
-use crate::hostenv::HostEnv;
-use crate::interrupt::Interrupts;
-use crate::json::{Document, JsonIssue};
-use crate::judge::{self, Answer, Body, Ending, Limits};
 use crate::plan::{self, FileTransport, ResultFile};
-use crate::toolmap::ToolMap;
-use crate::transcript::{safe_name, ArtifactDir};
-use crate::validate::Issue;
-pub use panics::panic_point;
 use panics::PanicNote;
-pub use panics::PanicPoint;
+use ptd_endpoint::{self as endpoint, Exchanged, Failure};
+use ptd_sys::exec::{self, Finished, Termination};
+pub use ptd_sys::fault::panic_point;
+pub use ptd_sys::fault::PanicPoint;
+use ptd_sys::hostenv::HostEnv;
+use ptd_sys::interrupt::Interrupts;
+use ptd_verdict::judge::{self, Answer, Body, Ending, Limits};
+use ptd_wire::authorize::authorize;
+use ptd_wire::envelope::bridge::{Bridge, CommandSpec, Mode};
+use ptd_wire::envelope::request::{Echo, Request};
+use ptd_wire::envelope::result::{Expect, ResultEnvelope, Transport};
+use ptd_wire::json::{Document, JsonIssue};
+use ptd_wire::toolmap::ToolMap;
+use ptd_wire::transcript::{safe_name, ArtifactDir};
+use ptd_wire::validate::Issue;
 use std::cell::Cell;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -75,7 +74,7 @@ pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
             // Like clap's own usage errors: a pointer to the help (also for no arguments at
             // all, which is this error).
             stderr_line!("error[usage]: {message}\n\nFor more information, try '--help'.");
-            return crate::error::exit::USAGE;
+            return ptd_wire::error::exit::USAGE;
         }
     };
     // Checked by `check_usage` already.
@@ -166,7 +165,7 @@ pub struct Usage {
     /// The tool map in force.
     pub tool_map: ToolMap,
     /// The confinement asked for (SPEC §13; nothing when no option is given).
-    pub confine: crate::confine::Options,
+    pub confine: ptd_sys::confine::Options,
     /// `--session`: the host's session, which the request's must be (SPEC §14.4).
     pub session: Option<String>,
 }
@@ -207,9 +206,11 @@ pub fn confine_options(
     args: &crate::cli::ConfineArgs,
     env: &HostEnv,
     ledger: Option<&std::path::Path>,
-) -> Result<crate::confine::Options, String> {
-    use crate::confine::{Options, RawOptions};
-    let raw = RawOptions::from_args(args).or_env(RawOptions::from_env(|name| env.var_os(name)));
+) -> Result<ptd_sys::confine::Options, String> {
+    use ptd_sys::confine::{Options, RawOptions};
+    let raw = args
+        .raw()
+        .or_env(RawOptions::from_env(|name| env.var_os(name)));
     Options::parse_beside_ledger(&raw, ledger).map_err(|err| err.to_string())
 }
 
@@ -313,13 +314,13 @@ fn replay_recorded<'r>(
 /// envelope without ids is printed: one valid envelope, always.
 pub fn last_resort(
     echo: &Echo,
-    redactor: &crate::redact::Redactor,
+    redactor: &ptd_wire::redact::Redactor,
     err: &DispatchError,
     pretty: bool,
 ) -> Concluded {
     let rendered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         err.envelope(echo)
-            .render(redactor, crate::envelope::result::Audience::Caller)
+            .render(redactor, ptd_wire::envelope::result::Audience::Caller)
     }));
     let compact = rendered.unwrap_or_else(|_| LAST_RESORT_ENVELOPE.to_string());
     let human = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -328,13 +329,13 @@ pub fn last_resort(
     .unwrap_or_else(|_| "the dispatcher hit an internal error; please report it".into());
     Concluded {
         envelope: if pretty {
-            crate::json::raw::pretty(&compact)
+            ptd_wire::json::raw::pretty(&compact)
         } else {
             compact
         },
         status: err.status(),
         exit: err.exit_code(),
-        stderr: vec![crate::terminal::error_line(err.code().as_str(), &human)],
+        stderr: vec![ptd_wire::terminal::error_line(err.code().as_str(), &human)],
     }
 }
 
@@ -396,7 +397,7 @@ fn admit(
     let (warnings, bridge) = load_bridge(args);
     learned
         .warnings
-        .extend(warnings.iter().map(crate::terminal::warning_line));
+        .extend(warnings.iter().map(ptd_wire::terminal::warning_line));
     let bridge = bridge?;
     learned.bridge(&bridge, env);
     let bridge_ref = bridge.bridge_ref();
@@ -450,7 +451,7 @@ fn prepare_artifacts(args: &DispatchArgs) -> Result<Option<ArtifactDir>, Dispatc
 struct Obtain<'a> {
     args: &'a DispatchArgs,
     env: &'a HostEnv,
-    confine: &'a crate::confine::Options,
+    confine: &'a ptd_sys::confine::Options,
     interrupts: &'a Interrupts,
 }
 
@@ -490,7 +491,7 @@ enum Obtained {
     Ran(Box<Ran>),
     Answered(Answered),
     /// The ledger's recorded envelope (SPEC §14.1): printed again, not judged again.
-    Replayed(crate::ledger::Recorded),
+    Replayed(ptd_ledger::Recorded),
 }
 
 impl Obtained {
@@ -511,9 +512,9 @@ impl Obtained {
                     // Only the dispatcher writes the ledger: a recorded envelope that is no
                     // envelope is damage.
                     Err(issues) => Outcome::from(DispatchError::LedgerUnavailable(
-                        crate::ledger::LedgerError::Corrupt(format!(
+                        ptd_ledger::LedgerError::Corrupt(format!(
                             "the recorded envelope is not valid: {}",
-                            crate::validate::summary(&issues)
+                            ptd_wire::validate::summary(&issues)
                         )),
                     )),
                 }
@@ -683,7 +684,7 @@ fn run_adapter(
         // `env` (or a shell) could not run what a CRLF `#!` line names: say why.
         let path_var = path_var.as_deref().map(std::ffi::OsStr::new);
         if let Some(why) = exec::crlf_shebang(&program_path, path_var, cwd.as_deref()) {
-            learned.notes.push(crate::terminal::note_line(&format!(
+            learned.notes.push(ptd_wire::terminal::note_line(&format!(
                 "the adapter program {}: {}",
                 command.argv[0],
                 why.describe(false)
@@ -712,7 +713,7 @@ fn run_adapter(
 
 /// The judge's prescan of the adapter's stdout, fed by the supervisor as stdout grows.
 #[derive(Default)]
-struct Prescanning(std::cell::RefCell<crate::json::Prescan>);
+struct Prescanning(std::cell::RefCell<ptd_wire::json::Prescan>);
 
 impl exec::StdoutWatch for Prescanning {
     fn grew(&self, kept: &[u8]) {
@@ -724,10 +725,10 @@ impl exec::StdoutWatch for Prescanning {
 /// for the spec's program, or fail closed before anything starts. `Ok(None)`: nothing asked.
 pub fn confine_step(
     spec: &mut exec::Spec,
-    options: &crate::confine::Options,
+    options: &ptd_sys::confine::Options,
     transport_dir: Option<&std::path::Path>,
     program: &str,
-) -> Result<Option<std::sync::Arc<crate::confine::Prepared>>, DispatchError> {
+) -> Result<Option<std::sync::Arc<ptd_sys::confine::Prepared>>, DispatchError> {
     spec.confine(options, transport_dir)
         .map_err(|refused| match refused {
             exec::Unconfinable::Spawn(error) => DispatchError::Spawn {
@@ -741,8 +742,8 @@ pub fn confine_step(
 /// The host paths a confined run reveals (SPEC §13: they join §5's host paths): the listed
 /// `--fs-*` paths and the private `TMPDIR`.
 pub fn confinement_paths(
-    options: &crate::confine::Options,
-    prepared: &crate::confine::Prepared,
+    options: &ptd_sys::confine::Options,
+    prepared: &ptd_sys::confine::Prepared,
 ) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = options
         .fs_read
@@ -761,11 +762,11 @@ struct Ran {
     /// The result file's contents (file transport).
     result_file: Option<ResultFile>,
     /// What was read of stdout while it arrived (`None` with a result file).
-    prescan: Option<crate::json::Prescan>,
+    prescan: Option<ptd_wire::json::Prescan>,
     expected: Expected,
     /// The run's confinement: its counters name a limit that was hit. Dropped after the
     /// envelope (its private `TMPDIR` and cgroup go with it).
-    confinement: Option<std::sync::Arc<crate::confine::Prepared>>,
+    confinement: Option<std::sync::Arc<ptd_sys::confine::Prepared>>,
 }
 
 impl Ran {
@@ -778,7 +779,7 @@ impl Ran {
             self.files.is_none() && self.finished.stdout_bytes > limits.max_bytes as u64;
         let ending = match (self.finished.stopped, self.finished.termination) {
             (Some(stop), _) => Ending::Stopped(stop),
-            (None, _) if overflowed => Ending::Stopped(crate::exec::Stop::OutputCap),
+            (None, _) if overflowed => Ending::Stopped(ptd_sys::exec::Stop::OutputCap),
             (None, Termination::Exited(code)) => Ending::Exited(code),
             (None, Termination::Signaled(signal)) => Ending::Signaled(signal),
             (None, Termination::Unreaped | Termination::NotStarted) => Ending::Unobserved,
@@ -790,7 +791,7 @@ impl Ran {
                 ResultFile::Read(bytes) => Body::Bytes(bytes),
                 ResultFile::Missing => Body::Missing,
                 ResultFile::TooLarge => Body::TooLarge,
-                ResultFile::NotRegular(kind) => Body::NotRegular(crate::fs::describe(*kind)),
+                ResultFile::NotRegular(kind) => Body::NotRegular(ptd_sys::fs::describe(*kind)),
                 ResultFile::Unreadable(kind) => Body::Unreadable(*kind),
             },
         };
@@ -839,7 +840,7 @@ impl Ran {
     fn clean_up(self) {
         if let Some(files) = self.files {
             let folder = files.folder().display().to_string();
-            if let Err(err) = files.cleanup(crate::fs::Budget::default()) {
+            if let Err(err) = files.cleanup(ptd_sys::fs::Budget::default()) {
                 stderr_line!(
                     "warning[file_transport]: the private folder {folder} was not fully removed: \
                      {err}; what is left stays"
@@ -878,7 +879,7 @@ pub fn judge_answer<'a>(
 fn read_request(args: &DispatchArgs, interrupts: &Interrupts) -> Result<Vec<u8>, DispatchError> {
     let path = args.request.clone().filter(|p| p.as_os_str() != "-");
     if path.is_none() && !args.messages.quiet {
-        if let Some(hint) = crate::terminal::stdin_hint() {
+        if let Some(hint) = ptd_wire::terminal::stdin_hint() {
             stderr_line!("{hint}");
         }
     }
@@ -899,11 +900,11 @@ pub enum ReadStop {
     /// The file or stdin could not be read.
     Failed(std::io::Error),
     /// This signal arrived first.
-    Interrupted(crate::signal::Signal),
+    Interrupted(ptd_sys::signal::Signal),
 }
 
 /// Read an envelope's bytes (`path`, or stdin for `None`), at most `max_bytes + 1` of them,
-/// with the one reader's stream mode ([`crate::fs::read_stream`]): a FIFO or a writer that
+/// with the one reader's stream mode ([`ptd_sys::fs::read_stream`]): a FIFO or a writer that
 /// never closes waits in `poll(2)` together with the signal wake-up, never in `open(2)`.
 pub fn read_interruptibly(
     path: Option<PathBuf>,
@@ -911,9 +912,9 @@ pub fn read_interruptibly(
     interrupts: &Interrupts,
 ) -> Result<Vec<u8>, ReadStop> {
     let path = path.filter(|p| p.as_os_str() != "-");
-    crate::fs::read_stream(path.as_deref(), max_bytes.saturating_add(1), interrupts).map_err(
+    ptd_sys::fs::read_stream(path.as_deref(), max_bytes.saturating_add(1), interrupts).map_err(
         |err| match err {
-            crate::fs::ReadError::Interrupted(signal) => ReadStop::Interrupted(signal),
+            ptd_sys::fs::ReadError::Interrupted(signal) => ReadStop::Interrupted(signal),
             other => ReadStop::Failed(other.into()),
         },
     )
@@ -967,10 +968,10 @@ pub fn command_of(bridge: &Bridge) -> Result<&CommandSpec, DispatchError> {
 }
 
 /// The transport as `diagnostics.dispatch` names it.
-fn transport_of(t: crate::envelope::bridge::Transport) -> Transport {
+fn transport_of(t: ptd_wire::envelope::bridge::Transport) -> Transport {
     match t {
-        crate::envelope::bridge::Transport::Stdin => Transport::Stdin,
-        crate::envelope::bridge::Transport::File => Transport::File,
+        ptd_wire::envelope::bridge::Transport::Stdin => Transport::Stdin,
+        ptd_wire::envelope::bridge::Transport::File => Transport::File,
     }
 }
 

@@ -9,23 +9,23 @@
 
 use super::DispatchError;
 use crate::cli::DispatchArgs;
-use crate::envelope::bridge::Bridge;
-use crate::envelope::canonical;
-use crate::envelope::request::Echo;
-use crate::envelope::result::{
+use crate::plan;
+use ptd_sys::exec::{self, Finished, Termination};
+use ptd_sys::hostenv::HostEnv;
+use ptd_sys::signal::signal_name;
+use ptd_wire::envelope::bridge::Bridge;
+use ptd_wire::envelope::canonical;
+use ptd_wire::envelope::request::Echo;
+use ptd_wire::envelope::result::{
     self, ArtifactRef, Audience, DispatchDiagnostics, LedgerDiagnostics, Resources, ResultEnvelope,
     RunDiagnostics, StdinError,
 };
-use crate::error::Status;
-use crate::exec::{self, Finished, Termination};
-use crate::hostenv::HostEnv;
-use crate::json::raw::{self, Fields};
-use crate::json::Document;
-use crate::plan;
-use crate::redact::{is_sensitive_key, Redactor};
-use crate::signal::signal_name;
-use crate::terminal::{error_line, stderr_line, stderr_tail_lines, TAIL_LINES, TAIL_LINE_BYTES};
-use crate::transcript::{self, safe_name, ArtifactDir, Call};
+use ptd_wire::error::Status;
+use ptd_wire::json::raw::{self, Fields};
+use ptd_wire::json::Document;
+use ptd_wire::redact::{is_sensitive_key, Redactor};
+use ptd_wire::terminal::{error_line, stderr_line, stderr_tail_lines, TAIL_LINES, TAIL_LINE_BYTES};
+use ptd_wire::transcript::{self, safe_name, ArtifactDir, Call};
 use std::io::Write;
 use std::rc::Rc;
 use std::time::{Instant, SystemTime};
@@ -112,10 +112,10 @@ impl Learned {
 /// `diagnostics.dispatch.confinement` (SPEC §13 "Reported"): what `prepared` put in force
 /// for `options`. Paths are host paths: redaction turns them into placeholders.
 pub(super) fn confinement_diagnostics(
-    options: &crate::confine::Options,
-    prepared: &crate::confine::Prepared,
+    options: &ptd_sys::confine::Options,
+    prepared: &ptd_sys::confine::Prepared,
 ) -> result::ConfinementDiagnostics {
-    use crate::confine::cgroup::Version;
+    use ptd_sys::confine::cgroup::Version;
     let paths = |list: &[std::path::PathBuf]| {
         list.iter()
             .map(|p| p.to_string_lossy().into_owned())
@@ -240,7 +240,7 @@ fn stderr_tail(stderr: &[u8], redactor: &Redactor) -> (String, bool) {
 /// stays bounded whatever the adapter writes.
 pub(super) struct LiveStderr {
     redactor: Redactor,
-    held: std::cell::RefCell<crate::terminal::HeldLines>,
+    held: std::cell::RefCell<ptd_wire::terminal::HeldLines>,
 }
 
 /// The longest piece of one stderr line `--verbose` holds before showing it.
@@ -498,7 +498,7 @@ impl<'a> Report<'a> {
             .error = Some(message.clone());
         self.stderr.push(format!(
             "warning[ledger_unavailable]: the call's outcome was not recorded in the ledger: {}",
-            crate::terminal::escape(&message)
+            ptd_wire::terminal::escape(&message)
         ));
         self.fix_text();
     }
@@ -518,7 +518,7 @@ impl<'a> Report<'a> {
     fn write_result_file(&mut self, path: &std::path::Path) {
         let mut rendered = self.render();
         rendered.push('\n');
-        let written = crate::fs::write_atomic(path, rendered.as_bytes());
+        let written = ptd_sys::fs::write_atomic(path, rendered.as_bytes());
         rendered.pop();
         self.text = Some(rendered);
         if let Err(err) = written {
@@ -588,7 +588,7 @@ impl<'a> Report<'a> {
         .and_then(|()| out.flush());
         match written {
             Ok(()) => self.exit,
-            Err(err) => crate::stdout::failed("the envelope", &err),
+            Err(err) => ptd_wire::stdout::failed("the envelope", &err),
         }
     }
 
@@ -665,7 +665,7 @@ fn write_transcript(learned: &Learned, envelope: &mut ResultEnvelope) {
         Some(doc) => result::redact_raw(
             &learned.redactor,
             doc.text(),
-            crate::redact::Scope::Full {
+            ptd_wire::redact::Scope::Full {
                 envelope_root: true,
             },
             &mut request,
@@ -718,8 +718,8 @@ const STDOUT_BUFFER_BYTES: usize = 64 * 1024;
 /// `output` without one is a second full pass over it. The envelope is one line that ends
 /// with the only newline, and [`Report::print`] buffers and flushes it itself.
 /// `wrote` turns true at the first byte written; the write that takes the envelope past
-/// [`crate::stdout::PIPE_BYTES`] makes room for the rest in a pipe
-/// ([`crate::stdout::make_room`]), once.
+/// [`ptd_wire::stdout::PIPE_BYTES`] makes room for the rest in a pipe
+/// ([`ptd_wire::stdout::make_room`]), once.
 struct FdWriter<'f, F: rustix::fd::AsFd> {
     fd: &'f F,
     wrote: &'f std::cell::Cell<bool>,
@@ -731,8 +731,8 @@ impl<F: rustix::fd::AsFd> Write for FdWriter<'_, F> {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
         let before = self.written;
         self.written = before.saturating_add(bytes.len());
-        if before < crate::stdout::PIPE_BYTES && self.written >= crate::stdout::PIPE_BYTES {
-            crate::stdout::make_room(self.written);
+        if before < ptd_wire::stdout::PIPE_BYTES && self.written >= ptd_wire::stdout::PIPE_BYTES {
+            ptd_wire::stdout::make_room(self.written);
         }
         loop {
             match rustix::io::write(self.fd, bytes) {
@@ -772,7 +772,7 @@ impl Concluded {
         }
         let mut line = self.envelope.into_bytes();
         line.push(b'\n');
-        crate::stdout::print(&line, "the envelope", self.exit)
+        ptd_wire::stdout::print(&line, "the envelope", self.exit)
     }
 }
 

@@ -12,11 +12,11 @@
 
 use super::attack::{self, Answer, Attack};
 use super::{row, unavailable, Row};
-use crate::confine::creds::{self, RunAs};
-use crate::confine::probe::{self, Outcome, Probe};
-use crate::confine::{Network, Options, Step};
-use crate::exec::{self, SpawnError, Spec, Unconfinable};
-use crate::interrupt::Interrupts;
+use ptd_sys::confine::creds::{self, RunAs};
+use ptd_sys::confine::probe::{self, Outcome, Probe};
+use ptd_sys::confine::{Network, Options, Step};
+use ptd_sys::exec::{self, SpawnError, Spec, Unconfinable};
+use ptd_sys::interrupt::Interrupts;
 use std::path::PathBuf;
 use std::time::Duration;
 

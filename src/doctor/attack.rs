@@ -117,11 +117,11 @@ pub fn main(args: &[std::ffi::OsString]) -> u8 {
     let mut out = String::new();
     for arg in args {
         let Some(arg) = arg.to_str() else {
-            return crate::error::exit::USAGE;
+            return ptd_wire::error::exit::USAGE;
         };
         let (word, value) = arg.split_once(':').unwrap_or((arg, ""));
         let Some(attack) = Attack::from_word(word) else {
-            return crate::error::exit::USAGE;
+            return ptd_wire::error::exit::USAGE;
         };
         out.push_str(&format!("{word}={}\n", attempt(attack, value).text()));
     }
@@ -130,8 +130,8 @@ pub fn main(args: &[std::ffi::OsString]) -> u8 {
         .write_all(out.as_bytes())
         .and_then(|()| stdout.flush())
     {
-        Ok(()) => crate::error::exit::SUCCESS,
-        Err(_) => crate::error::exit::IO_ERROR,
+        Ok(()) => ptd_wire::error::exit::SUCCESS,
+        Err(_) => ptd_wire::error::exit::IO_ERROR,
     }
 }
 

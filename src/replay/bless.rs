@@ -16,8 +16,8 @@
 use super::cases::ReadError;
 use super::diff;
 use super::runner::Actual;
-use crate::fs::{self, FileType, Mode, TempFile};
-use crate::json::{Document, Kind};
+use ptd_sys::fs::{self, FileType, Mode, TempFile};
+use ptd_wire::json::{Document, Kind};
 use serde_json::{Map, Value};
 use std::io::Write;
 use std::os::fd::AsFd;
@@ -40,7 +40,7 @@ pub enum BlessError {
     #[error("the case file is not UTF-8")]
     NotUtf8,
     #[error("the case file no longer reads as JSON: {0}")]
-    NotJson(crate::json::JsonIssue),
+    NotJson(ptd_wire::json::JsonIssue),
     #[error("the case file has no closing brace")]
     NoClosingBrace,
     #[error("the rewritten case would not be a JSON object")]

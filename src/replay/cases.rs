@@ -16,13 +16,13 @@
 //! It must not run anything or judge anything.
 
 use super::walk::{self, show};
-use crate::error::Status;
-use crate::fs;
-use crate::json::raw::{self, Fields};
-use crate::json::{self, Document, Kind};
 use crate::schema::FIXTURE_SCHEMA;
-use crate::transcript;
-use crate::validate::{codes, join, Checker, Issue};
+use ptd_sys::fs;
+use ptd_wire::error::Status;
+use ptd_wire::json::raw::{self, Fields};
+use ptd_wire::json::{self, Document, Kind};
+use ptd_wire::transcript;
+use ptd_wire::validate::{codes, join, Checker, Issue};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 

@@ -210,7 +210,7 @@ pub fn show(value: Option<&Value>) -> String {
 
 /// `text` cut at a character boundary at most `max` bytes in, saying how much was left out.
 pub fn cut(text: &str, max: usize) -> String {
-    let shown = crate::terminal::cut_at_char_boundary(text, max);
+    let shown = ptd_wire::terminal::cut_at_char_boundary(text, max);
     if shown.len() == text.len() {
         return text.to_string();
     }
@@ -227,7 +227,7 @@ mod tests {
         assert_eq!(cut("abcdef", 3), "abc… (3 more bytes)");
         assert_eq!(cut("aéz", 2), "a… (3 more bytes)");
     }
-    use crate::error::Status;
+    use ptd_wire::error::Status;
     use serde_json::json;
 
     fn actual(envelope: Value, exit: i32) -> Actual {

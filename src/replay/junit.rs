@@ -7,7 +7,7 @@
 //! `&`, `<`, `>`, `"` and `'` are escaped, and characters XML 1.0 cannot carry at all (most
 //! C0 controls) are written as visible `\u{…}` text instead, and so are the characters a CI page
 //! would render raw to mislead (C1 and bidirectional controls, line and paragraph separators:
-//! `crate::terminal`'s set). `time` attributes are seconds;
+//! `ptd_wire::terminal`'s set). `time` attributes are seconds;
 //! they are reported, never compared.
 //!
 //! It must not decide outcomes; it renders the reports it is given.
@@ -87,7 +87,7 @@ pub fn escape(text: &str) -> String {
             c if (c as u32) < 0x20
                 || c == '\u{FFFE}'
                 || c == '\u{FFFF}'
-                || crate::terminal::is_unsafe(c) =>
+                || ptd_wire::terminal::is_unsafe(c) =>
             {
                 let _ = write!(out, "\\u{{{:x}}}", c as u32);
             }

@@ -26,9 +26,9 @@ pub mod runner;
 pub mod walk;
 
 use crate::cli::ReplayArgs;
-use crate::error::exit;
 use cases::{Case, Loaded, Origin};
 use diff::Difference;
+use ptd_wire::error::exit;
 use runner::Actual;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -150,12 +150,12 @@ impl CaseReport {
 
 /// `replay`: print one report per case and the closing line; exit 0 only if every case passed
 /// (or was blessed), 1 otherwise — including when no case ran, or the JUnit report could not be
-/// written — and 74 when stdout could not be written (`crate::stdout`).
+/// written — and 74 when stdout could not be written (`ptd_wire::stdout`).
 pub fn run(args: &ReplayArgs) -> u8 {
-    let confine = match crate::confine::Options::from_command_line(&args.confine) {
+    let confine = match args.confine.options() {
         Ok(options) => options.to_flags(),
         Err(e) => {
-            stderr_line!("error: {}", crate::terminal::escape(&e.to_string()));
+            stderr_line!("error: {}", ptd_wire::terminal::escape(&e.to_string()));
             return exit::USAGE;
         }
     };
@@ -219,7 +219,7 @@ pub fn run(args: &ReplayArgs) -> u8 {
     }
     if let Some(path) = &args.junit {
         let xml = junit::render(&reports, elapsed);
-        if let Err(err) = crate::fs::write_atomic(path, xml.as_bytes()) {
+        if let Err(err) = ptd_sys::fs::write_atomic(path, xml.as_bytes()) {
             stderr_line!(
                 "error[replay]: the JUnit report {} was not written: {err}",
                 walk::show(path)
@@ -229,7 +229,7 @@ pub fn run(args: &ReplayArgs) -> u8 {
     }
     print(&[format!("{passed} passed, {failed} failed")]);
     match lost {
-        Some(err) => crate::stdout::failed("the replay report", &err),
+        Some(err) => ptd_wire::stdout::failed("the replay report", &err),
         None => code,
     }
 }
@@ -431,20 +431,11 @@ fn notes(actual: &Actual) -> Vec<String> {
 }
 
 /// `s` as replay prints it anywhere (stdout, stderr, JUnit): with the terminal's escaping
-/// (`crate::terminal::escape`), so that nothing a case file or an adapter holds — a control
+/// (`ptd_wire::terminal::escape`), so that nothing a case file or an adapter holds — a control
 /// character, a bidirectional control, a line separator — can move the cursor, reorder what a
 /// line appears to say (Trojan Source) or forge a line of the report.
 pub fn escape_controls(s: &str) -> String {
-    crate::terminal::escape(s).into_owned()
-}
-
-/// Replay the files at `paths` and return every report, in order (for tests and benchmarks;
-/// `run` prints as it goes).
-pub fn replay_paths(paths: &[PathBuf], settings: &Settings, jobs: usize) -> Vec<CaseReport> {
-    let sources = walk::collect(paths, &mut Vec::new());
-    let mut all = Vec::new();
-    run_sources(&sources, settings, jobs, |reports| all.extend(reports));
-    all
+    ptd_wire::terminal::escape(s).into_owned()
 }
 
 /// Load the cases of one file (for tests: the schema checks read the suite's envelopes).

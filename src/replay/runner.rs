@@ -21,10 +21,10 @@
 use super::cases::{Adapter, Case};
 use crate::cli::{Cli, DispatchArgs};
 use crate::dispatch::{self, Concluded, UsageError};
-use crate::envelope::bridge::DEFAULT_TIMEOUT_MS;
-use crate::exec::{self, Watch, Watched};
-use crate::hostenv::HostEnv;
 use clap::Parser;
+use ptd_sys::exec::{self, Watch, Watched};
+use ptd_sys::hostenv::HostEnv;
+use ptd_wire::envelope::bridge::DEFAULT_TIMEOUT_MS;
 use serde_json::{Map, Value};
 use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
@@ -66,7 +66,7 @@ pub enum RunError {
     #[error("could not write the bridge to a temp file: {0}")]
     BridgeFile(std::io::Error),
     #[error("could not start the dispatcher: {0}")]
-    Spawn(crate::exec::SpawnError),
+    Spawn(ptd_sys::exec::SpawnError),
     /// The watchdog's account: the child could not be waited for, or had to be stopped.
     #[error("{0}")]
     Watchdog(String),
@@ -133,7 +133,7 @@ impl Actual {
 
     fn usage(message: String) -> Actual {
         Actual {
-            exit: Some(i32::from(crate::error::exit::USAGE)),
+            exit: Some(i32::from(ptd_wire::error::exit::USAGE)),
             stderr: vec![format!("error[usage]: {message}")],
             ..Actual::default()
         }
@@ -267,13 +267,13 @@ fn bridge_tree(case: &Case) -> Result<Map<String, Value>, RunError> {
     if let Some(tree) = &case.bridge_tree {
         return Ok(tree.clone());
     }
-    let max = crate::envelope::bridge::MAX_BYTES;
+    let max = ptd_wire::envelope::bridge::MAX_BYTES;
     let bytes = match case.bridge.strip_prefix('@') {
-        Some(file) => crate::fs::read_file(Path::new(file), max as u64)
+        Some(file) => ptd_sys::fs::read_file(Path::new(file), max as u64)
             .map_err(|err| RunError::BridgeUnreadable(format!("reading {file}: {err}")))?,
         None => case.bridge.clone().into_bytes(),
     };
-    crate::json::parse_object(&bytes, max)
+    ptd_wire::json::parse_object(&bytes, max)
         .map_err(|err| RunError::BridgeUnreadable(err.to_string()))
 }
 
@@ -361,7 +361,7 @@ fn in_child(
     if let Some(signal) = std::os::unix::process::ExitStatusExt::signal(&status) {
         actual.stderr.push(format!(
             "(replay: the dispatcher was ended by {})",
-            crate::signal::signal_name(signal)
+            ptd_sys::signal::signal_name(signal)
         ));
     }
     Ok(actual)
@@ -436,8 +436,8 @@ fn read_capped(mut pipe: impl Read, cap: u64, keep_tail: bool) -> (Vec<u8>, bool
 /// Whether a case sets confinement of its own: a confinement flag in its options, or a
 /// `PARENT_TOOL_DISPATCH_*` confinement variable in its env.
 fn case_confines(args: &DispatchArgs, env: &[(String, String)]) -> bool {
-    use crate::confine::{OptionName, RawOptions};
-    RawOptions::from_args(&args.run.confine) != RawOptions::default()
+    use ptd_sys::confine::{OptionName, RawOptions};
+    args.run.confine.raw() != RawOptions::default()
         || env
             .iter()
             .any(|(name, _)| OptionName::ALL.iter().any(|o| o.env_var() == name))

@@ -13,7 +13,7 @@
 //! It must not open the files it lists (that is `cases`), so a FIFO named `x.case.json` costs
 //! nothing here.
 
-use crate::fs::{self, EntryKind, FileType};
+use ptd_sys::fs::{self, EntryKind, FileType};
 use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, OwnedFd};

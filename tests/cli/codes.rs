@@ -2,7 +2,7 @@
 //! that the guide (`docs/guide.md`) prints the same tables (the help text and the man page are generated from
 //! `error.rs` and checked elsewhere).
 
-use parent_tool_dispatch::error::{ErrorCode, Status, EXIT_STATUSES};
+use ptd_wire::error::{ErrorCode, Status, EXIT_STATUSES};
 
 const TABLE: [(&str, &str, bool, u8); 28] = [
     ("bridge_invalid", "unavailable", false, 69),
@@ -75,7 +75,7 @@ fn status_exit_codes_are_pinned() {
 
 #[test]
 fn endpoint_http_status_depends_on_the_http_status() {
-    use parent_tool_dispatch::error::http_status_class;
+    use ptd_wire::error::http_status_class;
     for code in [408, 429, 500, 503, 599] {
         assert_eq!(
             http_status_class(code),

@@ -479,8 +479,7 @@ fn an_adapter_that_times_out_is_failed_retryable_with_exit_124() {
         ["host-delegation.requested", "host-delegation.failed"]
     );
     assert!(
-        out.elapsed()
-            < Duration::from_millis(300 + 300) + parent_tool_dispatch::exec::AFTER_LADDER + MARGIN,
+        out.elapsed() < Duration::from_millis(300 + 300) + ptd_sys::exec::AFTER_LADDER + MARGIN,
         "{:?}",
         out.elapsed()
     );
@@ -595,10 +594,7 @@ fn sigterm_to_the_dispatcher_stops_the_adapter_and_reports_interrupted() {
     let sent = Instant::now();
     running.signal(rustix::process::Signal::TERM);
     let out = running.wait();
-    assert!(
-        sent.elapsed()
-            < Duration::from_millis(300) + parent_tool_dispatch::exec::AFTER_LADDER + MARGIN
-    );
+    assert!(sent.elapsed() < Duration::from_millis(300) + ptd_sys::exec::AFTER_LADDER + MARGIN);
     let e = out
         .exit(1)
         .stderr_starts_with(

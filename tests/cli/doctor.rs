@@ -6,8 +6,8 @@
 
 use super::host_reach::{copies_for_nobody, NOBODY};
 use super::*;
-use parent_tool_dispatch::confine::OptionName;
 use parent_tool_dispatch::doctor::{adapter, MECHANISMS};
+use ptd_sys::confine::OptionName;
 
 /// Whether `names` is the host's ten rows, then `adapter_*` rows in their order.
 #[track_caller]

@@ -1,9 +1,9 @@
 //! The fuzz targets on stable: every input committed under `fuzz/regressions/<target>/`
 //! (minimized findings, each fixed at its root) and `fuzz/seeds/<target>/` (the corpus the
 //! fuzzers start from) runs through the very function the libFuzzer binary calls
-//! (`parent_tool_dispatch::fuzzing`). A finding that comes back fails here, without nightly.
+//! (`ptd_testkit::fuzzing`). A finding that comes back fails here, without nightly.
 
-use parent_tool_dispatch::fuzzing::{self, PathFixture, TARGETS};
+use ptd_testkit::fuzzing::{self, PathFixture, TARGETS};
 use std::path::{Path, PathBuf};
 
 fn fuzz_dir() -> PathBuf {
@@ -73,7 +73,7 @@ fn every_target_has_a_fuzz_binary_and_every_folder_a_target() {
         let text = std::fs::read_to_string(&source)
             .unwrap_or_else(|e| panic!("{}: {e}", source.display()));
         assert!(
-            text.contains(&format!("parent_tool_dispatch::fuzzing::{name}(data)")),
+            text.contains(&format!("ptd_testkit::fuzzing::{name}(data)")),
             "{} does not call fuzzing::{name}",
             source.display()
         );

@@ -56,11 +56,11 @@ fn man_pages_are_current() {
 fn main_page_documents_exit_statuses_and_every_error_code() {
     let page = std::fs::read_to_string(man_dir().join("parent-tool-dispatch.1")).unwrap();
     assert!(page.contains(".SH \"EXIT STATUS\""));
-    for row in parent_tool_dispatch::error::EXIT_STATUSES {
+    for row in ptd_wire::error::EXIT_STATUSES {
         let item = format!(".TP\n\\fB{}\\fR\n", row.code);
         assert!(page.contains(&item), "exit {} is not an item", row.code);
     }
-    for code in parent_tool_dispatch::error::ErrorCode::ALL {
+    for code in ptd_wire::error::ErrorCode::ALL {
         let item = format!(".TP\n\\fB{}\\fR\n", code.as_str().replace('-', "\\-"));
         assert!(page.contains(&item), "{code} is not an item");
     }

@@ -1253,8 +1253,8 @@ fn sigterm_stops_git_and_is_interrupted() {
 fn the_docs_and_the_help_list_every_code() {
     let docs =
         fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/git.md")).unwrap();
-    let help = parent_tool_dispatch::adapter::git::after_help();
-    for code in parent_tool_dispatch::adapter::git::Code::ALL {
+    let help = ptd_adapters::git::after_help();
+    for code in ptd_adapters::git::Code::ALL {
         let row = format!(
             "| `{}` | {} | {} |",
             code.as_str(),

@@ -3,7 +3,7 @@
 //! Time bounds here carry generous margins: they check that it returned, not how fast.
 
 use super::*;
-use parent_tool_dispatch::exec::AFTER_LADDER;
+use ptd_sys::exec::AFTER_LADDER;
 
 /// Slack on top of the SPEC bound for a loaded 2-core CI machine.
 const MARGIN: Duration = Duration::from_millis(1500);
@@ -13,7 +13,7 @@ fn with_timeout(d: Dispatch, timeout_ms: u64) -> Dispatch {
 }
 
 fn bound(timeout_ms: u64, grace_ms: u64) -> Duration {
-    parent_tool_dispatch::exec::bound(
+    ptd_sys::exec::bound(
         Duration::from_millis(timeout_ms),
         Duration::from_millis(grace_ms),
     ) + MARGIN

@@ -367,7 +367,7 @@ fn help_prints_the_exit_status_table_from_error_rs() {
         .stdout_contains("Exit status")
         .stdout();
     let section = stdout.split("Exit status").nth(1).unwrap();
-    for row in parent_tool_dispatch::error::EXIT_STATUSES {
+    for row in ptd_wire::error::EXIT_STATUSES {
         let line = format!("{:>3} {}", row.code, row.label);
         assert!(section.contains(&line), "--help lacks {line:?}");
     }

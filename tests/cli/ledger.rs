@@ -2,7 +2,7 @@
 //! the library's own ledger.
 
 use super::*;
-use parent_tool_dispatch::ledger::{AuditRecord, Ledger, Name, Resources, Verdict};
+use ptd_ledger::{AuditRecord, Ledger, Name, Resources, Verdict};
 
 fn record(request_id: &str, time_ms: u64) -> AuditRecord {
     AuditRecord {

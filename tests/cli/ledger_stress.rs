@@ -5,10 +5,10 @@
 
 use super::ledger_rules::Setup;
 use super::*;
-use parent_tool_dispatch::envelope::bridge::Bridge;
-use parent_tool_dispatch::envelope::canonical::sha256_hex;
-use parent_tool_dispatch::ledger::{CallState, Key, Ledger};
 use proptest::prelude::*;
+use ptd_ledger::{CallState, Key, Ledger};
+use ptd_wire::envelope::bridge::Bridge;
+use ptd_wire::envelope::canonical::sha256_hex;
 use rustix::process::Signal;
 
 #[test]

@@ -64,10 +64,18 @@ pub fn bin() -> PathBuf {
     runnable_by_anyone(env!("CARGO_BIN_EXE_parent-tool-dispatch"))
 }
 
-/// The test suite's scripted processes (`tests/tools/`): `ptd-test adapter STEP…` and
-/// `ptd-test mcp-server SCRIPT…`. Built by `cargo test`, never part of the binary under test.
+/// The test suite's scripted processes (the test kit, `crates/testkit`): `ptd-test adapter
+/// STEP…` and `ptd-test mcp-server SCRIPT…`. Built next to the dispatcher by `cargo test` at the
+/// workspace root (the test kit's own tests need it), never part of the binary under test.
 pub fn test_bin() -> PathBuf {
-    runnable_by_anyone(env!("CARGO_BIN_EXE_ptd-test"))
+    let built = Path::new(env!("CARGO_BIN_EXE_parent-tool-dispatch")).with_file_name("ptd-test");
+    assert!(
+        built.is_file(),
+        "{} is not built: run `cargo test` at the workspace root, or `cargo build -p ptd-testkit` \
+         before a narrower run",
+        built.display()
+    );
+    runnable_by_anyone(&built.to_string_lossy())
 }
 
 /// `built`, or where a confined adapter can run it from. A root dispatcher's confined adapter

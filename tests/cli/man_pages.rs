@@ -9,7 +9,7 @@
 use clap::CommandFactory;
 use clap_mangen::roff::{bold, roman, Inline, Roff};
 use parent_tool_dispatch::cli::{Cli, EXAMPLES};
-use parent_tool_dispatch::error::{ErrorCode, EXIT_STATUSES};
+use ptd_wire::error::{ErrorCode, EXIT_STATUSES};
 
 const BIN: &str = "parent-tool-dispatch";
 

@@ -807,8 +807,8 @@ fn a_signal_to_the_adapter_stops_the_server_and_is_answered() {
 fn the_docs_and_the_help_list_every_adapter_code() {
     let section =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/mcp.md")).unwrap();
-    let help = parent_tool_dispatch::adapter::mcp::after_help();
-    for code in parent_tool_dispatch::adapter::mcp::Code::ALL {
+    let help = ptd_adapters::mcp::after_help();
+    for code in ptd_adapters::mcp::Code::ALL {
         assert!(
             section.contains(&format!("`{}`", code.as_str())),
             "docs/mcp.md misses {}",

@@ -6,15 +6,15 @@
 //! `succeeded` envelope that echoes it.
 
 use parent_tool_dispatch::delegation::checks;
-use parent_tool_dispatch::envelope::bridge::Bridge;
-use parent_tool_dispatch::envelope::request::Request;
-use parent_tool_dispatch::envelope::result::{Audience, ResultEnvelope};
-use parent_tool_dispatch::error::Status;
-use parent_tool_dispatch::fuzzing::{dispatch_recorded, REQUEST};
-use parent_tool_dispatch::json::raw::{self, Fields};
-use parent_tool_dispatch::json::{self, Document};
-use parent_tool_dispatch::redact::Redactor;
 use proptest::prelude::*;
+use ptd_testkit::fuzzing::{dispatch_recorded, REQUEST};
+use ptd_wire::envelope::bridge::Bridge;
+use ptd_wire::envelope::request::Request;
+use ptd_wire::envelope::result::{Audience, ResultEnvelope};
+use ptd_wire::error::Status;
+use ptd_wire::json::raw::{self, Fields};
+use ptd_wire::json::{self, Document};
+use ptd_wire::redact::Redactor;
 use serde_json::{json, Map, Value};
 use std::rc::Rc;
 

@@ -264,7 +264,7 @@ fn load_200_concurrent_dispatches_into_one_artifact_dir_lose_nothing() {
         let bytes = std::fs::read(artifacts.join(&path)).unwrap();
         assert_eq!(
             refs[0]["sha256"],
-            parent_tool_dispatch::envelope::canonical::sha256_hex(&bytes).as_str(),
+            ptd_wire::envelope::canonical::sha256_hex(&bytes).as_str(),
             "run {i}: {path}"
         );
         let transcript: Value = serde_json::from_slice(&bytes).unwrap();

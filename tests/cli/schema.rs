@@ -6,12 +6,12 @@
 
 use super::*;
 use parent_tool_dispatch::cli::SchemaKind;
-use parent_tool_dispatch::envelope::bridge::Bridge;
-use parent_tool_dispatch::envelope::request::Request;
-use parent_tool_dispatch::envelope::result::ResultEnvelope;
-use parent_tool_dispatch::json::Document;
 use parent_tool_dispatch::replay::cases::{Adapter, Loaded};
 use parent_tool_dispatch::schema;
+use ptd_wire::envelope::bridge::Bridge;
+use ptd_wire::envelope::request::Request;
+use ptd_wire::envelope::result::ResultEnvelope;
+use ptd_wire::json::Document;
 use std::rc::Rc;
 
 fn root() -> PathBuf {

@@ -76,7 +76,7 @@ pub fn json_line(text: &str) -> Value {
         cmd::excerpt(text)
     );
     serde_json::from_str(text).unwrap_or_else(|_| {
-        parent_tool_dispatch::json::check_object(text.trim_end().as_bytes(), usize::MAX)
+        ptd_wire::json::check_object(text.trim_end().as_bytes(), usize::MAX)
             .unwrap_or_else(|e| panic!("not one JSON document ({e:?}): {}", cmd::excerpt(text)));
         Value::Null
     })

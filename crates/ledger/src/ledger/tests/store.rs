@@ -1,0 +1,304 @@
+//! The rules on a real SQLite file: a call runs once, then replays; retryable outcomes, dead
+//! holders, waiting for a live one; budgets.
+
+use super::*;
+use std::process::Command;
+
+#[test]
+fn a_new_ledger_is_0600_and_a_call_runs_once_then_replays() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, mut ledger) = ledger_in(dir.path());
+    assert_eq!(ptd_sys::fs::test_support::mode(&path), 0o600);
+    let me = Lease::current().unwrap();
+    let none = Budgets::default();
+    let k = key("r1");
+    let c = call(&k, "d1", &none);
+    assert!(matches!(
+        ledger.begin(&c, &me).unwrap(),
+        Decision::Start { attempt: 1, .. }
+    ));
+    let row = ledger.call(&k).unwrap().unwrap();
+    assert_eq!(
+        (row.state, row.lease.clone()),
+        (CallState::Running, me.clone())
+    );
+    let rec = record(&k, Verdict::Admit, "bridge.allowed_tools", "succeeded");
+    assert_eq!(
+        ledger
+            .finish(&k, &me, &outcome("{\"env\":1}", false), &rec)
+            .unwrap(),
+        Finished::Stored
+    );
+    // A second process (a second connection) sees the recorded envelope.
+    let mut again = Ledger::open(&path, soon()).unwrap();
+    assert_eq!(
+        again.begin(&c, &me).unwrap(),
+        Decision::Replay(Recorded {
+            envelope: "{\"env\":1}".into(),
+            exit_status: 0
+        })
+    );
+    assert_eq!(
+        again.begin(&call(&k, "d2", &none), &me).unwrap(),
+        Decision::Reused
+    );
+    again
+        .record(&record(&k, Verdict::Replay, "ledger:replay", "succeeded"))
+        .unwrap();
+    match again.verify().unwrap() {
+        Verification::Intact { records, head } => {
+            assert_eq!(records, 2);
+            assert_eq!(head.len(), 64);
+        }
+        broken => panic!("{broken:?}"),
+    }
+    // WAL mode persists in the file.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+}
+
+#[test]
+fn retryable_outcomes_run_again_and_dead_holders_are_indeterminate() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, mut ledger) = ledger_in(dir.path());
+    let me = Lease::current().unwrap();
+    let none = Budgets::default();
+    let k = key("r");
+    let c = call(&k, "d", &none);
+    assert!(matches!(
+        ledger.begin(&c, &me).unwrap(),
+        Decision::Start { attempt: 1, .. }
+    ));
+    let rec = record(&k, Verdict::Admit, "bridge.allowed_tools", "unavailable");
+    ledger
+        .finish(&k, &me, &outcome("{\"try\":1}", true), &rec)
+        .unwrap();
+    assert_eq!(
+        ledger.call(&k).unwrap().unwrap().state,
+        CallState::Retryable
+    );
+    assert!(matches!(
+        ledger.begin(&c, &me).unwrap(),
+        Decision::Start { attempt: 2, .. }
+    ));
+    // Held by a dead process: indeterminate, and the caller now holds it.
+    let k2 = key("crashed");
+    let c2 = call(&k2, "d", &none);
+    let dead = dead_lease();
+    assert!(matches!(
+        ledger.begin(&c2, &dead).unwrap(),
+        Decision::Start { .. }
+    ));
+    match ledger.begin(&c2, &me).unwrap() {
+        Decision::Indeterminate { attempt, holder } => {
+            assert_eq!((attempt, holder), (1, dead.clone()));
+        }
+        other => panic!("{other:?}"),
+    }
+    // The dead holder's late finish is refused; ours stores the final failure.
+    let rec = record(&k2, Verdict::Refuse, "ledger:indeterminate", "failed");
+    assert_eq!(
+        ledger
+            .finish(&k2, &dead, &outcome("late", false), &rec)
+            .unwrap(),
+        Finished::NotHolder
+    );
+    assert_eq!(
+        ledger
+            .finish(&k2, &me, &outcome("{\"failed\":1}", false), &rec)
+            .unwrap(),
+        Finished::Stored
+    );
+    assert_eq!(
+        ledger.begin(&c2, &me).unwrap(),
+        Decision::Replay(Recorded {
+            envelope: "{\"failed\":1}".into(),
+            exit_status: 0
+        })
+    );
+}
+
+#[test]
+fn wait_returns_when_the_holder_finishes_or_dies_and_gives_up_at_the_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, mut ledger) = ledger_in(dir.path());
+    let me = Lease::current().unwrap();
+    let none = Budgets::default();
+    let mut child = Command::new("sleep").arg("60").spawn().unwrap();
+    let holder = Lease::of(child.id()).unwrap().unwrap();
+    let k = key("held");
+    let c = call(&k, "d", &none);
+    assert!(matches!(
+        ledger.begin(&c, &holder).unwrap(),
+        Decision::Start { .. }
+    ));
+    let started = Instant::now();
+    let held = ledger
+        .wait(
+            &c,
+            &me,
+            Instant::now() + Duration::from_millis(300),
+            &mut sleep,
+        )
+        .unwrap();
+    assert_eq!(held.decision, Decision::Held(holder.clone()));
+    assert!(held.waited);
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    // A caller that stops waiting (it received a signal) is answered at once, still held.
+    let started = Instant::now();
+    let mut pauses = 0;
+    let stopped = ledger
+        .wait(
+            &c,
+            &me,
+            Instant::now() + Duration::from_secs(30),
+            &mut |_| {
+                pauses += 1;
+                false
+            },
+        )
+        .unwrap();
+    assert_eq!(stopped.decision, Decision::Held(holder.clone()));
+    assert!(stopped.waited);
+    assert_eq!(pauses, 1);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // A key nobody holds is answered without a pause.
+    let free = key("free");
+    let got = ledger
+        .wait(&call(&free, "d", &none), &me, soon(), &mut |_| {
+            panic!("no pause")
+        })
+        .unwrap();
+    assert!(matches!(got.decision, Decision::Start { .. }), "{got:?}");
+    assert!(!got.waited);
+    // The holder finishes while we wait: we get its envelope.
+    let finisher = {
+        let (path, holder, k) = (path.clone(), holder.clone(), k.clone());
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            let mut other = Ledger::open(&path, soon()).unwrap();
+            let rec = record(&k, Verdict::Admit, "bridge.allowed_tools", "succeeded");
+            other
+                .finish(&k, &holder, &outcome("{\"done\":1}", false), &rec)
+                .unwrap()
+        })
+    };
+    let got = ledger.wait(&c, &me, soon(), &mut sleep).unwrap().decision;
+    assert_eq!(finisher.join().unwrap(), Finished::Stored);
+    assert!(matches!(got, Decision::Replay(r) if r.envelope == "{\"done\":1}"));
+    // A holder that dies while we wait: indeterminate.
+    let k2 = key("dies");
+    let c2 = call(&k2, "d", &none);
+    assert!(matches!(
+        ledger.begin(&c2, &holder).unwrap(),
+        Decision::Start { .. }
+    ));
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    });
+    let got = ledger.wait(&c2, &me, soon(), &mut sleep).unwrap().decision;
+    killer.join().unwrap();
+    assert!(matches!(got, Decision::Indeterminate { .. }), "{got:?}");
+}
+
+#[test]
+fn budgets_are_counted_in_the_ledger_and_replays_do_not_spend() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, mut ledger) = ledger_in(dir.path());
+    let me = Lease::current().unwrap();
+    let budgets = Budgets {
+        calls: Some(2),
+        adapter_ms: Some(12),
+        ..Budgets::default()
+    };
+    let (k1, k2, k3) = (key("a"), key("b"), key("c"));
+    let rec = record(&k1, Verdict::Admit, "bridge.allowed_tools", "succeeded");
+    match ledger.begin(&call(&k1, "d", &budgets), &me).unwrap() {
+        Decision::Start {
+            adapter_ms_left, ..
+        } => assert_eq!(adapter_ms_left, Some(12)),
+        other => panic!("{other:?}"),
+    }
+    ledger.finish(&k1, &me, &outcome("1", false), &rec).unwrap();
+    assert!(matches!(
+        ledger.begin(&call(&k1, "d", &budgets), &me).unwrap(),
+        Decision::Replay(_)
+    ));
+    match ledger.begin(&call(&k2, "d", &budgets), &me).unwrap() {
+        Decision::Start {
+            adapter_ms_left, ..
+        } => assert_eq!(adapter_ms_left, Some(7)),
+        other => panic!("{other:?}"),
+    }
+    ledger.finish(&k2, &me, &outcome("2", false), &rec).unwrap();
+    assert_eq!(
+        ledger.begin(&call(&k3, "d", &budgets), &me).unwrap(),
+        Decision::BudgetExhausted(OverBudget {
+            budget: BudgetKind::Calls,
+            limit: 2,
+            used: 2,
+            tool: None
+        })
+    );
+    // Another session has its own budget; adapter time ran out in this one.
+    let other = Key {
+        session_id: "s2".into(),
+        ..k3.clone()
+    };
+    assert!(matches!(
+        ledger.begin(&call(&other, "d", &budgets), &me).unwrap(),
+        Decision::Start { .. }
+    ));
+    let loose = Budgets {
+        adapter_ms: Some(10),
+        ..Budgets::default()
+    };
+    assert!(matches!(
+        ledger.begin(&call(&k3, "d", &loose), &me).unwrap(),
+        Decision::BudgetExhausted(OverBudget {
+            budget: BudgetKind::AdapterMs,
+            used: 10,
+            ..
+        })
+    ));
+    // Concurrency: the live running call of s2 counts, a dead one does not.
+    let conc = Budgets {
+        max_concurrent: Some(1),
+        ..Budgets::default()
+    };
+    let k4 = Key {
+        request_id: "d4".into(),
+        ..other.clone()
+    };
+    assert!(matches!(
+        ledger.begin(&call(&k4, "d", &conc), &me).unwrap(),
+        Decision::ConcurrencyLimited(OverBudget {
+            used: 1,
+            limit: 1,
+            ..
+        })
+    ));
+    let k5 = Key {
+        session_id: "s3".into(),
+        ..k4.clone()
+    };
+    assert!(matches!(
+        ledger
+            .begin(&call(&k5, "d", &Budgets::default()), &dead_lease())
+            .unwrap(),
+        Decision::Start { .. }
+    ));
+    let k6 = Key {
+        request_id: "d6".into(),
+        ..k5.clone()
+    };
+    assert!(matches!(
+        ledger.begin(&call(&k6, "d", &conc), &me).unwrap(),
+        Decision::Start { .. }
+    ));
+}

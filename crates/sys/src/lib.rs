@@ -1,0 +1,23 @@
+//! parent-tool-dispatch's system layer: every call into the kernel the product makes, and every
+//! `unsafe` block.
+//!
+//! - [`fs`]: the one file-system layer (`*at` calls, the one reader that refuses FIFOs and
+//!   devices, private folders, atomic publication);
+//! - [`signal`] and [`interrupt`]: signal names, and the handlers that turn a signal into a
+//!   flag the main job polls;
+//! - [`exec`]: starting a child (the one child-setup path), its process group, deadline, kill
+//!   ladder and sweep;
+//! - [`confine`]: the confinement mechanisms `exec` puts in the child's set-up (SPEC §13);
+//! - [`hostenv`]: the host's environment, read once;
+//! - [`fault`]: the test-only fault hook (debug builds).
+//!
+//! Nothing here knows the wire format (JSON, envelopes, error codes) or the command line: the
+//! layers above hand it plain settings and get plain results back.
+
+pub mod confine;
+pub mod exec;
+pub mod fault;
+pub mod fs;
+pub mod hostenv;
+pub mod interrupt;
+pub mod signal;

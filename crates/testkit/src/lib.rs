@@ -1,0 +1,5 @@
+//! Test only, never part of the product: the bodies of the fuzz targets (for `fuzz/` and the
+//! root's `tests/cli/fuzz_regressions.rs`). The package's `ptd-test` binary is the test suite's
+//! scripted adapter and MCP server.
+
+pub mod fuzzing;

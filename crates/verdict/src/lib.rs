@@ -1,0 +1,14 @@
+//! parent-tool-dispatch's verdict: what an answer means, or why there is none.
+//!
+//! - [`judge`]: one set of rules for every answer — a live adapter's stdout or result file, an
+//!   HTTP body, a recorded fixture — giving one result envelope or a [`DispatchError`];
+//! - [`DispatchError`]: every reason a main job ends without an answer of its own, one variant
+//!   per failure carrying its data, mapped once and exhaustively to the stable code of SPEC §6.
+//!
+//! It sits above the wire, the ledger and the endpoint client, whose failures it carries, and
+//! below the binary, which sequences the steps.
+
+mod failure;
+pub mod judge;
+
+pub use failure::DispatchError;
