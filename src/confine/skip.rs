@@ -13,7 +13,7 @@
 //!   `.ci/run` empties before the tests and prints after them.
 //!
 //! A need named in `PTD_TEST_REQUIRE` (words separated by blanks or commas, e.g.
-//! `groff git mcp-filesystem-server`) is never skipped: the test fails instead, so a machine
+//! `mcp-filesystem-server`) is never skipped: the test fails instead, so a machine
 //! that installed something for the tests (CI) cannot lose the test to a broken install.
 //!
 //! Must not: decide anything for the product; be reachable from the product's binary.
