@@ -57,6 +57,7 @@ fn path(p: &Path) -> String {
 
 #[test]
 fn landlock_and_seccomp_refuse_what_is_not_granted_and_allow_what_is() {
+    require!(confinable());
     let work = work();
     let (_outside, secret) = secret();
     let name = format!("ptd-confinement-test-{}", std::process::id());
@@ -126,6 +127,7 @@ fn landlock_and_seccomp_refuse_what_is_not_granted_and_allow_what_is() {
 /// dispatcher runs as root here: only Landlock refuses them).
 #[test]
 fn the_base_of_etc_is_an_allow_list() {
+    require!(confinable());
     let unrelated = work();
     let listed = [
         "/etc/passwd",
@@ -167,6 +169,7 @@ fn the_base_of_etc_is_an_allow_list() {
 /// error naming the option and the ledger, before anything runs (the ledger is not even made).
 #[test]
 fn a_grant_covering_the_ledgers_folder_is_a_usage_error() {
+    require!(confinable());
     let top = tempfile::tempdir().unwrap();
     let top = top.path().canonicalize().unwrap();
     let state = top.join("state");
@@ -220,6 +223,7 @@ fn a_grant_covering_the_ledgers_folder_is_a_usage_error() {
 
 #[test]
 fn the_private_tmpdir_is_0700_the_adapters_and_removed_afterwards() {
+    require!(confinable());
     let work = work();
     let record = work.path().join("tmpdir");
     let step = format!("tmpdir:{}", path(&record));
@@ -239,6 +243,7 @@ fn the_private_tmpdir_is_0700_the_adapters_and_removed_afterwards() {
 
 #[test]
 fn network_none_leaves_no_route_even_to_the_hosts_loopback() {
+    require!(confinable());
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let step = format!("connect:{}", listener.local_addr().unwrap());
     let confined = Dispatch::adapter(&[&step, "echo"])
@@ -263,6 +268,7 @@ fn network_none_leaves_no_route_even_to_the_hosts_loopback() {
 
 #[test]
 fn the_variables_set_the_options_when_the_flags_do_not() {
+    require!(confinable());
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let step = format!("connect:{}", listener.local_addr().unwrap());
     let run = Dispatch::adapter(&[&step, "echo"])
@@ -282,6 +288,8 @@ fn the_variables_set_the_options_when_the_flags_do_not() {
 
 #[test]
 fn the_memory_limit_is_hit_and_named() {
+    require!(confinable());
+    require!(skip::cgroup(Controller::Memory));
     let run = Dispatch::adapter(&["allocate:512", "echo"])
         .args(&["--limit-memory", "64M"])
         .run();
@@ -307,6 +315,8 @@ fn the_memory_limit_is_hit_and_named() {
 
 #[test]
 fn the_pids_limit_is_hit_and_named() {
+    require!(confinable());
+    require!(skip::cgroup(Controller::Pids));
     let run = Dispatch::adapter(&["fork-many:64", "exit:3"])
         .args(&["--limit-pids", "8"])
         .run();
@@ -322,6 +332,7 @@ fn the_pids_limit_is_hit_and_named() {
 
 #[test]
 fn the_file_size_limit_is_hit_and_named() {
+    require!(confinable());
     let work = work();
     let run = Dispatch::adapter(&["write-tmp:4194304", "echo"])
         .args(&["--limit-file-size", "1M", "--fs-write", &path(work.path())])
@@ -333,6 +344,8 @@ fn the_file_size_limit_is_hit_and_named() {
 
 #[test]
 fn a_valid_failure_envelope_stands_even_when_a_limit_was_hit() {
+    require!(confinable());
+    require!(skip::cgroup(Controller::Pids));
     // The adapter's own answer says what happened: it is not replaced by a guess.
     let run = Dispatch::adapter(&["fork-many:64", "echo:failed:too_many"])
         .args(&["--limit-pids", "8"])
@@ -342,6 +355,8 @@ fn a_valid_failure_envelope_stands_even_when_a_limit_was_hit() {
 
 #[test]
 fn a_host_that_cannot_confine_as_asked_starts_nothing() {
+    require!(confinable());
+    require!(skip::root());
     let (_dir, cmd) = dispatcher_as_nobody(&["exit:7"]);
     let out = cmd.args(["--limit-memory", "64M"]).run();
     out.exit(69).stderr_starts_with(
@@ -431,8 +446,31 @@ fn first_python3() -> PathBuf {
         .unwrap()
 }
 
+/// The first `python3` on `PATH` is a shim in the home folder (pyenv's, as on the CI hosts):
+/// the layout the test below is about.
+fn python3_in_home() -> Need {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let python = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join("python3"))
+            .find(|p| p.is_file())
+    });
+    match (python, home) {
+        (Some(python), Some(home)) if python.starts_with(&home) => Ok(()),
+        (python, _) => skip::unmet(
+            "python3-in-home",
+            format!(
+                "needs the first python3 on PATH in the home folder (a pyenv shim); here it is \
+                 {python:?}"
+            ),
+        ),
+    }
+}
+
 #[test]
 fn an_interpreter_outside_the_base_is_named_and_one_fs_read_lets_it_run() {
+    require!(confinable());
+    require!(python3_in_home());
     let python = first_python3();
     let home = PathBuf::from(std::env::var("HOME").unwrap());
     assert!(
@@ -487,6 +525,7 @@ fn an_interpreter_outside_the_base_is_named_and_one_fs_read_lets_it_run() {
 
 #[test]
 fn an_unconfined_run_is_unchanged() {
+    require!(confinable());
     let run = Dispatch::adapter(&["echo"]).run();
     run.expect("succeeded", None, 0);
     assert!(run.dispatch().get("confinement").is_none());
@@ -500,6 +539,8 @@ fn an_unconfined_run_is_unchanged() {
 
 #[test]
 fn delegation_run_is_confined_the_same_way() {
+    require!(confinable());
+    require!(skip::cgroup(Controller::Pids));
     let (_outside, secret) = secret();
     let ptd_test = test_bin().display().to_string();
     let read = format!("read-file:{}", path(&secret));
@@ -568,6 +609,8 @@ fn delegation_run_is_confined_the_same_way() {
 
 #[test]
 fn the_mcp_adapter_confines_its_server() {
+    require!(confinable());
+    require!(skip::cgroup(Controller::Pids));
     let (_outside, secret) = secret();
     let server = tempfile::tempdir().unwrap();
     give_to_adapter(server.path());
@@ -624,6 +667,7 @@ fn the_mcp_adapter_confines_its_server() {
 
 #[test]
 fn a_confinement_step_the_kernel_refuses_in_the_child_starts_nothing() {
+    require!(confinable());
     // RLIMIT_NOFILE above the kernel's fs.nr_open: setrlimit fails even for root, in the
     // child, after the fork: the adapter must not run all the same.
     let dir = tempfile::tempdir().unwrap();
@@ -649,6 +693,7 @@ fn a_confinement_step_the_kernel_refuses_in_the_child_starts_nothing() {
 
 #[test]
 fn the_file_transports_folder_is_granted_under_landlock() {
+    require!(confinable());
     let work = work();
     let run = Dispatch::adapter(&["file-echo"])
         .bridge(|b| b["dispatcher"]["command"]["transport"] = json!("file"))

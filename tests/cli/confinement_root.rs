@@ -7,10 +7,6 @@ use super::confinement::reached;
 use super::host_reach::dispatcher_as_nobody;
 use super::*;
 
-fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
-
 /// A root-owned file outside every grant, in a folder anyone may enter (so only the
 /// confinement stands between the adapter and it).
 fn host_file() -> (tempfile::TempDir, PathBuf) {
@@ -36,6 +32,8 @@ fn refused(errno: i32) -> String {
 
 #[test]
 fn the_adapter_is_never_root_and_holds_no_capability() {
+    require!(confinable());
+    require!(skip::root());
     let zero = "0000000000000000";
     let uid = adapter_uid().to_string();
     let expected = |groups: &str| {
@@ -60,9 +58,6 @@ fn the_adapter_is_never_root_and_holds_no_capability() {
         vec!["--fs-write", &work],
         vec!["--run-as", "nobody"],
     ] {
-        if !is_root() && flags[0] == "--run-as" {
-            continue;
-        }
         let run = Dispatch::adapter(&["creds", "echo"]).args(&flags).run();
         run.expect("succeeded", None, 0);
         assert_eq!(run.stderr, "");
@@ -95,10 +90,8 @@ fn the_adapter_is_never_root_and_holds_no_capability() {
 
 #[test]
 fn run_as_chooses_the_user_and_refuses_what_it_cannot_be() {
-    if !is_root() {
-        eprintln!("skipped: --run-as for another user needs a root dispatcher");
-        return;
-    }
+    require!(confinable());
+    require!(skip::root());
     let run = Dispatch::adapter(&["creds", "echo"])
         .args(&["--run-as", "daemon:nogroup"])
         .run();
@@ -150,6 +143,8 @@ fn run_as_chooses_the_user_and_refuses_what_it_cannot_be() {
 
 #[test]
 fn metadata_and_devices_outside_the_grants_are_refused() {
+    require!(confinable());
+    require!(skip::root());
     let (_host, file) = host_file();
     let file = file.display().to_string();
     let work = adapter_folder();
@@ -201,6 +196,8 @@ fn metadata_and_devices_outside_the_grants_are_refused() {
 
 #[test]
 fn the_adapter_sees_only_its_own_processes() {
+    require!(confinable());
+    require!(skip::root());
     let me = std::process::id();
     let steps = [
         format!("read-file:/proc/{me}/environ"),
@@ -245,6 +242,7 @@ fn the_adapter_sees_only_its_own_processes() {
 
 #[test]
 fn the_dispatcher_cannot_be_signalled_or_limited_by_its_adapter() {
+    require!(confinable());
     // Only `--network none`: before SPEC §13.2 no Landlock was applied without `--fs-*`, and
     // the adapter SIGKILLed its dispatcher. Now its parent is the namespace's init (outside
     // its Landlock domain) and the host's processes are not in its namespace.
@@ -269,6 +267,7 @@ fn the_dispatcher_cannot_be_signalled_or_limited_by_its_adapter() {
 
 #[test]
 fn the_host_clock_and_raw_sockets_are_out_of_reach() {
+    require!(confinable());
     let run = Dispatch::adapter(&["adjtimex-set", "packet-socket", "echo"])
         .args(&["--network", "none"])
         .run();
@@ -285,6 +284,7 @@ fn the_host_clock_and_raw_sockets_are_out_of_reach() {
 
 #[test]
 fn network_none_refuses_a_host_pathname_socket() {
+    require!(confinable());
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -311,16 +311,11 @@ fn network_none_refuses_a_host_pathname_socket() {
 
 #[test]
 fn the_adapter_cannot_leave_its_memory_cgroup() {
+    require!(confinable());
+    require!(skip::cgroup(Controller::Memory));
     let run = Dispatch::adapter(&["cgroup-escape", "echo"])
         .args(&["--limit-memory", "256M"])
         .run();
-    if run.code() == "confinement_unavailable" {
-        eprintln!(
-            "skipped: this host has no memory cgroup to confine with ({})",
-            run.stderr
-        );
-        return;
-    }
     run.expect("succeeded", None, 0);
     let got = reached(&run);
     assert_eq!(got.len(), 1, "{got:?}");
@@ -329,11 +324,15 @@ fn the_adapter_cannot_leave_its_memory_cgroup() {
 
 #[test]
 fn the_adapter_cannot_plug_a_veth_into_the_host() {
+    require!(confinable());
     let Some(ip) = ["/usr/sbin/ip", "/sbin/ip", "/bin/ip", "/usr/bin/ip"]
         .into_iter()
         .find(|p| Path::new(p).exists())
     else {
-        eprintln!("skipped: no `ip` program on this host");
+        require!(skip::unmet(
+            "ip",
+            "needs the `ip` program (iproute2), not found here"
+        ));
         return;
     };
     let name = format!("ptdv{}", std::process::id() % 100_000);
@@ -358,6 +357,7 @@ fn the_adapter_cannot_plug_a_veth_into_the_host() {
 
 #[test]
 fn sigterm_still_reaches_the_adapter_in_its_pid_namespace() {
+    require!(confinable());
     let dir = adapter_folder();
     let mark = dir.path().join("term");
     for extra in [&[][..], &["setsid"][..]] {
@@ -383,10 +383,8 @@ fn sigterm_still_reaches_the_adapter_in_its_pid_namespace() {
 
 #[test]
 fn a_program_the_run_as_user_cannot_reach_is_named_so() {
-    if !is_root() {
-        eprintln!("skipped: only a root dispatcher runs the adapter as another user");
-        return;
-    }
+    require!(confinable());
+    require!(skip::root());
     use std::os::unix::fs::PermissionsExt;
     // A folder only root may enter (as a `mktemp -d` is), holding an executable script.
     let dir = tempfile::tempdir().unwrap();

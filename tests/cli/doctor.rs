@@ -103,6 +103,8 @@ fn row<'a>(rows: &'a [Value], name: &str) -> &'a Value {
 
 #[test]
 fn as_root_every_mechanism_is_there_and_every_probe_is_refused() {
+    require!(skip::root());
+    require!(confinable());
     let out = doctor(&[]).run();
     out.exit(0).stderr_empty().stdout_with(|stdout| {
         for (name, state, asked) in table(stdout) {
@@ -124,6 +126,8 @@ fn adapter_rows(rows: &[Value]) -> Vec<&Value> {
 /// refused — by default (a root dispatcher: as `nobody`), and with `--run-as`.
 #[test]
 fn as_root_the_adapter_probe_runs_as_the_run_as_user_and_every_attack_is_refused() {
+    require!(skip::root());
+    require!(confinable());
     let default = [
         "adapter_not_root",
         "adapter_capabilities",
@@ -169,6 +173,8 @@ fn as_root_the_adapter_probe_runs_as_the_run_as_user_and_every_attack_is_refused
 
 #[test]
 fn the_limits_and_network_none_add_the_cgroup_and_socket_attacks() {
+    require!(confinable());
+    require!(skip::cgroup(Controller::Pids));
     let out = doctor(&["--json", "--network", "none", "--limit-pids", "64"]).run();
     out.exit(0).stderr_empty();
     let rows = rows_of(&out.json());
@@ -203,6 +209,9 @@ fn a_run_as_user_that_does_not_exist_is_a_usage_error() {
 
 #[test]
 fn with_every_option_the_json_report_says_what_was_asked_and_proved() {
+    require!(confinable());
+    require!(skip::cgroup(Controller::Memory));
+    require!(skip::cgroup(Controller::Pids));
     let writable = tempfile::tempdir().unwrap();
     let w = writable.path().to_str().unwrap();
     let out = doctor(&[
@@ -260,6 +269,8 @@ fn with_every_option_the_json_report_says_what_was_asked_and_proved() {
 
 #[test]
 fn an_option_from_its_variable_counts_as_asked_for() {
+    require!(confinable());
+    require!(skip::cgroup(Controller::Pids));
     let out = doctor(&["--json"])
         .env(OptionName::LimitPids.env_var(), "8")
         .run();
@@ -339,6 +350,7 @@ fn doctor_as_nobody(args: &[&str]) -> Output {
 
 #[test]
 fn as_an_unprivileged_user_a_requested_memory_limit_is_unavailable_with_69() {
+    require!(skip::root());
     let out = doctor_as_nobody(&["--limit-memory", "64M"]);
     out.exit(69).stderr_starts_with(
         "error[confinement_unavailable]: requested but unavailable: memory (missing cgroup_",
@@ -385,6 +397,7 @@ fn as_an_unprivileged_user_a_requested_memory_limit_is_unavailable_with_69() {
 
 #[test]
 fn as_an_unprivileged_user_without_options_what_is_missing_is_only_reported() {
+    require!(skip::root());
     let out = doctor_as_nobody(&[]);
     out.exit(0).stderr_empty().stdout_with(|stdout| {
         let rows = table(stdout);

@@ -5,7 +5,7 @@
 //! found on the machine (Debian's and a newer one under /usr/local, where both exist), and a
 //! control run of plain git on a copy of the same checkout proves that each rig is live.
 
-use super::Cmd;
+use super::{require, skip, Cmd};
 use serde_json::{json, Value};
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
@@ -781,6 +781,7 @@ fn a_bad_author_flag_is_a_usage_error() {
 
 #[test]
 fn a_checkout_owned_by_another_user_is_served() {
+    require!(skip::root());
     let repo = Repo::new();
     repo.write("b.txt", b"b\n");
     let chown = Command::new("chown")

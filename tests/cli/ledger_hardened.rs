@@ -233,6 +233,7 @@ fn refused(out: &Output, why: &str) {
 
 #[test]
 fn a_file_planted_at_the_ledgers_name_is_never_adopted() {
+    require!(skip::root());
     let s = Setup::new();
     // Another user's empty, world-writable file: today it became the ledger, its owner able
     // to forge every envelope a replay prints.
@@ -286,6 +287,7 @@ fn a_file_planted_at_the_ledgers_name_is_never_adopted() {
 
 #[test]
 fn nobody_cannot_use_roots_ledger_and_root_refuses_nobodys() {
+    require!(skip::root());
     let (dir, copies) = super::host_reach::copies_for_nobody(&[bin(), test_bin()]);
     let folder = dir.path().join("ledger");
     std::fs::create_dir(&folder).unwrap();
@@ -419,6 +421,7 @@ fn audit_reads_a_0444_copy_in_a_0555_folder_and_makes_no_file_beside_it() {
 
 #[test]
 fn any_user_who_can_read_the_ledger_can_audit_it() {
+    require!(skip::root());
     let (dir, copies) = super::host_reach::copies_for_nobody(&[bin(), test_bin()]);
     let folder = dir.path().join("ledger");
     std::fs::create_dir(&folder).unwrap();

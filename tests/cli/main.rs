@@ -117,10 +117,33 @@ fn runnable_by_anyone(built: &str) -> PathBuf {
     std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o755)).unwrap();
     // Made under a name of this process's, then moved into place whole.
     let partial = folder.join(format!(".partial-{}", std::process::id()));
-    std::fs::copy(&built, &partial).unwrap();
-    std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(0o755)).unwrap();
+    copy_program(&built, &partial);
     std::fs::rename(&partial, &copy).unwrap();
     copy
+}
+
+/// Copy the program `from` to `to` (mode 0755) without this process ever holding `to` open
+/// for writing: `cp` writes it. A descriptor open for writing here would be inherited by any
+/// child another test thread forks meanwhile, until that child's `execve`; an `execve` of
+/// `to` in that window fails with `ETXTBSY` ("text file busy"), which made a fresh clone's
+/// first `cargo test` fail.
+pub fn copy_program(from: &Path, to: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let out = std::process::Command::new("cp")
+        .arg("--")
+        .arg(from)
+        .arg(to)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cp {} {}: {}",
+        from.display(),
+        to.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 /// argv running the test adapter with these steps.

@@ -895,29 +895,39 @@ fn the_servers_stderr_is_passed_on_up_to_its_cap() {
     server.assert_gone(1);
 }
 
-/// The reference filesystem server from npm, through the dispatcher. Opt-in: install it with
-/// `scripts/install-mcp-test-server` (needs node and npm); skipped with a reason otherwise.
+/// Where `scripts/install-mcp-test-server` (which `.ci/run` runs) puts the reference
+/// filesystem server from npm.
+fn filesystem_server_entry() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "target/mcp-servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+    )
+}
+
+/// The reference filesystem server is installed and node runs.
+fn filesystem_server() -> Need {
+    let entry = filesystem_server_entry();
+    if !entry.is_file() {
+        return skip::unmet(
+            "mcp-filesystem-server",
+            format!(
+                "needs the reference MCP filesystem server from npm, not installed at {} (run \
+                 scripts/install-mcp-test-server; needs node and npm)",
+                entry.display()
+            ),
+        );
+    }
+    skip::program("node", &["--version"]).map_err(|unmet| skip::Unmet {
+        need: "mcp-filesystem-server",
+        ..unmet
+    })
+}
+
+/// The reference filesystem server from npm, through the dispatcher. `.ci/run` installs it
+/// (`scripts/install-mcp-test-server`, node and npm); elsewhere it is reported skipped.
 #[test]
 fn real_filesystem_server_through_the_dispatcher() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let entry = root.join(
-        "target/mcp-servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
-    );
-    if !entry.is_file() {
-        eprintln!(
-            "skipped real_filesystem_server_through_the_dispatcher: the server is not installed \
-             (run scripts/install-mcp-test-server)"
-        );
-        return;
-    }
-    if std::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped real_filesystem_server_through_the_dispatcher: node is not on PATH");
-        return;
-    }
+    require!(filesystem_server());
+    let entry = filesystem_server_entry();
     let dir = tempfile::tempdir().unwrap();
     let files = dir.path().canonicalize().unwrap();
     std::fs::write(files.join("hello.txt"), "hello from MCP\n").unwrap();
@@ -977,10 +987,6 @@ fn real_filesystem_server_through_the_dispatcher() {
     let run = call("workspace.search", ".");
     run.expect("failed", Some("unknown_tool"), 1);
     assert_eq!(run.envelope["tool"], "workspace.search");
-    eprintln!(
-        "real_filesystem_server_through_the_dispatcher: ran against {}",
-        entry.display()
-    );
 }
 
 /// `adapter mcp --list-tools -- <ptd-test> mcp-server SCRIPT…` for this server.

@@ -82,6 +82,8 @@ fn confinement_options_reach_the_dispatcher_of_an_argv_case_checked_and_canonica
 
 #[test]
 fn a_case_that_confines_itself_while_replay_does_is_refused() {
+    require!(confinable());
+    require!(skip::cgroup(Controller::Pids));
     let tmp = tempfile::tempdir().unwrap();
     let mut by_option = shell_case("by option", "exit 5", 5);
     by_option["options"] = json!(["--limit-pids", "64"]);

@@ -11,6 +11,29 @@ mod cmd;
 mod selftest;
 
 pub use cmd::{Cmd, Output, Running};
+pub use ptd_sys::confine::cgroup::Controller;
+pub use ptd_sys::confine::skip::{self, Need};
+
+/// Run the rest of the test only when the host meets `$need` (a probe of [`skip`], or of
+/// this module); else report `skipped: TEST: REASON` — on the stderr descriptor, which the
+/// harness does not capture, and in `target/debug/test-skips.txt` — and pass. Never a silent
+/// `return`.
+#[macro_export]
+macro_rules! require {
+    ($need:expr) => {
+        if let Err(unmet) = $need {
+            $crate::support::skip::report(&unmet);
+            return;
+        }
+    };
+}
+
+/// What every confined run needs on this host: Landlock with scopes (ABI 6), and a network
+/// namespace — directly as root, else through a user namespace of the test's user.
+pub fn confinable() -> Need {
+    skip::landlock(6)?;
+    skip::network_namespace()
+}
 
 use serde_json::Value;
 

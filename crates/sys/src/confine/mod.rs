@@ -33,6 +33,8 @@ pub mod options;
 pub mod probe;
 pub mod rlimit;
 pub mod seccomp;
+#[cfg(any(test, feature = "test-support"))]
+pub mod skip;
 
 pub use options::{Network, OptionError, OptionName, Options, RawOptions};
 

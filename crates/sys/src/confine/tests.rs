@@ -2,10 +2,11 @@
 //! run through `std::process::Command` with the child steps in a `pre_exec` (the same calls
 //! `exec/` will make in its ordered set-up).
 
-use super::cgroup::{CgroupError, Host};
+use super::cgroup::{CgroupError, Controller, Host};
 use super::landlock::LandlockError;
 use super::namespaces::{PreparedNamespaces, UserMaps};
 use super::probe::{self, Outcome};
+use super::skip::{self, require};
 use super::*;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -52,6 +53,7 @@ fn text(bytes: &[u8]) -> String {
 
 #[test]
 fn landlock_probe_refuses_a_file_outside() {
+    require!(skip::landlock(3));
     let report = probe::landlock_fs().unwrap();
     assert_eq!(
         report.outcome,
@@ -65,10 +67,7 @@ fn landlock_probe_refuses_a_file_outside() {
 
 #[test]
 fn landlock_scopes_refuse_signalling_the_parent_and_abstract_sockets() {
-    assert!(
-        landlock::kernel_abi().unwrap() >= 6,
-        "this host has Landlock ABI 7"
-    );
+    require!(skip::landlock(6));
     let signal = probe::landlock_signal_scope().unwrap().unwrap();
     assert_eq!(
         signal.outcome,
@@ -85,6 +84,7 @@ fn landlock_scopes_refuse_signalling_the_parent_and_abstract_sockets() {
 
 #[test]
 fn a_new_network_namespace_has_no_route_to_the_hosts_loopback() {
+    require!(skip::root());
     let report = probe::network(&PreparedNamespaces {
         user: None,
         network: true,
@@ -101,6 +101,7 @@ fn a_new_network_namespace_has_no_route_to_the_hosts_loopback() {
 
 #[test]
 fn an_unprivileged_child_makes_its_own_user_and_network_namespace() {
+    require!(skip::root());
     // As nobody, the child cannot write its map from outside nor (non-dumpable after the
     // uid change) open its own without becoming dumpable again: the user-namespace way.
     let netns = PreparedNamespaces {
@@ -160,6 +161,8 @@ fn an_unprivileged_child_makes_its_own_user_and_network_namespace() {
 
 #[test]
 fn pids_probe_is_refused_and_counted_on_cgroup_v1() {
+    require!(skip::cgroup_v1(Controller::Pids));
+    require!(skip::cgroup(Controller::Pids));
     let host = Host::read();
     let report = probe::pids(&host).unwrap();
     assert_eq!(
@@ -174,6 +177,7 @@ fn pids_probe_is_refused_and_counted_on_cgroup_v1() {
 
 #[test]
 fn memory_probe_is_oom_killed_and_counted() {
+    require!(skip::cgroup(Controller::Memory));
     let host = Host::read();
     let report = probe::memory(&host).unwrap();
     assert_eq!(
@@ -231,6 +235,10 @@ fn rlimit_probes_hold() {
 
 #[test]
 fn the_call_cgroup_on_v1_is_limited_and_removed() {
+    require!(skip::cgroup_v1(Controller::Memory));
+    require!(skip::cgroup_v1(Controller::Pids));
+    require!(skip::cgroup(Controller::Memory));
+    require!(skip::cgroup(Controller::Pids));
     let host = Host::read();
     let limits = cgroup::Limits {
         memory_bytes: Some(32 << 20),
@@ -486,6 +494,7 @@ fn a_file_size_kill_is_reported_as_the_file_size_limit() {
 
 #[test]
 fn a_pids_limit_hit_by_an_adapter_is_reported() {
+    require!(skip::cgroup(Controller::Pids));
     let work = tempfile::tempdir().unwrap();
     let adapter = executable(
         &work.path().join("adapter"),

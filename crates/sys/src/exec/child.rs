@@ -298,6 +298,34 @@ impl Setup {
     }
 }
 
+/// The pauses before each new try of a spawn whose `execve` answered `ETXTBSY` (150 ms in
+/// all). `ETXTBSY` says the program file is open for writing: a copy still being finished, or
+/// — the usual case — a descriptor to it that another thread's `fork` inherited for the
+/// instant before that child's own `execve` closed it. That passes; the adapter was never
+/// started, so trying again runs nothing twice. Still busy after the last pause, the failure
+/// is reported (`adapter_not_executable`, reason `file_busy`).
+pub(crate) const BUSY_PAUSES_MS: [u64; 4] = [10, 20, 40, 80];
+
+/// `command.spawn()`, tried again after each of [`BUSY_PAUSES_MS`] while it fails with
+/// `ETXTBSY` and `again` agrees (a confined child's refused step is not retried).
+pub(crate) fn spawn_unless_busy(
+    command: &mut Command,
+    mut again: impl FnMut(&io::Error) -> bool,
+) -> io::Result<std::process::Child> {
+    let mut pauses = BUSY_PAUSES_MS.iter();
+    loop {
+        match command.spawn() {
+            Err(err) if err.raw_os_error() == Some(libc::ETXTBSY) && again(&err) => {
+                match pauses.next() {
+                    Some(ms) => std::thread::sleep(std::time::Duration::from_millis(*ms)),
+                    None => return Err(err),
+                }
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Where the child started with `env` in `cwd` finds `program` (see [`resolve`]), made
 /// absolute (against `cwd`, else the dispatcher's own working directory): the file Landlock's
 /// rules must grant.
@@ -463,6 +491,7 @@ pub(crate) fn diagnose(program: &Path, cwd: Option<&Path>, errno: i32) -> Option
                 _ => None,
             }
         }
+        libc::ETXTBSY => Some(Why::FileBusy),
         libc::ENOEXEC => match head_of(&program)? {
             Head::Script { interpreter, .. } if interpreter.is_empty() => Some(Why::EmptyShebang),
             Head::Script { interpreter, .. } => {

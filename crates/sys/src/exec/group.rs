@@ -148,9 +148,18 @@ impl ProcessGroup {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = command.spawn().map_err(|err| {
-            // A confinement step the kernel refused, or else the execve's own answer.
-            match report.as_ref().and_then(|r| r.refused(err.raw_os_error())) {
+        // A confinement step the kernel refused, or else the execve's own answer (a busy
+        // program file is tried again first: `child::BUSY_PAUSES_MS`).
+        let mut refused = None;
+        let spawned = super::child::spawn_unless_busy(&mut command, |err| {
+            refused = report.as_ref().and_then(|r| r.refused(err.raw_os_error()));
+            refused.is_none()
+        });
+        let mut child = spawned.map_err(|err| {
+            match refused
+                .take()
+                .or_else(|| report.as_ref().and_then(|r| r.refused(err.raw_os_error())))
+            {
                 Some(step) => SpawnError::Confinement(step),
                 None => explained(err, &program, launch.cwd, run_as(launch)),
             }
@@ -380,7 +389,7 @@ fn termination_of(status: &WaitIdStatus) -> Termination {
 pub(super) fn classify_spawn_error(err: io::Error) -> SpawnError {
     match err.raw_os_error() {
         Some(libc::ENOENT) => SpawnError::NotFound(None),
-        Some(libc::EACCES | libc::ENOEXEC | libc::EISDIR | libc::EPERM) => {
+        Some(libc::EACCES | libc::ENOEXEC | libc::EISDIR | libc::EPERM | libc::ETXTBSY) => {
             SpawnError::NotExecutable(None)
         }
         _ => match err.kind() {
@@ -654,6 +663,82 @@ mod tests {
             );
             assert!(!marker.exists(), "{program} was run by a shell");
         }
+    }
+
+    /// A script in `dir`, still open for writing (as a copy being finished is): the returned
+    /// file. Its `execve` is `ETXTBSY` until the file is closed.
+    fn script_held_open(dir: &Path) -> (std::path::PathBuf, std::fs::File) {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = dir.join("adapter");
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o755)
+            .open(&path)
+            .unwrap();
+        file.write_all(b"#!/bin/sh\necho started\n").unwrap();
+        (path, file)
+    }
+
+    #[test]
+    fn a_program_busy_for_a_moment_is_tried_again_and_runs() {
+        if !isolated("exec::group::tests::a_program_busy_for_a_moment_is_tried_again_and_runs") {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (path, file) = script_held_open(dir.path());
+        let program = path.display().to_string();
+        let argv = argv(&[&program]);
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(40));
+            drop(file);
+        });
+        let started = Instant::now();
+        let (mut group, mut pipes) = ProcessGroup::spawn(&launch(&argv, &[])).unwrap();
+        let waited = started.elapsed();
+        writer.join().unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(&mut pipes.stdout), &mut line)
+            .unwrap();
+        assert_eq!(line, "started\n");
+        assert!(
+            waited >= Duration::from_millis(10),
+            "it ran before the file was closed? {waited:?}"
+        );
+        let _ = group.terminate(Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_program_that_stays_busy_is_reported_as_busy_within_the_bound() {
+        if !isolated(
+            "exec::group::tests::a_program_that_stays_busy_is_reported_as_busy_within_the_bound",
+        ) {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (path, file) = script_held_open(dir.path());
+        let program = path.display().to_string();
+        let argv = argv(&[&program]);
+        let started = Instant::now();
+        let result = ProcessGroup::spawn(&launch(&argv, &[]));
+        let waited = started.elapsed();
+        drop(file);
+        assert!(
+            matches!(
+                result,
+                Err(SpawnError::NotExecutable(Some(crate::exec::Why::FileBusy)))
+            ),
+            "{result:?}"
+        );
+        let pauses: u64 = crate::exec::child::BUSY_PAUSES_MS.iter().sum();
+        assert!(
+            waited >= Duration::from_millis(pauses) && waited < Duration::from_secs(2),
+            "{waited:?}"
+        );
+        let why = crate::exec::Why::FileBusy;
+        assert_eq!(why.reason(), "file_busy");
+        assert!(why.describe(true).contains("text file busy"));
     }
 
     #[test]

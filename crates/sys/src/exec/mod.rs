@@ -300,6 +300,9 @@ pub enum Why {
     /// Confined, the adapter runs as another user (SPEC §13.2), and a folder above the program
     /// is not searchable by that user (its uid).
     UnreachableForRunAs(u32),
+    /// `ETXTBSY`: the file is open for writing, and stayed so while the spawn was tried again
+    /// (`child::BUSY_PAUSES_MS`).
+    FileBusy,
 }
 
 impl Why {
@@ -316,6 +319,7 @@ impl Why {
             Why::Directory => "directory",
             Why::NoExecutePermission => "no_execute_permission",
             Why::UnreachableForRunAs(_) => "unreachable_for_run_as",
+            Why::FileBusy => "file_busy",
         }
     }
 
@@ -375,6 +379,10 @@ impl Why {
                  program is not searchable by that user (file modes apply under confinement: \
                  install the adapter where that user can reach it)"
             ),
+            Why::FileBusy => "it is open for writing by a process (text file busy: still being \
+                              written or copied), and stayed so while it was tried again for \
+                              150 ms"
+                .to_string(),
         }
     }
 }

@@ -58,12 +58,12 @@ impl Watched {
         V: AsRef<OsStr>,
     {
         let setup = Setup::new(program, argv, env, cwd)?;
-        let mut child = setup
-            .into_command(cwd)
+        let mut command = setup.into_command(cwd);
+        command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
+            .stderr(Stdio::piped());
+        let mut child = super::child::spawn_unless_busy(&mut command, |_| true)
             .map_err(super::group::classify_spawn_error)?;
         let pid = i32::try_from(child.id()).ok().and_then(Pid::from_raw);
         let pidfd = pid.and_then(|pid| pidfd_open(pid, PidfdFlags::empty()).ok());
