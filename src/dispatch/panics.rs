@@ -51,6 +51,13 @@ impl PanicNote {
     pub(super) fn error(&self) -> DispatchError {
         DispatchError::Panicked { what: self.take() }
     }
+
+    /// Run one phase of the main job; a panic in it is caught and returned as
+    /// [`DispatchError::Panicked`] with what it said. The main job's one panic boundary: it
+    /// calls this once per phase and decides what a panic there becomes.
+    pub(super) fn catch<T>(&self, phase: impl FnOnce() -> T) -> Result<T, DispatchError> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(phase)).map_err(|_| self.error())
+    }
 }
 
 /// Where a test may provoke a panic in the main job.
