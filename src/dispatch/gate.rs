@@ -7,8 +7,9 @@
 //! holder within the call's own timeout. A call that failed before the step (not authorized,
 //! invalid) only gets its audit record. The step takes what it needs and returns what it
 //! learned ([`Gated`]): the sequencer records it. [`conclude`] stores the envelope's one
-//! rendering, the text that is then printed, with the audit record, in one transaction that is durable before the envelope goes
-//! out; when that fails, the envelope is still printed, with `diagnostics.ledger.error`.
+//! rendering, the text that is then printed, with the audit record, in one transaction that
+//! is durable before the envelope goes out; when that fails, the envelope is still printed,
+//! with `diagnostics.ledger.error`.
 //!
 //! Everything that goes into an audit record goes through the job's redactor first; no
 //! payload (`input`, `output`) ever does. This module does not know how the ledger stores
@@ -571,4 +572,18 @@ fn field(redactor: &Redactor, text: &str) -> String {
 /// alphabet is cleaned, see [`Name::lossy`]).
 fn name(text: &str) -> Name {
     Name::lossy(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_host_side_codes_leave_a_key_open() {
+        for code in HOST_SIDE {
+            assert!(host_side(Some(code)), "{code:?}");
+        }
+        assert!(!host_side(Some(ErrorCode::InternalError)));
+        assert!(!host_side(None));
+    }
 }

@@ -4,9 +4,10 @@
 //!
 //! This module only sequences the steps. Each step is a plain function of its own module that
 //! takes what it needs and returns `Result<_, DispatchError>`; the sequencer keeps what each
-//! returned in [`Learned`] (the request's echo, secrets to scrub, host paths, diagnostics), and
-//! the report is built once from that and the [`Outcome`] ([`Report::build`]). It prints
-//! nothing itself: [`Report::print`] prints the one envelope. [`main_job`] holds the one panic
+//! returned in [`Learned`] (the request's echo, secrets to scrub, host paths, diagnostics, the
+//! ledger's gate), and the report is built once from that and the [`Outcome`]
+//! ([`Report::build`]). It prints nothing itself: [`Report::print`] prints the one envelope.
+//! [`main_job`] runs two phases — the steps, then concluding — and holds the one panic
 //! boundary.
 
 mod deadline;
@@ -35,6 +36,7 @@ use crate::plan::{self, FileTransport, ResultFile};
 use crate::toolmap::ToolMap;
 use crate::transcript::{safe_name, ArtifactDir};
 use crate::validate::Issue;
+pub use panics::last_resort;
 pub use panics::panic_point;
 use panics::PanicNote;
 pub use panics::PanicPoint;
@@ -326,44 +328,6 @@ fn replay_recorded<'r>(
     let expect = admitted.expected.expect();
     Ok(judge_answer(answer, recorded.stdout, true, expect, limits))
 }
-
-/// The envelope of a failure when building or printing the report itself panicked: no transcript and no
-/// result file, the ids and the redaction known so far. Should rendering panic too, a fixed
-/// envelope without ids is printed: one valid envelope, always.
-pub fn last_resort(
-    echo: &Echo,
-    redactor: &crate::redact::Redactor,
-    err: &DispatchError,
-    pretty: bool,
-) -> Concluded {
-    let rendered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        err.envelope(echo)
-            .render(redactor, crate::envelope::result::Audience::Caller)
-    }));
-    let compact = rendered.unwrap_or_else(|_| LAST_RESORT_ENVELOPE.to_string());
-    let human = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        redactor.scrub_secrets_str(&err.human())
-    }))
-    .unwrap_or_else(|_| "the dispatcher hit an internal error; please report it".into());
-    Concluded {
-        envelope: if pretty {
-            crate::json::raw::pretty(&compact)
-        } else {
-            compact
-        },
-        status: err.status(),
-        exit: err.exit_code(),
-        stderr: vec![crate::terminal::error_line(err.code().as_str(), &human)],
-    }
-}
-
-/// The envelope printed when nothing else can be rendered.
-const LAST_RESORT_ENVELOPE: &str = concat!(
-    r#"{"schema":"wp-codebox/parent-tool-result/v1","version":1,"request_id":"","tool":"","#,
-    r#""operation":"","status":"failed","error":{"code":"internal_error","message":"the "#,
-    r#"dispatcher hit an internal error; please report it","retryable":false},"artifacts":"#,
-    r#"{"transcripts":[],"evidence":[]},"diagnostics":{},"metadata":{}}"#
-);
 
 /// A request that passed every check before anything runs (SPEC §4.1 steps 1–3).
 pub struct Admitted {

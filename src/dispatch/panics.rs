@@ -1,8 +1,11 @@
 //! The main job's panics (SPEC §3.1 `internal_error`): [`PanicNote`], which records what a
-//! panic said instead of letting the default hook print it, and [`panic_point`], the test hook
-//! that provokes one at a chosen stage.
+//! panic said instead of letting the default hook print it and catches the panics of each of
+//! the main job's phases, [`last_resort`], the envelope of a panic while concluding, and
+//! [`panic_point`], the test hook that provokes one at a chosen stage.
 
-use super::DispatchError;
+use super::{Concluded, DispatchError};
+use crate::envelope::request::Echo;
+use crate::envelope::result::Audience;
 
 /// What the panics of the main job said. While the main job runs, a panic is recorded here
 /// instead of printed by the default hook: it is reported once, on the `error[internal_error]`
@@ -59,6 +62,43 @@ impl PanicNote {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(phase)).map_err(|_| self.error())
     }
 }
+
+/// The envelope of a failure when building or printing the report itself panicked: no transcript and no
+/// result file, the ids and the redaction known so far. Should rendering panic too, a fixed
+/// envelope without ids is printed: one valid envelope, always.
+pub fn last_resort(
+    echo: &Echo,
+    redactor: &crate::redact::Redactor,
+    err: &DispatchError,
+    pretty: bool,
+) -> Concluded {
+    let rendered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        err.envelope(echo).render(redactor, Audience::Caller)
+    }));
+    let compact = rendered.unwrap_or_else(|_| LAST_RESORT_ENVELOPE.to_string());
+    let human = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        redactor.scrub_secrets_str(&err.human())
+    }))
+    .unwrap_or_else(|_| "the dispatcher hit an internal error; please report it".into());
+    Concluded {
+        envelope: if pretty {
+            crate::json::raw::pretty(&compact)
+        } else {
+            compact
+        },
+        status: err.status(),
+        exit: err.exit_code(),
+        stderr: vec![crate::terminal::error_line(err.code().as_str(), &human)],
+    }
+}
+
+/// The envelope printed when nothing else can be rendered.
+const LAST_RESORT_ENVELOPE: &str = concat!(
+    r#"{"schema":"wp-codebox/parent-tool-result/v1","version":1,"request_id":"","tool":"","#,
+    r#""operation":"","status":"failed","error":{"code":"internal_error","message":"the "#,
+    r#"dispatcher hit an internal error; please report it","retryable":false},"artifacts":"#,
+    r#"{"transcripts":[],"evidence":[]},"diagnostics":{},"metadata":{}}"#
+);
 
 /// Where a test may provoke a panic in the main job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

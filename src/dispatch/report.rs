@@ -4,8 +4,12 @@
 //! The report is built once, by [`Report::build`], from what the steps learned ([`Learned`])
 //! and how the job ended ([`Outcome`]). `Learned` is filled by the sequencer in `dispatch/`,
 //! from each step's return value as it returns, so that a failure at any step — a panic
-//! included — is reported with everything known up to that point. Everything that leaves goes
-//! through the redactor here; nothing else in the main job prints.
+//! included — is reported with everything known up to that point. The envelope is rendered
+//! once ([`Report::text`], when the ledger or `--result-file` needs it as text; otherwise
+//! [`Report::print`] streams it): the ledger stores that text and stdout gets it. Only a
+//! failure to record it or to write the result file, which the envelope then reports, renders
+//! it again. Everything that leaves goes through the redactor here; nothing else in the main
+//! job prints.
 
 use super::DispatchError;
 use crate::cli::DispatchArgs;
@@ -33,33 +37,34 @@ use std::time::{Instant, SystemTime};
 /// How much of stdout is kept as a diagnostic when it is not (or not validly) the answer.
 const STDOUT_HEAD_BYTES: usize = 64 * 1024;
 
-/// What the steps of one main job returned, as far as the report needs it. The sequencer sets
-/// each part when its step returns; no step sees this.
+/// What the steps of one main job returned, as far as the report and the ledger's record
+/// need it. The sequencer in `dispatch/` records each part when its step returns; no step
+/// sees this.
 pub struct Learned {
     /// Every secret and host path known so far: the host's from the start, then the bridge's,
     /// the plan's and the endpoint's as their steps return them.
-    pub redactor: Redactor,
-    pub started: Instant,
-    pub started_at: SystemTime,
+    pub(super) redactor: Redactor,
+    pub(super) started: Instant,
+    pub(super) started_at: SystemTime,
     /// `diagnostics.dispatch` so far (its duration is set by the report).
-    pub dispatch: DispatchDiagnostics,
+    pub(super) dispatch: DispatchDiagnostics,
     /// The prepared transcript folder, when `--artifact-dir` is given and usable.
-    pub artifacts: Option<ArtifactDir>,
+    pub(super) artifacts: Option<ArtifactDir>,
     /// The request as read, when it was a JSON object.
-    pub request: Option<Rc<Document>>,
+    pub(super) request: Option<Rc<Document>>,
     /// The transcript name of a request without a usable id (from its bytes' digest).
-    pub fallback_name: Option<String>,
+    pub(super) fallback_name: Option<String>,
     /// What a failure envelope echoes.
-    pub echo: Echo,
+    pub(super) echo: Echo,
     /// Warning lines for stderr, printed before the envelope.
-    pub warnings: Vec<String>,
+    pub(super) warnings: Vec<String>,
     /// `diagnostics.ledger`, when the job runs with `--ledger` (SPEC §14).
-    pub ledger: Option<LedgerDiagnostics>,
+    pub(super) ledger: Option<LedgerDiagnostics>,
     /// The bridge ref, once the bridge loaded.
-    pub bridge_ref: Option<String>,
+    pub(super) bridge_ref: Option<String>,
     /// Lines that explain a failure, printed after its `error[..]` line (a CRLF `#!` line
     /// behind an exit status of 127).
-    pub notes: Vec<String>,
+    pub(super) notes: Vec<String>,
     /// What the ledger step left to record once the report is built (with `--ledger`).
     pub(super) gate: Option<super::gate::Gate>,
 }
