@@ -5,15 +5,17 @@
 //! anything starts), and asks it ONE atomic question for an admitted call — run it, replay it,
 //! refuse it (reused id, budget, concurrency), or declare it indeterminate — waiting for a live
 //! holder within the call's own timeout. A call that failed before the step (not authorized,
-//! invalid) only gets its audit record. [`conclude`] stores the envelope exactly as it will be
-//! printed, with the audit record, in one transaction that is durable before the envelope goes
-//! out; when that fails, the envelope is still printed, with `diagnostics.ledger.error`.
+//! invalid) only gets its audit record. The step takes what it needs and returns what it
+//! learned ([`Gated`]): the sequencer records it. [`conclude`] stores the envelope's one
+//! rendering, the text that is then printed, with the audit record, in one transaction that
+//! is durable before the envelope goes out; when that fails, the envelope is still printed,
+//! with `diagnostics.ledger.error`.
 //!
 //! Everything that goes into an audit record goes through the job's redactor first; no
 //! payload (`input`, `output`) ever does. This module does not know how the ledger stores
 //! anything.
 
-use super::{Admitted, DispatchError, Learned, Report, UsageError};
+use super::{Admitted, Deadline, DispatchError, Learned, Report, UsageError};
 use crate::cli::{LedgerArgs, LEDGER_ENV, SESSION_ENV};
 use ptd_ledger::audit::MAX_FIELD_BYTES;
 use ptd_ledger::{
@@ -22,9 +24,11 @@ use ptd_ledger::{
 };
 use ptd_wire::authorize::Denial;
 use ptd_wire::envelope::canonical;
+use ptd_wire::envelope::request::Echo;
 use ptd_wire::envelope::result::LedgerDiagnostics;
 use ptd_wire::error::ErrorCode;
 use ptd_wire::json::raw::{self, Fields};
+use ptd_wire::json::Document;
 use ptd_wire::redact::Redactor;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -89,11 +93,58 @@ pub(super) fn options(args: &LedgerArgs) -> Result<Option<Options>, UsageError> 
 }
 
 /// What the ledger step lets through.
-pub(super) enum Gated {
-    /// Run it: this process holds the key.
+pub(super) enum Pass {
+    /// Run it: this process holds the key (with `--ledger`); its deadline is the one the
+    /// step left it.
     Run(Box<Admitted>),
     /// Print the recorded envelope again.
     Replay(Recorded),
+}
+
+/// What the ledger step returns, for the sequencer to record.
+pub(super) struct Gated {
+    /// The call to run, the envelope to print again, or the failure (the one `admit`
+    /// returned, or the ledger's refusal).
+    pub(super) pass: Result<Pass, DispatchError>,
+    /// What is to be recorded once the report is built (nothing without `--ledger`, or when
+    /// the ledger could not be opened).
+    pub(super) gate: Option<Gate>,
+    /// `diagnostics.ledger` (nothing without `--ledger`).
+    pub(super) diagnostics: Option<LedgerDiagnostics>,
+    /// The call's deadline when the step cut it (a wait for another holder, the session's
+    /// adapter budget): `diagnostics.dispatch.timeout_ms` reports it.
+    pub(super) deadline: Option<Deadline>,
+    /// A stderr line: a refusal whose record could not be kept.
+    pub(super) warning: Option<String>,
+}
+
+impl Gated {
+    /// Nothing to ask the ledger: `pass` as it is.
+    fn through(pass: Result<Pass, DispatchError>) -> Gated {
+        Gated {
+            pass,
+            gate: None,
+            diagnostics: None,
+            deadline: None,
+            warning: None,
+        }
+    }
+}
+
+/// What the ledger step knows of the call besides the admitted request: what `admit` read of
+/// it before it failed or passed, the job's start and the bridge's timeout.
+pub(super) struct Asked<'a> {
+    pub(super) started: Instant,
+    /// The bridge's timeout (its default when no bridge loaded).
+    pub(super) timeout: Duration,
+    /// The bridge ref, once the bridge loaded.
+    pub(super) bridge_ref: Option<&'a str>,
+    /// The ids the request carries, as far as it was read.
+    pub(super) echo: &'a Echo,
+    /// The request as read, when it was a JSON object.
+    pub(super) request: Option<&'a Document>,
+    /// For what the step reports of the ledger's own failures.
+    pub(super) redactor: &'a Redactor,
 }
 
 /// What the ledger knows of one main job, from the step to the recording.
@@ -118,169 +169,216 @@ pub(super) struct Gate {
     timeout: Duration,
 }
 
-/// The call's own deadline: the bridge's timeout (its default when no bridge loaded) from the
-/// job's start.
-fn timeout_of(learned: &Learned) -> Duration {
-    Duration::from_millis(
-        learned
-            .dispatch
-            .timeout_ms
-            .unwrap_or(ptd_wire::envelope::bridge::DEFAULT_TIMEOUT_MS),
-    )
-}
-
 /// The ledger step. Without `--ledger`, `admitted` passes as it is. With it: the ledger is
 /// opened; a call that failed before the step keeps its failure (and gets its audit record at
-/// the end); an admitted one gets the ledger's decision. The gate is left in `slot` whenever
-/// something is to be recorded at the end.
+/// the end); an admitted one gets the ledger's decision. The returned gate is whatever is to
+/// be recorded at the end.
 pub(super) fn gate(
     options: Option<&Options>,
     interrupts: &ptd_sys::interrupt::Interrupts,
     admitted: Result<Admitted, DispatchError>,
-    learned: &mut Learned,
-    slot: &mut Option<Gate>,
-) -> Result<Gated, DispatchError> {
+    asked: &Asked<'_>,
+) -> Gated {
     let Some(options) = options else {
-        return admitted.map(|a| Gated::Run(Box::new(a)));
+        return Gated::through(admitted.map(|a| Pass::Run(Box::new(a))));
     };
-    learned.ledger = Some(LedgerDiagnostics::default());
-    let timeout = timeout_of(learned);
-    let deadline = learned.started + timeout;
+    let deadline = asked.started + asked.timeout;
     let opened = Ledger::open(&options.path, deadline);
     let (decision, rule) = match &admitted {
         Err(err) => rule_of(err),
         Ok(_) => (Verdict::Admit, "bridge.allowed_tools"),
     };
-    let ledger = match (opened, &admitted) {
-        (Ok(ledger), _) => ledger,
+    let ledger = match (opened, admitted) {
+        (Ok(ledger), admitted) => (ledger, admitted),
         // Refused already: that stays the answer, and the record that could not be kept is
         // reported beside it.
-        (Err(err), Err(_)) => {
-            note_unrecorded(learned, &err);
-            return admitted.map(|a| Gated::Run(Box::new(a)));
+        (Err(err), Err(refused)) => return unrecorded(asked.redactor, &err, refused),
+        (Err(err), Ok(_)) => {
+            return Gated {
+                diagnostics: Some(LedgerDiagnostics::default()),
+                ..Gated::through(Err(DispatchError::LedgerUnavailable(err)))
+            }
         }
-        (Err(err), Ok(_)) => return Err(DispatchError::LedgerUnavailable(err)),
     };
-    let session_id = session_of(learned);
-    let gate = slot.insert(Gate {
+    let (ledger, admitted) = ledger;
+    let session_id = session_of(asked.request);
+    let mut gate = Gate {
         ledger,
         held: None,
         key: Key {
-            bridge_ref: learned.bridge_ref.clone().unwrap_or_default(),
+            bridge_ref: asked.bridge_ref.unwrap_or_default().to_string(),
             session_id: id_digest(&session_id),
-            request_id: id_digest(&learned.echo.request_id),
+            request_id: id_digest(&asked.echo.request_id),
         },
         session_id,
-        digest: learned
+        digest: asked
             .request
-            .as_ref()
             .map(|doc| canonical::sha256_hex(canonical::to_string_raw(doc.text()).as_bytes()))
             .unwrap_or_default(),
-        tool: learned.echo.tool.clone(),
-        operation: learned.echo.operation.clone(),
+        tool: asked.echo.tool.clone(),
+        operation: asked.echo.operation.clone(),
         attempt: 0,
         decision,
         rule,
         adapter_ms: None,
-        timeout,
-    });
-    let mut admitted = admitted?;
-    let lease =
-        Lease::current().map_err(|e| DispatchError::LedgerUnavailable(LedgerError::Lease(e)))?;
-    let call = Call {
-        key: &gate.key,
-        digest: &gate.digest,
-        tool: &gate.tool,
-        budgets: &options.budgets,
+        timeout: asked.timeout,
     };
-    let refuse = |gate: &mut Gate, decision, rule| {
-        gate.decision = decision;
-        gate.rule = rule;
+    let asked = match admitted {
+        Ok(admitted) => gate.ask(options, interrupts, admitted, deadline),
+        Err(err) => Gated::through(Err(err)),
     };
-    // A signal ends the wait at once: the call is then interrupted before anything started.
-    let mut pause = |pause: Duration| interrupts.wait(pause).is_none();
-    let Waited { decision, waited } = match gate.ledger.wait(&call, &lease, deadline, &mut pause) {
-        Ok(waited) => waited,
-        Err(err) => {
-            refuse(gate, Verdict::Refuse, "ledger");
-            return Err(DispatchError::LedgerUnavailable(err));
-        }
-    };
-    if let (Decision::Held(_), Some(signal)) = (&decision, interrupts.received()) {
-        refuse(gate, Verdict::Refuse, "dispatch");
-        return Err(DispatchError::Interrupted {
-            signal,
-            adapter_started: false,
-        });
-    }
-    if waited {
-        // The wait for the holder spent part of this call's own timeout: the adapter gets
-        // what is left of it.
-        let left = deadline.saturating_duration_since(Instant::now());
-        cut_timeout(&mut admitted, learned, millis(left));
-    }
-    match decision {
-        Decision::Start {
-            attempt,
-            adapter_ms_left,
-        } => {
-            gate.held = Some(lease);
-            gate.attempt = attempt;
-            if let Some(left) = adapter_ms_left {
-                cut_timeout(&mut admitted, learned, left);
-            }
-            learned.ledger = Some(LedgerDiagnostics {
-                attempt: Some(attempt),
-                adapter_ms_left,
-                ..LedgerDiagnostics::default()
-            });
-            Ok(Gated::Run(Box::new(admitted)))
-        }
-        Decision::Replay(recorded) => {
-            refuse(gate, Verdict::Replay, "ledger:replay");
-            gate.attempt = recorded_attempt(&recorded.envelope).unwrap_or(0);
-            learned.ledger = Some(LedgerDiagnostics {
-                replayed: true,
-                attempt: recorded_attempt(&recorded.envelope),
-                ..LedgerDiagnostics::default()
-            });
-            Ok(Gated::Replay(recorded))
-        }
-        Decision::Reused => {
-            refuse(gate, Verdict::Deny, "ledger:request_id");
-            Err(DispatchError::RequestIdReused)
-        }
-        Decision::Held(_) => {
-            refuse(gate, Verdict::Refuse, "ledger:held");
-            Err(DispatchError::HeldTimeout {
-                timeout_ms: millis(timeout),
-            })
-        }
-        Decision::Indeterminate { attempt, .. } => {
-            // The dead holder's key is ours now, to close with this final outcome.
-            gate.held = Some(lease);
-            gate.attempt = attempt;
-            refuse(gate, Verdict::Refuse, "ledger:lease");
-            Err(DispatchError::Indeterminate { attempt })
-        }
-        Decision::BudgetExhausted(over) => {
-            refuse(gate, Verdict::Deny, over.budget.rule());
-            Err(DispatchError::BudgetExhausted(over))
-        }
-        Decision::ConcurrencyLimited(over) => {
-            refuse(gate, Verdict::Refuse, over.budget.rule());
-            Err(DispatchError::ConcurrencyLimited(over))
-        }
+    Gated {
+        gate: Some(gate),
+        diagnostics: Some(asked.diagnostics.unwrap_or_default()),
+        ..asked
     }
 }
 
-/// Cut the call's timeout to `left` ms (at least 1) when that is shorter. The run's deadline,
-/// the adapter's TIMEOUT_MS variable and the endpoint's deadline all come from these fields.
-fn cut_timeout(admitted: &mut Admitted, learned: &mut Learned, left: u64) {
-    let cut = admitted.bridge.timeout_ms.min(left.max(1));
-    admitted.bridge.timeout_ms = cut;
-    admitted.expected.limits.timeout_ms = cut;
-    learned.dispatch.timeout_ms = Some(cut);
+/// A refusal whose record cannot be kept: `diagnostics.ledger.error` and a warning.
+fn unrecorded(redactor: &Redactor, err: &LedgerError, refused: DispatchError) -> Gated {
+    let message = redactor.redact_str(&err.to_string());
+    Gated {
+        warning: Some(format!(
+            "warning[ledger_unavailable]: the call's outcome was not recorded in the ledger: {}",
+            ptd_wire::terminal::escape(&message)
+        )),
+        diagnostics: Some(LedgerDiagnostics {
+            error: Some(message),
+            ..LedgerDiagnostics::default()
+        }),
+        ..Gated::through(Err(refused))
+    }
+}
+
+impl Gate {
+    /// Ask the ledger its one atomic question for an admitted call, waiting for a live holder
+    /// up to `deadline`; what it decided is kept for the record. The returned diagnostics are
+    /// `None` when the default ones stand.
+    fn ask(
+        &mut self,
+        options: &Options,
+        interrupts: &ptd_sys::interrupt::Interrupts,
+        mut admitted: Admitted,
+        deadline: Instant,
+    ) -> Gated {
+        let lease = match Lease::current() {
+            Ok(lease) => lease,
+            Err(e) => {
+                let err = DispatchError::LedgerUnavailable(LedgerError::Lease(e));
+                return Gated::through(Err(err));
+            }
+        };
+        let call = Call {
+            key: &self.key,
+            digest: &self.digest,
+            tool: &self.tool,
+            budgets: &options.budgets,
+        };
+        // A signal ends the wait at once: the call is then interrupted before anything started.
+        let mut pause = |pause: Duration| interrupts.wait(pause).is_none();
+        let Waited { decision, waited } =
+            match self.ledger.wait(&call, &lease, deadline, &mut pause) {
+                Ok(waited) => waited,
+                Err(err) => {
+                    self.refuse(Verdict::Refuse, "ledger");
+                    return Gated::through(Err(DispatchError::LedgerUnavailable(err)));
+                }
+            };
+        if let (Decision::Held(_), Some(signal)) = (&decision, interrupts.received()) {
+            self.refuse(Verdict::Refuse, "dispatch");
+            return Gated::through(Err(DispatchError::Interrupted {
+                signal,
+                adapter_started: false,
+            }));
+        }
+        let mut cut = None;
+        if waited {
+            // The wait for the holder spent part of this call's own timeout: the adapter gets
+            // what is left of it.
+            let left = deadline.saturating_duration_since(Instant::now());
+            cut = Some(admitted.expected.deadline.cut_to(millis(left)));
+        }
+        let mut diagnostics = None;
+        let pass = match decision {
+            Decision::Start {
+                attempt,
+                adapter_ms_left,
+            } => {
+                self.held = Some(lease);
+                self.attempt = attempt;
+                if let Some(left) = adapter_ms_left {
+                    let from = cut.unwrap_or(admitted.expected.deadline);
+                    cut = Some(from.cut_to(left));
+                }
+                if let Some(cut) = cut {
+                    admitted.expected.deadline = cut;
+                }
+                diagnostics = Some(LedgerDiagnostics {
+                    attempt: Some(attempt),
+                    adapter_ms_left,
+                    ..LedgerDiagnostics::default()
+                });
+                Ok(Pass::Run(Box::new(admitted)))
+            }
+            Decision::Replay(recorded) => {
+                self.refuse(Verdict::Replay, "ledger:replay");
+                self.attempt = recorded_attempt(&recorded.envelope).unwrap_or(0);
+                diagnostics = Some(LedgerDiagnostics {
+                    replayed: true,
+                    attempt: recorded_attempt(&recorded.envelope),
+                    ..LedgerDiagnostics::default()
+                });
+                Ok(Pass::Replay(recorded))
+            }
+            refused => Err(self.refused(refused, lease)),
+        };
+        Gated {
+            diagnostics,
+            deadline: cut,
+            ..Gated::through(pass)
+        }
+    }
+
+    /// The ledger's refusals: the decision and rule for the record, and the failure.
+    fn refused(&mut self, decision: Decision, lease: Lease) -> DispatchError {
+        match decision {
+            Decision::Reused => {
+                self.refuse(Verdict::Deny, "ledger:request_id");
+                DispatchError::RequestIdReused
+            }
+            Decision::Held(_) => {
+                self.refuse(Verdict::Refuse, "ledger:held");
+                DispatchError::HeldTimeout {
+                    timeout_ms: millis(self.timeout),
+                }
+            }
+            Decision::Indeterminate { attempt, .. } => {
+                // The dead holder's key is ours now, to close with this final outcome.
+                self.held = Some(lease);
+                self.attempt = attempt;
+                self.refuse(Verdict::Refuse, "ledger:lease");
+                DispatchError::Indeterminate { attempt }
+            }
+            Decision::BudgetExhausted(over) => {
+                self.refuse(Verdict::Deny, over.budget.rule());
+                DispatchError::BudgetExhausted(over)
+            }
+            Decision::ConcurrencyLimited(over) => {
+                self.refuse(Verdict::Refuse, over.budget.rule());
+                DispatchError::ConcurrencyLimited(over)
+            }
+            // Answered by [`Gate::ask`] itself.
+            Decision::Start { .. } | Decision::Replay(_) => DispatchError::Internal(
+                "the ledger's decision to run a call was taken for a refusal".into(),
+            ),
+        }
+    }
+
+    /// The ledger decided other than admitting the call: this goes into its record.
+    fn refuse(&mut self, decision: Verdict, rule: &'static str) {
+        self.decision = decision;
+        self.rule = rule;
+    }
 }
 
 fn millis(d: Duration) -> u64 {
@@ -296,12 +394,9 @@ impl Gate {
     /// The audit record of the concluded job.
     fn record(&self, report: &Report<'_>, learned: &Learned) -> AuditRecord {
         let redactor = &learned.redactor;
-        let code = report.error_code();
-        let (decision, rule) = match code.as_deref() {
+        let (decision, rule) = match report.code() {
             // Admitted by the policy, then refused by the host's confinement.
-            Some(c) if c == ErrorCode::ConfinementUnavailable.as_str() => {
-                (Verdict::Refuse, "confinement")
-            }
+            Some(ErrorCode::ConfinementUnavailable) => (Verdict::Refuse, "confinement"),
             _ => (self.decision, self.rule),
         };
         let resources = resources_of(learned);
@@ -317,7 +412,7 @@ impl Gate {
             decision,
             rule: name(rule),
             status: name(report.status().as_str()),
-            code: code.map(|c| name(&redactor.redact_str(&c))),
+            code: report.error_code().map(|c| name(&redactor.redact_str(&c))),
             duration_ms: millis(learned.started.elapsed()),
             adapter_ms: self.adapter_ms,
             exit_status: report.exit(),
@@ -334,19 +429,21 @@ impl Gate {
 /// and stored with the audit record in one transaction — with the key when this process holds
 /// it — before anything is printed. A failure is reported in the envelope and on stderr.
 pub(super) fn conclude(gate: &mut Gate, report: &mut Report<'_>, learned: &Learned) {
-    let text = report.fix_text();
     let record = gate.record(report, learned);
+    let exit_status = report.exit();
+    // A failure of the host's own making is not the key's final answer.
+    let retryable = report.retryable() || host_side(report.code());
     // The job's own deadline may have passed (the adapter ran up to it): the record gets a
     // deadline of its own.
     gate.ledger
         .set_deadline(Instant::now() + gate.timeout.max(MIN_RECORD_WAIT));
+    let text = report.text();
     let stored = match &gate.held {
         Some(lease) => {
             let outcome = ledger::Outcome {
-                envelope: &text,
-                exit_status: report.exit(),
-                // A failure of the host's own making is not the key's final answer.
-                retryable: report.retryable() || host_side(report.error_code().as_deref()),
+                envelope: text,
+                exit_status,
+                retryable,
                 adapter_ms: gate.adapter_ms.unwrap_or(0),
             };
             gate.ledger
@@ -380,8 +477,8 @@ const HOST_SIDE: [ErrorCode; 5] = [
 ];
 
 /// Whether `code` is one of [`HOST_SIDE`].
-fn host_side(code: Option<&str>) -> bool {
-    code.is_some_and(|code| HOST_SIDE.iter().any(|c| c.as_str() == code))
+fn host_side(code: Option<ErrorCode>) -> bool {
+    code.is_some_and(|code| HOST_SIDE.contains(&code))
 }
 
 /// What the adapter's run used, for its audit record: the stdout and stderr byte counts and,
@@ -406,19 +503,6 @@ fn resources_of(learned: &Learned) -> Resources {
 
 /// The least a record waits for other writers, however short the call's timeout.
 const MIN_RECORD_WAIT: Duration = Duration::from_secs(2);
-
-/// A refusal whose record cannot be kept: `diagnostics.ledger.error` and a warning.
-fn note_unrecorded(learned: &mut Learned, err: &LedgerError) {
-    let message = learned.redactor.redact_str(&err.to_string());
-    learned.warnings.push(format!(
-        "warning[ledger_unavailable]: the call's outcome was not recorded in the ledger: {}",
-        ptd_wire::terminal::escape(&message)
-    ));
-    learned.ledger = Some(LedgerDiagnostics {
-        error: Some(message),
-        ..LedgerDiagnostics::default()
-    });
-}
 
 /// The decision and the rule behind a failure before the ledger step.
 fn rule_of(err: &DispatchError) -> (Verdict, &'static str) {
@@ -456,10 +540,8 @@ pub(crate) fn id_digest(id: &str) -> String {
 }
 
 /// `sandbox_session.sandbox_session_id` of the request as read (empty without one).
-fn session_of(learned: &Learned) -> String {
-    learned
-        .request
-        .as_ref()
+fn session_of(request: Option<&Document>) -> String {
+    request
         .and_then(|doc| Fields::parse(doc.text()))
         .and_then(|top| top.get("sandbox_session").and_then(Fields::parse))
         .and_then(|session| session.get("sandbox_session_id").and_then(raw::string))
@@ -490,4 +572,18 @@ fn field(redactor: &Redactor, text: &str) -> String {
 /// alphabet is cleaned, see [`Name::lossy`]).
 fn name(text: &str) -> Name {
     Name::lossy(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_host_side_codes_leave_a_key_open() {
+        for code in HOST_SIDE {
+            assert!(host_side(Some(code)), "{code:?}");
+        }
+        assert!(!host_side(Some(ErrorCode::InternalError)));
+        assert!(!host_side(None));
+    }
 }

@@ -4,21 +4,25 @@
 //!
 //! This module only sequences the steps. Each step is a plain function of its own module that
 //! takes what it needs and returns `Result<_, DispatchError>`; the sequencer keeps what each
-//! returned in [`Learned`] (the request's echo, secrets to scrub, host paths, diagnostics), and
-//! the report is built once from that and the [`Outcome`] ([`Report::build`]). It prints
-//! nothing itself: [`Report::print`] prints the one envelope. [`main_job`] holds the one panic
+//! returned in [`Learned`] (the request's echo, secrets to scrub, host paths, diagnostics, the
+//! ledger's gate), and the report is built once from that and the [`Outcome`]
+//! ([`Report::build`]). It prints nothing itself: [`Report::print`] prints the one envelope.
+//! [`main_job`] runs two phases — the steps, then concluding — and holds the one panic
 //! boundary.
 
+mod deadline;
 mod gate;
 mod panics;
 mod report;
 
+pub use deadline::Deadline;
 pub use ptd_verdict::DispatchError;
 pub(crate) use report::resources;
 pub use report::{Concluded, Learned, Outcome, Replayed, Report};
 
 use crate::cli::DispatchArgs;
 use crate::plan::{self, FileTransport, ResultFile};
+pub use panics::last_resort;
 use panics::PanicNote;
 use ptd_endpoint::{self as endpoint, Exchanged, Failure};
 use ptd_sys::exec::{self, Finished, Termination};
@@ -38,32 +42,28 @@ use ptd_wire::validate::Issue;
 use std::cell::Cell;
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::time::Duration;
 
 /// A usage error: no envelope, a message on stderr, exit 2.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
 
-/// How far a main job got: what a panic becomes depends on it alone.
-#[derive(Debug, Clone, Copy)]
-enum Stage {
-    /// Reading, admitting, obtaining, judging.
-    Steps,
-    /// Building and printing the report.
-    Concluding,
-    /// The envelope is out, with this exit status; the file transport's folder is removed.
-    CleaningUp(u8),
-}
-
 /// Run the main job; print the envelope; return the exit status.
 ///
-/// The one panic boundary: a panic is caught here and what it becomes depends on the
-/// [`Stage`] the job reached. In a step — reading, admitting, running the adapter (whose
-/// process group `exec`'s guard kills and sweeps while unwinding), judging — it is a failure
-/// like any other: the report is built from what was learned with an `internal_error` outcome
-/// (transcript included). While concluding, before the envelope's first byte: the last-resort
-/// envelope ([`last_resort`]); after it, only the stderr line and exit 70, since no second
-/// envelope may follow a cut one. While cleaning up: a warning, and the envelope's exit status.
+/// Two phases, in this order, and the one panic boundary: each phase runs under
+/// [`PanicNote::catch`], and what a panic becomes depends on the phase alone.
+///
+/// 1. **The steps** ([`steps`], then judging what was obtained): a panic — reading,
+///    admitting, running the adapter (whose process group `exec`'s guard kills and sweeps
+///    while unwinding), judging — is a failure like any other, an `internal_error` outcome
+///    concluded from what was learned (transcript included).
+/// 2. **Concluding** ([`conclude`]: the report built once, recorded, printed): a panic
+///    before the envelope's first byte prints the last-resort envelope ([`last_resort`]);
+///    after it, only the stderr line and exit 70, since no second envelope may follow a cut
+///    one. Then, after the envelope, the cleanup: a panic there is a warning, and the
+///    envelope's exit status stands.
+///
 /// Every panic is reported once, on an `error[internal_error]` line saying where it panicked.
 pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
     let env = HostEnv::process();
@@ -77,86 +77,86 @@ pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
             return ptd_wire::error::exit::USAGE;
         }
     };
-    // Checked by `check_usage` already.
-    let ledger = gate::options(&args.ledger).ok().flatten();
+    let job = Job {
+        args,
+        env: &env,
+        usage: &usage,
+        interrupts,
+        // Checked by `check_usage` already.
+        ledger: gate::options(&args.ledger).ok().flatten(),
+    };
     let panics = PanicNote::install();
     let mut learned = Learned::new(args, &env);
-    // What was obtained outlives a panic in judging: it is cleaned up after the envelope.
+    // Phase 1: the steps, then the judge. What was obtained outlives a panic in judging: it
+    // is cleaned up after the envelope.
+    let stepped = panics.catch(|| steps(&job, &mut learned)).and_then(|s| s);
     let mut obtained = None;
-    // The ledger's part of the job, recorded after the report is built.
-    let mut gated = None;
-    let stage = Cell::new(Stage::Steps);
-    let wrote = Cell::new(false);
-    let mut failure = None;
-    loop {
-        let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let outcome = match failure.take() {
-                None => steps(
-                    args,
-                    &env,
-                    &usage,
-                    interrupts,
-                    &mut learned,
-                    (ledger.as_ref(), &mut gated),
-                    &mut obtained,
-                )
-                .unwrap_or_else(Outcome::from),
-                Some(err) => Outcome::from(err),
-            };
-            stage.set(Stage::Concluding);
-            panic_point::reach(PanicPoint::Concluding);
-            let mut report = Report::build(args, &learned, outcome);
-            // Durable before a byte is printed (SPEC §14.1).
-            if let Some(gated) = gated.as_mut() {
-                gate::conclude(gated, &mut report, &learned);
-            }
-            if learned.ledger.is_some() {
-                report.write_pending(args);
-            }
-            let exit = report.print(&wrote);
-            // Only now: the cleanup is bounded, but nothing may delay the envelope.
-            stage.set(Stage::CleaningUp(exit));
-            if let Some(obtained) = obtained.take() {
-                obtained.clean_up();
-            }
-            // Last: the ledger file is made to stand alone (SPEC §14.4).
-            if let Some(gated) = gated.as_mut() {
-                gate::checkpoint(gated);
-            }
-            exit
-        }));
-        let reached = match attempt {
-            Ok(exit) => return exit,
-            Err(_) => stage.get(),
-        };
-        match reached {
-            Stage::Steps => failure = Some(panics.error()),
-            Stage::Concluding => {
-                let failed = last_resort(
-                    &learned.echo,
-                    &learned.redactor,
-                    &panics.error(),
-                    args.pretty,
-                );
-                // Nothing on stdout yet: the last resort is the one envelope.
-                if !wrote.get() {
-                    return failed.print();
-                }
-                // stdout is cut short and no second envelope may follow it; stderr and the
-                // exit status still say what happened.
-                for line in &failed.stderr {
-                    stderr_line!("{line}");
-                }
-                return failed.exit;
-            }
-            Stage::CleaningUp(exit) => {
-                stderr_line!(
-                    "warning[internal_error]: cleaning up after the run: {}",
-                    panics.take()
-                );
-                return exit;
-            }
+    let outcome = match stepped {
+        Ok(answer) => {
+            let answer = &*obtained.insert(answer);
+            panics
+                .catch(|| answer.judge())
+                .unwrap_or_else(Outcome::from)
         }
+        Err(err) => Outcome::from(err),
+    };
+    // Phase 2: the report, built once, recorded, printed; then the cleanup.
+    let mut gate = learned.gate.take();
+    let wrote = Cell::new(false);
+    let concluded = panics.catch(|| conclude(args, &learned, gate.as_mut(), outcome, &wrote));
+    let exit = match concluded {
+        Ok(exit) => exit,
+        Err(err) => {
+            let failed = last_resort(&learned.echo, &learned.redactor, &err, args.pretty);
+            // Nothing on stdout yet: the last resort is the one envelope.
+            if !wrote.get() {
+                return failed.print();
+            }
+            // stdout is cut short and no second envelope may follow it; stderr and the exit
+            // status still say what happened.
+            for line in &failed.stderr {
+                stderr_line!("{line}");
+            }
+            return failed.exit;
+        }
+    };
+    let cleaned = panics.catch(|| clean_up(obtained, gate));
+    if let Err(DispatchError::Panicked { what }) = cleaned {
+        stderr_line!("warning[internal_error]: cleaning up after the run: {what}");
+    }
+    exit
+}
+
+/// Concluding a main job that ended in `outcome`: the report is built once, recorded in the
+/// ledger when there is one (durable before a byte is printed, SPEC §14.1), written to
+/// `--result-file`, and printed. Returns the exit status.
+fn conclude(
+    args: &DispatchArgs,
+    learned: &Learned,
+    gate: Option<&mut gate::Gate>,
+    outcome: Outcome<'_>,
+    wrote: &Cell<bool>,
+) -> u8 {
+    panic_point::reach(PanicPoint::Concluding);
+    let mut report = Report::build(args, learned, outcome);
+    if let Some(gate) = gate {
+        gate::conclude(gate, &mut report, learned);
+    }
+    // With a ledger, the result file holds only what the ledger knows.
+    if learned.ledger.is_some() {
+        report.write_pending(args);
+    }
+    report.print(wrote)
+}
+
+/// After the envelope, bounded, since nothing may delay it: the file transport's folder is
+/// removed, and last, the ledger file made to stand alone (SPEC §14.4).
+fn clean_up(obtained: Option<Obtained>, gate: Option<gate::Gate>) {
+    if let Some(obtained) = obtained {
+        obtained.clean_up();
+    }
+    if let Some(mut gate) = gate {
+        gate::checkpoint(&mut gate);
     }
 }
 
@@ -214,42 +214,63 @@ pub fn confine_options(
     Options::parse_beside_ledger(&raw, ledger).map_err(|err| err.to_string())
 }
 
-/// The live main job's steps, up to the judged answer (which borrows from what `obtained`
-/// keeps). The ledger step of SPEC §14 goes between `admit` and `obtain`: it records
-/// `diagnostics.ledger` in `learned`, leaves what is to be recorded in the gate, and may
-/// answer at once — a recorded envelope to print again, or a refusal — so that nothing runs.
-fn steps<'o>(
-    args: &DispatchArgs,
-    env: &HostEnv,
-    usage: &Usage,
-    interrupts: &Interrupts,
-    learned: &mut Learned,
-    (ledger, gated): (Option<&gate::Options>, &mut Option<gate::Gate>),
-    obtained: &'o mut Option<Obtained>,
-) -> Result<Outcome<'o>, DispatchError> {
-    let bytes = read_request(args, interrupts)?;
-    let admitted = admit(args, env, usage, bytes, learned);
-    let admitted = match gate::gate(ledger, interrupts, admitted, learned, gated)? {
-        gate::Gated::Run(admitted) => *admitted,
-        gate::Gated::Replay(recorded) => {
-            let obtained = obtained.insert(Obtained::Replayed(recorded));
-            return Ok(obtained.judge());
-        }
+/// What the live main job's steps need, besides the request: the command line, the host, the
+/// checked options.
+struct Job<'a> {
+    args: &'a DispatchArgs,
+    env: &'a HostEnv,
+    usage: &'a Usage,
+    interrupts: &'a Interrupts,
+    /// `--ledger` and its budgets, checked.
+    ledger: Option<gate::Options>,
+}
+
+/// The live main job's steps, up to an answer to judge, in SPEC §4.1's order: read, admit,
+/// the ledger step of SPEC §14, obtain. Each step returns what it learned, and the sequencer
+/// records it in `learned` as it returns — the ledger step's gate included, for the record
+/// after the report. The ledger step may answer at once — a recorded envelope to print
+/// again, or a refusal — so that nothing runs.
+fn steps(job: &Job<'_>, learned: &mut Learned) -> Result<Obtained, DispatchError> {
+    let bytes = read_request(job.args, job.interrupts)?;
+    let admitted = admit(job.args, job.env, job.usage, bytes, learned);
+    let asked = gate::Asked {
+        started: learned.started,
+        timeout: Duration::from_millis(
+            learned
+                .dispatch
+                .timeout_ms
+                .unwrap_or(ptd_wire::envelope::bridge::DEFAULT_TIMEOUT_MS),
+        ),
+        bridge_ref: learned.bridge_ref.as_deref(),
+        echo: &learned.echo,
+        request: learned.request.as_deref(),
+        redactor: &learned.redactor,
+    };
+    let gated = gate::gate(job.ledger.as_ref(), job.interrupts, admitted, &asked);
+    learned.gate = gated.gate;
+    learned.warnings.extend(gated.warning);
+    if gated.diagnostics.is_some() {
+        learned.ledger = gated.diagnostics;
+    }
+    if let Some(deadline) = gated.deadline {
+        learned.dispatch.timeout_ms = Some(deadline.timeout_ms());
+    }
+    let admitted = match gated.pass? {
+        gate::Pass::Run(admitted) => *admitted,
+        gate::Pass::Replay(recorded) => return Ok(Obtained::Replayed(recorded)),
     };
     let run = Obtain {
-        args,
-        env,
-        confine: &usage.confine,
-        interrupts,
+        args: job.args,
+        env: job.env,
+        confine: &job.usage.confine,
+        interrupts: job.interrupts,
     };
     let started = std::time::Instant::now();
     let answer = obtain(admitted, &run, learned);
-    if let Some(gated) = gated.as_mut() {
-        gated.ran(started.elapsed());
+    if let Some(gate) = learned.gate.as_mut() {
+        gate.ran(started.elapsed());
     }
-    let obtained = obtained.insert(answer?);
-    panic_point::reach(PanicPoint::Judging);
-    Ok(obtained.judge())
+    answer
 }
 
 /// What a recorded adapter did (`replay`): what it wrote and how it exited.
@@ -294,7 +315,7 @@ fn replay_recorded<'r>(
         recorded.stderr,
         &learned.redactor,
     ));
-    let limits = admitted.expected.limits;
+    let limits = admitted.expected.limits();
     // A live adapter writing past the cap is stopped there: replay that, not a longer read.
     let ending = if recorded.stdout.len() > limits.max_bytes {
         Ending::Stopped(exec::Stop::OutputCap)
@@ -308,44 +329,6 @@ fn replay_recorded<'r>(
     let expect = admitted.expected.expect();
     Ok(judge_answer(answer, recorded.stdout, true, expect, limits))
 }
-
-/// The envelope of a failure when building or printing the report itself panicked: no transcript and no
-/// result file, the ids and the redaction known so far. Should rendering panic too, a fixed
-/// envelope without ids is printed: one valid envelope, always.
-pub fn last_resort(
-    echo: &Echo,
-    redactor: &ptd_wire::redact::Redactor,
-    err: &DispatchError,
-    pretty: bool,
-) -> Concluded {
-    let rendered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        err.envelope(echo)
-            .render(redactor, ptd_wire::envelope::result::Audience::Caller)
-    }));
-    let compact = rendered.unwrap_or_else(|_| LAST_RESORT_ENVELOPE.to_string());
-    let human = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        redactor.scrub_secrets_str(&err.human())
-    }))
-    .unwrap_or_else(|_| "the dispatcher hit an internal error; please report it".into());
-    Concluded {
-        envelope: if pretty {
-            ptd_wire::json::raw::pretty(&compact)
-        } else {
-            compact
-        },
-        status: err.status(),
-        exit: err.exit_code(),
-        stderr: vec![ptd_wire::terminal::error_line(err.code().as_str(), &human)],
-    }
-}
-
-/// The envelope printed when nothing else can be rendered.
-const LAST_RESORT_ENVELOPE: &str = concat!(
-    r#"{"schema":"wp-codebox/parent-tool-result/v1","version":1,"request_id":"","tool":"","#,
-    r#""operation":"","status":"failed","error":{"code":"internal_error","message":"the "#,
-    r#"dispatcher hit an internal error; please report it","retryable":false},"artifacts":"#,
-    r#"{"transcripts":[],"evidence":[]},"diagnostics":{},"metadata":{}}"#
-);
 
 /// A request that passed every check before anything runs (SPEC §4.1 steps 1–3).
 pub struct Admitted {
@@ -361,11 +344,21 @@ pub struct Expected {
     pub sent: Echo,
     /// The tool id as requested, which the printed envelope carries.
     pub canonical_tool: String,
-    /// The bridge's deadline and `--max-output-bytes`.
-    pub limits: Limits,
+    /// The time the adapter or endpoint may take: the bridge's, unless the ledger step cut it.
+    pub deadline: Deadline,
+    /// `--max-output-bytes`.
+    pub max_bytes: usize,
 }
 
 impl Expected {
+    /// The bounds an answer is judged by: the deadline and `--max-output-bytes`.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            timeout_ms: self.deadline.timeout_ms(),
+            max_bytes: self.max_bytes,
+        }
+    }
+
     /// What an answer to this request must echo.
     pub fn expect(&self) -> Expect<'_> {
         Expect {
@@ -419,18 +412,15 @@ fn admit(
         tool: usage.tool_map.external(&canonical_tool),
         ..request.echo.clone()
     };
-    let limits = Limits {
-        timeout_ms: bridge.timeout_ms,
-        max_bytes: usize::try_from(args.run.max_output_bytes).unwrap_or(usize::MAX),
-    };
     Ok(Admitted {
-        bridge,
-        request,
         expected: Expected {
             sent,
             canonical_tool,
-            limits,
+            deadline: Deadline::of(&bridge),
+            max_bytes: usize::try_from(args.run.max_output_bytes).unwrap_or(usize::MAX),
         },
+        bridge,
+        request,
     })
 }
 
@@ -495,7 +485,11 @@ enum Obtained {
 }
 
 impl Obtained {
+    /// Judge what came back (SPEC §4.5); a recorded envelope is only checked.
     fn judge(&self) -> Outcome<'_> {
+        if !matches!(self, Obtained::Replayed(_)) {
+            panic_point::reach(PanicPoint::Judging);
+        }
         match self {
             Obtained::Ran(ran) => ran.judge(),
             Obtained::Answered(answered) => answered.judge(),
@@ -560,7 +554,7 @@ fn call_endpoint(
     }
     learned.dispatch.transport = Some(Transport::Http);
     learned.dispatch.endpoint = Some(target.origin().to_string());
-    let limits = expected.limits;
+    let limits = expected.limits();
     let endpoint_limits = endpoint::Limits {
         timeout_ms: limits.timeout_ms,
         max_bytes: limits.max_bytes,
@@ -610,7 +604,11 @@ impl Answered {
         let body = Body::Bytes(&self.response.body);
         let expected = &self.expected;
         Outcome {
-            verdict: judge::judge(Answer { ending, body }, expected.expect(), expected.limits),
+            verdict: judge::judge(
+                Answer { ending, body },
+                expected.expect(),
+                expected.limits(),
+            ),
             stdout_kept: None,
             replayed: None,
         }
@@ -630,6 +628,7 @@ fn run_adapter(
 ) -> Result<Ran, DispatchError> {
     let command = command_of(bridge)?;
     let mut plan = plan::plan(bridge, command, &expected.sent, body, run.args, run.env)?;
+    expected.deadline.impose(&mut plan.spec);
     for path in &plan.host_paths {
         learned.redactor.add_host_path(&path.to_string_lossy());
     }
@@ -696,9 +695,7 @@ fn run_adapter(
     let result_file = match &plan.files {
         None => None,
         // Only read what an adapter that ran to its end left behind.
-        Some(files) if finished.stopped.is_none() => {
-            Some(files.read_result(expected.limits.max_bytes))
-        }
+        Some(files) if finished.stopped.is_none() => Some(files.read_result(expected.max_bytes)),
         Some(_) => Some(ResultFile::Missing),
     };
     Ok(Ran {
@@ -772,7 +769,7 @@ struct Ran {
 impl Ran {
     /// Judge the answer (SPEC §4.5).
     fn judge(&self) -> Outcome<'_> {
-        let limits = self.expected.limits;
+        let limits = self.expected.limits();
         // Over the cap is over the cap, whether the adapter exited before or after the
         // dispatcher noticed (SPEC §4.3).
         let overflowed =

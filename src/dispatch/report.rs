@@ -4,8 +4,12 @@
 //! The report is built once, by [`Report::build`], from what the steps learned ([`Learned`])
 //! and how the job ended ([`Outcome`]). `Learned` is filled by the sequencer in `dispatch/`,
 //! from each step's return value as it returns, so that a failure at any step — a panic
-//! included — is reported with everything known up to that point. Everything that leaves goes
-//! through the redactor here; nothing else in the main job prints.
+//! included — is reported with everything known up to that point. The envelope is rendered
+//! once ([`Report::text`], when the ledger or `--result-file` needs it as text; otherwise
+//! [`Report::print`] streams it): the ledger stores that text and stdout gets it. Only a
+//! failure to record it or to write the result file, which the envelope then reports, renders
+//! it again. Everything that leaves goes through the redactor here; nothing else in the main
+//! job prints.
 
 use super::DispatchError;
 use crate::cli::DispatchArgs;
@@ -20,7 +24,7 @@ use ptd_wire::envelope::result::{
     self, ArtifactRef, Audience, DispatchDiagnostics, LedgerDiagnostics, Resources, ResultEnvelope,
     RunDiagnostics, StdinError,
 };
-use ptd_wire::error::Status;
+use ptd_wire::error::{ErrorCode, Status};
 use ptd_wire::json::raw::{self, Fields};
 use ptd_wire::json::Document;
 use ptd_wire::redact::{is_sensitive_key, Redactor};
@@ -33,33 +37,36 @@ use std::time::{Instant, SystemTime};
 /// How much of stdout is kept as a diagnostic when it is not (or not validly) the answer.
 const STDOUT_HEAD_BYTES: usize = 64 * 1024;
 
-/// What the steps of one main job returned, as far as the report needs it. The sequencer sets
-/// each part when its step returns; no step sees this.
+/// What the steps of one main job returned, as far as the report and the ledger's record
+/// need it. The sequencer in `dispatch/` records each part when its step returns; no step
+/// sees this.
 pub struct Learned {
     /// Every secret and host path known so far: the host's from the start, then the bridge's,
     /// the plan's and the endpoint's as their steps return them.
-    pub redactor: Redactor,
-    pub started: Instant,
-    pub started_at: SystemTime,
+    pub(super) redactor: Redactor,
+    pub(super) started: Instant,
+    pub(super) started_at: SystemTime,
     /// `diagnostics.dispatch` so far (its duration is set by the report).
-    pub dispatch: DispatchDiagnostics,
+    pub(super) dispatch: DispatchDiagnostics,
     /// The prepared transcript folder, when `--artifact-dir` is given and usable.
-    pub artifacts: Option<ArtifactDir>,
+    pub(super) artifacts: Option<ArtifactDir>,
     /// The request as read, when it was a JSON object.
-    pub request: Option<Rc<Document>>,
+    pub(super) request: Option<Rc<Document>>,
     /// The transcript name of a request without a usable id (from its bytes' digest).
-    pub fallback_name: Option<String>,
+    pub(super) fallback_name: Option<String>,
     /// What a failure envelope echoes.
-    pub echo: Echo,
+    pub(super) echo: Echo,
     /// Warning lines for stderr, printed before the envelope.
-    pub warnings: Vec<String>,
+    pub(super) warnings: Vec<String>,
     /// `diagnostics.ledger`, when the job runs with `--ledger` (SPEC §14).
-    pub ledger: Option<LedgerDiagnostics>,
+    pub(super) ledger: Option<LedgerDiagnostics>,
     /// The bridge ref, once the bridge loaded.
-    pub bridge_ref: Option<String>,
+    pub(super) bridge_ref: Option<String>,
     /// Lines that explain a failure, printed after its `error[..]` line (a CRLF `#!` line
     /// behind an exit status of 127).
-    pub notes: Vec<String>,
+    pub(super) notes: Vec<String>,
+    /// What the ledger step left to record once the report is built (with `--ledger`).
+    pub(super) gate: Option<super::gate::Gate>,
 }
 
 impl Learned {
@@ -83,6 +90,7 @@ impl Learned {
             ledger: None,
             bridge_ref: None,
             notes: Vec::new(),
+            gate: None,
         }
     }
 
@@ -305,13 +313,16 @@ impl From<DispatchError> for Outcome<'_> {
 }
 
 /// The concluded main job: the envelope with its diagnostics and transcript ref, the stderr
-/// lines, the exit status, and the rendered text when `--result-file` needed it.
+/// lines, the exit status, and the envelope's one rendering when the ledger or
+/// `--result-file` needed it as text (without one, [`Report::print`] streams it).
 pub struct Report<'a> {
     envelope: ResultEnvelope<'a>,
+    /// The dispatcher's own code when the job ended in a [`DispatchError`], kept typed.
+    failure: Option<ErrorCode>,
     exit: u8,
     stderr: Vec<String>,
-    /// The rendered envelope, when `--result-file` needed it (without the final newline).
-    text: Option<String>,
+    /// The envelope rendered: what the ledger stores, `--result-file` holds and stdout gets.
+    rendered: Option<Rendered>,
     redactor: &'a Redactor,
     pretty: bool,
     /// A replayed envelope's recorded text: printed again with only `diagnostics.ledger` set
@@ -332,6 +343,7 @@ impl<'a> Report<'a> {
         if let Some(stdout) = outcome.stdout_kept {
             dispatch.stdout_head = Some(stdout_head(stdout, redactor));
         }
+        let failure = outcome.verdict.as_ref().err().map(DispatchError::code);
         let (mut envelope, exit, human) = match outcome.verdict {
             Ok(envelope) => {
                 let exit = envelope.status.exit_code();
@@ -351,9 +363,10 @@ impl<'a> Report<'a> {
         write_transcript(learned, &mut envelope);
         let mut report = Report {
             envelope,
+            failure,
             exit,
             stderr: learned.warnings.clone(),
-            text: None,
+            rendered: None,
             redactor,
             pretty: args.pretty,
             replay_source: None,
@@ -405,14 +418,15 @@ impl<'a> Report<'a> {
         envelope.ledger.clone_from(&learned.ledger);
         let mut report = Report {
             envelope,
+            failure: None,
             exit: replayed.exit,
             stderr: learned.warnings.clone(),
-            text: None,
+            rendered: None,
             redactor,
             pretty: args.pretty,
             replay_source: Some(replayed.text),
         };
-        report.text = Some(report.render());
+        report.text();
         if let Some(code) = report.envelope.error_code() {
             let message = report.envelope.error_message().unwrap_or_default();
             let line = error_line(&redactor.redact_str(&code), &redactor.redact_str(&message));
@@ -426,9 +440,16 @@ impl<'a> Report<'a> {
         self.envelope.status
     }
 
-    /// The envelope's `error.code`, if any.
+    /// The envelope's `error.code` as written, if any (an adapter's own code included).
     pub fn error_code(&self) -> Option<String> {
         self.envelope.error_code().map(|c| c.into_owned())
+    }
+
+    /// The envelope's `error.code` as one of the dispatcher's codes: the failure's own, or
+    /// what an answer (or a recorded envelope) wrote when it is one of them.
+    pub fn code(&self) -> Option<ErrorCode> {
+        self.failure
+            .or_else(|| ErrorCode::parse(&self.envelope.error_code()?))
     }
 
     /// The exit status the job will have.
@@ -474,16 +495,21 @@ impl<'a> Report<'a> {
         }
     }
 
-    /// Fix the envelope's text (compact) as it will be printed, and return it: what the
+    /// The envelope's compact text, rendered the first time it is asked for: what the
     /// ledger stores is exactly what stdout then gets (pretty-printed with `--pretty`).
-    pub fn fix_text(&mut self) -> String {
-        let compact = self.compact();
-        self.text = Some(if self.pretty {
-            raw::pretty(&compact)
-        } else {
-            compact.clone()
-        });
-        compact
+    pub fn text(&mut self) -> &str {
+        let rendered = match self.rendered.take() {
+            Some(rendered) => rendered,
+            None => self.render(),
+        };
+        &self.rendered.insert(rendered).compact
+    }
+
+    /// The envelope changed after it was rendered (a failure to record it or to write the
+    /// result file is reported in it): render it again.
+    fn changed(&mut self) {
+        self.rendered = None;
+        self.text();
     }
 
     /// The call's outcome could not be recorded (SPEC §14.3): the real envelope is printed
@@ -500,7 +526,7 @@ impl<'a> Report<'a> {
             "warning[ledger_unavailable]: the call's outcome was not recorded in the ledger: {}",
             ptd_wire::terminal::escape(&message)
         ));
-        self.fix_text();
+        self.changed();
     }
 
     /// Write `--result-file`, when it is asked for. With a ledger the sequencer calls this
@@ -516,11 +542,17 @@ impl<'a> Report<'a> {
     /// reported on stderr and in `diagnostics.dispatch.result_file_error`, and stdout's
     /// envelope says so too.
     fn write_result_file(&mut self, path: &std::path::Path) {
-        let mut rendered = self.render();
-        rendered.push('\n');
-        let written = ptd_sys::fs::write_atomic(path, rendered.as_bytes());
-        rendered.pop();
-        self.text = Some(rendered);
+        self.text();
+        let written = match self.rendered.as_mut() {
+            Some(rendered) => {
+                let printed = rendered.printed_mut();
+                printed.push('\n');
+                let written = ptd_sys::fs::write_atomic(path, printed.as_bytes());
+                printed.pop();
+                written
+            }
+            None => Ok(()),
+        };
         if let Err(err) = written {
             let message = self.redactor.redact_str(&err.to_string());
             self.stderr.push(format!(
@@ -530,15 +562,15 @@ impl<'a> Report<'a> {
             if let Some(dispatch) = self.envelope.dispatch.as_mut() {
                 dispatch.result_file_error = Some(message);
             }
-            self.text = Some(self.render());
+            self.changed();
         }
     }
 
     /// The report as text: what [`print`](Self::print) would print.
     pub fn into_concluded(self) -> Concluded {
-        let envelope = match self.text {
-            Some(ref text) => text.clone(),
-            None => self.render(),
+        let envelope = match self.rendered {
+            Some(rendered) => rendered.into_printed(),
+            None => self.render().into_printed(),
         };
         Concluded {
             envelope,
@@ -572,8 +604,8 @@ impl<'a> Report<'a> {
             },
         );
         // A closed or full stdout loses the envelope: `error[stdout]` and exit 74 say so.
-        let written = match &self.text {
-            Some(text) => out.write_all(text.as_bytes()),
+        let written = match &self.rendered {
+            Some(rendered) => out.write_all(rendered.printed().as_bytes()),
             None if self.pretty => {
                 let mut pretty = raw::Pretty::new(&mut out);
                 self.envelope
@@ -604,13 +636,34 @@ impl<'a> Report<'a> {
         }
     }
 
-    fn render(&self) -> String {
+    fn render(&self) -> Rendered {
         let compact = self.compact();
-        if self.pretty {
-            raw::pretty(&compact)
-        } else {
-            compact
+        Rendered {
+            pretty: self.pretty.then(|| raw::pretty(&compact)),
+            compact,
         }
+    }
+}
+
+/// An envelope rendered once: its compact text, and the pretty-printed form of that text
+/// with `--pretty`. Neither holds the final newline.
+struct Rendered {
+    compact: String,
+    pretty: Option<String>,
+}
+
+impl Rendered {
+    /// What stdout and `--result-file` get.
+    fn printed(&self) -> &str {
+        self.pretty.as_deref().unwrap_or(&self.compact)
+    }
+
+    fn printed_mut(&mut self) -> &mut String {
+        self.pretty.as_mut().unwrap_or(&mut self.compact)
+    }
+
+    fn into_printed(self) -> String {
+        self.pretty.unwrap_or(self.compact)
     }
 }
 
