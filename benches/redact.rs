@@ -4,7 +4,7 @@
 //! adversarial `token='x' ` repeated (quadratic before redaction was made linear), and a JSON
 //! document of strings. The redactor holds a few secrets and host paths, as a dispatch would.
 //! Nothing is asserted: timings belong to the machine (the linear-time bound is tested in
-//! `src/redact/tests.rs`).
+//! `crates/wire/src/redact/tests.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a bench that cannot set up fails loudly
 
 use divan::counter::BytesCount;

@@ -10,7 +10,7 @@ use ptd_sys::exec::Spec;
 use ptd_sys::fs;
 use ptd_sys::hostenv::HostEnv;
 use ptd_verdict::DispatchError;
-use ptd_wire::envelope::bridge::{Bridge, CommandSpec, Transport};
+use ptd_wire::envelope::bridge::{CommandSpec, Transport};
 use ptd_wire::envelope::request::{self, Echo};
 use ptd_wire::envelope::result;
 use ptd_wire::redact::{is_sensitive_key, Redactor};
@@ -33,9 +33,11 @@ pub struct Plan {
 }
 
 /// Plan the run of `command` for a validated request. `sent` is the request as the adapter
-/// will see it (tool id mapped), `request_bytes` the bytes it receives.
+/// will see it (tool id mapped), `request_bytes` the bytes it receives, `timeout_ms` the call's
+/// deadline (the bridge's, or less when the ledger cut it): the run's bound and the adapter's
+/// `WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS`.
 pub fn plan(
-    bridge: &Bridge,
+    timeout_ms: u64,
     command: &CommandSpec,
     sent: &Echo,
     request_bytes: Vec<u8>,
@@ -62,7 +64,7 @@ pub fn plan(
         (vars::REQUEST_ID, sent.request_id.clone()),
         (vars::TOOL, sent.tool.clone()),
         (vars::OPERATION, sent.operation.clone()),
-        (vars::TIMEOUT_MS, bridge.timeout_ms.to_string()),
+        (vars::TIMEOUT_MS, timeout_ms.to_string()),
         (vars::REQUEST_SCHEMA, request::SCHEMA.to_string()),
         (vars::RESULT_SCHEMA, result::SCHEMA.to_string()),
     ];
@@ -90,7 +92,7 @@ pub fn plan(
         env,
         cwd,
         stdin: files.is_none().then_some(request_bytes),
-        timeout: Duration::from_millis(bridge.timeout_ms),
+        timeout: Duration::from_millis(timeout_ms),
         kill_grace: Duration::from_millis(args.run.kill_grace_ms),
         max_stdout_bytes: args.run.max_output_bytes,
         confinement: None,

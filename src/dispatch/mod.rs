@@ -627,8 +627,8 @@ fn run_adapter(
     learned: &mut Learned,
 ) -> Result<Ran, DispatchError> {
     let command = command_of(bridge)?;
-    let mut plan = plan::plan(bridge, command, &expected.sent, body, run.args, run.env)?;
-    expected.deadline.impose(&mut plan.spec);
+    let timeout_ms = expected.deadline.timeout_ms();
+    let mut plan = plan::plan(timeout_ms, command, &expected.sent, body, run.args, run.env)?;
     for path in &plan.host_paths {
         learned.redactor.add_host_path(&path.to_string_lossy());
     }

@@ -399,6 +399,32 @@ fn budget_tool_counts_one_tool_and_a_tool_the_bridge_does_not_allow_is_accepted(
 }
 
 #[test]
+fn the_adapter_is_told_the_cut_timeout_in_its_variable() {
+    let s = Setup::new();
+    let budget = ["--session", "sandbox_123", "--budget-adapter-ms", "1500"];
+    let var = "WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS";
+    let first = s
+        .dispatch(&["sleep:400", "echo"])
+        .args(&budget)
+        .request(id(0))
+        .run();
+    first.expect("succeeded", None, 0);
+    assert_eq!(first.envelope["output"]["env"][var], "1500");
+    let second = s
+        .dispatch(&["sleep:400", "echo"])
+        .args(&budget)
+        .request(id(1))
+        .run();
+    second.expect("succeeded", None, 0);
+    let left = second.envelope["diagnostics"]["ledger"]["adapter_ms_left"]
+        .as_u64()
+        .unwrap();
+    assert!(left <= 1100, "{left}");
+    assert_eq!(second.envelope["output"]["env"][var], left.to_string());
+    assert_eq!(second.dispatch()["timeout_ms"], left);
+}
+
+#[test]
 fn budget_adapter_ms_cuts_the_timeout_to_what_is_left_then_refuses() {
     let s = Setup::new();
     let budget = ["--session", "sandbox_123", "--budget-adapter-ms", "1500"];

@@ -58,7 +58,11 @@ fn a_panic_while_the_adapter_runs_kills_its_group_and_still_prints_one_envelope(
     .run();
     assert_internal_error_with_ids(&run);
     assert_one_panic_line(&run, "AdapterStarted");
-    assert!(run.stderr.contains("src/exec/mod.rs"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("crates/sys/src/exec/mod.rs"),
+        "{}",
+        run.stderr
+    );
     assert_eq!(pids(&pidfile).len(), 2, "both recorded their pid");
     assert_all_gone(&pidfile);
     // Killed, not waited for: far less than the adapters' 60 s.

@@ -268,19 +268,14 @@ impl DispatchError {
             }
             E::Interrupted {
                 signal,
-                adapter_started: true,
-            } => format!(
-                "the dispatcher received {} and stopped the adapter",
-                signal_name(*signal)
-            ),
-            E::Interrupted { signal, .. } => format!(
-                "the dispatcher received {} before the adapter started",
-                signal_name(*signal)
-            ),
+                adapter_started,
+            } => interrupted(*signal, *adapter_started),
             E::ArtifactDir { source, .. } => {
                 format!("the artifact directory cannot be used: {source}")
             }
-            E::BridgeInvalid { issues, .. } => with_first_issue("the parent-tool bridge is invalid", issues),
+            E::BridgeInvalid { issues, .. } => {
+                with_first_issue("the parent-tool bridge is invalid", issues)
+            }
             E::RequestTooLarge { limit } => format!(
                 "the request is over the {} limit (--max-request-bytes)",
                 human_bytes(*limit)
@@ -304,17 +299,7 @@ impl DispatchError {
             E::Timeout { timeout_ms } => {
                 format!("the adapter did not finish within {timeout_ms} ms and was stopped")
             }
-            E::ResultTooLarge {
-                max_bytes,
-                in_file: false,
-            } => format!(
-                "the adapter wrote more than the {} limit to stdout and was stopped (--max-output-bytes)",
-                human_bytes(*max_bytes)
-            ),
-            E::ResultTooLarge { max_bytes, .. } => format!(
-                "the adapter's result file is over the {} limit (--max-output-bytes)",
-                human_bytes(*max_bytes)
-            ),
+            E::ResultTooLarge { max_bytes, in_file } => result_too_large(*max_bytes, *in_file),
             E::AdapterSignaled { signal } => {
                 format!("the adapter was killed by {}", signal_name(*signal))
             }
@@ -322,9 +307,9 @@ impl DispatchError {
                 "the adapter's answer is not a valid result envelope",
                 issues,
             ),
-            E::AdapterExitNonzero { code, .. } => format!(
-                "the adapter exited with status {code} without a valid failure envelope"
-            ),
+            E::AdapterExitNonzero { code, .. } => {
+                format!("the adapter exited with status {code} without a valid failure envelope")
+            }
             E::ResultFileUnusable(what) => what.clone(),
             E::Internal(what) => {
                 format!("the dispatcher hit an internal error ({what}); please report it")
@@ -336,12 +321,12 @@ impl DispatchError {
             E::EndpointUnreachable { origin, cause } => {
                 format!("the endpoint {origin} could not be reached: {cause}")
             }
-            E::EndpointHttpStatus { status, .. } if (300..400).contains(status) => format!(
-                "the endpoint answered HTTP {status}, a redirect, which is never followed"
-            ),
-            E::EndpointHttpStatus { status, .. } => format!(
-                "the endpoint answered HTTP {status} without a valid failure envelope"
-            ),
+            E::EndpointHttpStatus { status, .. } if (300..400).contains(status) => {
+                format!("the endpoint answered HTTP {status}, a redirect, which is never followed")
+            }
+            E::EndpointHttpStatus { status, .. } => {
+                format!("the endpoint answered HTTP {status} without a valid failure envelope")
+            }
             E::EndpointTimeout { timeout_ms } => {
                 format!("the endpoint did not answer within {timeout_ms} ms")
             }
@@ -353,15 +338,7 @@ impl DispatchError {
                 "the endpoint's answer is over the {} limit (--max-output-bytes)",
                 human_bytes(*max_bytes)
             ),
-            E::ConfinementUnavailable { missing } => format!(
-                "the confinement asked for cannot be put in place on this host (missing: {}); \
-                 the adapter was not started",
-                missing
-                    .iter()
-                    .map(|(name, _)| name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+            E::ConfinementUnavailable { missing } => confinement_unavailable(missing),
             E::ResourceLimitExceeded { limit, .. } => format!(
                 "the adapter reached its {} limit ({}) and failed without an answer",
                 limit.as_str(),
@@ -379,23 +356,10 @@ impl DispatchError {
                  tool's effect happened is unknown; check the real state, then retry under a \
                  new request_id"
             ),
-            E::HeldTimeout { timeout_ms } => format!(
-                "another dispatcher was still running this request after {timeout_ms} ms"
-            ),
-            E::BudgetExhausted(over) => match &over.tool {
-                Some(tool) => format!(
-                    "the sandbox session's budget of {} calls of {tool:?} is spent",
-                    over.limit
-                ),
-                None if over.budget == ptd_ledger::BudgetKind::AdapterMs => format!(
-                    "the sandbox session's budget of {} ms of adapter time is spent",
-                    over.limit
-                ),
-                None => format!(
-                    "the sandbox session's budget of {} calls is spent",
-                    over.limit
-                ),
-            },
+            E::HeldTimeout { timeout_ms } => {
+                format!("another dispatcher was still running this request after {timeout_ms} ms")
+            }
+            E::BudgetExhausted(over) => budget_exhausted(over),
             E::ConcurrencyLimited(over) => format!(
                 "the sandbox session already has {} calls in flight (at most {})",
                 over.used, over.limit
@@ -561,6 +525,64 @@ impl DispatchError {
         let mut body = ErrorBody::new(self.code(), self.message(), self.details());
         body.retryable = self.retryable();
         ResultEnvelope::failure(echo.clone(), self.status(), body)
+    }
+}
+
+/// `error.message` of [`DispatchError::Interrupted`].
+fn interrupted(signal: ptd_sys::signal::Signal, adapter_started: bool) -> String {
+    if adapter_started {
+        format!(
+            "the dispatcher received {} and stopped the adapter",
+            signal_name(signal)
+        )
+    } else {
+        format!(
+            "the dispatcher received {} before the adapter started",
+            signal_name(signal)
+        )
+    }
+}
+
+/// `error.message` of [`DispatchError::ResultTooLarge`].
+fn result_too_large(max_bytes: usize, in_file: bool) -> String {
+    if in_file {
+        format!(
+            "the adapter's result file is over the {} limit (--max-output-bytes)",
+            human_bytes(max_bytes)
+        )
+    } else {
+        format!(
+            "the adapter wrote more than the {} limit to stdout and was stopped (--max-output-bytes)",
+            human_bytes(max_bytes)
+        )
+    }
+}
+
+/// `error.message` of [`DispatchError::ConfinementUnavailable`]: the missing parts by name.
+fn confinement_unavailable(missing: &[(String, String)]) -> String {
+    let names: Vec<&str> = missing.iter().map(|(name, _)| name.as_str()).collect();
+    format!(
+        "the confinement asked for cannot be put in place on this host (missing: {}); \
+         the adapter was not started",
+        names.join(", ")
+    )
+}
+
+/// `error.message` of [`DispatchError::BudgetExhausted`].
+fn budget_exhausted(over: &ptd_ledger::OverBudget) -> String {
+    match &over.tool {
+        Some(tool) => format!(
+            "the sandbox session's budget of {} calls of {tool:?} is spent",
+            over.limit
+        ),
+        None if over.budget == ptd_ledger::BudgetKind::AdapterMs => format!(
+            "the sandbox session's budget of {} ms of adapter time is spent",
+            over.limit
+        ),
+        None => format!(
+            "the sandbox session's budget of {} calls is spent",
+            over.limit
+        ),
     }
 }
 

@@ -10,7 +10,7 @@
 //! Owns: the request side (reading, checking, mapping), the time budget, the server's
 //! environment, the table of error codes ([`Code`]) and the envelope. The process and its
 //! pipes live in `server.rs`, the JSON-RPC grammar in `wire.rs`, the session in `client.rs`;
-//! the scripted server of the test suite is `ptd-test mcp-server` (`tests/tools/`).
+//! the scripted server of the test suite is `ptd-test mcp-server` (`crates/testkit/src/bin/ptd-test/`).
 //!
 //! Invariants:
 //! - the server is shut down on every path (the MCP stdio order: stdin closed, a wait,
