@@ -23,7 +23,7 @@ use crate::json::raw::{self, Fields};
 use crate::ledger::audit::MAX_FIELD_BYTES;
 use crate::ledger::{
     self, AuditRecord, Budgets, Call, Decision, Key, Lease, Ledger, LedgerError, Name, Recorded,
-    Resources, Verdict, Waited,
+    Resources, Rule, Verdict, Waited,
 };
 use crate::redact::Redactor;
 use std::path::PathBuf;
@@ -111,7 +111,7 @@ pub(super) struct Gate {
     operation: String,
     attempt: u32,
     decision: Verdict,
-    rule: &'static str,
+    rule: Rule,
     /// The adapter's (or endpoint's) wall time, once it ran.
     adapter_ms: Option<u64>,
     /// The call's own timeout, for waiting on other writers.
@@ -149,7 +149,7 @@ pub(super) fn gate(
     let opened = Ledger::open(&options.path, deadline);
     let (decision, rule) = match &admitted {
         Err(err) => rule_of(err),
-        Ok(_) => (Verdict::Admit, "bridge.allowed_tools"),
+        Ok(_) => (Verdict::Admit, Rule::BridgeAllowedTools),
     };
     let ledger = match (opened, &admitted) {
         (Ok(ledger), _) => ledger,
@@ -202,12 +202,12 @@ pub(super) fn gate(
     let Waited { decision, waited } = match gate.ledger.wait(&call, &lease, deadline, &mut pause) {
         Ok(waited) => waited,
         Err(err) => {
-            refuse(gate, Verdict::Refuse, "ledger");
+            refuse(gate, Verdict::Refuse, Rule::Ledger);
             return Err(DispatchError::LedgerUnavailable(err));
         }
     };
     if let (Decision::Held(_), Some(signal)) = (&decision, interrupts.received()) {
-        refuse(gate, Verdict::Refuse, "dispatch");
+        refuse(gate, Verdict::Refuse, Rule::Dispatch);
         return Err(DispatchError::Interrupted {
             signal,
             adapter_started: false,
@@ -237,7 +237,7 @@ pub(super) fn gate(
             Ok(Gated::Run(Box::new(admitted)))
         }
         Decision::Replay(recorded) => {
-            refuse(gate, Verdict::Replay, "ledger:replay");
+            refuse(gate, Verdict::Replay, Rule::LedgerReplay);
             gate.attempt = recorded_attempt(&recorded.envelope).unwrap_or(0);
             learned.ledger = Some(LedgerDiagnostics {
                 replayed: true,
@@ -247,11 +247,11 @@ pub(super) fn gate(
             Ok(Gated::Replay(recorded))
         }
         Decision::Reused => {
-            refuse(gate, Verdict::Deny, "ledger:request_id");
+            refuse(gate, Verdict::Deny, Rule::LedgerRequestId);
             Err(DispatchError::RequestIdReused)
         }
         Decision::Held(_) => {
-            refuse(gate, Verdict::Refuse, "ledger:held");
+            refuse(gate, Verdict::Refuse, Rule::LedgerHeld);
             Err(DispatchError::HeldTimeout {
                 timeout_ms: millis(timeout),
             })
@@ -260,7 +260,7 @@ pub(super) fn gate(
             // The dead holder's key is ours now, to close with this final outcome.
             gate.held = Some(lease);
             gate.attempt = attempt;
-            refuse(gate, Verdict::Refuse, "ledger:lease");
+            refuse(gate, Verdict::Refuse, Rule::LedgerLease);
             Err(DispatchError::Indeterminate { attempt })
         }
         Decision::BudgetExhausted(over) => {
@@ -300,7 +300,7 @@ impl Gate {
         let (decision, rule) = match code.as_deref() {
             // Admitted by the policy, then refused by the host's confinement.
             Some(c) if c == ErrorCode::ConfinementUnavailable.as_str() => {
-                (Verdict::Refuse, "confinement")
+                (Verdict::Refuse, Rule::Confinement)
             }
             _ => (self.decision, self.rule),
         };
@@ -315,7 +315,7 @@ impl Gate {
             request_digest: self.digest.clone(),
             attempt: self.attempt,
             decision,
-            rule: name(rule),
+            rule,
             status: name(report.status().as_str()),
             code: code.map(|c| name(&redactor.redact_str(&c))),
             duration_ms: millis(learned.started.elapsed()),
@@ -421,30 +421,30 @@ fn note_unrecorded(learned: &mut Learned, err: &LedgerError) {
 }
 
 /// The decision and the rule behind a failure before the ledger step.
-fn rule_of(err: &DispatchError) -> (Verdict, &'static str) {
+fn rule_of(err: &DispatchError) -> (Verdict, Rule) {
     match err {
         DispatchError::Denied {
             denial: Denial::ToolNotAllowed {
                 by_bridge: false, ..
             },
             ..
-        } => (Verdict::Deny, "bridge.allowed_tools"),
+        } => (Verdict::Deny, Rule::BridgeAllowedTools),
         DispatchError::Denied {
             denial: Denial::ToolNotAllowed { .. },
             ..
-        } => (Verdict::Deny, "request.authorization.allowed_tools"),
+        } => (Verdict::Deny, Rule::RequestAllowedTools),
         DispatchError::Denied {
             denial: Denial::BridgeRefMismatch,
             ..
-        } => (Verdict::Deny, "bridge_ref"),
-        DispatchError::BridgeInvalid { .. } => (Verdict::Refuse, "bridge.schema"),
+        } => (Verdict::Deny, Rule::BridgeRef),
+        DispatchError::BridgeInvalid { .. } => (Verdict::Refuse, Rule::BridgeSchema),
         DispatchError::RequestInvalid { .. } | DispatchError::RequestUnreadable { .. } => {
-            (Verdict::Refuse, "request.schema")
+            (Verdict::Refuse, Rule::RequestSchema)
         }
-        DispatchError::RequestTooLarge { .. } => (Verdict::Refuse, "request.max_bytes"),
-        DispatchError::ArtifactDir { .. } => (Verdict::Refuse, "artifact_dir"),
-        DispatchError::SessionMismatch => (Verdict::Deny, "session"),
-        _ => (Verdict::Refuse, "dispatch"),
+        DispatchError::RequestTooLarge { .. } => (Verdict::Refuse, Rule::RequestMaxBytes),
+        DispatchError::ArtifactDir { .. } => (Verdict::Refuse, Rule::ArtifactDir),
+        DispatchError::SessionMismatch => (Verdict::Deny, Rule::Session),
+        _ => (Verdict::Refuse, Rule::Dispatch),
     }
 }
 
