@@ -189,8 +189,10 @@ impl Setup {
         K: AsRef<OsStr>,
         V: AsRef<OsStr>,
     {
+        let env: Vec<(K, V)> = env.into_iter().collect();
+        let resolved = resolve(program, path_var(&env).map(AsRef::as_ref), cwd)?;
         let env: Vec<Vec<u8>> = env
-            .into_iter()
+            .iter()
             .map(|(k, v)| {
                 let mut entry = k.as_ref().as_bytes().to_vec();
                 entry.push(b'=');
@@ -198,12 +200,6 @@ impl Setup {
                 entry
             })
             .collect();
-        let path_var = env
-            .iter()
-            .rev()
-            .find_map(|entry| entry.strip_prefix(b"PATH="))
-            .map(OsStr::from_bytes);
-        let resolved = resolve(program, path_var, cwd)?;
         // An empty argv still gives the program a name: the program as given.
         let argv = match argv {
             [] => CStrings::new([program.as_os_str().as_bytes().to_vec()])?,
@@ -310,16 +306,20 @@ where
     K: AsRef<OsStr>,
     V: AsRef<OsStr>,
 {
-    let path_var = env
-        .iter()
-        .rev()
-        .find(|(k, _)| k.as_ref() == "PATH")
-        .map(|(_, v)| v.as_ref());
-    let found = resolve(program, path_var, cwd)?;
+    let found = resolve(program, path_var(env).map(AsRef::as_ref), cwd)?;
     Ok(match cwd {
         Some(cwd) if found.is_relative() => cwd.join(found),
         _ => std::path::absolute(&found).unwrap_or(found),
     })
+}
+
+/// The value of `PATH` in the environment list `env` (its last entry, when it is there more
+/// than once): the one place a program's search path is taken from an environment.
+pub(crate) fn path_var<K: AsRef<OsStr>, V>(env: &[(K, V)]) -> Option<&V> {
+    env.iter()
+        .rev()
+        .find(|(k, _)| k.as_ref() == "PATH")
+        .map(|(_, v)| v)
 }
 
 /// Where `execvp` would find `program`: itself when it has a `/`; else the first entry of
@@ -589,6 +589,7 @@ fn mark_cloexec(fds: &[RawFd]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::OsString;
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::PermissionsExt;
 
@@ -641,6 +642,51 @@ mod tests {
             resolve(Path::new("./x/y"), None, None).unwrap(),
             Path::new("./x/y")
         );
+    }
+
+    #[test]
+    fn path_var_is_the_last_entry_named_exactly_path() {
+        let env = [
+            ("PATH", "/first"),
+            ("PATHX", "/x"),
+            ("path", "/lower"),
+            ("PATH", "/last"),
+            ("XPATH", "/y"),
+        ];
+        assert_eq!(path_var(&env), Some(&"/last"));
+        assert_eq!(path_var(&env[1..3]), None);
+        assert_eq!(path_var::<&str, &str>(&[]), None);
+        let owned = vec![(OsString::from("PATH"), OsString::from("/o"))];
+        assert_eq!(
+            path_var(&owned).map(|v| v.as_os_str()),
+            Some(OsStr::new("/o"))
+        );
+    }
+
+    #[test]
+    fn setup_and_locate_search_the_env_s_path() {
+        let dir = tempfile::tempdir().unwrap();
+        file(dir.path(), "tool", "#!/bin/sh\n", 0o755);
+        let dirs = dir.path().display().to_string();
+        let env = [("PATH", "/nonexistent"), ("PATH", dirs.as_str())];
+        let setup = Setup::new(Path::new("tool"), &["tool"], env, None).unwrap();
+        assert_eq!(
+            setup.program.as_bytes(),
+            dir.path().join("tool").as_os_str().as_bytes()
+        );
+        assert_eq!(
+            locate(Path::new("tool"), &env, None).unwrap(),
+            dir.path().join("tool")
+        );
+        assert!(matches!(
+            Setup::new(
+                Path::new("tool"),
+                &["tool"],
+                [("PATH", "/nonexistent")],
+                None
+            ),
+            Err(SpawnError::NotFound(_))
+        ));
     }
 
     #[test]

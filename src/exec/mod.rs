@@ -44,6 +44,8 @@ pub use child::crlf_shebang;
 /// Where a child would find its program (`PATH` resolution as `execvp`), for a caller that
 /// grants it before it runs (the git adapter's self-confinement).
 pub(crate) use child::locate;
+/// `PATH` in an environment list.
+pub(crate) use child::path_var;
 mod group;
 mod init;
 mod ladder;
@@ -150,11 +152,7 @@ pub fn prepare_confinement(
         return Ok(None);
     }
     let program = child::locate(program, env, cwd).map_err(Unconfinable::Spawn)?;
-    let path_var = env
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| std::ffi::OsString::from(v));
+    let path_var = child::path_var(env).map(std::ffi::OsString::from);
     let tmp_parent = std::env::temp_dir();
     let run = Run {
         program: &program,
