@@ -245,6 +245,8 @@ impl Setup {
     /// A `Command` that runs this setup in the child and `execve`s the program with exactly
     /// this argv and environment, in `cwd`. The caller sets stdin, stdout and stderr; std
     /// puts them in place (and changes to `cwd`) before the setup runs.
+    // exec/ owns spawning (clippy.toml's disallowed-methods).
+    #[allow(clippy::disallowed_methods)]
     pub(crate) fn into_command(self, cwd: Option<&Path>) -> Command {
         let mut command = Command::new(self.program());
         command.env_clear();
@@ -537,11 +539,13 @@ fn close_range_cloexec_works() -> bool {
 
 /// The descriptors from 3 up that this process has open now (`/proc/self/fd`).
 fn open_fds() -> Vec<RawFd> {
-    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+    // Unbounded: every descriptor must be found (their number is bounded by RLIMIT_NOFILE).
+    let Ok((entries, _)) = crate::fs::list_dir_path(Path::new("/proc/self/fd"), usize::MAX) else {
         return Vec::new();
     };
-    dir.flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<RawFd>().ok())
+    entries
+        .iter()
+        .filter_map(|entry| std::str::from_utf8(&entry.name).ok()?.parse::<RawFd>().ok())
         .filter(|&fd| fd > 2)
         .collect()
 }
