@@ -7,7 +7,11 @@
 //! since timings belong to the machine it runs on, but it checks that every case passed so
 //! that a broken suite is never timed. `PTD_BENCH_RUNS` sets the iteration count (default 7),
 //! `PTD_BENCH_CASES` the number of cases (default 1000).
-#![allow(clippy::unwrap_used, clippy::expect_used)] // a bench that cannot set up fails loudly
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+// a bench that cannot set up fails loudly
+// A benchmark reads its files and starts its processes directly (the product goes through
+// `fs/read.rs` and `exec/`).
+#![allow(clippy::disallowed_methods)]
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};

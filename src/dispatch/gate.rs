@@ -20,7 +20,7 @@ use crate::cli::{LedgerArgs, LEDGER_ENV, SESSION_ENV};
 use ptd_ledger::audit::MAX_FIELD_BYTES;
 use ptd_ledger::{
     self as ledger, AuditRecord, Budgets, Call, Decision, Key, Lease, Ledger, LedgerError, Name,
-    Recorded, Resources, Verdict, Waited,
+    Recorded, Resources, Rule, Verdict, Waited,
 };
 use ptd_wire::authorize::Denial;
 use ptd_wire::envelope::canonical;
@@ -162,7 +162,7 @@ pub(super) struct Gate {
     operation: String,
     attempt: u32,
     decision: Verdict,
-    rule: &'static str,
+    rule: Rule,
     /// The adapter's (or endpoint's) wall time, once it ran.
     adapter_ms: Option<u64>,
     /// The call's own timeout, for waiting on other writers.
@@ -186,7 +186,7 @@ pub(super) fn gate(
     let opened = Ledger::open(&options.path, deadline);
     let (decision, rule) = match &admitted {
         Err(err) => rule_of(err),
-        Ok(_) => (Verdict::Admit, "bridge.allowed_tools"),
+        Ok(_) => (Verdict::Admit, Rule::BridgeAllowedTools),
     };
     let ledger = match (opened, admitted) {
         (Ok(ledger), admitted) => (ledger, admitted),
@@ -280,12 +280,12 @@ impl Gate {
             match self.ledger.wait(&call, &lease, deadline, &mut pause) {
                 Ok(waited) => waited,
                 Err(err) => {
-                    self.refuse(Verdict::Refuse, "ledger");
+                    self.refuse(Verdict::Refuse, Rule::Ledger);
                     return Gated::through(Err(DispatchError::LedgerUnavailable(err)));
                 }
             };
         if let (Decision::Held(_), Some(signal)) = (&decision, interrupts.received()) {
-            self.refuse(Verdict::Refuse, "dispatch");
+            self.refuse(Verdict::Refuse, Rule::Dispatch);
             return Gated::through(Err(DispatchError::Interrupted {
                 signal,
                 adapter_started: false,
@@ -321,7 +321,7 @@ impl Gate {
                 Ok(Pass::Run(Box::new(admitted)))
             }
             Decision::Replay(recorded) => {
-                self.refuse(Verdict::Replay, "ledger:replay");
+                self.refuse(Verdict::Replay, Rule::LedgerReplay);
                 self.attempt = recorded_attempt(&recorded.envelope).unwrap_or(0);
                 diagnostics = Some(LedgerDiagnostics {
                     replayed: true,
@@ -343,11 +343,11 @@ impl Gate {
     fn refused(&mut self, decision: Decision, lease: Lease) -> DispatchError {
         match decision {
             Decision::Reused => {
-                self.refuse(Verdict::Deny, "ledger:request_id");
+                self.refuse(Verdict::Deny, Rule::LedgerRequestId);
                 DispatchError::RequestIdReused
             }
             Decision::Held(_) => {
-                self.refuse(Verdict::Refuse, "ledger:held");
+                self.refuse(Verdict::Refuse, Rule::LedgerHeld);
                 DispatchError::HeldTimeout {
                     timeout_ms: millis(self.timeout),
                 }
@@ -356,7 +356,7 @@ impl Gate {
                 // The dead holder's key is ours now, to close with this final outcome.
                 self.held = Some(lease);
                 self.attempt = attempt;
-                self.refuse(Verdict::Refuse, "ledger:lease");
+                self.refuse(Verdict::Refuse, Rule::LedgerLease);
                 DispatchError::Indeterminate { attempt }
             }
             Decision::BudgetExhausted(over) => {
@@ -375,7 +375,7 @@ impl Gate {
     }
 
     /// The ledger decided other than admitting the call: this goes into its record.
-    fn refuse(&mut self, decision: Verdict, rule: &'static str) {
+    fn refuse(&mut self, decision: Verdict, rule: Rule) {
         self.decision = decision;
         self.rule = rule;
     }
@@ -396,7 +396,7 @@ impl Gate {
         let redactor = &learned.redactor;
         let (decision, rule) = match report.code() {
             // Admitted by the policy, then refused by the host's confinement.
-            Some(ErrorCode::ConfinementUnavailable) => (Verdict::Refuse, "confinement"),
+            Some(ErrorCode::ConfinementUnavailable) => (Verdict::Refuse, Rule::Confinement),
             _ => (self.decision, self.rule),
         };
         let resources = resources_of(learned);
@@ -410,7 +410,7 @@ impl Gate {
             request_digest: self.digest.clone(),
             attempt: self.attempt,
             decision,
-            rule: name(rule),
+            rule,
             status: name(report.status().as_str()),
             code: report.error_code().map(|c| name(&redactor.redact_str(&c))),
             duration_ms: millis(learned.started.elapsed()),
@@ -505,30 +505,30 @@ fn resources_of(learned: &Learned) -> Resources {
 const MIN_RECORD_WAIT: Duration = Duration::from_secs(2);
 
 /// The decision and the rule behind a failure before the ledger step.
-fn rule_of(err: &DispatchError) -> (Verdict, &'static str) {
+fn rule_of(err: &DispatchError) -> (Verdict, Rule) {
     match err {
         DispatchError::Denied {
             denial: Denial::ToolNotAllowed {
                 by_bridge: false, ..
             },
             ..
-        } => (Verdict::Deny, "bridge.allowed_tools"),
+        } => (Verdict::Deny, Rule::BridgeAllowedTools),
         DispatchError::Denied {
             denial: Denial::ToolNotAllowed { .. },
             ..
-        } => (Verdict::Deny, "request.authorization.allowed_tools"),
+        } => (Verdict::Deny, Rule::RequestAllowedTools),
         DispatchError::Denied {
             denial: Denial::BridgeRefMismatch,
             ..
-        } => (Verdict::Deny, "bridge_ref"),
-        DispatchError::BridgeInvalid { .. } => (Verdict::Refuse, "bridge.schema"),
+        } => (Verdict::Deny, Rule::BridgeRef),
+        DispatchError::BridgeInvalid { .. } => (Verdict::Refuse, Rule::BridgeSchema),
         DispatchError::RequestInvalid { .. } | DispatchError::RequestUnreadable { .. } => {
-            (Verdict::Refuse, "request.schema")
+            (Verdict::Refuse, Rule::RequestSchema)
         }
-        DispatchError::RequestTooLarge { .. } => (Verdict::Refuse, "request.max_bytes"),
-        DispatchError::ArtifactDir { .. } => (Verdict::Refuse, "artifact_dir"),
-        DispatchError::SessionMismatch => (Verdict::Deny, "session"),
-        _ => (Verdict::Refuse, "dispatch"),
+        DispatchError::RequestTooLarge { .. } => (Verdict::Refuse, Rule::RequestMaxBytes),
+        DispatchError::ArtifactDir { .. } => (Verdict::Refuse, Rule::ArtifactDir),
+        DispatchError::SessionMismatch => (Verdict::Deny, Rule::Session),
+        _ => (Verdict::Refuse, Rule::Dispatch),
     }
 }
 

@@ -662,14 +662,7 @@ fn run_adapter(
         .is_none()
         .then(std::rc::Rc::<Prescanning>::default);
     spec.stdout_watch = prescan.clone().map(|p| exec::Viewer(p));
-    let (path_var, cwd) = (
-        spec.env
-            .iter()
-            .rev()
-            .find(|(k, _)| k == "PATH")
-            .map(|(_, v)| v.clone()),
-        spec.cwd.clone(),
-    );
+    let (path_var, cwd) = (exec::path_var(&spec.env).cloned(), spec.cwd.clone());
     let program_path = spec.program.clone();
     let finished = exec::run(spec, run.interrupts).map_err(|error| match error {
         exec::SpawnError::Confinement(refused) => {

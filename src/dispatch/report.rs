@@ -200,12 +200,12 @@ pub(crate) fn resources(r: exec::Resources) -> Resources {
     }
 }
 
-/// The envelope's form of a stdin write error: an unexpected one by the name of its
-/// `io::ErrorKind` in lower case (`"permissiondenied"`).
+/// The envelope's form of a stdin write error: an unexpected one by the wire name of its
+/// `io::ErrorKind` (`"permissiondenied"`, see `envelope::result::io_kind_name`).
 fn stdin_error(error: exec::StdinError) -> StdinError {
     match error {
         exec::StdinError::BrokenPipe => StdinError::BrokenPipe,
-        exec::StdinError::Other(kind) => StdinError::Other(format!("{kind:?}").to_lowercase()),
+        exec::StdinError::Other(kind) => StdinError::other(kind),
     }
 }
 

@@ -205,7 +205,12 @@ fn attempt(attack: Attack, value: &str) -> Answer {
             } else {
                 "cmdline"
             };
-            from_io(std::fs::read(format!("/proc/{pid}/{file}")))
+            // Reading any of it is the attack: the first bytes tell.
+            let path = format!("/proc/{pid}/{file}");
+            from_io(
+                ptd_sys::fs::read_head(std::path::Path::new(&path), 4096)
+                    .map_err(std::io::Error::from),
+            )
         }
         Attack::Prlimit => {
             let Some(pid) = pid_arg(value) else {

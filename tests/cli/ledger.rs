@@ -2,7 +2,7 @@
 //! the library's own ledger.
 
 use super::*;
-use ptd_ledger::{AuditRecord, Ledger, Name, Resources, Verdict};
+use ptd_ledger::{AuditRecord, Ledger, Name, Resources, Rule, Verdict};
 
 fn record(request_id: &str, time_ms: u64) -> AuditRecord {
     AuditRecord {
@@ -15,7 +15,7 @@ fn record(request_id: &str, time_ms: u64) -> AuditRecord {
         request_digest: "d".into(),
         attempt: 1,
         decision: Verdict::Deny,
-        rule: Name::new("bridge.allowed_tools").unwrap(),
+        rule: Rule::BridgeAllowedTools,
         status: Name::new("denied").unwrap(),
         code: Some(Name::new("tool_not_allowed").unwrap()),
         duration_ms: 1,

@@ -2,7 +2,7 @@
 //! integration test also makes `cargo test` build the binary, which the root package's
 //! `tests/cli` then runs (it finds it next to `parent-tool-dispatch`).
 
-#![allow(clippy::expect_used)]
+#![allow(clippy::expect_used, clippy::disallowed_methods)]
 
 use std::process::{Command, Stdio};
 

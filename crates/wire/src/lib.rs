@@ -14,6 +14,10 @@
 //!
 //! It sees no command-line type; files and processes come from `ptd_sys`.
 
+// Unit tests may read files, start processes and signal them directly; the product does that
+// only through `ptd_sys::fs` and `ptd_sys::exec` (`disallowed-methods` in `clippy.toml`).
+#![cfg_attr(test, allow(clippy::disallowed_methods))]
+
 /// A line on stderr that cannot panic. `eprintln!` panics when stderr cannot be written
 /// (`/dev/full`, a reader gone), and a panic while the main job prints its messages would turn
 /// a lost message into a lost envelope. Here only the line is lost: stdout and the exit status

@@ -22,8 +22,8 @@ pub const GENESIS: &str = "00000000000000000000000000000000000000000000000000000
 /// transcript ref) a record holds.
 pub const MAX_FIELD_BYTES: usize = 1024;
 
-/// A short machine name: 1–64 bytes of `[a-z0-9_.:-]` — a rule (`bridge.allowed_tools`,
-/// `budget:calls`), a status or an error code. Checked on construction and when read back.
+/// A short machine name: 1–64 bytes of `[a-z0-9_.:-]` — a status or an error code. Checked on
+/// construction and when read back. (A rule is a [`Rule`].)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct Name(String);
@@ -88,6 +88,129 @@ impl From<Name> for String {
     }
 }
 
+/// The rule behind a record's decision (docs/ledger.md's table). Stored and exported as its
+/// spelling ([`Rule::as_str`]), which is part of the ledger's format: a stored spelling that is
+/// none of these is an unreadable record, not a new rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "&'static str")]
+pub enum Rule {
+    /// `bridge.allowed_tools`: admitted, or denied by the bridge's allowlist.
+    BridgeAllowedTools,
+    /// `request.authorization.allowed_tools`: denied by the request's own allowlist.
+    RequestAllowedTools,
+    /// `bridge_ref`: `metadata.bridge_ref` names another bridge.
+    BridgeRef,
+    /// `bridge.schema`: the bridge is invalid.
+    BridgeSchema,
+    /// `request.schema`: the request is invalid or unreadable.
+    RequestSchema,
+    /// `request.max_bytes`: the request is too large.
+    RequestMaxBytes,
+    /// `artifact_dir`: the transcript folder cannot be used.
+    ArtifactDir,
+    /// `session`: the request names another session than `--session`.
+    Session,
+    /// `budget:calls`: over `--budget-calls`.
+    BudgetCalls,
+    /// `budget:tool`: over `--budget-tool`.
+    BudgetTool,
+    /// `budget:adapter_ms`: over `--budget-adapter-ms`.
+    BudgetAdapterMs,
+    /// `budget:concurrent`: over `--max-concurrent`.
+    BudgetConcurrent,
+    /// `ledger:replay`: answered from the ledger.
+    LedgerReplay,
+    /// `ledger:request_id`: the request id was used for another request.
+    LedgerRequestId,
+    /// `ledger:held`: another dispatcher held the key past the call's timeout.
+    LedgerHeld,
+    /// `ledger:lease`: the key's holder died (`dispatch_indeterminate`).
+    LedgerLease,
+    /// `ledger`: the ledger could not be used.
+    Ledger,
+    /// `confinement`: admitted by the policy, refused by the host's confinement.
+    Confinement,
+    /// `dispatch`: another failure before the adapter started.
+    Dispatch,
+}
+
+impl Rule {
+    /// Every rule, in docs/ledger.md's order.
+    pub const ALL: [Rule; 19] = [
+        Rule::BridgeAllowedTools,
+        Rule::RequestAllowedTools,
+        Rule::BridgeRef,
+        Rule::BridgeSchema,
+        Rule::RequestSchema,
+        Rule::RequestMaxBytes,
+        Rule::ArtifactDir,
+        Rule::Session,
+        Rule::BudgetCalls,
+        Rule::BudgetTool,
+        Rule::BudgetAdapterMs,
+        Rule::BudgetConcurrent,
+        Rule::LedgerReplay,
+        Rule::LedgerRequestId,
+        Rule::LedgerHeld,
+        Rule::LedgerLease,
+        Rule::Ledger,
+        Rule::Confinement,
+        Rule::Dispatch,
+    ];
+
+    /// The rule's spelling in a stored record and in `audit export`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::BridgeAllowedTools => "bridge.allowed_tools",
+            Rule::RequestAllowedTools => "request.authorization.allowed_tools",
+            Rule::BridgeRef => "bridge_ref",
+            Rule::BridgeSchema => "bridge.schema",
+            Rule::RequestSchema => "request.schema",
+            Rule::RequestMaxBytes => "request.max_bytes",
+            Rule::ArtifactDir => "artifact_dir",
+            Rule::Session => "session",
+            Rule::BudgetCalls => "budget:calls",
+            Rule::BudgetTool => "budget:tool",
+            Rule::BudgetAdapterMs => "budget:adapter_ms",
+            Rule::BudgetConcurrent => "budget:concurrent",
+            Rule::LedgerReplay => "ledger:replay",
+            Rule::LedgerRequestId => "ledger:request_id",
+            Rule::LedgerHeld => "ledger:held",
+            Rule::LedgerLease => "ledger:lease",
+            Rule::Ledger => "ledger",
+            Rule::Confinement => "confinement",
+            Rule::Dispatch => "dispatch",
+        }
+    }
+
+    /// The rule spelled `text`; an error names the text when it is no rule.
+    pub fn parse(text: &str) -> Result<Rule, String> {
+        Rule::ALL
+            .into_iter()
+            .find(|rule| rule.as_str() == text)
+            .ok_or_else(|| format!("{:?} is not a rule", ptd_wire::terminal::escape(text)))
+    }
+}
+
+impl std::fmt::Display for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl TryFrom<String> for Rule {
+    type Error = String;
+    fn try_from(text: String) -> Result<Rule, String> {
+        Rule::parse(&text)
+    }
+}
+
+impl From<Rule> for &'static str {
+    fn from(rule: Rule) -> &'static str {
+        rule.as_str()
+    }
+}
+
 /// What happened to the call, in one word; the `rule` says why.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -142,7 +265,7 @@ pub struct AuditRecord {
     /// The decision.
     pub decision: Verdict,
     /// The rule that made it, e.g. `bridge.allowed_tools`, `budget:calls`, `ledger:replay`.
-    pub rule: Name,
+    pub rule: Rule,
     /// The final status of the envelope.
     pub status: Name,
     /// The envelope's `error.code`, if any.

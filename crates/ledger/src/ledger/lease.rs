@@ -4,7 +4,9 @@
 //! exists in this boot and is not a zombie. Leases assume one pid namespace for every
 //! dispatcher sharing a ledger (the README says so).
 
+use ptd_sys::exec::ProcStat;
 use std::io;
+use std::path::Path;
 
 /// The holder of a `running` key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,35 +20,22 @@ pub struct Lease {
     pub start_ticks: u64,
 }
 
-/// What `/proc/<pid>/stat` says about a process: its state letter and start time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ProcStat {
-    pub(crate) state: u8,
-    pub(crate) start_ticks: u64,
-}
-
-/// Parse `/proc/<pid>/stat`. The command name (field 2) is in parentheses and may itself hold
-/// spaces and `)`, so fields are counted after the LAST `)`.
-pub(crate) fn parse_stat(text: &str) -> Option<ProcStat> {
-    let rest = &text[text.rfind(')')? + 1..];
-    let mut fields = rest.split_ascii_whitespace();
-    let state = *fields.next()?.as_bytes().first()?;
-    // `state` is field 3; field 22 is 19 further on.
-    let start_ticks = fields.nth(18)?.parse().ok()?;
-    Some(ProcStat { state, start_ticks })
-}
+/// Where the kernel names this boot.
+const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
 
 fn boot_id() -> io::Result<String> {
-    Ok(std::fs::read_to_string("/proc/sys/kernel/random/boot_id")?
+    // A UUID and a newline; the bound only guards against a strange file there.
+    Ok(ptd_sys::fs::read_text(Path::new(BOOT_ID), 4096)?
         .trim()
         .to_string())
 }
 
+/// `/proc/<pid>/stat` of `pid` (read and parsed by `exec::ProcStat`, the one reader of that
+/// file); `None` when there is no such process.
 fn stat_of(pid: u32) -> io::Result<Option<ProcStat>> {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(text) => Ok(parse_stat(&text)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
+    match i32::try_from(pid) {
+        Ok(pid) => ProcStat::read(pid),
+        Err(_) => Ok(None),
     }
 }
 
@@ -77,7 +66,7 @@ impl Lease {
             Err(_) => return true,
         }
         match stat_of(self.pid) {
-            Ok(Some(st)) => st.start_ticks == self.start_ticks && !matches!(st.state, b'Z' | b'X'),
+            Ok(Some(st)) => st.start_ticks == self.start_ticks && st.live(),
             Ok(None) => false,
             Err(_) => true,
         }
@@ -87,22 +76,6 @@ impl Lease {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stat_fields_are_counted_after_the_last_parenthesis() {
-        let fields: Vec<String> = (4..=52).map(|n| n.to_string()).collect();
-        let text = format!("42 (a) b) (c) S {}\n", fields.join(" "));
-        assert_eq!(
-            parse_stat(&text),
-            Some(ProcStat {
-                state: b'S',
-                start_ticks: 22
-            })
-        );
-        assert_eq!(parse_stat("42 (x) S 1 2"), None);
-        assert_eq!(parse_stat("no parenthesis"), None);
-        assert_eq!(parse_stat(""), None);
-    }
 
     #[test]
     fn this_process_is_live_and_a_changed_start_time_or_boot_is_not() {

@@ -26,7 +26,7 @@ mod sqlite;
 #[cfg(test)]
 mod tests;
 
-pub use audit::{AuditRecord, Name, Resources, Verdict, Verification};
+pub use audit::{AuditRecord, Name, Resources, Rule, Verdict, Verification};
 pub use flags::{parse_budget_flag, parse_session, parse_since, FlagError};
 pub use lease::Lease;
 
@@ -100,12 +100,12 @@ pub enum BudgetKind {
 impl BudgetKind {
     /// The audit rule for it: `budget:calls`, `budget:tool`, `budget:adapter_ms`,
     /// `budget:concurrent`.
-    pub fn rule(self) -> &'static str {
+    pub fn rule(self) -> Rule {
         match self {
-            BudgetKind::Calls => "budget:calls",
-            BudgetKind::Tool => "budget:tool",
-            BudgetKind::AdapterMs => "budget:adapter_ms",
-            BudgetKind::Concurrent => "budget:concurrent",
+            BudgetKind::Calls => Rule::BudgetCalls,
+            BudgetKind::Tool => Rule::BudgetTool,
+            BudgetKind::AdapterMs => Rule::BudgetAdapterMs,
+            BudgetKind::Concurrent => Rule::BudgetConcurrent,
         }
     }
 }

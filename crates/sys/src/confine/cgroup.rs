@@ -127,8 +127,9 @@ impl CgroupError {
 impl Host {
     /// Read `/proc/self/mountinfo` and `/proc/self/cgroup`.
     pub fn read() -> Host {
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let cgroup = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        let read = |file: &str| crate::fs::read_text(Path::new(file), MAX_PROC_FILE_BYTES);
+        let mountinfo = read("/proc/self/mountinfo").unwrap_or_default();
+        let cgroup = read("/proc/self/cgroup").unwrap_or_default();
         Host::parse(&mountinfo, &cgroup)
     }
 
@@ -259,8 +260,13 @@ fn unescape(field: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The most read of one file of `/proc` (a host with thousands of mounts still fits).
+const MAX_PROC_FILE_BYTES: u64 = 16 << 20;
+/// The most read of one cgroup file: a list of controllers, a few `key value` lines.
+const MAX_CGROUP_FILE_BYTES: u64 = 64 << 10;
+
 fn has_word(file: &Path, word: &str) -> bool {
-    std::fs::read_to_string(file)
+    crate::fs::read_text(file, MAX_CGROUP_FILE_BYTES)
         .map(|s| s.split_whitespace().any(|w| w == word))
         .unwrap_or(false)
 }
@@ -567,7 +573,7 @@ impl Drop for CallCgroup {
 
 /// The number after `key` in a `key value` per line file.
 fn key_value(file: &Path, key: &str) -> Option<u64> {
-    let text = std::fs::read_to_string(file).ok()?;
+    let text = crate::fs::read_text(file, MAX_CGROUP_FILE_BYTES).ok()?;
     text.lines().find_map(|line| {
         let (k, v) = line.split_once(char::is_whitespace)?;
         (k == key).then(|| v.trim().parse().ok()).flatten()

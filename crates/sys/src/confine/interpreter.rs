@@ -7,8 +7,6 @@
 //! of a `#!` line (`BINPRM_BUF_SIZE`) and follows at most four interpreters deep; so does this.
 
 use std::ffi::{OsStr, OsString};
-use std::fs::File;
-use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -74,12 +72,8 @@ fn shebang(path: &Path) -> Result<Option<Vec<u8>>, InterpreterError> {
         path: path.to_path_buf(),
         error: e.to_string(),
     };
-    let mut head = Vec::with_capacity(SHEBANG_MAX);
-    File::open(path)
-        .map_err(unreadable)?
-        .take(SHEBANG_MAX as u64)
-        .read_to_end(&mut head)
-        .map_err(unreadable)?;
+    // Through the one reader: a FIFO or a device named as a program is refused, not waited on.
+    let head = crate::fs::read_head(path, SHEBANG_MAX as u64).map_err(|e| unreadable(e.into()))?;
     let Some(rest) = head.strip_prefix(b"#!") else {
         return Ok(None);
     };

@@ -31,6 +31,7 @@
 //! symlink of `/etc` anywhere else.
 
 use super::interpreter::{self, InterpreterError};
+use crate::fs::EntryKind;
 use ::landlock::{
     Access, AccessFs, BitFlags, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
     Scope, ABI,
@@ -39,6 +40,7 @@ use rustix::fd::{AsRawFd, OwnedFd};
 use rustix::fs::{FileType, OFlags};
 use rustix::io::Errno;
 use std::ffi::OsStr;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
 
 /// The oldest Landlock ABI confinement accepts: 3 is the first that can refuse `truncate`;
@@ -525,6 +527,23 @@ pub fn base_grants() -> (Vec<(PathBuf, Grant)>, Vec<PathBuf>) {
     (grants, withheld)
 }
 
+/// The most entries read of one directory listed for the base grants (`/`, `/etc`, a folder of
+/// it).
+const MAX_LISTED: usize = 1 << 16;
+
+/// What an `lstat` says, as a listing's kind.
+fn entry_kind(kind: std::fs::FileType) -> EntryKind {
+    if kind.is_dir() {
+        EntryKind::Dir
+    } else if kind.is_file() {
+        EntryKind::File
+    } else if kind.is_symlink() {
+        EntryKind::Symlink
+    } else {
+        EntryKind::Other
+    }
+}
+
 /// Whether each path is a directory, where a listing or `lstat` of ours already said (`/etc`'s
 /// entries): [`build`] then needs no `fstat` of its own for them.
 type Kinds = std::collections::HashMap<PathBuf, bool>;
@@ -532,11 +551,11 @@ type Kinds = std::collections::HashMap<PathBuf, bool>;
 /// [`base_grants`], and the kinds the `/etc` look-ups told.
 fn base_grants_and_kinds() -> (Vec<(PathBuf, Grant)>, Vec<PathBuf>, Kinds) {
     let mut exec: Vec<PathBuf> = BASE_EXEC.iter().map(PathBuf::from).collect();
-    if let Ok(root) = std::fs::read_dir("/") {
+    if let Ok((root, _)) = crate::fs::list_dir_path(Path::new("/"), MAX_LISTED) {
         let mut libs: Vec<PathBuf> = root
-            .flatten()
-            .filter(|e| e.file_name().as_encoded_bytes().starts_with(b"lib"))
-            .map(|e| e.path())
+            .iter()
+            .filter(|e| e.name.starts_with(b"lib"))
+            .map(|e| Path::new("/").join(OsStr::from_bytes(&e.name)))
             .collect();
         libs.sort();
         exec.extend(libs);
@@ -623,12 +642,13 @@ impl EtcScan<'_> {
     /// Look every entry of [`ETC_ALLOWED`] up under `etc`: one listing of `etc` (whose kinds
     /// need no `stat`), one `lstat` per name below it.
     fn scan(&mut self, etc: &Path) {
-        let Ok(listing) = std::fs::read_dir(etc) else {
+        let Ok((listing, _)) = crate::fs::list_dir_path(etc, MAX_LISTED) else {
             return;
         };
-        let mut top: Vec<(std::ffi::OsString, std::fs::FileType)> = listing
-            .flatten()
-            .filter_map(|e| Some((e.file_name(), e.file_type().ok()?)))
+        let mut top: Vec<(std::ffi::OsString, EntryKind)> = listing
+            .into_iter()
+            .filter(|e| e.kind != EntryKind::Unknown)
+            .map(|e| (std::ffi::OsString::from_vec(e.name), e.kind))
             .collect();
         top.sort_by(|a, b| a.0.cmp(&b.0));
         for (entry, _) in ETC_ALLOWED {
@@ -644,9 +664,11 @@ impl EtcScan<'_> {
                 let here = etc.join(name);
                 match rest {
                     None => self.consider(here, *kind, folder, prefix),
-                    Some(rest) if kind.is_dir() => self.beneath(&here, rest, folder, prefix),
+                    Some(rest) if *kind == EntryKind::Dir => {
+                        self.beneath(&here, rest, folder, prefix)
+                    }
                     // A link on the way to an entry: where it leads is not looked into.
-                    Some(_) if kind.is_symlink() => self.withhold(here),
+                    Some(_) if *kind == EntryKind::Symlink => self.withhold(here),
                     Some(_) => {}
                 }
             }
@@ -665,13 +687,14 @@ impl EtcScan<'_> {
                 }
             }
             None if prefix => {
-                let Ok(listing) = std::fs::read_dir(dir) else {
+                let Ok((listing, _)) = crate::fs::list_dir_path(dir, MAX_LISTED) else {
                     return;
                 };
-                let mut found: Vec<(PathBuf, std::fs::FileType)> = listing
-                    .flatten()
-                    .filter(|e| name_matches(rest, &e.file_name(), true))
-                    .filter_map(|e| Some((e.path(), e.file_type().ok()?)))
+                let mut found: Vec<(PathBuf, EntryKind)> = listing
+                    .iter()
+                    .filter(|e| name_matches(rest, OsStr::from_bytes(&e.name), true))
+                    .filter(|e| e.kind != EntryKind::Unknown)
+                    .map(|e| (dir.join(OsStr::from_bytes(&e.name)), e.kind))
                     .collect();
                 found.sort_by(|a, b| a.0.cmp(&b.0));
                 for (here, kind) in found {
@@ -681,7 +704,7 @@ impl EtcScan<'_> {
             None => {
                 let here = dir.join(rest);
                 if let Ok(meta) = std::fs::symlink_metadata(&here) {
-                    self.consider(here, meta.file_type(), folder, prefix);
+                    self.consider(here, entry_kind(meta.file_type()), folder, prefix);
                 }
             }
         }
@@ -690,8 +713,8 @@ impl EtcScan<'_> {
     /// Grant an entry found at `here`: itself when it is of the kind the table says (a folder
     /// for `/`, a regular file otherwise, either for a prefix), its target when it is a link
     /// to somewhere safe; else it is withheld.
-    fn consider(&mut self, here: PathBuf, kind: std::fs::FileType, folder: bool, prefix: bool) {
-        if kind.is_symlink() {
+    fn consider(&mut self, here: PathBuf, kind: EntryKind, folder: bool, prefix: bool) {
+        if kind == EntryKind::Symlink {
             match link_target(&here, self.exec_roots) {
                 Target::Covered => {}
                 Target::Grant(target) => self.targets.push(target),
@@ -700,16 +723,16 @@ impl EtcScan<'_> {
             return;
         }
         let fits = if folder {
-            kind.is_dir()
+            kind == EntryKind::Dir
         } else if prefix {
-            kind.is_dir() || kind.is_file()
+            matches!(kind, EntryKind::Dir | EntryKind::File)
         } else {
-            kind.is_file()
+            kind == EntryKind::File
         };
         if !fits {
             self.withhold(here);
         } else if !self.grants.contains(&here) {
-            self.kinds.insert(here.clone(), kind.is_dir());
+            self.kinds.insert(here.clone(), kind == EntryKind::Dir);
             self.grants.push(here);
         }
     }

@@ -34,6 +34,7 @@ pub mod probe;
 pub mod rlimit;
 pub mod seccomp;
 #[cfg(any(test, feature = "test-support"))]
+#[allow(clippy::disallowed_methods)] // test scaffolding: it probes the host directly
 pub mod skip;
 
 pub use options::{Network, OptionError, OptionName, Options, RawOptions};
@@ -47,7 +48,12 @@ use rustix::io::Errno;
 use seccomp::Filter;
 use std::ffi::OsStr;
 use std::fmt;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+
+/// The most entries of the file transport's private folder handed to the run-as user (the
+/// dispatcher put one or two files there).
+const TRANSPORT_ENTRIES: usize = 1024;
 
 /// A child-side step of SPEC §13.1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -323,8 +329,12 @@ impl Prepared {
             .ok();
         if let Some(dir) = run.transport_dir {
             // The folder and what the dispatcher put in it (the request file).
-            let entries = std::fs::read_dir(dir)
-                .map(|list| list.flatten().map(|e| e.path()).collect::<Vec<_>>())
+            let entries = crate::fs::list_dir_path(dir, TRANSPORT_ENTRIES)
+                .map(|(list, _)| {
+                    list.iter()
+                        .map(|e| dir.join(OsStr::from_bytes(&e.name)))
+                        .collect::<Vec<_>>()
+                })
                 .unwrap_or_default();
             for path in std::iter::once(dir.to_path_buf()).chain(entries) {
                 if let Err(e) = give_to(&path, &who) {

@@ -17,10 +17,8 @@ use super::namespaces::PreparedNamespaces;
 use super::rlimit::Rlimits;
 use super::seccomp::{self, SeccompError, TIOCSTI};
 use super::{set_no_new_privs, ChildError, Step};
-use rustix::event::{poll, PollFd, PollFlags, Timespec};
-use rustix::fd::{AsFd, OwnedFd};
+use rustix::fd::AsFd;
 use rustix::io::Errno;
-use rustix::process::{Pid, WaitOptions};
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -76,32 +74,16 @@ pub(super) enum Record {
     Failed(ChildError),
 }
 
-/// Fork; run `child` in the child (system calls only!), carry its record back.
+/// Fork (through `exec::fork_report`); run `child` in the child (system calls only!), carry
+/// its record back.
 ///
 /// `child` runs between `fork` and `_exit` of a possibly multi-threaded process: it must not
 /// allocate, lock or panic. Everything it needs is prepared by the caller.
 pub(super) fn fork_probe(child: impl FnOnce() -> Record) -> Outcome {
-    let Ok((read, write)) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC) else {
+    let Some(forked) = crate::exec::fork_report(PROBE_TIMEOUT, || encode(child())) else {
         return Outcome::Lost;
     };
-    // SAFETY: the child only runs `child` (system calls on prepared data, per this
-    // function's contract), writes to a pipe and `_exit`s; it never returns into Rust code
-    // that could touch locks held by other threads at the fork.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        let bytes = encode(child());
-        let _ = rustix::io::write(&write, &bytes);
-        // SAFETY: `_exit` ends the child without running the parent's atexit handlers or
-        // destructors.
-        unsafe { libc::_exit(0) };
-    }
-    drop(write);
-    let Some(pid) = Pid::from_raw(pid) else {
-        return Outcome::Lost;
-    };
-    let record = read_record(&read);
-    let status = wait_bounded(pid);
-    match (record, status) {
+    match (forked.report, forked.status) {
         (Some(bytes), _) => decode(bytes),
         (None, Some(status)) => match status.terminating_signal() {
             Some(signal) => Outcome::Killed { signal },
@@ -132,35 +114,6 @@ fn decode(bytes: [u8; 6]) -> Outcome {
         },
         _ => Outcome::Lost,
     }
-}
-
-fn read_record(read: &OwnedFd) -> Option<[u8; 6]> {
-    let timeout = Timespec::try_from(PROBE_TIMEOUT).ok()?;
-    let mut fds = [PollFd::new(read, PollFlags::IN)];
-    if poll(&mut fds, Some(&timeout)).ok()? == 0 {
-        return None;
-    }
-    let mut bytes = [0u8; 6];
-    match rustix::io::read(read, &mut bytes) {
-        Ok(6) => Some(bytes),
-        _ => None,
-    }
-}
-
-/// Wait for `pid`, killing it when it is still there after the record (or the timeout).
-fn wait_bounded(pid: Pid) -> Option<rustix::process::WaitStatus> {
-    for _ in 0..200 {
-        match rustix::process::waitpid(Some(pid), WaitOptions::NOHANG) {
-            Ok(Some((_, status))) => return Some(status),
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(_) => return None,
-        }
-    }
-    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-    rustix::process::waitpid(Some(pid), WaitOptions::empty())
-        .ok()
-        .flatten()
-        .map(|(_, s)| s)
 }
 
 fn failed(step: Step) -> impl Fn(Errno) -> Record {
@@ -363,17 +316,10 @@ pub fn pids(host: &Host) -> Result<Probe, Vec<super::cgroup::CgroupError>> {
         if let Err(errno) = cgroup.join() {
             return failed(Step::JoinCgroups)(errno);
         }
-        // SAFETY: a fork of the single-threaded probe child; the grandchild only `_exit`s.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            // SAFETY: ends the grandchild at once.
-            unsafe { libc::_exit(0) };
+        match crate::exec::fork_and_reap() {
+            Ok(()) => Record::NotRefused(0),
+            Err(errno) => Record::Refused(errno),
         }
-        if pid > 0 {
-            let _ = rustix::process::waitpid(Pid::from_raw(pid), WaitOptions::empty());
-            return Record::NotRefused(0);
-        }
-        Record::Refused(super::landlock::last_errno())
     });
     let Counters { pids_max_hits, .. } = cgroup.counters();
     Ok(Probe {

@@ -189,8 +189,10 @@ impl Setup {
         K: AsRef<OsStr>,
         V: AsRef<OsStr>,
     {
+        let env: Vec<(K, V)> = env.into_iter().collect();
+        let resolved = resolve(program, path_var(&env).map(AsRef::as_ref), cwd)?;
         let env: Vec<Vec<u8>> = env
-            .into_iter()
+            .iter()
             .map(|(k, v)| {
                 let mut entry = k.as_ref().as_bytes().to_vec();
                 entry.push(b'=');
@@ -198,12 +200,6 @@ impl Setup {
                 entry
             })
             .collect();
-        let path_var = env
-            .iter()
-            .rev()
-            .find_map(|entry| entry.strip_prefix(b"PATH="))
-            .map(OsStr::from_bytes);
-        let resolved = resolve(program, path_var, cwd)?;
         // An empty argv still gives the program a name: the program as given.
         let argv = match argv {
             [] => CStrings::new([program.as_os_str().as_bytes().to_vec()])?,
@@ -249,6 +245,8 @@ impl Setup {
     /// A `Command` that runs this setup in the child and `execve`s the program with exactly
     /// this argv and environment, in `cwd`. The caller sets stdin, stdout and stderr; std
     /// puts them in place (and changes to `cwd`) before the setup runs.
+    // exec/ owns spawning (clippy.toml's disallowed-methods).
+    #[allow(clippy::disallowed_methods)]
     pub(crate) fn into_command(self, cwd: Option<&Path>) -> Command {
         let mut command = Command::new(self.program());
         command.env_clear();
@@ -338,16 +336,20 @@ where
     K: AsRef<OsStr>,
     V: AsRef<OsStr>,
 {
-    let path_var = env
-        .iter()
-        .rev()
-        .find(|(k, _)| k.as_ref() == "PATH")
-        .map(|(_, v)| v.as_ref());
-    let found = resolve(program, path_var, cwd)?;
+    let found = resolve(program, path_var(env).map(AsRef::as_ref), cwd)?;
     Ok(match cwd {
         Some(cwd) if found.is_relative() => cwd.join(found),
         _ => std::path::absolute(&found).unwrap_or(found),
     })
+}
+
+/// The value of `PATH` in the environment list `env` (its last entry, when it is there more
+/// than once): the one place a program's search path is taken from an environment.
+pub fn path_var<K: AsRef<OsStr>, V>(env: &[(K, V)]) -> Option<&V> {
+    env.iter()
+        .rev()
+        .find(|(k, _)| k.as_ref() == "PATH")
+        .map(|(_, v)| v)
 }
 
 /// Where `execvp` would find `program`: itself when it has a `/`; else the first entry of
@@ -566,11 +568,13 @@ fn close_range_cloexec_works() -> bool {
 
 /// The descriptors from 3 up that this process has open now (`/proc/self/fd`).
 fn open_fds() -> Vec<RawFd> {
-    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+    // Unbounded: every descriptor must be found (their number is bounded by RLIMIT_NOFILE).
+    let Ok((entries, _)) = crate::fs::list_dir_path(Path::new("/proc/self/fd"), usize::MAX) else {
         return Vec::new();
     };
-    dir.flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<RawFd>().ok())
+    entries
+        .iter()
+        .filter_map(|entry| std::str::from_utf8(&entry.name).ok()?.parse::<RawFd>().ok())
         .filter(|&fd| fd > 2)
         .collect()
 }
@@ -618,6 +622,7 @@ fn mark_cloexec(fds: &[RawFd]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::OsString;
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::PermissionsExt;
 
@@ -670,6 +675,51 @@ mod tests {
             resolve(Path::new("./x/y"), None, None).unwrap(),
             Path::new("./x/y")
         );
+    }
+
+    #[test]
+    fn path_var_is_the_last_entry_named_exactly_path() {
+        let env = [
+            ("PATH", "/first"),
+            ("PATHX", "/x"),
+            ("path", "/lower"),
+            ("PATH", "/last"),
+            ("XPATH", "/y"),
+        ];
+        assert_eq!(path_var(&env), Some(&"/last"));
+        assert_eq!(path_var(&env[1..3]), None);
+        assert_eq!(path_var::<&str, &str>(&[]), None);
+        let owned = vec![(OsString::from("PATH"), OsString::from("/o"))];
+        assert_eq!(
+            path_var(&owned).map(|v| v.as_os_str()),
+            Some(OsStr::new("/o"))
+        );
+    }
+
+    #[test]
+    fn setup_and_locate_search_the_env_s_path() {
+        let dir = tempfile::tempdir().unwrap();
+        file(dir.path(), "tool", "#!/bin/sh\n", 0o755);
+        let dirs = dir.path().display().to_string();
+        let env = [("PATH", "/nonexistent"), ("PATH", dirs.as_str())];
+        let setup = Setup::new(Path::new("tool"), &["tool"], env, None).unwrap();
+        assert_eq!(
+            setup.program.as_bytes(),
+            dir.path().join("tool").as_os_str().as_bytes()
+        );
+        assert_eq!(
+            locate(Path::new("tool"), &env, None).unwrap(),
+            dir.path().join("tool")
+        );
+        assert!(matches!(
+            Setup::new(
+                Path::new("tool"),
+                &["tool"],
+                [("PATH", "/nonexistent")],
+                None
+            ),
+            Err(SpawnError::NotFound(_))
+        ));
     }
 
     #[test]

@@ -44,6 +44,8 @@ pub use child::crlf_shebang;
 pub use child::locate;
 /// Where a child would find its program (`PATH` resolution as `execvp`), for a caller that
 /// grants it before it runs (the git adapter's self-confinement).
+/// `PATH` in an environment list.
+pub use child::path_var;
 mod group;
 mod init;
 mod ladder;
@@ -54,6 +56,7 @@ mod watched;
 
 pub use group::{become_subreaper, Launch, Pipes, ProcessGroup, Swept};
 pub use ladder::{walk, Rung, Target};
+pub use sweep::ProcStat;
 pub use watched::{Watch, Watched};
 
 use crate::confine::cgroup::Host;
@@ -150,11 +153,7 @@ pub fn prepare_confinement(
         return Ok(None);
     }
     let program = child::locate(program, env, cwd).map_err(Unconfinable::Spawn)?;
-    let path_var = env
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| std::ffi::OsString::from(v));
+    let path_var = child::path_var(env).map(std::ffi::OsString::from);
     let tmp_parent = std::env::temp_dir();
     let run = Run {
         program: &program,
@@ -649,6 +648,104 @@ fn not_started(sig: Signal, start: Instant) -> Finished {
         duration: start.elapsed(),
         leaked_processes: 0,
         resources: Resources::default(),
+    }
+}
+
+/// What the child of [`fork_report`] sent back, and how it ended.
+#[derive(Debug, Clone, Copy)]
+pub struct Forked<const N: usize> {
+    /// The child's report: `None` when it sent none in time.
+    pub report: Option<[u8; N]>,
+    /// Its wait status, when it was reaped.
+    pub status: Option<rustix::process::WaitStatus>,
+}
+
+/// Fork a child that runs `child`, writes the `N` bytes it returns to a pipe and `_exit`s;
+/// wait at most `timeout` for them, then reap the child — killed with SIGKILL when it is still
+/// there a second later. `None` when no child could be started. For `doctor`'s probes
+/// (`confine/probe.rs`), whose children try one forbidden thing.
+///
+/// `child` runs between `fork` and `_exit` of a possibly multi-threaded process: it must not
+/// allocate, lock or panic (system calls on data the caller prepared).
+// exec/ owns every fork and every signal sent (clippy.toml).
+#[allow(clippy::disallowed_methods)]
+pub fn fork_report<const N: usize>(
+    timeout: Duration,
+    child: impl FnOnce() -> [u8; N],
+) -> Option<Forked<N>> {
+    use rustix::process::{Pid, Signal, WaitOptions};
+    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).ok()?;
+    // SAFETY: the child only runs `child` (system calls on prepared data, per this
+    // function's contract), writes to a pipe and `_exit`s; it never returns into Rust code
+    // that could touch locks held by other threads at the fork.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let bytes = child();
+        let _ = rustix::io::write(&write, &bytes);
+        // SAFETY: `_exit` ends the child without running the parent's atexit handlers or
+        // destructors.
+        unsafe { libc::_exit(0) };
+    }
+    drop(write);
+    let pid = Pid::from_raw(pid.max(0))?;
+    let report = read_report(&read, timeout);
+    let mut status = None;
+    for _ in 0..200 {
+        match rustix::process::waitpid(Some(pid), WaitOptions::NOHANG) {
+            Ok(Some((_, ended))) => {
+                status = Some(ended);
+                break;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(_) => break,
+        }
+    }
+    if status.is_none() {
+        // Our own unreaped child: its pid cannot have been recycled.
+        let _ = rustix::process::kill_process(pid, Signal::KILL);
+        status = rustix::process::waitpid(Some(pid), WaitOptions::empty())
+            .ok()
+            .flatten()
+            .map(|(_, s)| s);
+    }
+    Some(Forked { report, status })
+}
+
+/// The `N` bytes of a report on `read`, if they come within `timeout`.
+fn read_report<const N: usize>(read: &rustix::fd::OwnedFd, timeout: Duration) -> Option<[u8; N]> {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let mut fds = [PollFd::new(read, PollFlags::IN)];
+    if poll(&mut fds, Some(&timespec(timeout))).ok()? == 0 {
+        return None;
+    }
+    let mut bytes = [0u8; N];
+    match rustix::io::read(read, &mut bytes) {
+        Ok(n) if n == N => Some(bytes),
+        _ => None,
+    }
+}
+
+/// Fork a child that `_exit`s at once, and reap it: `Ok` when this process could fork, else
+/// the errno of the refusal (`EAGAIN` past a cgroup's `pids.max`). System calls only: for a
+/// probe's child (the `pids` probe of `confine/probe.rs`).
+// exec/ owns every fork (clippy.toml).
+#[allow(clippy::disallowed_methods)]
+pub fn fork_and_reap() -> Result<(), rustix::io::Errno> {
+    // SAFETY: the new child only `_exit`s, touching nothing the fork may have left locked.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: ends the new child at once.
+        unsafe { libc::_exit(0) };
+    }
+    match rustix::process::Pid::from_raw(pid.max(0)) {
+        Some(pid) => {
+            let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
+            Ok(())
+        }
+        None => Err(
+            rustix::io::Errno::from_io_error(&io::Error::last_os_error())
+                .unwrap_or(rustix::io::Errno::IO),
+        ),
     }
 }
 

@@ -18,6 +18,9 @@ use rustix::process::{
     Signal, WaitId, WaitIdOptions,
 };
 use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// How many processes one walk or one sweep round looks at, at most (fork storms).
@@ -59,6 +62,8 @@ impl Sweeper {
     /// descendants; SIGKILL the groups in another session that live ones belong to, then
     /// `group` (our unreaped leader's); reap the dead, SIGKILL the live; wait a little for
     /// them. Returns `false` once the deadline passed.
+    // exec/ owns signals (clippy.toml's disallowed-methods).
+    #[allow(clippy::disallowed_methods)]
     pub(super) fn round(&mut self, children: &[i32], group: Option<Pid>) -> bool {
         let children = &children[..children.len().min(MAX_PROCESSES)];
         // Listed as our children, and only this process reaps: each is unreaped (alive or a
@@ -77,7 +82,7 @@ impl Sweeper {
         for &raw in &live {
             // Count before killing: what the kills below end was alive after the leader.
             self.note_live(raw);
-            let Some(stat) = Stat::read(raw) else {
+            let Some(stat) = ProcStat::of(raw) else {
                 continue;
             };
             // Its group's leader is pinned if it is one of these unreaped children (a zombie
@@ -155,12 +160,12 @@ impl Sweeper {
     /// In another session than the dispatcher: the session was created by `setsid()` in the
     /// adapter's own lineage, and no process can join a session from outside, so every member
     /// of a group in it is a descendant of the adapter.
-    fn escaped(&self, stat: &Stat) -> bool {
+    fn escaped(&self, stat: &ProcStat) -> bool {
         // From /proc, not getsid(2): in a PID namespace whose session leader lives outside,
         // the session id is 0, which rustix's `Pid` cannot hold.
         let own = self
             .own_session
-            .get_or_init(|| Stat::read(std::process::id() as i32).map(|s| s.session));
+            .get_or_init(|| ProcStat::of(std::process::id() as i32).map(|s| s.session));
         own.is_some_and(|own| stat.session != own)
     }
 
@@ -173,7 +178,7 @@ impl Sweeper {
             if visited > MAX_PROCESSES {
                 return;
             }
-            let live = pid == root || Stat::read(pid).is_some_and(|s| s.live);
+            let live = pid == root || ProcStat::of(pid).is_some_and(|s| s.live());
             if live && self.found.insert(pid) {
                 queue.extend(children_of(pid));
             }
@@ -209,6 +214,8 @@ fn kill_group_led_by(pidfd: &OwnedFd) {
 /// SIGKILL every descendant of `leader` (alive, or a zombie we have not reaped) that can be
 /// found under `/proc`. Each one is opened as a pidfd and checked to be the child of a process
 /// that is still pinned before it is signalled, so a recycled pid is never hit.
+// exec/ owns signals (clippy.toml's disallowed-methods).
+#[allow(clippy::disallowed_methods)]
 pub(super) fn kill_descendants(leader: Pid) {
     // (pid, its pidfd) of processes whose children are still to be visited.
     let mut queue: Vec<(i32, Option<OwnedFd>)> = vec![(leader.as_raw_nonzero().get(), None)];
@@ -227,7 +234,7 @@ pub(super) fn kill_descendants(leader: Pid) {
             // Read the parent after opening the pidfd: if `child` is still that process, the
             // stat describes it. `parent` itself must still be pinned when read: the leader is
             // (it is unreaped); any other parent must not have exited since it was opened.
-            let parent_now = Stat::read(child).map(|s| s.ppid);
+            let parent_now = ProcStat::of(child).map(|s| s.ppid);
             let parent_pinned = match &parent_fd {
                 None => true,
                 Some(fd) => !has_exited(fd),
@@ -259,11 +266,14 @@ fn children_of(pid: i32) -> Vec<i32> {
 
 fn children_in(tasks: &str) -> Vec<i32> {
     let mut out = Vec::new();
-    let Ok(tasks) = std::fs::read_dir(tasks) else {
+    let Ok((tasks_found, _)) = crate::fs::list_dir_path(Path::new(tasks), MAX_PROCESSES) else {
         return out;
     };
-    for task in tasks.flatten() {
-        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+    for task in tasks_found {
+        let children = Path::new(tasks)
+            .join(OsStr::from_bytes(&task.name))
+            .join("children");
+        if let Ok(text) = crate::fs::read_text(&children, MAX_CHILDREN_BYTES) {
             out.extend(
                 text.split_whitespace()
                     .filter_map(|p| p.parse::<i32>().ok()),
@@ -273,32 +283,84 @@ fn children_in(tasks: &str) -> Vec<i32> {
     out
 }
 
-/// What the sweep reads from `/proc/PID/stat`.
+/// The most of one thread's `children` file read: [`MAX_PROCESSES`] pids and their spaces.
+const MAX_CHILDREN_BYTES: u64 = MAX_PROCESSES as u64 * 12;
+
+/// What `/proc/PID/stat` says of a process: the fields the sweep, the ledger's leases and the
+/// tests use. The one reader and parser of that file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Stat {
-    /// Running or sleeping: not a zombie.
-    pub(super) live: bool,
-    pub(super) ppid: i32,
-    pub(super) pgrp: i32,
-    pub(super) session: i32,
+pub struct ProcStat {
+    /// Field 3, the state letter: `R`, `S`, …, `Z` for a zombie, `X` for dead.
+    pub state: u8,
+    /// Field 4, the parent's pid.
+    pub ppid: i32,
+    /// Field 5, the process group.
+    pub pgrp: i32,
+    /// Field 6, the session.
+    pub session: i32,
+    /// Field 7, the controlling terminal's device number (0 for none).
+    pub tty_nr: i32,
+    /// Field 22, when the process started: clock ticks since boot.
+    pub start_ticks: u64,
 }
 
-impl Stat {
-    pub(super) fn read(pid: i32) -> Option<Stat> {
-        Stat::parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+impl ProcStat {
+    /// The most read of one `/proc/PID/stat`: 52 numbers and a name of at most 64 bytes fit
+    /// several times over.
+    const MAX_BYTES: u64 = 4096;
+
+    /// The fields of a `/proc/PID/stat` text. Field 2, the command name, is in parentheses
+    /// and is the process's to choose: it may hold `)`, spaces, newlines and bytes that are
+    /// not UTF-8. Everything after it is a state letter and numbers, so the fields are
+    /// counted after the LAST `)`.
+    pub fn parse(stat: &[u8]) -> Option<ProcStat> {
+        let open = stat.iter().position(|&b| b == b'(')?;
+        let close = stat.iter().rposition(|&b| b == b')')?;
+        if close < open {
+            return None;
+        }
+        let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
+        let mut fields = rest.split_ascii_whitespace();
+        let state = match fields.next()?.as_bytes() {
+            [letter] if letter.is_ascii_alphabetic() => *letter,
+            _ => return None,
+        };
+        let mut number = || fields.next()?.parse::<i32>().ok();
+        let (ppid, pgrp, session, tty_nr) = (number()?, number()?, number()?, number()?);
+        // Field 7 was the last one read: field 22 is 15 further on.
+        let start_ticks = fields.nth(14)?.parse().ok()?;
+        Some(ProcStat {
+            state,
+            ppid,
+            pgrp,
+            session,
+            tty_nr,
+            start_ticks,
+        })
     }
 
-    fn parse(stat: &str) -> Option<Stat> {
-        // The command name is parenthesised and may itself hold ") ": cut at the last one.
-        let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
-        let state = fields.next()?;
-        let mut number = || fields.next()?.parse::<i32>().ok();
-        Some(Stat {
-            live: !matches!(state, "Z" | "X"),
-            ppid: number()?,
-            pgrp: number()?,
-            session: number()?,
-        })
+    /// `/proc/PID/stat` of `pid`, read through `fs::read_file` (bounded, regular files only);
+    /// `Ok(None)` when there is no such process or its file does not parse.
+    pub fn read(pid: i32) -> std::io::Result<Option<ProcStat>> {
+        let path = format!("/proc/{pid}/stat");
+        match crate::fs::read_file(Path::new(&path), ProcStat::MAX_BYTES) {
+            Ok(bytes) => Ok(ProcStat::parse(&bytes)),
+            Err(crate::fs::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// [`ProcStat::read`] with any failure as `None`: the sweep's reading of `/proc` is
+    /// observation only.
+    pub(super) fn of(pid: i32) -> Option<ProcStat> {
+        ProcStat::read(pid).ok().flatten()
+    }
+
+    /// Running or sleeping: not a zombie (`Z`) or dead (`X`).
+    pub fn live(&self) -> bool {
+        !matches!(self.state, b'Z' | b'X')
     }
 }
 
@@ -306,30 +368,90 @@ impl Stat {
 mod tests {
     use super::*;
 
+    /// A stat line of a process named `comm` (as the kernel writes it), with fields 3–52.
+    fn line(comm: &[u8], state: &str) -> Vec<u8> {
+        let mut text = b"42 (".to_vec();
+        text.extend_from_slice(comm);
+        text.extend_from_slice(b") ");
+        // Fields 4, 5, 6, 7 and then 8..=52 as their own numbers: field 22 reads 22.
+        let rest: Vec<String> = (8..=52).map(|n| n.to_string()).collect();
+        text.extend_from_slice(format!("{state} 7 8 9 0 {}\n", rest.join(" ")).as_bytes());
+        text
+    }
+
     #[test]
-    fn stat_parsing_takes_the_last_parenthesis() {
-        let stat = "42 (evil) R 1 2 3) S 7 8 9 0 -1 4194560";
-        assert_eq!(
-            Stat::parse(stat),
-            Some(Stat {
-                live: true,
-                ppid: 7,
-                pgrp: 8,
-                session: 9
-            })
-        );
-        let zombie = "43 (x) Z 1 43 43 0";
-        assert!(!Stat::parse(zombie).unwrap().live);
-        assert_eq!(Stat::parse("44 (cut) R 1"), None);
-        assert_eq!(Stat::parse("no parenthesis"), None);
+    fn stat_fields_are_counted_after_the_last_parenthesis_whatever_the_name_holds() {
+        let plain = ProcStat {
+            state: b'S',
+            ppid: 7,
+            pgrp: 8,
+            session: 9,
+            tty_nr: 0,
+            start_ticks: 22,
+        };
+        for comm in [
+            &b"sleep"[..],
+            b"",
+            b"a) R 1 2 3",
+            b") Z 1 1 1 0",
+            b"(",
+            b")(",
+            b"((x))",
+            b"two words",
+            b"new\nline",
+            b"tab\tand\rcr",
+            b"\xff\xfe not utf-8",
+            b"ends in ) ",
+            b"S 7 8 9 0 1",
+        ] {
+            assert_eq!(
+                ProcStat::parse(&line(comm, "S")),
+                Some(plain),
+                "{:?}",
+                String::from_utf8_lossy(comm)
+            );
+        }
+        let zombie = ProcStat::parse(&line(b"x) S", "Z")).unwrap();
+        assert!(!zombie.live());
+        assert!(!ProcStat::parse(&line(b"x", "X")).unwrap().live());
+        assert!(ProcStat::parse(&line(b"x", "R")).unwrap().live());
+    }
+
+    #[test]
+    fn a_stat_line_cut_short_or_malformed_is_none() {
+        assert_eq!(ProcStat::parse(b"44 (cut) R 1"), None);
+        assert_eq!(ProcStat::parse(b"43 (x) Z 1 43 43 0"), None, "no field 22");
+        assert_eq!(ProcStat::parse(b"no parenthesis"), None);
+        assert_eq!(ProcStat::parse(b"42 ) S (x"), None, "closed before opened");
+        assert_eq!(ProcStat::parse(b""), None);
+        let full = line(b"x", "S");
+        // Field 22 reads ` 22 `: every prefix without both its digits has no field 22.
+        let field_22 = full.windows(4).position(|w| w == b" 22 ").unwrap() + 1;
+        for cut in 0..full.len() {
+            let parsed = ProcStat::parse(&full[..cut]);
+            if cut <= field_22 {
+                assert_eq!(parsed, None, "cut at {cut}");
+            }
+        }
+        assert_eq!(ProcStat::parse(&line(b"x", "SS")), None, "one state letter");
+        assert_eq!(ProcStat::parse(&line(b"x", "1")), None);
+        for field in [" 7 ", " 8 ", " 9 ", " 0 ", " 22 "] {
+            let text = String::from_utf8(line(b"x", "S")).unwrap();
+            let bad = text.replacen(field, " q ", 1);
+            assert_eq!(
+                ProcStat::parse(bad.as_bytes()),
+                None,
+                "{field:?} not a number"
+            );
+        }
     }
 
     #[test]
     fn stat_matches_the_kernel_s_own_answers() {
         use std::os::unix::process::CommandExt;
         let me = std::process::id() as i32;
-        let own = Stat::read(me).unwrap();
-        assert!(own.live);
+        let own = ProcStat::read(me).unwrap().unwrap();
+        assert!(own.live());
         assert_eq!(own.ppid as u32, std::os::unix::process::parent_id());
         // A child in a group of its own: its parent is us, its group is its own pid, and it
         // shares our session (whatever number that has in this PID namespace, 0 included).
@@ -339,14 +461,40 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
-        let stat = Stat::read(pid);
+        let stat = ProcStat::of(pid);
         let _ = child.kill();
         let _ = child.wait();
         let stat = stat.unwrap();
-        assert!(stat.live);
+        assert!(stat.live());
         assert_eq!(stat.ppid, me);
         assert_eq!(stat.pgrp, pid);
         assert_eq!(stat.session, own.session);
-        assert_eq!(Stat::read(i32::MAX), None, "no such process");
+        assert!(stat.start_ticks >= own.start_ticks);
+        assert_eq!(ProcStat::read(i32::MAX).unwrap(), None, "no such process");
+        assert_eq!(ProcStat::of(i32::MAX), None);
+    }
+
+    #[test]
+    fn a_process_may_name_itself_anything_and_is_still_read() {
+        // A thread renamed to a hostile comm (PR_SET_NAME: 15 bytes, any but NUL).
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            rustix::thread::set_name(c"x) Z 1 2\n\xff(").unwrap();
+            tx.send(rustix::thread::gettid().as_raw_pid()).unwrap();
+            let _ = done_rx.recv();
+        });
+        let tid = rx.recv().unwrap();
+        // /proc/TID/stat: a thread's own stat, by the one reader (its name is not UTF-8).
+        let stat = ProcStat::read(tid);
+        done_tx.send(()).unwrap();
+        thread.join().unwrap();
+        let stat = stat.unwrap().unwrap();
+        let own = ProcStat::read(std::process::id() as i32).unwrap().unwrap();
+        assert!(stat.live());
+        assert_eq!(
+            (stat.ppid, stat.pgrp, stat.session),
+            (own.ppid, own.pgrp, own.session)
+        );
     }
 }

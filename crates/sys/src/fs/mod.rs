@@ -15,15 +15,19 @@
 //! - The one reader of files read by name (`read.rs`): [`read_file`] and its relatives open
 //!   without blocking, refuse what is not a regular file (FIFO, device, socket, directory) and
 //!   bound the size; [`read_stream`] reads the request, which may be a pipe, in a `poll(2)`
-//!   that a signal ends. Nothing else in the crate opens a file to read it.
-//! - [`create_dir_all`] / [`open_dir_path`] / [`read_file`] / [`read_stream`]: the only
-//!   functions that take a host path.
+//!   that a signal ends; [`read_text`] reads the kernel's files (`/proc`, `/sys`) the same
+//!   way, and [`list_dir_path`] lists a directory by host path. Nothing else in the crate
+//!   opens a file to read it: clippy refuses `std::fs::read*` and `File::open` outside
+//!   `read.rs` (`disallowed-methods` in `clippy.toml`).
+//! - [`create_dir_all`] / [`open_dir_path`] / [`read_file`] / [`read_head`] / [`read_text`] /
+//!   [`list_dir_path`] / [`read_stream`]: the only functions that take a host path.
 //!
 //! Invariants:
 //!
 //! - **No path is resolved against the process's working directory** (or `/`) unless the
 //!   function's doc says so: [`open_dir_path`], [`create_dir_all`], [`write_atomic`],
-//!   [`read_file`], [`read_stream`] and [`PrivateDir::create_in`] take a host path the
+//!   [`read_file`], [`read_head`], [`read_text`], [`list_dir_path`], [`read_stream`] and
+//!   [`PrivateDir::create_in`] take a host path the
 //!   operator chose; everything else takes a directory handle and ONE name (or, for
 //!   [`open_beneath`], a path the kernel keeps beneath the handle).
 //! - **No symlink is followed where one is refused**: functions that take a name open it with
@@ -53,7 +57,10 @@ pub use at::{
 };
 pub use private::{random_u64, Budget, CleanupError, PrivateDir, ReadRegular, MAX_CLEANUP_DEPTH};
 pub use publish::{write_atomic, AtomicWriteError, TempFile};
-pub use read::{read_file, read_file_at, read_head, read_opened, read_stream, regular, ReadError};
+pub use read::{
+    list_dir_path, read_file, read_file_at, read_head, read_opened, read_stream, read_text,
+    regular, ReadError,
+};
 pub use rustix::fs::{FileType, Mode, OFlags, Stat};
 
 use std::io;
@@ -68,7 +75,7 @@ pub(crate) fn retry<T>(call: impl FnMut() -> rustix::io::Result<T>) -> io::Resul
 /// and that an error message names no host path. For the tests of the layers above too, with
 /// the `test-support` feature (their dev-dependency turns it on).
 #[cfg(any(test, feature = "test-support"))]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::disallowed_methods)]
 pub mod test_support {
     use std::collections::BTreeSet;
     use std::os::unix::fs::MetadataExt;

@@ -20,7 +20,10 @@
 //!
 //! Errors carry the errno or the file type, never a path (the caller names the file).
 
-use super::{describe, kind, retry, FileType, Mode, OFlags, Stat};
+use super::{
+    cstring, describe, kind, list_dir, lstat_at, open_dir_path, retry, DirEntry, EntryKind,
+    FileType, Mode, OFlags, Stat,
+};
 use crate::interrupt::Interrupts;
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::ffi::CStr;
@@ -77,6 +80,30 @@ impl From<ReadError> for io::Error {
 /// followed: the operator named it), at most `max_bytes` of it.
 pub fn read_file(path: &Path, max_bytes: u64) -> Result<Vec<u8>, ReadError> {
     read_opened(open_path(path)?, max_bytes)
+}
+
+/// The text of the regular file at the host path `path`, at most `max_bytes` of it: for the
+/// files the kernel keeps (`/proc`, `/sys`, cgroup files: regular files of size 0, read to
+/// their end, the bound still holding). Text that is not UTF-8 is an `InvalidData` error.
+pub fn read_text(path: &Path, max_bytes: u64) -> Result<String, ReadError> {
+    String::from_utf8(read_file(path, max_bytes)?)
+        .map_err(|err| ReadError::Io(io::Error::new(io::ErrorKind::InvalidData, err)))
+}
+
+/// The entries of the directory at the host path `path` (relative to the working directory,
+/// symlinks followed: a path the dispatcher chose, `/proc/self/fd`, `/etc`), without `.` and
+/// `..`, at most `max` of them; the flag is true when more were left unread. Every entry's
+/// kind is known: where the file system gives none, the entry is looked at with `lstat`
+/// (without following it).
+pub fn list_dir_path(path: &Path, max: usize) -> io::Result<(Vec<DirEntry>, bool)> {
+    let dir = open_dir_path(path)?;
+    let (mut entries, more) = list_dir(dir.as_fd(), max)?;
+    for entry in entries.iter_mut().filter(|e| e.kind == EntryKind::Unknown) {
+        if let Ok(st) = cstring(&entry.name).and_then(|name| lstat_at(dir.as_fd(), &name)) {
+            entry.kind = kind(&st).into();
+        }
+    }
+    Ok((entries, more))
 }
 
 /// The first `max_bytes` of the regular file at the host path `path` (however large it is):
@@ -277,6 +304,64 @@ mod tests {
         let (file, _) = regular(fd).unwrap();
         let flags = rustix::fs::fcntl_getfl(&file).unwrap();
         assert!(!flags.contains(OFlags::NONBLOCK));
+    }
+
+    #[test]
+    fn kernel_files_are_read_as_text_within_their_bound() {
+        // /proc files say size 0 and are read to their end.
+        let stat = read_text(Path::new("/proc/self/stat"), 4096).unwrap();
+        assert!(
+            stat.starts_with(&format!("{} (", std::process::id())),
+            "{stat}"
+        );
+        assert!(matches!(
+            read_text(Path::new("/proc/self/stat"), 8),
+            Err(ReadError::TooLarge { limit: 8 })
+        ));
+        // Still the one reader: a FIFO or a device is refused at once.
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = fifo(tmp.path());
+        assert!(matches!(
+            read_text(&fifo, 10),
+            Err(ReadError::NotRegular(FileType::Fifo))
+        ));
+        assert!(matches!(
+            read_text(Path::new("/dev/zero"), 10),
+            Err(ReadError::NotRegular(FileType::CharacterDevice))
+        ));
+        let bytes = tmp.path().join("bytes");
+        std::fs::write(&bytes, b"\xff\xfe").unwrap();
+        assert!(
+            matches!(read_text(&bytes, 10), Err(ReadError::Io(e)) if e.kind() == io::ErrorKind::InvalidData)
+        );
+    }
+
+    #[test]
+    fn a_listing_by_path_knows_every_kind_and_stops_at_its_bound() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("d")).unwrap();
+        std::fs::write(tmp.path().join("f"), b"").unwrap();
+        std::os::unix::fs::symlink("f", tmp.path().join("l")).unwrap();
+        let _ = fifo(tmp.path());
+        let (mut entries, more) = list_dir_path(tmp.path(), 10).unwrap();
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        let found: Vec<(&[u8], EntryKind)> = entries
+            .iter()
+            .map(|e| (e.name.as_slice(), e.kind))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (&b"d"[..], EntryKind::Dir),
+                (b"f", EntryKind::File),
+                (b"f.fifo", EntryKind::Other),
+                (b"l", EntryKind::Symlink),
+            ]
+        );
+        assert!(!more);
+        let (entries, more) = list_dir_path(tmp.path(), 2).unwrap();
+        assert_eq!((entries.len(), more), (2, true));
+        assert!(list_dir_path(&tmp.path().join("f"), 10).is_err());
     }
 
     /// A pipe holding `bytes`, its write end closed.

@@ -220,6 +220,61 @@ pub enum StdinError {
     Other(String),
 }
 
+impl StdinError {
+    /// Any other write error, by the wire name of its kind ([`io_kind_name`]).
+    pub fn other(kind: std::io::ErrorKind) -> StdinError {
+        StdinError::Other(io_kind_name(kind).to_string())
+    }
+}
+
+/// The stable wire name of an I/O error kind (`diagnostics.dispatch.stdin_error`): the kind's
+/// name in lower case without separators (`permissiondenied`, `storagefull`), the spelling the
+/// envelope has always had. `Debug` output is not a format, so each name is written here; a
+/// kind this table does not name (one added to std later, or an uncategorized OS error) is
+/// `uncategorized`.
+pub fn io_kind_name(kind: std::io::ErrorKind) -> &'static str {
+    use std::io::ErrorKind as K;
+    match kind {
+        K::NotFound => "notfound",
+        K::PermissionDenied => "permissiondenied",
+        K::ConnectionRefused => "connectionrefused",
+        K::ConnectionReset => "connectionreset",
+        K::HostUnreachable => "hostunreachable",
+        K::NetworkUnreachable => "networkunreachable",
+        K::ConnectionAborted => "connectionaborted",
+        K::NotConnected => "notconnected",
+        K::AddrInUse => "addrinuse",
+        K::AddrNotAvailable => "addrnotavailable",
+        K::NetworkDown => "networkdown",
+        K::BrokenPipe => "brokenpipe",
+        K::AlreadyExists => "alreadyexists",
+        K::WouldBlock => "wouldblock",
+        K::NotADirectory => "notadirectory",
+        K::IsADirectory => "isadirectory",
+        K::DirectoryNotEmpty => "directorynotempty",
+        K::ReadOnlyFilesystem => "readonlyfilesystem",
+        K::StaleNetworkFileHandle => "stalenetworkfilehandle",
+        K::InvalidInput => "invalidinput",
+        K::InvalidData => "invaliddata",
+        K::TimedOut => "timedout",
+        K::WriteZero => "writezero",
+        K::StorageFull => "storagefull",
+        K::NotSeekable => "notseekable",
+        K::FileTooLarge => "filetoolarge",
+        K::ResourceBusy => "resourcebusy",
+        K::ExecutableFileBusy => "executablefilebusy",
+        K::Deadlock => "deadlock",
+        K::TooManyLinks => "toomanylinks",
+        K::ArgumentListTooLong => "argumentlisttoolong",
+        K::Interrupted => "interrupted",
+        K::Unsupported => "unsupported",
+        K::UnexpectedEof => "unexpectedeof",
+        K::OutOfMemory => "outofmemory",
+        K::Other => "other",
+        _ => "uncategorized",
+    }
+}
+
 /// What the process runner observed, for `diagnostics.dispatch` (absent until an adapter ran).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunDiagnostics {

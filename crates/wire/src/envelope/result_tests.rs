@@ -169,3 +169,61 @@ fn dispatcher_failures_have_one_shape() {
     );
     assert_eq!(env.error_code().as_deref(), Some("tool_not_allowed"));
 }
+
+#[test]
+fn io_error_kinds_have_fixed_wire_names() {
+    use std::io::ErrorKind as K;
+    // The spellings `diagnostics.dispatch.stdin_error` has always had (once `{kind:?}` in
+    // lower case): pinned here, whatever std's Debug output becomes.
+    let pinned = [
+        (K::NotFound, "notfound"),
+        (K::PermissionDenied, "permissiondenied"),
+        (K::ConnectionRefused, "connectionrefused"),
+        (K::ConnectionReset, "connectionreset"),
+        (K::HostUnreachable, "hostunreachable"),
+        (K::NetworkUnreachable, "networkunreachable"),
+        (K::ConnectionAborted, "connectionaborted"),
+        (K::NotConnected, "notconnected"),
+        (K::AddrInUse, "addrinuse"),
+        (K::AddrNotAvailable, "addrnotavailable"),
+        (K::NetworkDown, "networkdown"),
+        (K::BrokenPipe, "brokenpipe"),
+        (K::AlreadyExists, "alreadyexists"),
+        (K::WouldBlock, "wouldblock"),
+        (K::NotADirectory, "notadirectory"),
+        (K::IsADirectory, "isadirectory"),
+        (K::DirectoryNotEmpty, "directorynotempty"),
+        (K::ReadOnlyFilesystem, "readonlyfilesystem"),
+        (K::StaleNetworkFileHandle, "stalenetworkfilehandle"),
+        (K::InvalidInput, "invalidinput"),
+        (K::InvalidData, "invaliddata"),
+        (K::TimedOut, "timedout"),
+        (K::WriteZero, "writezero"),
+        (K::StorageFull, "storagefull"),
+        (K::NotSeekable, "notseekable"),
+        (K::FileTooLarge, "filetoolarge"),
+        (K::ResourceBusy, "resourcebusy"),
+        (K::ExecutableFileBusy, "executablefilebusy"),
+        (K::Deadlock, "deadlock"),
+        (K::TooManyLinks, "toomanylinks"),
+        (K::ArgumentListTooLong, "argumentlisttoolong"),
+        (K::Interrupted, "interrupted"),
+        (K::Unsupported, "unsupported"),
+        (K::UnexpectedEof, "unexpectedeof"),
+        (K::OutOfMemory, "outofmemory"),
+        (K::Other, "other"),
+    ];
+    for (kind, name) in pinned {
+        assert_eq!(io_kind_name(kind), name, "{kind:?}");
+        assert_eq!(
+            serde_json::to_value(StdinError::other(kind)).unwrap(),
+            name,
+            "{kind:?}"
+        );
+    }
+    // An OS error std has no kind for (EBADF, EIO on a pipe) is uncategorized, as before.
+    for errno in [libc::EBADF, libc::EIO] {
+        let kind = std::io::Error::from_raw_os_error(errno).kind();
+        assert_eq!(io_kind_name(kind), "uncategorized", "{kind:?}");
+    }
+}

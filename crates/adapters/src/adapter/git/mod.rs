@@ -340,7 +340,7 @@ fn confine(git: &mut Git<'_>, cx: &Context<'_>, call: &Call) -> Result<Confined,
         }
     }
     let grants = git.needs(&host_files)?;
-    let root = std::fs::File::open(git.root()).map_err(|err| root_unavailable(&err))?;
+    let root = ptd_sys::fs::open_dir_path(git.root()).map_err(|err| root_unavailable(&err))?;
     restrict_to_root_and(root.as_fd(), rights, &grants).map_err(|why| {
         Failure::new(
             Code::RootUnavailable,

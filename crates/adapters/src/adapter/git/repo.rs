@@ -10,7 +10,9 @@
 
 use super::command::{Git, MIN_VERSION};
 use super::{limits, Code, Failure};
-use std::io::Read;
+use ptd_sys::fs::EntryKind;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// The most of a file naming other directories (`objects/info/alternates`, `commondir`,
@@ -30,8 +32,8 @@ pub(super) fn locate(git: &mut Git<'_>) -> Result<(), Failure> {
     // A `.git` link or `gitdir:` file is followed here first: git would name its target (a
     // host path) in its refusal, the kernel refusing the read once the adapter is confined.
     if let Ok(target) = std::fs::canonicalize(&dot_git) {
-        let target = match std::fs::read(&target) {
-            Ok(text) if target.is_file() => {
+        let target = match ptd_sys::fs::read_file(&target, MAX_POINTER_FILE_BYTES) {
+            Ok(text) => {
                 let text = String::from_utf8_lossy(&text);
                 let named = text.strip_prefix("gitdir: ").unwrap_or("").trim_end();
                 git.root().join(named)
@@ -131,8 +133,10 @@ impl<'r> Walk<'r> {
             )
         };
         let mut subdirs = Vec::new();
-        for entry in std::fs::read_dir(dir).map_err(|_| unreadable())? {
-            let entry = entry.map_err(|_| unreadable())?;
+        // One more than what is left of the bound: the count below still sees it exceeded.
+        let left = limits::MAX_GIT_DIR_ENTRIES.saturating_sub(self.entries);
+        let (listing, _) = ptd_sys::fs::list_dir_path(dir, left + 1).map_err(|_| unreadable())?;
+        for entry in listing {
             self.entries += 1;
             if self.entries > limits::MAX_GIT_DIR_ENTRIES {
                 return Err(Failure::new(
@@ -145,14 +149,18 @@ impl<'r> Walk<'r> {
                     ),
                 ));
             }
-            let path = entry.path();
+            let name = OsStr::from_bytes(&entry.name);
+            let path = dir.join(name);
             // No git the adapter runs looks at `hooks/` (`core.hooksPath=/dev/null`), and a
             // hook linked to a script elsewhere is common: it is not part of the repository.
-            if top && entry.file_name() == "hooks" {
+            if top && name == "hooks" {
                 continue;
             }
-            let kind = entry.file_type().map_err(|_| unreadable())?;
-            if kind.is_symlink() {
+            let kind = entry.kind;
+            if kind == EntryKind::Unknown {
+                return Err(unreadable());
+            }
+            if kind == EntryKind::Symlink {
                 let target = self
                     .inside(&path)
                     .ok_or_else(|| self.outside(&path, "a link"))?;
@@ -161,9 +169,9 @@ impl<'r> Walk<'r> {
                 } else {
                     self.file(&path, &target)?;
                 }
-            } else if kind.is_dir() {
+            } else if kind == EntryKind::Dir {
                 subdirs.push(path);
-            } else if kind.is_file() {
+            } else if kind == EntryKind::File {
                 self.file(&path, &path)?;
             }
         }
@@ -194,10 +202,10 @@ impl<'r> Walk<'r> {
         } else {
             return Ok(());
         };
-        let mut text = String::new();
-        std::fs::File::open(target)
-            .and_then(|f| f.take(MAX_POINTER_FILE_BYTES).read_to_string(&mut text))
-            .map_err(|_| self.outside(path, what))?;
+        let text = ptd_sys::fs::read_head(target, MAX_POINTER_FILE_BYTES)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok())
+            .ok_or_else(|| self.outside(path, what))?;
         for line in text.lines() {
             let line = line.trim_end();
             if line.is_empty() || line.starts_with('#') {

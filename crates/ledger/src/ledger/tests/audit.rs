@@ -106,3 +106,77 @@ fn a_record_cannot_carry_control_characters_or_free_text_names() {
         Verification::Intact { records: 0, .. }
     ));
 }
+
+#[test]
+fn rules_keep_their_stored_spelling_and_an_unknown_one_is_an_error() {
+    // The ledger's format: these spellings are in stored records and `audit export`.
+    let spelled: Vec<&str> = Rule::ALL.iter().map(|r| r.as_str()).collect();
+    assert_eq!(
+        spelled,
+        [
+            "bridge.allowed_tools",
+            "request.authorization.allowed_tools",
+            "bridge_ref",
+            "bridge.schema",
+            "request.schema",
+            "request.max_bytes",
+            "artifact_dir",
+            "session",
+            "budget:calls",
+            "budget:tool",
+            "budget:adapter_ms",
+            "budget:concurrent",
+            "ledger:replay",
+            "ledger:request_id",
+            "ledger:held",
+            "ledger:lease",
+            "ledger",
+            "confinement",
+            "dispatch",
+        ]
+    );
+    for rule in Rule::ALL {
+        assert_eq!(Rule::parse(rule.as_str()), Ok(rule));
+        assert_eq!(rule.to_string(), rule.as_str());
+        // A stored rule is a valid name, as it was when it was one.
+        assert!(Name::new(rule.as_str()).is_ok(), "{rule:?}");
+    }
+    for bad in [
+        "",
+        "ledger:indeterminate",
+        "LEDGER:REPLAY",
+        "ledger:replay ",
+        "budget",
+    ] {
+        let err = Rule::parse(bad).unwrap_err();
+        assert!(err.contains("is not a rule"), "{err}");
+    }
+
+    let rec = record(&key("r"), Verdict::Replay, "ledger:replay", "succeeded");
+    let sealed = crate::ledger::audit::seal(&rec, 1, crate::ledger::audit::GENESIS).unwrap();
+    assert!(
+        sealed.body.contains(r#""rule":"ledger:replay""#),
+        "{}",
+        sealed.body
+    );
+    let (_, _, back) = crate::ledger::audit::open(&sealed.body).unwrap();
+    assert_eq!(back.rule, Rule::LedgerReplay);
+    let unknown = sealed.body.replace("ledger:replay", "ledger:unheard_of");
+    let err = crate::ledger::audit::open(&unknown).unwrap_err();
+    assert!(
+        err.contains("not an audit record") && err.contains("ledger:unheard_of"),
+        "{err}"
+    );
+}
+
+#[test]
+fn verify_names_a_record_whose_rule_is_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, conn) = three_records(&dir.path().join("t"));
+    conn.execute(
+        "UPDATE audit SET body = replace(body, 'bridge.allowed_tools', 'bridge.allowed_tool') WHERE seq = 2",
+        [],
+    )
+    .unwrap();
+    broken_at(&path, 2, "is not a rule");
+}

@@ -41,7 +41,7 @@ pub(super) fn record(key: &Key, decision: Verdict, rule: &str, status: &str) -> 
         request_digest: "d".into(),
         attempt: 1,
         decision,
-        rule: Name::new(rule).unwrap(),
+        rule: Rule::parse(rule).unwrap(),
         status: Name::new(status).unwrap(),
         code: None,
         duration_ms: 3,

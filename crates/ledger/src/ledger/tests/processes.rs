@@ -97,7 +97,7 @@ fn worker() {
                 "replay"
             }
             Decision::Indeterminate { .. } => {
-                let rec = record(&k, Verdict::Refuse, "ledger:indeterminate", "failed");
+                let rec = record(&k, Verdict::Refuse, "ledger:lease", "failed");
                 ledger
                     .finish(
                         &k,

@@ -99,7 +99,7 @@ fn retryable_outcomes_run_again_and_dead_holders_are_indeterminate() {
         other => panic!("{other:?}"),
     }
     // The dead holder's late finish is refused; ours stores the final failure.
-    let rec = record(&k2, Verdict::Refuse, "ledger:indeterminate", "failed");
+    let rec = record(&k2, Verdict::Refuse, "ledger:lease", "failed");
     assert_eq!(
         ledger
             .finish(&k2, &dead, &outcome("late", false), &rec)
