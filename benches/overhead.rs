@@ -53,7 +53,7 @@
 // a bench that cannot set up fails loudly
 // A benchmark reads its files and starts its processes directly (the product goes through
 // `fs/read.rs` and `exec/`).
-#![allow(clippy::disallowed_methods)]
+#![allow(clippy::disallowed_methods, clippy::too_many_lines)]
 
 use std::fs::File;
 use std::io::{Read, Write};

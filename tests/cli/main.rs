@@ -7,7 +7,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 // A test's notes may panic on a broken stderr: the test fails either way. A test reads files
 // and starts and signals processes directly (the product goes through `fs/read.rs` and `exec/`).
-#![allow(clippy::disallowed_macros, clippy::disallowed_methods)]
+#![allow(
+    clippy::disallowed_macros,
+    clippy::disallowed_methods,
+    clippy::too_many_lines
+)]
 
 mod adapter_stderr;
 mod codes;

@@ -321,12 +321,7 @@ impl DispatchError {
             E::EndpointUnreachable { origin, cause } => {
                 format!("the endpoint {origin} could not be reached: {cause}")
             }
-            E::EndpointHttpStatus { status, .. } if (300..400).contains(status) => {
-                format!("the endpoint answered HTTP {status}, a redirect, which is never followed")
-            }
-            E::EndpointHttpStatus { status, .. } => {
-                format!("the endpoint answered HTTP {status} without a valid failure envelope")
-            }
+            E::EndpointHttpStatus { status, .. } => endpoint_http_status(*status),
             E::EndpointTimeout { timeout_ms } => {
                 format!("the endpoint did not answer within {timeout_ms} ms")
             }
@@ -351,11 +346,7 @@ impl DispatchError {
             E::RequestIdReused => "this request_id was already used in this sandbox session \
                                    for a different request"
                 .to_string(),
-            E::Indeterminate { attempt } => format!(
-                "the dispatcher running attempt {attempt} of this request died: whether the \
-                 tool's effect happened is unknown; check the real state, then retry under a \
-                 new request_id"
-            ),
+            E::Indeterminate { attempt } => indeterminate(*attempt),
             E::HeldTimeout { timeout_ms } => {
                 format!("another dispatcher was still running this request after {timeout_ms} ms")
             }
@@ -526,6 +517,23 @@ impl DispatchError {
         body.retryable = self.retryable();
         ResultEnvelope::failure(echo.clone(), self.status(), body)
     }
+}
+
+/// `error.message` of [`DispatchError::EndpointHttpStatus`]: a redirect is named as one.
+fn endpoint_http_status(status: u16) -> String {
+    if (300..400).contains(&status) {
+        format!("the endpoint answered HTTP {status}, a redirect, which is never followed")
+    } else {
+        format!("the endpoint answered HTTP {status} without a valid failure envelope")
+    }
+}
+
+/// `error.message` of [`DispatchError::Indeterminate`].
+fn indeterminate(attempt: u32) -> String {
+    format!(
+        "the dispatcher running attempt {attempt} of this request died: whether the tool's \
+         effect happened is unknown; check the real state, then retry under a new request_id"
+    )
 }
 
 /// `error.message` of [`DispatchError::Interrupted`].

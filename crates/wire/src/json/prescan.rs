@@ -183,6 +183,9 @@ impl Prescan {
 
     /// `bytes` as text, checking only what the prescan did not; the error is the offset of
     /// the first byte that is not UTF-8.
+    // The one `unsafe` outside `ptd-sys`: the prescan's reason to exist is not to read a large
+    // answer's UTF-8 twice (docs/PERFORMANCE.md weighs it).
+    #[allow(unsafe_code)]
     pub(crate) fn text<'b>(&self, bytes: &'b [u8]) -> Result<&'b str, usize> {
         if !self.about(bytes) || self.stopped {
             return std::str::from_utf8(bytes).map_err(|e| e.valid_up_to());

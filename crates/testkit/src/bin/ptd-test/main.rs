@@ -9,7 +9,11 @@
 //! is part of the product's binary, whose command line has no such subcommands.
 // A test tool's messages may panic on a broken stderr: the test that ran it fails either way.
 // It misbehaves on purpose: it reads, forks and signals as it likes.
-#![allow(clippy::disallowed_macros, clippy::disallowed_methods)]
+#![allow(
+    clippy::disallowed_macros,
+    clippy::disallowed_methods,
+    clippy::too_many_lines
+)]
 
 mod test_adapter;
 mod test_mcp_server;

@@ -43,6 +43,14 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+mod files;
+mod rows;
+
+use files::*;
+#[cfg(test)]
+pub(super) use files::{read_mode, uri_path, ReadMode};
+use rows::*;
+
 /// `PRAGMA application_id` of a ledger: "PTDL".
 pub(super) const APPLICATION_ID: i64 = 0x5054_444c;
 /// `PRAGMA user_version` of this schema.
@@ -121,97 +129,6 @@ pub(super) struct SqliteStore {
     guard: Option<ReadGuard>,
 }
 
-/// The files of a ledger read as immutable, and how they looked before it was opened: the
-/// file's identity, size, modification and change times, and the WAL's size (`None`: none).
-pub(super) struct ReadGuard {
-    dir: std::os::fd::OwnedFd,
-    name: std::ffi::CString,
-    wal: std::ffi::CString,
-    seen: Option<Look>,
-}
-
-type Look = ((u64, u64, i64, i64, u64, i64, u64), Option<i64>);
-
-impl ReadGuard {
-    fn look(&self) -> Option<Look> {
-        let st = pfs::lstat_at(self.dir.as_fd(), &self.name).ok()?;
-        let wal = pfs::lstat_at(self.dir.as_fd(), &self.wal)
-            .ok()
-            .map(|st| st.st_size);
-        Some((
-            (
-                st.st_dev,
-                st.st_ino,
-                st.st_size,
-                st.st_mtime,
-                st.st_mtime_nsec,
-                st.st_ctime,
-                st.st_ctime_nsec,
-            ),
-            wal,
-        ))
-    }
-
-    /// Whether the files are as they were (and no WAL with commits appeared).
-    fn unchanged(&self) -> bool {
-        let now = self.look();
-        now.is_some() && now == self.seen && now.is_some_and(|(_, wal)| wal.unwrap_or(0) == 0)
-    }
-}
-
-/// How [`SqliteStore::open_read_only`] reads a ledger.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum ReadMode {
-    /// `mode=ro`, with SQLite's locks and the `-wal` and `-shm` that are there (the `-shm`
-    /// read-only when this user cannot write it): consistent with writers at work.
-    Shared,
-    /// `immutable=1`: no lock, no `-wal` and no `-shm` opened or made; for a ledger whose WAL
-    /// is absent or empty, checked again after reading ([`ReadGuard`]).
-    Immutable,
-}
-
-/// Which [`ReadMode`] reads a ledger whose `-wal` and `-shm` are as given (`lstat`, and
-/// whether this user can open each for reading), or why none can without making a file.
-pub(super) fn read_mode(
-    wal: Option<(&pfs::Stat, bool)>,
-    shm: Option<(&pfs::Stat, bool)>,
-) -> Result<ReadMode, LedgerError> {
-    for (side, st) in [("-wal", wal), ("-shm", shm)] {
-        if let Some((st, _)) = st {
-            if pfs::kind(st) != FileType::RegularFile {
-                return Err(LedgerError::NotRegular(match side {
-                    "-wal" => "-wal that is not a regular file",
-                    _ => "-shm that is not a regular file",
-                }));
-            }
-        }
-    }
-    match (wal, shm) {
-        (Some((_, true)), Some((_, true))) => Ok(ReadMode::Shared),
-        (None, _) => Ok(ReadMode::Immutable),
-        (Some((st, _)), _) if st.st_size == 0 => Ok(ReadMode::Immutable),
-        (Some((_, false)), _) | (_, Some((_, false))) => Err(LedgerError::Unreadable(
-            "its -wal holds commits and this user cannot read its -wal or -shm",
-        )),
-        (Some(_), None) => Err(LedgerError::Unreadable(
-            "its -wal holds commits and it has no -shm (a read-only reader would have to make one)",
-        )),
-    }
-}
-
-/// `path` as an SQLite URI's path: every byte but `[A-Za-z0-9/._~-]` percent-encoded.
-pub(super) fn uri_path(path: &Path) -> String {
-    let mut out = String::from("file:");
-    for &b in path.as_os_str().as_bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'_' | b'~' | b'-') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 fn db(err: rusqlite::Error) -> LedgerError {
     match err.sqlite_error_code() {
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => LedgerError::Locked,
@@ -221,177 +138,6 @@ fn db(err: rusqlite::Error) -> LedgerError {
         Some(ErrorCode::ReadOnly) => LedgerError::ReadOnly,
         _ => LedgerError::Database(err.to_string()),
     }
-}
-
-fn kind_name(kind: FileType) -> &'static str {
-    match kind {
-        FileType::Directory => "folder",
-        FileType::Symlink => "symlink",
-        FileType::Fifo => "FIFO",
-        FileType::Socket => "socket",
-        FileType::CharacterDevice => "character device",
-        FileType::BlockDevice => "block device",
-        _ => "special file",
-    }
-}
-
-/// Open (or create) the file itself, checked as the module docs say; returns its descriptor.
-fn open_file(
-    folder: &Path,
-    dir: std::os::fd::BorrowedFd<'_>,
-    name: &std::ffi::CStr,
-) -> Result<(std::os::fd::OwnedFd, bool), LedgerError> {
-    // Two rounds at most: made (by us or a concurrent creator), then opened.
-    let mut created = false;
-    for _ in 0..2 {
-        match pfs::lstat_at(dir, name) {
-            Ok(st) => {
-                let kind = pfs::kind(&st);
-                if kind != FileType::RegularFile {
-                    return Err(LedgerError::NotRegular(kind_name(kind)));
-                }
-                if st.st_mode & 0o200 == 0 {
-                    return Err(LedgerError::ReadOnly);
-                }
-                // Before opening: a file of another user may not even be readable.
-                own_file(&st, "the ledger file")?;
-                let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY;
-                let fd =
-                    pfs::open_at(dir, name, flags, Mode::empty()).map_err(LedgerError::Open)?;
-                let st = rustix::fs::fstat(&fd).map_err(|e| LedgerError::Open(e.into()))?;
-                own_file(&st, "the ledger file")?;
-                return Ok((fd, created));
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                created = create_ledger(folder, dir, name)?;
-            }
-            Err(e) => return Err(LedgerError::Open(e)),
-        }
-    }
-    Err(LedgerError::Replaced)
-}
-
-/// A file of the ledger (the database, its `-wal`, its `-shm`) must be a regular file owned by
-/// this process's effective user, without a group or other write bit (SPEC §14.4).
-fn own_file(st: &pfs::Stat, what: &'static str) -> Result<(), LedgerError> {
-    if pfs::kind(st) != FileType::RegularFile {
-        return Err(LedgerError::NotRegular(kind_name(pfs::kind(st))));
-    }
-    if st.st_uid != rustix::process::geteuid().as_raw() {
-        return Err(LedgerError::NotOwn(match what {
-            "the ledger file" => "the ledger file belongs to another user",
-            "the WAL" => "the ledger's -wal file belongs to another user",
-            _ => "the ledger's -shm file belongs to another user",
-        }));
-    }
-    if st.st_mode & 0o022 != 0 {
-        return Err(LedgerError::NotOwn(match what {
-            "the ledger file" => "the ledger file is writable by its group or others",
-            "the WAL" => "the ledger's -wal file is writable by its group or others",
-            _ => "the ledger's -shm file is writable by its group or others",
-        }));
-    }
-    Ok(())
-}
-
-/// The ledger's folder must not be writable by another user: not group- or other-writable,
-/// and ours when its owner may write it — unless it is sticky (like `/tmp`), where nobody
-/// else can rename or remove our files (theirs are refused by [`own_file`]).
-fn own_folder(st: &pfs::Stat) -> Result<(), LedgerError> {
-    let me = rustix::process::geteuid().as_raw();
-    let others_write = st.st_mode & 0o022 != 0 || (st.st_uid != me && st.st_mode & 0o200 != 0);
-    if others_write && st.st_mode & 0o1000 == 0 {
-        return Err(LedgerError::NotOwn(
-            "the ledger's folder is writable by another user",
-        ));
-    }
-    Ok(())
-}
-
-/// Make a new ledger at `name` (SPEC §14.4): created 0600 under a temporary name, given the
-/// schema, checkpointed (the file stands alone, without a WAL), synced, and moved into place
-/// without replacing anything. Returns false when another dispatcher's ledger got there first
-/// (then ours is removed and theirs is used).
-fn create_ledger(
-    folder: &Path,
-    dir: std::os::fd::BorrowedFd<'_>,
-    name: &std::ffi::CStr,
-) -> Result<bool, LedgerError> {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let mut temp = b".".to_vec();
-    temp.extend_from_slice(name.to_bytes());
-    temp.extend_from_slice(format!(".{}.{nanos}.new", std::process::id()).as_bytes());
-    let temp = pfs::cstring(&temp).map_err(LedgerError::Open)?;
-    let remove = |suffix: &[u8]| {
-        let mut n = temp.to_bytes().to_vec();
-        n.extend_from_slice(suffix);
-        if let Ok(n) = pfs::cstring(&n) {
-            let _ = pfs::unlink_at(dir, &n);
-        }
-    };
-    let made = (|| {
-        let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
-        let fd = pfs::open_at(dir, &temp, flags, Mode::from_raw_mode(0o600))
-            .map_err(LedgerError::Open)?;
-        // The umask may have taken bits away; 0600 exactly.
-        pfs::set_mode(fd.as_fd(), Mode::from_raw_mode(0o600)).map_err(LedgerError::Open)?;
-        let path = folder.join(std::ffi::OsStr::from_bytes(temp.to_bytes()));
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
-        let conn = Connection::open_with_flags(&path, flags).map_err(db)?;
-        let mut store = SqliteStore {
-            conn,
-            deadline: Instant::now() + Duration::from_secs(5),
-            guard: None,
-        };
-        store
-            .conn
-            .execute_batch("PRAGMA trusted_schema = OFF; PRAGMA synchronous = FULL;")
-            .map_err(db)?;
-        store.create_schema()?;
-        store
-            .conn
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-            .map_err(db)?;
-        // Closing the only connection checkpoints again and removes the WAL and -shm.
-        store.conn.close().map_err(|(_, e)| db(e))?;
-        pfs::fsync(fd.as_fd()).map_err(LedgerError::Open)?;
-        Ok(())
-    })();
-    remove(b"-wal");
-    remove(b"-shm");
-    if let Err(err) = made {
-        remove(b"");
-        return Err(err);
-    }
-    let moved = rustix::fs::renameat_with(
-        dir,
-        temp.as_c_str(),
-        dir,
-        name,
-        rustix::fs::RenameFlags::NOREPLACE,
-    );
-    match moved {
-        Ok(()) => {
-            pfs::fsync(dir).map_err(LedgerError::Open)?;
-            Ok(true)
-        }
-        Err(rustix::io::Errno::EXIST) => {
-            remove(b"");
-            Ok(false)
-        }
-        Err(e) => {
-            remove(b"");
-            Err(LedgerError::Open(e.into()))
-        }
-    }
-}
-
-fn identity(st: &pfs::Stat) -> (u64, u64) {
-    (st.st_dev, st.st_ino)
 }
 
 /// The pause between two looks at a ledger another dispatcher is setting up.
@@ -525,36 +271,9 @@ impl SqliteStore {
         )?;
         let guard = match mode {
             ReadMode::Shared => None,
-            ReadMode::Immutable => {
-                let mut guard = ReadGuard {
-                    dir: rustix::io::dup(&dir).map_err(|e| LedgerError::Folder(e.into()))?,
-                    name: cname.clone(),
-                    wal: wal_name.clone(),
-                    seen: None,
-                };
-                guard.seen = Some(guard.look().ok_or(LedgerError::Replaced)?);
-                Some(guard)
-            }
+            ReadMode::Immutable => Some(ReadGuard::new(&dir, &cname, &wal_name)?),
         };
-        let uri = format!(
-            "{}?{}",
-            uri_path(&parent.join(name)),
-            match mode {
-                ReadMode::Shared => "mode=ro",
-                ReadMode::Immutable => "mode=ro&immutable=1",
-            }
-        );
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_NOFOLLOW
-            | OpenFlags::SQLITE_OPEN_URI;
-        let conn =
-            Connection::open_with_flags(&uri, flags).map_err(|e| match e.sqlite_error_code() {
-                Some(ErrorCode::CannotOpen) => {
-                    LedgerError::Open(io::Error::other("SQLite cannot open the file"))
-                }
-                _ => db(e),
-            })?;
+        let conn = connect_read_only(&parent.join(name), mode)?;
         match pfs::lstat_at(dir.as_fd(), &cname) {
             Ok(now) if identity(&now) == identity(&st) => {}
             _ => return Err(LedgerError::Replaced),
@@ -833,6 +552,29 @@ impl SqliteStore {
     }
 }
 
+/// A read-only SQLite connection to the ledger at `path` (its URI form), immutable when `mode`
+/// says the file is read without its WAL.
+fn connect_read_only(path: &Path, mode: ReadMode) -> Result<Connection, LedgerError> {
+    let uri = format!(
+        "{}?{}",
+        uri_path(path),
+        match mode {
+            ReadMode::Shared => "mode=ro",
+            ReadMode::Immutable => "mode=ro&immutable=1",
+        }
+    );
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_NOFOLLOW
+        | OpenFlags::SQLITE_OPEN_URI;
+    Connection::open_with_flags(&uri, flags).map_err(|e| match e.sqlite_error_code() {
+        Some(ErrorCode::CannotOpen) => {
+            LedgerError::Open(io::Error::other("SQLite cannot open the file"))
+        }
+        _ => db(e),
+    })
+}
+
 /// Once the ledger is open, before anything is committed through it: make the WAL's name
 /// durable when the WAL is new (SQLite made it for this connection, or another one did since
 /// we looked: `wal_before`), and the ledger's own name when this process `created` the file,
@@ -865,278 +607,6 @@ pub(super) fn needs_folder_sync(
     wal_now: Option<(u64, u64)>,
 ) -> bool {
     created || wal_before.is_none() || wal_now != wal_before
-}
-
-/// How many tables, indexes and the like the database holds (0: an empty file).
-fn object_count(conn: &rusqlite::Connection) -> Result<i64, LedgerError> {
-    conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
-        .map_err(db)
-}
-
-fn i64_of(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-fn read_call(tx: &Connection, key: &Key) -> Result<Option<CallRow>, LedgerError> {
-    let row = tx
-        .query_row(
-            "SELECT digest, state, attempt, lease_boot, lease_pid, lease_start, envelope, \
-             exit_status FROM calls WHERE bridge_ref = ?1 AND session_id = ?2 AND request_id = ?3",
-            params![key.bridge_ref, key.session_id, key.request_id],
-            |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, i64>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, i64>(4)?,
-                    r.get::<_, i64>(5)?,
-                    r.get::<_, Option<String>>(6)?,
-                    r.get::<_, Option<i64>>(7)?,
-                ))
-            },
-        )
-        .optional()
-        .map_err(db)?;
-    let Some((digest, state, attempt, boot_id, pid, start, envelope, exit)) = row else {
-        return Ok(None);
-    };
-    let corrupt = |what: &str| LedgerError::Corrupt(format!("a call row has an invalid {what}"));
-    let state = match state.as_str() {
-        "running" => CallState::Running,
-        "retryable" => CallState::Retryable,
-        "final" => CallState::Final,
-        _ => return Err(corrupt("state")),
-    };
-    let outcome = match (envelope, exit) {
-        (Some(envelope), Some(exit)) => Some(Recorded {
-            envelope,
-            exit_status: u8::try_from(exit).map_err(|_| corrupt("exit status"))?,
-        }),
-        _ => None,
-    };
-    Ok(Some(CallRow {
-        digest,
-        state,
-        attempt: u32::try_from(attempt).map_err(|_| corrupt("attempt"))?,
-        lease: Lease {
-            boot_id,
-            pid: u32::try_from(pid).map_err(|_| corrupt("lease"))?,
-            start_ticks: u64::try_from(start).map_err(|_| corrupt("lease"))?,
-        },
-        outcome,
-    }))
-}
-
-/// The seq the next appended record gets.
-fn next_seq(tx: &Connection) -> Result<u64, LedgerError> {
-    let head: Option<i64> = tx
-        .query_row("SELECT seq FROM head WHERE only = 1", [], |r| r.get(0))
-        .optional()
-        .map_err(db)?;
-    u64::try_from(head.unwrap_or(0))
-        .map(|seq| seq + 1)
-        .map_err(|_| LedgerError::Corrupt("the audit head is invalid".into()))
-}
-
-/// Append `record` to the chain; returns its seq.
-fn append(tx: &Connection, record: &AuditRecord) -> Result<u64, LedgerError> {
-    let head: Option<(i64, String)> = tx
-        .query_row("SELECT seq, hash FROM head WHERE only = 1", [], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
-        .optional()
-        .map_err(db)?;
-    let (seq, prev) = head.unwrap_or((0, GENESIS.to_string()));
-    let seq = u64::try_from(seq)
-        .map_err(|_| LedgerError::Corrupt("the audit head is invalid".into()))?
-        + 1;
-    let sealed = audit::seal(record, seq, &prev).map_err(LedgerError::Record)?;
-    tx.execute(
-        "INSERT INTO audit (seq, time_ms, prev, hash, body) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![
-            i64_of(sealed.seq),
-            i64_of(sealed.time_ms),
-            sealed.prev,
-            sealed.hash,
-            sealed.body
-        ],
-    )
-    .map_err(db)?;
-    tx.execute(
-        "INSERT INTO head (only, seq, hash) VALUES (1, ?1, ?2) \
-         ON CONFLICT (only) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
-        params![i64_of(sealed.seq), sealed.hash],
-    )
-    .map_err(db)?;
-    Ok(sealed.seq)
-}
-
-/// Before a recorded envelope is printed again (SPEC §14.4): its audit record must be intact,
-/// hold its digest and exit status, and still be linked into the chain (the next record's
-/// `prev`, or the head). A ledger that fails this is never used to replay.
-fn check_covered(tx: &Connection, key: &Key, recorded: &Recorded) -> Result<(), LedgerError> {
-    let tampered = |why: &str| LedgerError::Tampered(why.to_string());
-    let seq: Option<i64> = tx
-        .query_row(
-            "SELECT record_seq FROM calls WHERE bridge_ref = ?1 AND session_id = ?2 \
-             AND request_id = ?3",
-            params![key.bridge_ref, key.session_id, key.request_id],
-            |r| r.get(0),
-        )
-        .map_err(db)?;
-    let seq = seq.ok_or_else(|| tampered("a stored envelope has no audit record"))?;
-    let (hash, body): (String, String) = tx
-        .query_row(
-            "SELECT hash, body FROM audit WHERE seq = ?1",
-            params![seq],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()
-        .map_err(db)?
-        .ok_or_else(|| tampered("the stored envelope's audit record is missing"))?;
-    audit::covers(&body, &hash, &recorded.envelope, recorded.exit_status)
-        .map_err(|why| LedgerError::Tampered(format!("record {seq}: {why}")))?;
-    let next: Option<String> = tx
-        .query_row(
-            "SELECT prev FROM audit WHERE seq = ?1",
-            params![seq + 1],
-            |r| r.get(0),
-        )
-        .optional()
-        .map_err(db)?;
-    let linked = match next {
-        Some(prev) => prev == hash,
-        None => tx
-            .query_row("SELECT seq, hash FROM head WHERE only = 1", [], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
-            })
-            .optional()
-            .map_err(db)?
-            .is_some_and(|(head, head_hash)| head == seq && head_hash == hash),
-    };
-    if !linked {
-        return Err(LedgerError::Tampered(format!(
-            "record {seq}: it is no longer linked into the chain (edited)"
-        )));
-    }
-    Ok(())
-}
-
-/// What the ledger holds about `call`, its session and the session's other running calls.
-fn read_snapshot(tx: &Connection, call: &Call<'_>) -> Result<Snapshot, LedgerError> {
-    let key = call.key;
-    let row = read_call(tx, key)?;
-    let (calls, adapter_ms): (i64, i64) = tx
-        .query_row(
-            "SELECT calls, adapter_ms FROM session_usage WHERE bridge_ref = ?1 AND session_id = ?2",
-            params![key.bridge_ref, key.session_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()
-        .map_err(db)?
-        .unwrap_or((0, 0));
-    let tool_calls: i64 = tx
-        .query_row(
-            "SELECT calls FROM tool_usage WHERE bridge_ref = ?1 AND session_id = ?2 AND tool = ?3",
-            params![key.bridge_ref, key.session_id, call.tool],
-            |r| r.get(0),
-        )
-        .optional()
-        .map_err(db)?
-        .unwrap_or(0);
-    let running = {
-        let mut stmt = tx.prepare_cached(RUNNING_CALLS).map_err(db)?;
-        let rows = stmt
-            .query_map(
-                params![key.bridge_ref, key.session_id, key.request_id],
-                |r| {
-                    Ok(Lease {
-                        boot_id: r.get(0)?,
-                        pid: u32::try_from(r.get::<_, i64>(1)?).unwrap_or(u32::MAX),
-                        start_ticks: u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
-                    })
-                },
-            )
-            .map_err(db)?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(db)?
-    };
-    Ok(Snapshot {
-        row,
-        calls: u64::try_from(calls).unwrap_or(0),
-        tool_calls: u64::try_from(tool_calls).unwrap_or(0),
-        adapter_ms: u64::try_from(adapter_ms).unwrap_or(0),
-        running,
-    })
-}
-
-/// Record `call` as admitted (running, attempt `attempt`, under `lease`) and count it in the
-/// session's and the tool's usage.
-fn write_admit(
-    tx: &Connection,
-    call: &Call<'_>,
-    lease: &Lease,
-    attempt: u32,
-    now: i64,
-) -> Result<(), LedgerError> {
-    let key = call.key;
-    tx.execute(
-        "INSERT INTO calls (bridge_ref, session_id, request_id, digest, tool, state, \
-         attempt, lease_boot, lease_pid, lease_start, envelope, exit_status, updated_ms) \
-         VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8, ?9, NULL, NULL, ?10) \
-         ON CONFLICT (bridge_ref, session_id, request_id) DO UPDATE SET \
-         state = 'running', attempt = excluded.attempt, lease_boot = excluded.lease_boot, \
-         lease_pid = excluded.lease_pid, lease_start = excluded.lease_start, \
-         envelope = NULL, exit_status = NULL, updated_ms = excluded.updated_ms",
-        params![
-            key.bridge_ref,
-            key.session_id,
-            key.request_id,
-            call.digest,
-            call.tool,
-            i64::from(attempt),
-            lease.boot_id,
-            i64::from(lease.pid),
-            i64_of(lease.start_ticks),
-            now
-        ],
-    )
-    .map_err(db)?;
-    tx.execute(
-        "INSERT INTO session_usage (bridge_ref, session_id, calls, adapter_ms) \
-         VALUES (?1, ?2, 1, 0) ON CONFLICT (bridge_ref, session_id) \
-         DO UPDATE SET calls = calls + 1",
-        params![key.bridge_ref, key.session_id],
-    )
-    .map_err(db)?;
-    tx.execute(
-        "INSERT INTO tool_usage (bridge_ref, session_id, tool, calls) \
-         VALUES (?1, ?2, ?3, 1) ON CONFLICT (bridge_ref, session_id, tool) \
-         DO UPDATE SET calls = calls + 1",
-        params![key.bridge_ref, key.session_id, call.tool],
-    )
-    .map_err(db)?;
-    Ok(())
-}
-
-/// Take over `key`'s running call: its lease becomes `lease`.
-fn write_takeover(tx: &Connection, key: &Key, lease: &Lease, now: i64) -> Result<(), LedgerError> {
-    tx.execute(
-        "UPDATE calls SET lease_boot = ?4, lease_pid = ?5, lease_start = ?6, \
-         state = 'running', updated_ms = ?7 \
-         WHERE bridge_ref = ?1 AND session_id = ?2 AND request_id = ?3",
-        params![
-            key.bridge_ref,
-            key.session_id,
-            key.request_id,
-            lease.boot_id,
-            i64::from(lease.pid),
-            i64_of(lease.start_ticks),
-            now
-        ],
-    )
-    .map_err(db)?;
-    Ok(())
 }
 
 impl Store for SqliteStore {
@@ -1286,172 +756,6 @@ impl Store for SqliteStore {
             let _ = self
                 .conn
                 .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
-        }
-    }
-}
-
-/// [`Store::scan`]'s `usage`, inside its read transaction: the counters as stored, and one
-/// call per running claim (counted when it was admitted, its record not written yet).
-fn read_usage(conn: &Connection, usage: &mut Usage) -> Result<(), LedgerError> {
-    let mut stmt = conn
-        .prepare("SELECT bridge_ref, session_id, calls, adapter_ms FROM session_usage")
-        .map_err(db)?;
-    let mut rows = stmt.query([]).map_err(db)?;
-    while let Some(row) = rows.next().map_err(db)? {
-        let key: (String, String) = (row.get(0).map_err(db)?, row.get(1).map_err(db)?);
-        let counted: (i64, i64) = (row.get(2).map_err(db)?, row.get(3).map_err(db)?);
-        usage.stored.sessions.insert(key, counted);
-    }
-    let mut stmt = conn
-        .prepare("SELECT bridge_ref, session_id, tool, calls FROM tool_usage")
-        .map_err(db)?;
-    let mut rows = stmt.query([]).map_err(db)?;
-    while let Some(row) = rows.next().map_err(db)? {
-        let key: (String, String, String) = (
-            row.get(0).map_err(db)?,
-            row.get(1).map_err(db)?,
-            row.get(2).map_err(db)?,
-        );
-        usage.stored.tools.insert(key, row.get(3).map_err(db)?);
-    }
-    let mut stmt = conn
-        .prepare("SELECT bridge_ref, session_id, tool FROM calls WHERE state = 'running'")
-        .map_err(db)?;
-    let mut rows = stmt.query([]).map_err(db)?;
-    while let Some(row) = rows.next().map_err(db)? {
-        let (bridge, session, tool): (String, String, String) = (
-            row.get(0).map_err(db)?,
-            row.get(1).map_err(db)?,
-            row.get(2).map_err(db)?,
-        );
-        usage.running.add(&bridge, &session, Some(&tool), 0);
-    }
-    Ok(())
-}
-
-/// [`Store::scan`]'s `stored` visit, inside its read transaction.
-fn visit_stored(conn: &Connection, visit: &mut StoredVisit<'_>) -> Result<(), LedgerError> {
-    {
-        let mut stmt = conn
-            .prepare(
-                "SELECT record_seq, envelope, exit_status FROM calls \
-                 WHERE envelope IS NOT NULL",
-            )
-            .map_err(db)?;
-        let mut rows = stmt.query([]).map_err(db)?;
-        while let Some(row) = rows.next().map_err(db)? {
-            let seq = row
-                .get::<_, Option<i64>>(0)
-                .map_err(db)?
-                .and_then(|s| u64::try_from(s).ok());
-            let envelope: String = row.get(1).map_err(db)?;
-            let exit = row
-                .get::<_, Option<i64>>(2)
-                .map_err(db)?
-                .and_then(|e| u8::try_from(e).ok())
-                .unwrap_or(u8::MAX);
-            if !visit(seq, &envelope, exit) {
-                break;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// [`Store::backup`]: the copy is made under a temporary name in `dest`'s folder (`O_CREAT |
-/// O_EXCL | O_NOFOLLOW`, 0600), filled by SQLite's online backup in ONE step (one read
-/// snapshot of the ledger, so the copy is consistent while dispatchers write), left without a
-/// WAL, synced, and moved to `dest` by a rename that replaces nothing. On any failure the
-/// temporary file is removed and `dest` is not there.
-fn backup_to(store: &SqliteStore, dest: &Path) -> Result<(), BackupError> {
-    let write = |what: &str, e: &dyn std::fmt::Display| BackupError::Write(format!("{what}: {e}"));
-    let name = dest
-        .file_name()
-        .ok_or_else(|| BackupError::Write("the destination has no file name".into()))?;
-    let parent = match dest.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let parent = std::path::absolute(parent).map_err(|e| write("its folder", &e))?;
-    let dir = pfs::open_dir_path(&parent).map_err(|e| write("its folder cannot be opened", &e))?;
-    let cname = pfs::cstring(name.as_bytes()).map_err(|e| write("its name", &e))?;
-    match pfs::lstat_at(dir.as_fd(), &cname) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Ok(_) => return Err(BackupError::Exists),
-        Err(e) => return Err(write("the destination cannot be looked at", &e)),
-    }
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let mut temp = b".".to_vec();
-    temp.extend_from_slice(name.as_bytes());
-    temp.extend_from_slice(format!(".{}.{nanos}.backup", std::process::id()).as_bytes());
-    let temp = pfs::cstring(&temp).map_err(|e| write("its name", &e))?;
-    let remove = |suffix: &[u8]| {
-        let mut n = temp.to_bytes().to_vec();
-        n.extend_from_slice(suffix);
-        if let Ok(n) = pfs::cstring(&n) {
-            let _ = pfs::unlink_at(dir.as_fd(), &n);
-        }
-    };
-    let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = pfs::open_at(dir.as_fd(), &temp, flags, Mode::from_raw_mode(0o600))
-        .map_err(|e| write("the destination's folder", &e))?;
-    let copied = (|| -> Result<(), BackupError> {
-        pfs::set_mode(fd.as_fd(), Mode::from_raw_mode(0o600))
-            .map_err(|e| write("the copy's mode", &e))?;
-        let path = parent.join(std::ffi::OsStr::from_bytes(temp.to_bytes()));
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
-        let mut to =
-            Connection::open_with_flags(&path, flags).map_err(|e| write("the copy", &e))?;
-        {
-            let backup = rusqlite::backup::Backup::new(&store.conn, &mut to)
-                .map_err(|e| write("the copy", &e))?;
-            loop {
-                match backup.step(-1).map_err(|e| write("the copy", &e))? {
-                    rusqlite::backup::StepResult::Done => break,
-                    _ if Instant::now() >= store.deadline => {
-                        return Err(BackupError::Ledger(LedgerError::Locked))
-                    }
-                    _ => std::thread::sleep(PREPARE_RETRY),
-                }
-            }
-        }
-        // A ledger read as immutable that changed meanwhile: the copy may mix two states.
-        store.check_guard()?;
-        // The copy is in WAL mode, as the ledger: fold its WAL in and close it, so that the
-        // file stands alone.
-        to.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-            .map_err(|e| write("the copy", &e))?;
-        to.close().map_err(|(_, e)| write("the copy", &e))?;
-        pfs::fsync(fd.as_fd()).map_err(|e| write("the copy cannot be synced", &e))?;
-        Ok(())
-    })();
-    for side in [&b"-wal"[..], b"-shm", b"-journal"] {
-        remove(side);
-    }
-    if let Err(err) = copied {
-        remove(b"");
-        return Err(err);
-    }
-    let moved = rustix::fs::renameat_with(
-        dir.as_fd(),
-        temp.as_c_str(),
-        dir.as_fd(),
-        cname.as_c_str(),
-        rustix::fs::RenameFlags::NOREPLACE,
-    );
-    match moved {
-        Ok(()) => pfs::fsync(dir.as_fd()).map_err(|e| write("its folder cannot be synced", &e)),
-        Err(e) => {
-            remove(b"");
-            Err(if e == rustix::io::Errno::EXIST {
-                BackupError::Exists
-            } else {
-                write("the copy cannot be moved into place", &io::Error::from(e))
-            })
         }
     }
 }
