@@ -18,8 +18,8 @@ pub mod attack;
 
 use crate::cli::DoctorArgs;
 use ptd_sys::confine::cgroup::{Controller, Host, Version};
-use ptd_sys::confine::probe::{self, Outcome, Probe};
 use ptd_sys::confine::{landlock, namespaces, seccomp, Network, Options, Step};
+use ptd_sys::probe::{self, Outcome, Probe};
 use ptd_sys::signal::signal_name;
 use ptd_wire::error::exit;
 use ptd_wire::terminal::{error_line, escape};

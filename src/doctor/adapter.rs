@@ -13,10 +13,10 @@
 use super::attack::{self, Answer, Attack};
 use super::{row, unavailable, Row};
 use ptd_sys::confine::creds::{self, RunAs};
-use ptd_sys::confine::probe::{self, Outcome, Probe};
 use ptd_sys::confine::{Network, Options, Step};
 use ptd_sys::exec::{self, SpawnError, Spec, Unconfinable};
 use ptd_sys::interrupt::Interrupts;
+use ptd_sys::probe::{self, Outcome, Probe};
 use std::path::PathBuf;
 use std::time::Duration;
 

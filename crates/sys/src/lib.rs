@@ -8,6 +8,8 @@
 //! - [`exec`]: starting a child (the one child-setup path), its process group, deadline, kill
 //!   ladder and sweep;
 //! - [`confine`]: the confinement mechanisms `exec` puts in the child's set-up (SPEC §13);
+//! - [`probe`]: live proofs of each mechanism on the running kernel (what `doctor` runs),
+//!   forked through `exec`;
 //! - [`hostenv`]: the host's environment, read once;
 //! - [`fault`]: the test-only fault hook (debug builds).
 //!
@@ -24,4 +26,10 @@ pub mod fault;
 pub mod fs;
 pub mod hostenv;
 pub mod interrupt;
+pub mod probe;
 pub mod signal;
+/// Test scaffolding (the unit tests here and, with `test-support`, the layers above): tests
+/// that say what they did not do.
+#[cfg(any(test, feature = "test-support"))]
+#[allow(clippy::disallowed_methods)] // it probes the host directly
+pub mod skip;

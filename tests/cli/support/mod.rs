@@ -12,7 +12,7 @@ mod selftest;
 
 pub use cmd::{Cmd, Output, Running};
 pub use ptd_sys::confine::cgroup::Controller;
-pub use ptd_sys::confine::skip::{self, Need};
+pub use ptd_sys::skip::{self, Need};
 
 /// Run the rest of the test only when the host meets `$need` (a probe of [`skip`], or of
 /// this module); else report `skipped: TEST: REASON` — on the stderr descriptor, which the

@@ -309,7 +309,7 @@ impl PreparedLandlock {
 }
 
 /// The errno of the last failed libc call (no allocation: `io::Error`'s OS variant).
-pub(super) fn last_errno() -> Errno {
+pub(crate) fn last_errno() -> Errno {
     Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::IO)
 }
 

@@ -3,7 +3,7 @@
 //!
 //! Each mechanism has a file: [`options`] (the flags and variables, checked), [`landlock`]
 //! (+ [`interpreter`], the program's `#!` chain), [`seccomp`], [`cgroup`], [`rlimit`],
-//! [`namespaces`], [`creds`] (who the adapter runs as); [`probe`] proves each on the running kernel (what `doctor` runs). [`Prepared`]
+//! [`namespaces`], [`creds`] (who the adapter runs as); `crate::probe` proves each on the running kernel (what `doctor` runs). [`Prepared`]
 //! gathers them for one run.
 //!
 //! Invariants:
@@ -31,12 +31,8 @@ pub mod interpreter;
 pub mod landlock;
 pub mod namespaces;
 pub mod options;
-pub mod probe;
 pub mod rlimit;
 pub mod seccomp;
-#[cfg(any(test, feature = "test-support"))]
-#[allow(clippy::disallowed_methods)] // test scaffolding: it probes the host directly
-pub mod skip;
 
 pub use options::{Network, OptionError, OptionName, Options, RawOptions};
 
@@ -575,6 +571,3 @@ impl Prepared {
         (xfsz && self.rlimits.file_size_bytes.is_some()).then_some(Limit::FileSize)
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -628,9 +628,9 @@ mod tests {
         assert_eq!(out, json!({"path": "a.txt", "bytes": 2}));
         fs::set_permissions(tmp.path().join("a.txt"), fs::Permissions::from_mode(0o640)).unwrap();
         // Giving the file away needs root; another user checks the mode only.
-        let as_root = ptd_sys::confine::skip::root();
+        let as_root = ptd_sys::skip::root();
         if let Err(unmet) = &as_root {
-            ptd_sys::confine::skip::report(&ptd_sys::confine::skip::Unmet {
+            ptd_sys::skip::report(&ptd_sys::skip::Unmet {
                 reason: format!("the owner's part: {}", unmet.reason),
                 ..unmet.clone()
             });

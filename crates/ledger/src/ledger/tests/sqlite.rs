@@ -51,12 +51,12 @@ fn unusable_ledger_files_are_refused_without_being_changed() {
         LedgerError::NotRegular("FIFO")
     ));
     // /dev/null is root's: another user's ledger is refused as not its own first.
-    match ptd_sys::confine::skip::root() {
+    match ptd_sys::skip::root() {
         Ok(()) => assert!(matches!(
             err(Path::new("/dev/null")),
             LedgerError::NotRegular("character device")
         )),
-        Err(unmet) => ptd_sys::confine::skip::report(&ptd_sys::confine::skip::Unmet {
+        Err(unmet) => ptd_sys::skip::report(&ptd_sys::skip::Unmet {
             reason: format!("the character-device part: {}", unmet.reason),
             ..unmet
         }),

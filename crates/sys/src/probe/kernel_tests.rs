@@ -2,15 +2,17 @@
 //! run through `std::process::Command` with the child steps in a `pre_exec` (the same calls
 //! `exec/` will make in its ordered set-up).
 
-use super::cgroup::{CgroupError, Controller, Host};
-use super::landlock::LandlockError;
-use super::namespaces::{PreparedNamespaces, UserMaps};
-use super::probe::{self, Outcome};
-use super::skip::{self, require};
-use super::*;
+use crate::confine::cgroup::{CgroupError, Controller, Host};
+use crate::confine::landlock::LandlockError;
+use crate::confine::namespaces::{PreparedNamespaces, UserMaps};
+use crate::confine::*;
+use crate::probe::{self, Outcome};
+use crate::skip::{self, require};
+use rustix::io::Errno;
+use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 

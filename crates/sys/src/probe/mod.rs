@@ -11,12 +11,12 @@
 //!
 //! Must not: leave a child, a file or a cgroup behind (every probe cleans up on every path).
 
-use super::cgroup::{CallCgroup, Counters, Host, Limits};
-use super::landlock::{self, FsRequest, LandlockError};
-use super::namespaces::PreparedNamespaces;
-use super::rlimit::Rlimits;
-use super::seccomp::{self, SeccompError, TIOCSTI};
-use super::{set_no_new_privs, ChildError, Step};
+use crate::confine::cgroup::{CallCgroup, Counters, Host, Limits};
+use crate::confine::landlock::{self, FsRequest, LandlockError};
+use crate::confine::namespaces::PreparedNamespaces;
+use crate::confine::rlimit::Rlimits;
+use crate::confine::seccomp::{self, SeccompError, TIOCSTI};
+use crate::confine::{set_no_new_privs, ChildError, Step};
 use rustix::fd::AsFd;
 use rustix::io::Errno;
 use std::ffi::CString;
@@ -304,7 +304,7 @@ pub fn network(netns: &PreparedNamespaces) -> std::io::Result<Probe> {
 }
 
 /// `--limit-pids`: in a cgroup with `pids.max` 1, fork once more.
-pub fn pids(host: &Host) -> Result<Probe, Vec<super::cgroup::CgroupError>> {
+pub fn pids(host: &Host) -> Result<Probe, Vec<crate::confine::cgroup::CgroupError>> {
     let cgroup = CallCgroup::create(
         host,
         &Limits {
@@ -331,7 +331,7 @@ pub fn pids(host: &Host) -> Result<Probe, Vec<super::cgroup::CgroupError>> {
 }
 
 /// `--limit-memory`: in a cgroup limited to 16 MiB, touch 256 MiB.
-pub fn memory(host: &Host) -> Result<Probe, Vec<super::cgroup::CgroupError>> {
+pub fn memory(host: &Host) -> Result<Probe, Vec<crate::confine::cgroup::CgroupError>> {
     const LIMIT: u64 = 16 << 20;
     const TOUCH: usize = 256 << 20;
     let cgroup = CallCgroup::create(
@@ -474,7 +474,7 @@ impl Attempt {
         // process_vm_readv, does nothing); no memory of ours is read or written.
         let rc = unsafe { libc::syscall(self.nr, a, b, c, 0 as libc::c_long, 0 as libc::c_long) };
         if rc < 0 {
-            Err(super::landlock::last_errno())
+            Err(crate::confine::landlock::last_errno())
         } else {
             Ok(())
         }
@@ -522,7 +522,7 @@ pub const SECCOMP_ATTEMPTS: &[Attempt] = &[
 /// `EBADF` for anyone, so the probe always proves something.
 pub fn seccomp() -> Result<Probe, SeccompError> {
     const N: usize = SECCOMP_ATTEMPTS.len();
-    let filter = seccomp::compile(super::Network::Any)?;
+    let filter = seccomp::compile(crate::confine::Network::Any)?;
     let outcome = fork_probe(|| {
         let mut counted = [false; N];
         for (i, attempt) in SECCOMP_ATTEMPTS.iter().enumerate() {
@@ -613,3 +613,6 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod kernel_tests;

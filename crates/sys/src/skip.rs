@@ -103,7 +103,7 @@ pub fn summary_file() -> Option<PathBuf> {
 macro_rules! require {
     ($need:expr) => {
         if let Err(unmet) = $need {
-            $crate::confine::skip::report(&unmet);
+            $crate::skip::report(&unmet);
             return;
         }
     };
@@ -126,7 +126,7 @@ pub fn root() -> Need {
 
 /// The kernel has Landlock, at ABI `min` or later (asked of the kernel).
 pub fn landlock(min: u32) -> Need {
-    match super::landlock::kernel_abi() {
+    match crate::confine::landlock::kernel_abi() {
         Ok(abi) if abi >= min => Ok(()),
         Ok(abi) => unmet(
             "landlock",
@@ -144,13 +144,13 @@ pub fn landlock(min: u32) -> Need {
 pub fn network_namespace() -> Need {
     let uid = rustix::process::geteuid().as_raw();
     let gid = rustix::process::getegid().as_raw();
-    let netns = super::namespaces::PreparedNamespaces {
-        user: (uid != 0).then(|| super::namespaces::UserMaps::identity(uid, gid)),
+    let netns = crate::confine::namespaces::PreparedNamespaces {
+        user: (uid != 0).then(|| crate::confine::namespaces::UserMaps::identity(uid, gid)),
         network: true,
     };
-    match super::probe::network(&netns) {
+    match crate::probe::network(&netns) {
         Ok(probe) => match probe.outcome {
-            super::probe::Outcome::SetupFailed { step, errno } => unmet(
+            crate::probe::Outcome::SetupFailed { step, errno } => unmet(
                 "namespaces",
                 format!(
                     "needs a user and network namespace, which uid {uid} may not make here \
@@ -168,8 +168,8 @@ pub fn network_namespace() -> Need {
 
 /// This user can make a cgroup for a call with `controller` (`memory` or `pids`) and write its
 /// limit: what `--limit-memory` / `--limit-pids` need. Tried by making one, then removing it.
-pub fn cgroup(controller: super::cgroup::Controller) -> Need {
-    use super::cgroup::{CallCgroup, Controller, Host, Limits};
+pub fn cgroup(controller: crate::confine::cgroup::Controller) -> Need {
+    use crate::confine::cgroup::{CallCgroup, Controller, Host, Limits};
     let limits = Limits {
         memory_bytes: (controller == Controller::Memory).then_some(64 << 20),
         pids: (controller == Controller::Pids).then_some(64),
@@ -192,8 +192,8 @@ pub fn cgroup(controller: super::cgroup::Controller) -> Need {
 }
 
 /// `controller` is used through cgroup v1 on this host (a test of v1's own layout).
-pub fn cgroup_v1(controller: super::cgroup::Controller) -> Need {
-    use super::cgroup::{Host, Version};
+pub fn cgroup_v1(controller: crate::confine::cgroup::Controller) -> Need {
+    use crate::confine::cgroup::{Host, Version};
     match Host::read().locate(controller) {
         Ok(location) if location.version == Version::V1 => Ok(()),
         Ok(_) => unmet(
