@@ -1,5 +1,5 @@
 //! `doctor` (SPEC §13): for each confinement mechanism, whether this host supports it, proved
-//! by a live probe that must be refused (`confine::probe`), and the exit status that sums it
+//! by a live probe that must be refused (`ptd_sys::probe`), and the exit status that sums it
 //! up.
 //!
 //! The report is one row per mechanism, in [`MECHANISMS`]' order: `ok` (the probe ran and the

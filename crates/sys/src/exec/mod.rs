@@ -663,7 +663,7 @@ pub struct Forked<const N: usize> {
 /// Fork a child that runs `child`, writes the `N` bytes it returns to a pipe and `_exit`s;
 /// wait at most `timeout` for them, then reap the child — killed with SIGKILL when it is still
 /// there a second later. `None` when no child could be started. For `doctor`'s probes
-/// (`confine/probe.rs`), whose children try one forbidden thing.
+/// (`probe/`), whose children try one forbidden thing.
 ///
 /// `child` runs between `fork` and `_exit` of a possibly multi-threaded process: it must not
 /// allocate, lock or panic (system calls on data the caller prepared).
@@ -727,7 +727,7 @@ fn read_report<const N: usize>(read: &rustix::fd::OwnedFd, timeout: Duration) ->
 
 /// Fork a child that `_exit`s at once, and reap it: `Ok` when this process could fork, else
 /// the errno of the refusal (`EAGAIN` past a cgroup's `pids.max`). System calls only: for a
-/// probe's child (the `pids` probe of `confine/probe.rs`).
+/// probe's child (the `pids` probe of `probe/`).
 // exec/ owns every fork (clippy.toml).
 #[allow(clippy::disallowed_methods)]
 pub fn fork_and_reap() -> Result<(), rustix::io::Errno> {

@@ -136,8 +136,8 @@ const X86_64_ONLY: &[&str] = &[
 const NOT_IN_LIBC_AARCH64_GNU: &str = "getrlimit renameat setrlimit sync_file_range";
 
 const PINNED_RULED: &str = "clone clone3 ioctl ioprio_set personality prlimit64 \
-    sched_setaffinity sched_setattr sched_setparam sched_setscheduler setpriority socket \
-    socketpair unshare";
+        sched_setaffinity sched_setattr sched_setparam sched_setscheduler setpriority socket \
+        socketpair unshare";
 
 #[test]
 fn the_allow_list_is_pinned() {
@@ -476,12 +476,12 @@ import ctypes, errno, sys
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 for spec in sys.argv[1:]:
-label, nr, *args = spec.split(":")
-args = [ctypes.create_string_buffer(512) if a == "buf" else ctypes.c_long(int(a, 0)) for a in args]
-ctypes.set_errno(0)
-rc = libc.syscall(ctypes.c_long(int(nr)), *args)
-e = ctypes.get_errno()
-print(label + "=" + ("ok" if rc >= 0 else errno.errorcode.get(e, str(e))))
+    label, nr, *args = spec.split(":")
+    args = [ctypes.create_string_buffer(512) if a == "buf" else ctypes.c_long(int(a, 0)) for a in args]
+    ctypes.set_errno(0)
+    rc = libc.syscall(ctypes.c_long(int(nr)), *args)
+    e = ctypes.get_errno()
+    print(label + "=" + ("ok" if rc >= 0 else errno.errorcode.get(e, str(e))))
 "#;
 
 /// One call of [`a_child_under_the_filter_gets_these_answers_from_the_kernel`]: label,
@@ -492,47 +492,47 @@ type Call = (&'static str, i64, &'static str, &'static str);
 #[test]
 fn a_child_under_the_filter_gets_these_answers_from_the_kernel() {
     #[rustfmt::skip]
-    let mut calls: Vec<Call> = vec![
-        ("getpid", libc::SYS_getpid, "", "ok"),
-        ("prlimit64_self", libc::SYS_prlimit64, "0:7:0:buf", "ok"),
-        ("prlimit64_init", libc::SYS_prlimit64, "1:7:0:buf", "EPERM"),
-        ("personality_query", libc::SYS_personality, "0xffffffff", "ok"),
-        ("personality_no_aslr", libc::SYS_personality, "0x0040000", "EPERM"),
-        ("unshare_user", libc::SYS_unshare, "0x10000000", "EPERM"),
-        ("unshare_files", libc::SYS_unshare, "0x400", "ok"),
-        // CLONE_NEWUSER or CLONE_NEWNS with CLONE_FS: EINVAL from the kernel itself, so
-        // nothing is cloned even without the filter.
-        ("clone_user", libc::SYS_clone, "0x10000200:0:0:0:0", "EPERM"),
-        ("clone_ns", libc::SYS_clone, "0x20200:0:0:0:0", "EPERM"),
-        ("clone3", libc::SYS_clone3, "0:0", "ENOSYS"),
-        ("number_1000", 1000, "", "ENOSYS"),
-        ("above_highest", HIGHEST_KNOWN + 1, "", "ENOSYS"),
-        ("mount", libc::SYS_mount, "0:0:0:0:0", "EPERM"),
-        ("bpf", libc::SYS_bpf, "0:0:0", "EPERM"),
-        ("ptrace", libc::SYS_ptrace, "2:OTHER:0:0", "EPERM"),
-        ("kcmp", libc::SYS_kcmp, "0:0:0:0:0", "EPERM"),
-        ("pidfd_getfd", libc::SYS_pidfd_getfd, "-1:0:0", "EPERM"),
-        ("settimeofday", libc::SYS_settimeofday, "0:0", "EPERM"),
-        ("clock_settime", libc::SYS_clock_settime, "0:0", "EPERM"),
-        ("adjtimex_read", libc::SYS_adjtimex, "buf", "ok"),
-        ("clock_adjtime_read", libc::SYS_clock_adjtime, "0:buf", "ok"),
-        ("setpriority_other", libc::SYS_setpriority, "0:OTHER:0", "EPERM"),
-        ("ioprio_set_other", libc::SYS_ioprio_set, "1:OTHER:0", "EPERM"),
-        // The kernel refuses a zero-length mask: the filter let the call through.
-        ("affinity_self", libc::SYS_sched_setaffinity, "0:0:0", "EINVAL"),
-        ("affinity_other", libc::SYS_sched_setaffinity, "OTHER:0:0", "EPERM"),
-        ("tiocsti", libc::SYS_ioctl, "-1:0x5412:0", "EPERM"),
-        ("tiocsti_high", libc::SYS_ioctl, "-1:0x100005412:0", "EPERM"),
-        ("tiocgwinsz", libc::SYS_ioctl, "-1:0x5413:0", "EBADF"),
-        ("socket_packet", libc::SYS_socket, "17:3:0", "EPERM"),
-        ("socket_vsock", libc::SYS_socket, "40:1:0", "EPERM"),
-        ("socket_inet", libc::SYS_socket, "2:1:0", "ok"),
-        ("socket_route", libc::SYS_socket, "16:3:0", "ok"),
-        ("socket_audit", libc::SYS_socket, "16:3:9", "EPERM"),
-        ("socket_unix", libc::SYS_socket, "1:1:0", "ok/EPERM"),
-        ("socketpair_unix", libc::SYS_socketpair, "1:1:0:buf", "ok"),
-        ("socketpair_inet", libc::SYS_socketpair, "2:1:0:buf", "EPERM"),
-    ];
+        let mut calls: Vec<Call> = vec![
+            ("getpid", libc::SYS_getpid, "", "ok"),
+            ("prlimit64_self", libc::SYS_prlimit64, "0:7:0:buf", "ok"),
+            ("prlimit64_init", libc::SYS_prlimit64, "1:7:0:buf", "EPERM"),
+            ("personality_query", libc::SYS_personality, "0xffffffff", "ok"),
+            ("personality_no_aslr", libc::SYS_personality, "0x0040000", "EPERM"),
+            ("unshare_user", libc::SYS_unshare, "0x10000000", "EPERM"),
+            ("unshare_files", libc::SYS_unshare, "0x400", "ok"),
+            // CLONE_NEWUSER or CLONE_NEWNS with CLONE_FS: EINVAL from the kernel itself, so
+            // nothing is cloned even without the filter.
+            ("clone_user", libc::SYS_clone, "0x10000200:0:0:0:0", "EPERM"),
+            ("clone_ns", libc::SYS_clone, "0x20200:0:0:0:0", "EPERM"),
+            ("clone3", libc::SYS_clone3, "0:0", "ENOSYS"),
+            ("number_1000", 1000, "", "ENOSYS"),
+            ("above_highest", HIGHEST_KNOWN + 1, "", "ENOSYS"),
+            ("mount", libc::SYS_mount, "0:0:0:0:0", "EPERM"),
+            ("bpf", libc::SYS_bpf, "0:0:0", "EPERM"),
+            ("ptrace", libc::SYS_ptrace, "2:OTHER:0:0", "EPERM"),
+            ("kcmp", libc::SYS_kcmp, "0:0:0:0:0", "EPERM"),
+            ("pidfd_getfd", libc::SYS_pidfd_getfd, "-1:0:0", "EPERM"),
+            ("settimeofday", libc::SYS_settimeofday, "0:0", "EPERM"),
+            ("clock_settime", libc::SYS_clock_settime, "0:0", "EPERM"),
+            ("adjtimex_read", libc::SYS_adjtimex, "buf", "ok"),
+            ("clock_adjtime_read", libc::SYS_clock_adjtime, "0:buf", "ok"),
+            ("setpriority_other", libc::SYS_setpriority, "0:OTHER:0", "EPERM"),
+            ("ioprio_set_other", libc::SYS_ioprio_set, "1:OTHER:0", "EPERM"),
+            // The kernel refuses a zero-length mask: the filter let the call through.
+            ("affinity_self", libc::SYS_sched_setaffinity, "0:0:0", "EINVAL"),
+            ("affinity_other", libc::SYS_sched_setaffinity, "OTHER:0:0", "EPERM"),
+            ("tiocsti", libc::SYS_ioctl, "-1:0x5412:0", "EPERM"),
+            ("tiocsti_high", libc::SYS_ioctl, "-1:0x100005412:0", "EPERM"),
+            ("tiocgwinsz", libc::SYS_ioctl, "-1:0x5413:0", "EBADF"),
+            ("socket_packet", libc::SYS_socket, "17:3:0", "EPERM"),
+            ("socket_vsock", libc::SYS_socket, "40:1:0", "EPERM"),
+            ("socket_inet", libc::SYS_socket, "2:1:0", "ok"),
+            ("socket_route", libc::SYS_socket, "16:3:0", "ok"),
+            ("socket_audit", libc::SYS_socket, "16:3:9", "EPERM"),
+            ("socket_unix", libc::SYS_socket, "1:1:0", "ok/EPERM"),
+            ("socketpair_unix", libc::SYS_socketpair, "1:1:0:buf", "ok"),
+            ("socketpair_inet", libc::SYS_socketpair, "2:1:0:buf", "EPERM"),
+        ];
     #[cfg(target_arch = "x86_64")]
     calls.extend([
         ("modify_ldt", libc::SYS_modify_ldt, "0:buf:16", "EPERM"),
