@@ -725,16 +725,21 @@ fn write_transcript(learned: &Learned, envelope: &mut ResultEnvelope) {
         ),
         None => request.push_str("null"),
     }
-    let result = envelope.render(&learned.redactor, Audience::Transcript);
-    let member = |text: &str, key: &str| -> String {
-        Fields::parse(text)
-            .and_then(|f| f.get(key).map(str::to_string))
-            .unwrap_or_else(|| "null".into())
-    };
-    let dispatch = Fields::parse(&result)
-        .and_then(|f| f.get("diagnostics").and_then(Fields::parse))
-        .and_then(|d| d.get("dispatch").map(str::to_string))
-        .unwrap_or_else(|| "null".into());
+    // The request's `input`, redacted on its own: `input` is not a sensitive key, so this is
+    // the member as it stands in `request`.
+    let mut input = String::new();
+    match learned.request.as_ref().and_then(|doc| doc.get("input")) {
+        Some(raw) => result::redact_raw(
+            &learned.redactor,
+            raw,
+            ptd_wire::redact::Scope::Full {
+                envelope_root: false,
+            },
+            &mut input,
+        ),
+        None => input.push_str("null"),
+    }
+    let result = envelope.render_for_transcript(&learned.redactor);
     let doc = transcript::build(&Call {
         call_id: if call_id.is_empty() { &name } else { &call_id },
         tool: &learned.redactor.redact_str(&envelope.echo.tool),
@@ -743,10 +748,10 @@ fn write_transcript(learned: &Learned, envelope: &mut ResultEnvelope) {
         started_at: learned.started_at,
         finished_at: SystemTime::now(),
         request: &request,
-        result: &result,
-        dispatch: &dispatch,
-        input_digest: &canonical::sha256_hex(member(&request, "input").as_bytes()),
-        output_digest: &canonical::sha256_hex(member(&result, "output").as_bytes()),
+        result: &result.text,
+        dispatch: result.dispatch(),
+        input_digest: &canonical::sha256_hex(input.as_bytes()),
+        output_digest: &canonical::sha256_hex(result.output().as_bytes()),
     });
     match dir.write(&name, &doc) {
         Ok(written) => envelope.transcript_refs.push(ArtifactRef {

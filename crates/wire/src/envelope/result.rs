@@ -716,6 +716,15 @@ impl<'a> ResultEnvelope<'a> {
     /// the dispatcher did not write itself passes through `redactor`, names included
     /// (`request_id`, `tool`, `operation`).
     pub fn render(&self, redactor: &Redactor, audience: Audience) -> String {
+        self.render_with_output_span(redactor, audience).0
+    }
+
+    /// [`render`](Self::render), and where in the text the value of `output` stands.
+    fn render_with_output_span(
+        &self,
+        redactor: &Redactor,
+        audience: Audience,
+    ) -> (String, std::ops::Range<usize>) {
         let output = self.output.as_deref().map_or(0, str::len);
         self.render_around_output(
             redactor,
@@ -726,7 +735,27 @@ impl<'a> ResultEnvelope<'a> {
                 (None, None) => {}
             },
         )
-        .0
+    }
+
+    /// What a transcript embeds of this envelope (SPEC §7): the envelope rendered for
+    /// [`Audience::Transcript`], with where its `output` stands in that text, and its
+    /// `diagnostics.dispatch` redacted the same way. `diagnostics` and `dispatch` are not
+    /// sensitive keys, so the member redacted on its own is the member as it stands in the
+    /// text (as for every top-level member, [`Self::render_around_output`]): the transcript
+    /// takes both, and digests them, without reading its own JSON back.
+    pub fn render_for_transcript(&self, redactor: &Redactor) -> ForTranscript {
+        let (text, span) = self.render_with_output_span(redactor, Audience::Transcript);
+        let dispatch = self.dispatch.as_ref().map(|dispatch| {
+            let raw = serde_json::to_string(dispatch).unwrap_or_else(|_| "null".into());
+            let mut out = String::with_capacity(raw.len());
+            redact_raw(redactor, &raw, FULL, &mut out);
+            out
+        });
+        ForTranscript {
+            output: self.output.is_some().then_some(span),
+            text,
+            dispatch,
+        }
     }
 
     /// Write what [`render`](Self::render) returns to `out`, without holding it: everything
@@ -741,7 +770,9 @@ impl<'a> ResultEnvelope<'a> {
         audience: Audience,
         out: &mut dyn std::io::Write,
     ) -> std::io::Result<()> {
-        let (text, at) = self.render_around_output(redactor, 256 + self.diagnostics_len(), |_| {});
+        let (text, span) =
+            self.render_around_output(redactor, 256 + self.diagnostics_len(), |_| {});
+        let at = span.start;
         out.write_all(&text.as_bytes()[..at])?;
         if let Some(unchanged) = self.output_unchanged_for(redactor, audience) {
             out.write_all(unchanged.as_bytes())?;
@@ -794,15 +825,15 @@ impl<'a> ResultEnvelope<'a> {
     }
 
     /// The envelope as compact JSON text with `write_output` writing the value of `output`
-    /// (when there is one), and where in the text that value begins.
+    /// (when there is one), and where in the text that value stands.
     fn render_around_output(
         &self,
         redactor: &Redactor,
         capacity: usize,
         write_output: impl FnOnce(&mut String),
-    ) -> (String, usize) {
+    ) -> (String, std::ops::Range<usize>) {
         let mut out = String::with_capacity(capacity);
-        let mut at = 0;
+        let mut at = 0..0;
         let mut w = ObjectWriter::new(&mut out);
         w.str("schema", SCHEMA)
             .with("version", |o| o.push('1'))
@@ -815,8 +846,9 @@ impl<'a> ResultEnvelope<'a> {
         // members of those objects are redacted with their keys in view.
         if self.output.is_some() {
             w.with("output", |o| {
-                at = o.len();
+                let start = o.len();
                 write_output(o);
+                at = start..o.len();
             });
         }
         match &self.error {
@@ -869,7 +901,7 @@ impl<'a> ResultEnvelope<'a> {
             }
         }
         if self.output.is_none() {
-            at = out.len();
+            at = out.len()..out.len();
         }
         (out, at)
     }
@@ -938,6 +970,30 @@ const FULL: Scope = Scope::Full {
 };
 
 /// The rules on `output` for `audience`.
+/// An envelope rendered for a transcript, and the two members the transcript also carries on
+/// their own ([`ResultEnvelope::render_for_transcript`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForTranscript {
+    /// The whole envelope, as the transcript embeds it.
+    pub text: String,
+    /// Where `output`'s value stands in [`Self::text`], when there is one.
+    output: Option<std::ops::Range<usize>>,
+    /// `diagnostics.dispatch`, redacted, when there is one.
+    dispatch: Option<String>,
+}
+
+impl ForTranscript {
+    /// `output`'s value as it stands in the text, or `null`.
+    pub fn output(&self) -> &str {
+        self.output.clone().map_or("null", |span| &self.text[span])
+    }
+
+    /// `diagnostics.dispatch`, or `null`.
+    pub fn dispatch(&self) -> &str {
+        self.dispatch.as_deref().unwrap_or("null")
+    }
+}
+
 fn output_scope(audience: Audience) -> Scope {
     match audience {
         Audience::Caller => Scope::SecretsOnly,

@@ -227,3 +227,49 @@ fn io_error_kinds_have_fixed_wire_names() {
         assert_eq!(io_kind_name(kind), "uncategorized", "{kind:?}");
     }
 }
+
+#[test]
+fn for_a_transcript_output_and_dispatch_are_the_members_as_they_stand_in_the_text() {
+    let text = json!({
+        "schema": SCHEMA, "version": 1, "request_id": "r1", "tool": "canon.tool",
+        "operation": "call", "status": "succeeded",
+        "output": {"password": "hunter2", "note": "sk-live-0123456789abcdef kept?", "n": 1.50},
+        "diagnostics": {"token": "t0k", "mine": 1}
+    })
+    .to_string();
+    let mut env = check_text(&text).unwrap();
+    env.dispatch = Some(DispatchDiagnostics {
+        stdout_head: Some("secret-value and /home/someone/x".into()),
+        ..DispatchDiagnostics::default()
+    });
+    let mut redactor = Redactor::new();
+    redactor.add_secret("secret-value");
+    let parts = env.render_for_transcript(&redactor);
+    assert_eq!(parts.text, env.render(&redactor, Audience::Transcript));
+    let fields = Fields::parse(&parts.text).unwrap();
+    assert_eq!(parts.output(), fields.get("output").unwrap());
+    assert!(
+        parts.output().contains(r#""password":"[redacted]""#),
+        "{}",
+        parts.output()
+    );
+    let diagnostics = Fields::parse(fields.get("diagnostics").unwrap()).unwrap();
+    assert_eq!(parts.dispatch(), diagnostics.get("dispatch").unwrap());
+    assert!(
+        !parts.dispatch().contains("secret-value"),
+        "{}",
+        parts.dispatch()
+    );
+
+    // Without an output or a dispatch part, both are `null`, as a reader of the text finds.
+    let failed = json!({
+        "schema": SCHEMA, "version": 1, "request_id": "r1", "tool": "canon.tool",
+        "operation": "call", "status": "failed",
+        "error": {"code": "x", "message": "m", "retryable": false}
+    })
+    .to_string();
+    let bare = check_text(&failed).unwrap();
+    let parts = bare.render_for_transcript(&redactor);
+    assert_eq!(parts.output(), "null");
+    assert_eq!(parts.dispatch(), "null");
+}
