@@ -134,5 +134,6 @@ pub mod vars {
 
 pub mod bridge;
 pub mod canonical;
+pub mod diagnostics;
 pub mod request;
 pub mod result;
