@@ -58,8 +58,8 @@ pub use at::{
 pub use private::{random_u64, Budget, CleanupError, PrivateDir, ReadRegular, MAX_CLEANUP_DEPTH};
 pub use publish::{write_atomic, AtomicWriteError, TempFile};
 pub use read::{
-    list_dir_path, read_file, read_file_at, read_head, read_opened, read_stream, read_text,
-    regular, ReadError,
+    list_dir_path, read_file, read_file_at, read_file_with_status, read_head, read_opened,
+    read_stream, read_text, regular, ReadError,
 };
 pub use rustix::fs::{FileType, Mode, OFlags, Stat};
 

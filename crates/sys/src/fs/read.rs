@@ -128,8 +128,18 @@ pub fn read_file_at(
     read_opened(fd, max_bytes)
 }
 
+/// [`read_file`] with the status of what was read, from the same open: for a file whose owner
+/// and permissions matter as much as its bytes (the host policy, SPEC §16).
+pub fn read_file_with_status(path: &Path, max_bytes: u64) -> Result<(Vec<u8>, Stat), ReadError> {
+    read_opened_with_status(open_path(path)?, max_bytes)
+}
+
 /// `fd` (opened non-blocking by its caller), when it is a regular file: at most `max_bytes`.
 pub fn read_opened(fd: OwnedFd, max_bytes: u64) -> Result<Vec<u8>, ReadError> {
+    read_opened_with_status(fd, max_bytes).map(|(bytes, _)| bytes)
+}
+
+fn read_opened_with_status(fd: OwnedFd, max_bytes: u64) -> Result<(Vec<u8>, Stat), ReadError> {
     let (file, st) = regular(fd)?;
     let too_large = ReadError::TooLarge { limit: max_bytes };
     if u64::try_from(st.st_size).unwrap_or(0) > max_bytes {
@@ -142,7 +152,7 @@ pub fn read_opened(fd: OwnedFd, max_bytes: u64) -> Result<Vec<u8>, ReadError> {
     if bytes.len() as u64 > max_bytes {
         return Err(too_large);
     }
-    Ok(bytes)
+    Ok((bytes, st))
 }
 
 /// `fd` as a [`File`] with its status, when it is a regular file, with `O_NONBLOCK` cleared;

@@ -1,0 +1,329 @@
+//! The strict loader: the file (owner, mode, size), then every key of the document, each
+//! problem collected with its location: the whole file is judged, not its first mistake.
+
+use crate::entry::{EntryContext, EntryRead};
+use crate::model::{LedgerSection, Location, Pattern, Policy, ToolEntry};
+use crate::problem::Problem;
+use crate::value::{escape, is_var_name, Checker, Value};
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::Path;
+use toml::de::{DeTable, DeValue};
+
+/// The largest policy file read, in bytes (1 MiB).
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+/// The most `[[tool]]` entries a policy may have.
+pub const MAX_TOOLS: usize = 1000;
+/// The longest `match`, in bytes (the ledger's bound on a tool id).
+const MAX_MATCH_BYTES: usize = 256;
+
+/// What the loader checks the file against, from outside it.
+#[derive(Debug, Clone, Default)]
+pub struct LoadContext {
+    /// The bridge's `dispatcher.timeout_ms`: no `timeout_ms` may be above it.
+    pub bridge_timeout_ms: Option<u64>,
+    /// Whether the command line gives a ledger (`--ledger`): `decision = "ask"` needs one.
+    pub ledger_given: bool,
+    /// `PATH`, to find an adapter's program by name (`None`: the default search path).
+    pub path: Option<OsString>,
+}
+
+const TOP_KEYS: [&str; 4] = ["version", "defaults", "ledger", "tool"];
+const LEDGER_KEYS: [&str; 5] = [
+    "path",
+    "session_env",
+    "budget_calls",
+    "budget_adapter_ms",
+    "max_concurrent",
+];
+
+/// Load and check the policy file at `path`: every problem of the file, or the policy.
+pub fn load(path: &Path, cx: &LoadContext) -> Result<Policy, Vec<Problem>> {
+    let file = path.display().to_string();
+    let whole = |message: String| Problem::new(&file, Location { line: 1, column: 1 }, message);
+    let (bytes, status) = match ptd_sys::fs::read_file_with_status(path, MAX_FILE_BYTES) {
+        Ok(read) => read,
+        Err(ptd_sys::fs::ReadError::TooLarge { .. }) => {
+            let message = format!(
+                "the policy file is larger than {MAX_FILE_BYTES} bytes (1 MiB), the most read"
+            );
+            return Err(vec![whole(message)]);
+        }
+        Err(err) => {
+            return Err(vec![whole(format!(
+                "the policy file cannot be read: {err}"
+            ))])
+        }
+    };
+    let euid = rustix::process::geteuid().as_raw();
+    let mut problems: Vec<Problem> = access_problem(status.st_mode, status.st_uid, euid)
+        .map(whole)
+        .into_iter()
+        .collect();
+    let parsed = match std::str::from_utf8(&bytes) {
+        Ok(text) => parse(path, text, cx),
+        Err(err) => Err(vec![whole(format!("the policy file is not UTF-8: {err}"))]),
+    };
+    match parsed {
+        Ok(policy) if problems.is_empty() => Ok(policy),
+        Ok(_) => Err(problems),
+        Err(more) => {
+            problems.extend(more);
+            Err(problems)
+        }
+    }
+}
+
+/// Why a file of this mode and owner could be changed by someone other than the host: it is
+/// writable by its group or by others, or owned by a user who is neither root nor `euid`.
+pub fn access_problem(mode: u32, owner: u32, euid: u32) -> Option<String> {
+    if mode & 0o022 != 0 {
+        return Some(format!(
+            "the policy file is writable by {} (mode {:o}): only its owner may write it",
+            if mode & 0o002 != 0 {
+                "others"
+            } else {
+                "its group"
+            },
+            mode & 0o7777
+        ));
+    }
+    if owner != 0 && owner != euid {
+        return Some(format!(
+            "the policy file belongs to uid {owner}, another user than root or this dispatcher \
+             (uid {euid}), who could write it"
+        ));
+    }
+    None
+}
+
+/// Check the text of a policy file named `file`: every problem, sorted by location, or the
+/// policy. Never panics, whatever the text.
+pub fn parse(file: &Path, text: &str, cx: &LoadContext) -> Result<Policy, Vec<Problem>> {
+    let mut checker = Checker::new(file.display().to_string(), text);
+    let (root, errors) = DeTable::parse_recoverable(text);
+    if !errors.is_empty() {
+        for err in errors {
+            let span = err.span().unwrap_or(0..0);
+            checker.report(&span, err.message().trim_end().to_string());
+        }
+        return Err(sorted(checker.problems));
+    }
+    let policy = checker.document(root.get_ref(), cx, file, text);
+    if checker.problems.is_empty() {
+        Ok(policy)
+    } else {
+        Err(sorted(checker.problems))
+    }
+}
+
+fn sorted(mut problems: Vec<Problem>) -> Vec<Problem> {
+    problems.sort_by_key(Problem::location);
+    problems
+}
+
+/// Finds a top-level key's value.
+fn find<'v, 'i>(table: &'v DeTable<'i>, name: &str) -> Option<&'v Value<'i>> {
+    table
+        .iter()
+        .find(|(key, _)| key.get_ref().as_ref() == name)
+        .map(|(_, value)| value)
+}
+
+impl Checker<'_> {
+    fn document(
+        &mut self,
+        root: &DeTable<'_>,
+        cx: &LoadContext,
+        file: &Path,
+        text: &str,
+    ) -> Policy {
+        for (key, _) in root.iter() {
+            if !TOP_KEYS.contains(&key.get_ref().as_ref()) {
+                self.unknown_key(key, "the policy", &TOP_KEYS);
+            }
+        }
+        self.version(find(root, "version"));
+        let ledger = find(root, "ledger").and_then(|v| self.ledger(v));
+        let ledger_path = ledger
+            .as_ref()
+            .and_then(|l| l.path.as_deref())
+            .filter(|p| !p.contains("://"))
+            .map(Path::new);
+        let ecx = EntryContext {
+            bridge_timeout_ms: cx.bridge_timeout_ms,
+            path: cx.path.as_deref(),
+            ledger: ledger_path,
+        };
+        let mut asks = Vec::new();
+        let defaults = match find(root, "defaults") {
+            Some(value) => match self.table("defaults", value) {
+                Some(table) => self.entry(table, false, ecx, "[defaults]"),
+                None => EntryRead::default(),
+            },
+            None => EntryRead::default(),
+        };
+        asks.extend(defaults.ask_at);
+        let tools = find(root, "tool").map_or_else(Vec::new, |v| self.tools(v, ecx, &mut asks));
+        let has_ledger = cx.ledger_given || ledger.as_ref().is_some_and(|l| l.path.is_some());
+        if !has_ledger {
+            for at in asks {
+                let message = "`decision = \"ask\"` needs a ledger ([ledger] path or --ledger): \
+                               approvals are kept there";
+                self.report_at(at, message);
+            }
+        }
+        Policy {
+            file: file.to_path_buf(),
+            sha256: ptd_wire::envelope::canonical::sha256_hex(text.as_bytes()),
+            defaults: defaults.entry,
+            defaults_unconfined_at: defaults.unconfined_at,
+            ledger,
+            tools,
+        }
+    }
+
+    fn version(&mut self, value: Option<&Value<'_>>) {
+        let Some(value) = value else {
+            self.report_at(Location { line: 1, column: 1 }, "missing `version = 1`");
+            return;
+        };
+        if let Some(text) = self.integer_text("version", value) {
+            if text != "1" {
+                let message = format!("`version` {text} is not known: this dispatcher reads 1");
+                self.report(&value.span(), message);
+            }
+        }
+    }
+
+    fn ledger(&mut self, value: &Value<'_>) -> Option<LedgerSection> {
+        let table = self.table("ledger", value)?;
+        let mut section = LedgerSection::default();
+        let mut budgets = ptd_ledger::Budgets::default();
+        for (key, value) in table.iter() {
+            let name = key.get_ref().as_ref();
+            let flag = match name {
+                "path" => {
+                    section.path = self.nonempty(name, value).map(str::to_string);
+                    continue;
+                }
+                "session_env" => {
+                    section.session_env = self.session_env(value);
+                    continue;
+                }
+                "budget_calls" => "--budget-calls",
+                "budget_adapter_ms" => "--budget-adapter-ms",
+                "max_concurrent" => "--max-concurrent",
+                _ => {
+                    self.unknown_key(key, "[ledger]", &LEDGER_KEYS);
+                    continue;
+                }
+            };
+            let Some(text) = self.integer_text(name, value) else {
+                continue;
+            };
+            if let Err(err) = ptd_ledger::flags::parse_budget_flag(&mut budgets, flag, &text) {
+                self.report(&value.span(), format!("`{name}`: {}", err.reason));
+            }
+        }
+        section.budget_calls = budgets.calls;
+        section.budget_adapter_ms = budgets.adapter_ms;
+        section.max_concurrent = budgets.max_concurrent;
+        Some(section)
+    }
+
+    fn session_env(&mut self, value: &Value<'_>) -> Option<String> {
+        let name = self.string("session_env", value)?;
+        if is_var_name(name) {
+            return Some(name.to_string());
+        }
+        let message = format!(
+            "`session_env`: `{}` is not a variable name (non-empty, without `=`)",
+            escape(name)
+        );
+        self.report(&value.span(), message);
+        None
+    }
+
+    fn tools(
+        &mut self,
+        value: &Value<'_>,
+        ecx: EntryContext<'_>,
+        asks: &mut Vec<Location>,
+    ) -> Vec<ToolEntry> {
+        let DeValue::Array(items) = value.get_ref() else {
+            self.report(
+                &value.span(),
+                "`tool` must be an array of tables: write [[tool]]",
+            );
+            return Vec::new();
+        };
+        if let Some(extra) = items.get(MAX_TOOLS) {
+            let message =
+                format!("more than {MAX_TOOLS} [[tool]] entries: the most a policy may have");
+            self.report(&extra.span(), message);
+        }
+        let mut tools = Vec::new();
+        let mut seen: HashMap<Pattern, usize> = HashMap::new();
+        for item in items.iter().take(MAX_TOOLS) {
+            let Some(table) = self.table("tool", item) else {
+                continue;
+            };
+            let header = self.at(&item.span());
+            let read = self.entry(table, true, ecx, "[[tool]]");
+            asks.extend(read.ask_at);
+            let Some((written, span)) = read.pattern.clone() else {
+                if !table.iter().any(|(k, _)| k.get_ref().as_ref() == "match") {
+                    self.report_at(header, "a [[tool]] entry needs `match`");
+                }
+                continue;
+            };
+            let Some(pattern) = self.pattern(written, &span) else {
+                continue;
+            };
+            if let Some(line) = seen.get(&pattern) {
+                let message = format!(
+                    "`match = \"{}\"` again: the entry at line {line} has the same `match`",
+                    escape(written)
+                );
+                self.report(&span, message);
+                continue;
+            }
+            seen.insert(pattern.clone(), header.line);
+            tools.push(ToolEntry {
+                pattern,
+                line: header.line,
+                match_at: self.at(&span),
+                unconfined_at: read.unconfined_at,
+                entry: read.entry,
+            });
+        }
+        tools
+    }
+
+    /// A canonical id, or a prefix ending in exactly one `*`.
+    fn pattern(&mut self, written: &str, span: &std::ops::Range<usize>) -> Option<Pattern> {
+        let (literal, prefix) = match written.strip_suffix('*') {
+            Some(literal) => (literal, true),
+            None => (written, false),
+        };
+        let fine = written.len() <= MAX_MATCH_BYTES
+            && (prefix || !literal.is_empty())
+            && literal.bytes().all(|b| b.is_ascii_graphic() && b != b'*');
+        if !fine {
+            let message = format!(
+                "`match = \"{}\"`: expected a canonical tool id (`git.commit`) or a prefix \
+                 ending in one `*` (`git.*`, `*`)",
+                escape(written)
+            );
+            self.report(span, message);
+            return None;
+        }
+        let literal = literal.to_string();
+        Some(if prefix {
+            Pattern::Prefix(literal)
+        } else {
+            Pattern::Exact(literal)
+        })
+    }
+}
