@@ -6,7 +6,7 @@
 //! ledger's own parser.
 
 use crate::model::{Decision, Entry, Location, NetworkPolicy};
-use crate::value::{escape, Checker, Key, Value};
+use crate::value::{a_type, escape, Checker, Key, Value};
 use ptd_sys::confine::{OptionError, OptionName, Options, RawOptions};
 use std::ffi::OsString;
 use std::ops::Range;
@@ -244,10 +244,10 @@ impl Checker<'_> {
             }
             DeValue::Table(table) => self.allow_list(table),
             _ => {
-                let found = value.get_ref().type_str();
+                let found = a_type(value);
                 let message = format!(
                     "`network` must be \"none\", \"any\" or {{ allow = [\"host:port\", …] }}, \
-                     not a {found}"
+                     not {found}"
                 );
                 self.report(&value.span(), message);
                 None
@@ -317,10 +317,10 @@ impl Checker<'_> {
                 .integer_text("approval_ttl", value)
                 .and_then(|t| t.parse::<u64>().ok()),
             _ => {
-                let found = value.get_ref().type_str();
+                let found = a_type(value);
                 let message = format!(
                     "`approval_ttl` must be a duration such as \"15m\" or an integer number of \
-                     seconds, not a {found}"
+                     seconds, not {found}"
                 );
                 self.report(&value.span(), message);
                 return None;

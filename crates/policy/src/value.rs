@@ -61,10 +61,10 @@ impl<'t> Checker<'t> {
     }
 
     fn wrong_type(&mut self, key: &str, value: &Value<'_>, expected: &str) {
-        let found = value.get_ref().type_str();
+        let found = a_type(value);
         self.report(
             &value.span(),
-            format!("`{key}` must be {expected}, not a {found}"),
+            format!("`{key}` must be {expected}, not {found}"),
         );
     }
 
@@ -154,23 +154,28 @@ impl<'t> Checker<'t> {
             self.wrong_type(key, value, "an array of strings");
             return None;
         };
+        // An item of another type is reported and left out: the rest are still checked.
         let mut out = Vec::with_capacity(items.len());
-        let mut fine = true;
         for item in items.iter() {
             match item.get_ref() {
                 DeValue::String(s) => out.push((s.as_ref(), item.span())),
-                _ => {
-                    self.wrong_type(key, item, "an array of strings: this item");
-                    fine = false;
-                }
+                _ => self.wrong_type(key, item, "an array of strings: this item"),
             }
         }
-        fine.then_some(out)
+        Some(out)
     }
 
     /// An argv: a non-empty array of strings whose first is not empty.
     pub(crate) fn argv(&mut self, key: &str, value: &Value<'_>) -> Option<Vec<String>> {
         let items = self.strings(key, value)?;
+        let written = match value.get_ref() {
+            DeValue::Array(all) => all.len(),
+            _ => 0,
+        };
+        if items.len() != written {
+            // An item that is not a string: reported already.
+            return None;
+        }
         match items.first() {
             None => {
                 let message = format!("`{key}` is an empty argv: it needs at least the program");
@@ -216,6 +221,17 @@ impl<'t> Checker<'t> {
             }
         }
     }
+}
+
+/// A value's type with its article, for messages: "an integer", "a string".
+pub(crate) fn a_type(value: &Value<'_>) -> String {
+    let found = value.get_ref().type_str();
+    let article = if found.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    format!("{article} {found}")
 }
 
 /// A variable name the environment can carry.
