@@ -9,7 +9,7 @@ seconds=${1:-600}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(json bridge request result redact workspace_path delegation endpoint mcp ledger_flags dns)
+  targets=(json bridge request result redact workspace_path delegation endpoint mcp ledger_flags dns policy)
 fi
 mkdir -p logs
 # cargo-fuzz from crates.io when it is not installed yet (the nightly toolchain must be there).

@@ -42,8 +42,10 @@ use std::rc::Rc;
 use std::sync::OnceLock;
 
 mod ledger;
+mod policy;
 mod protocols;
 pub use ledger::ledger_flags;
+pub use policy::policy;
 pub use protocols::{dns, endpoint, mcp};
 
 /// Size cap the targets read with: far above what a fuzzer feeds, so the cap is never what
@@ -54,7 +56,7 @@ const MAX: usize = 1 << 22;
 pub type Target = fn(&[u8]);
 
 /// Every target, by the name of its folder under `fuzz/regressions/` and its `fuzz/` binary.
-pub const TARGETS: [(&str, Target); 11] = [
+pub const TARGETS: [(&str, Target); 12] = [
     ("json", json),
     ("bridge", bridge),
     ("request", request),
@@ -66,6 +68,7 @@ pub const TARGETS: [(&str, Target); 11] = [
     ("mcp", mcp),
     ("ledger_flags", ledger_flags),
     ("dns", dns),
+    ("policy", policy),
 ];
 
 /// The strict reader: [`Document::parse`], [`json::check_object`], [`json::check`] and
