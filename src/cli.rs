@@ -18,11 +18,11 @@ pub const BRIDGE_ENV: &str = "PARENT_TOOL_DISPATCH_BRIDGE";
 pub const DISPATCH_ENV: &[&str] = &[BRIDGE_ENV, LEDGER_ENV, SESSION_ENV];
 
 /// `--max-output-bytes`' default.
-pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
 /// `--max-request-bytes`' default.
-pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 8 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_REQUEST_BYTES: u64 = 8 * 1024 * 1024;
 /// `--kill-grace-ms`' default.
-pub const DEFAULT_KILL_GRACE_MS: u64 = 2000;
+pub(crate) const DEFAULT_KILL_GRACE_MS: u64 = 2000;
 
 /// The main page's examples, as (what it does, the command): shown by `--help` and in the man
 /// page's EXAMPLES section.
@@ -46,7 +46,7 @@ pub const EXAMPLES: [(&str, &str); 4] = [
 ];
 
 /// The text after `-h`: where the rest is.
-pub const SHORT_AFTER_HELP: &str =
+pub(crate) const SHORT_AFTER_HELP: &str =
     "The limits, the confinement options (SPEC 13), examples and exit statuses: see --help.";
 
 /// The text after `--help`: the examples, then the exit statuses from
@@ -875,7 +875,7 @@ pub struct SchemaArgs {
 pub const LEDGER_ENV: &str = "PARENT_TOOL_DISPATCH_LEDGER";
 
 /// Environment variable that may name the host's session instead of `--session`.
-pub const SESSION_ENV: &str = "PARENT_TOOL_DISPATCH_SESSION";
+pub(crate) const SESSION_ENV: &str = "PARENT_TOOL_DISPATCH_SESSION";
 
 /// The `audit` subcommands (SPEC 14.3).
 #[derive(Debug, Subcommand)]

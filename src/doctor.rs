@@ -31,7 +31,7 @@ use std::path::Path;
 pub const SCHEMA: &str = "parent-tool-dispatch/doctor/v1";
 
 /// The `error[…]` code of a mechanism that claims support but was not refused.
-pub const NOT_ENFORCED: &str = "confinement_not_enforced";
+pub(crate) const NOT_ENFORCED: &str = "confinement_not_enforced";
 
 /// Every mechanism, in the report's order.
 pub const MECHANISMS: [&str; 10] = [
@@ -177,7 +177,7 @@ pub fn run(args: &DoctorArgs) -> u8 {
 }
 
 /// Probe every mechanism on this host.
-pub fn examine(options: &Options) -> Vec<Row> {
+pub(crate) fn examine(options: &Options) -> Vec<Row> {
     let confined = options.is_requested();
     let abi = landlock::kernel_abi().ok();
     let host = Host::read();
@@ -459,7 +459,7 @@ fn probe_text(probe: &Probe) -> String {
 }
 
 /// The aligned table: a header, one line per mechanism, a summary line.
-pub fn render_human(rows: &[Row]) -> String {
+pub(crate) fn render_human(rows: &[Row]) -> String {
     let width = MECHANISMS
         .iter()
         .chain(adapter::ROWS.iter().map(|(name, _, _)| name))
@@ -572,7 +572,7 @@ fn json_probe(p: &Probe) -> JsonProbe {
 }
 
 /// The `--json` report: one object, compact.
-pub fn render_json(rows: &[Row], status: u8) -> String {
+pub(crate) fn render_json(rows: &[Row], status: u8) -> String {
     let report = JsonReport {
         schema: SCHEMA,
         exit_code: status,
@@ -606,7 +606,7 @@ pub fn render_json(rows: &[Row], status: u8) -> String {
 /// The stderr lines for a non-zero exit: one `error[confinement_not_enforced]` naming every
 /// mechanism that was not refused, one `error[confinement_unavailable]` naming every requested
 /// one that is missing.
-pub fn stderr_lines(rows: &[Row]) -> Vec<String> {
+pub(crate) fn stderr_lines(rows: &[Row]) -> Vec<String> {
     let mut lines = Vec::new();
     let failed: Vec<String> = rows
         .iter()

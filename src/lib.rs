@@ -192,13 +192,14 @@ fn become_non_dumpable() {
     let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
 }
 
+#[cfg(test)] // only the tests call it
 /// The message for a first positional argument that is not an existing file but is close to a
 /// visible subcommand's name (`valdate`, `sandbox_env`), or is spelled like a hidden one
 /// (`__test-adapter`: the product has none, the test tools are a binary of their own; `main`
 /// takes `doctor`'s probe word `__doctor-probe` as the first argument before this), which
 /// clap would otherwise take as the REQUEST path and answer with a misleading error. `None`
 /// when the command line looks fine.
-pub fn mistyped_subcommand(args: &[OsString]) -> Option<String> {
+pub(crate) fn mistyped_subcommand(args: &[OsString]) -> Option<String> {
     let mut cmd = Cli::command();
     cmd.build();
     mistyped_in(&cmd, args)
@@ -269,7 +270,7 @@ fn first_positional<'a>(cmd: &clap::Command, args: &'a [OsString]) -> Option<&'a
 
 /// The command for shell completions: the real one with hidden subcommands and arguments left
 /// out (clap_complete offers them otherwise), at every level.
-pub fn completion_command() -> clap::Command {
+pub(crate) fn completion_command() -> clap::Command {
     visible(&Cli::command())
 }
 

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Variables copied from the host into the adapter's otherwise empty environment.
-pub const BASE_ENV: [&str; 6] = ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
+pub(crate) const BASE_ENV: [&str; 6] = ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
 
 pub use ptd_wire::envelope::vars;
 
@@ -143,7 +143,7 @@ pub fn adapter_env<'m>(
 /// the `--secret-env` values and the sensitive `--pass-env` ones as secrets; the working
 /// directory, `HOME`, `TMPDIR` and the temp dir as host paths. The main job and `delegation
 /// run` both start from it.
-pub fn host_redactor(run: &RunArgs, host: &HostEnv) -> Redactor {
+pub(crate) fn host_redactor(run: &RunArgs, host: &HostEnv) -> Redactor {
     let mut redactor = Redactor::new();
     // The keys of our own envelopes are structure: no secret value may rename them.
     redactor.keep_keys(ptd_wire::envelope::OWN_KEYS.iter().copied());
@@ -196,7 +196,7 @@ fn find_in_path(program: &Path, host: &HostEnv) -> Option<PathBuf> {
 
 /// What the adapter left under the result file's name.
 #[derive(Debug)]
-pub enum ResultFile {
+pub(crate) enum ResultFile {
     /// No file: the adapter wrote no result.
     Missing,
     /// Something else than a regular file (a FIFO, a symlink, a directory, a socket, …).
@@ -247,7 +247,7 @@ impl FileTransport {
     }
 
     /// The result file, judged and read (at most `max_bytes + 1` bytes).
-    pub fn read_result(&self, max_bytes: usize) -> ResultFile {
+    pub(crate) fn read_result(&self, max_bytes: usize) -> ResultFile {
         let read = fs::cstring(Self::RESULT.as_bytes())
             .and_then(|name| self.dir.read_regular(&name, max_bytes));
         match read {

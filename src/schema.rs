@@ -28,9 +28,9 @@ use ptd_wire::validate::{Fact, Presence, Shape, Spec, Type, ENV_NAME};
 use serde_json::{json, Map, Value};
 
 /// The JSON Schema dialect every schema declares.
-pub const DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
+pub(crate) const DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
 /// Schema id of a replay case file.
-pub const FIXTURE_SCHEMA: &str = "parent-tool-dispatch/fixture/v1";
+pub(crate) const FIXTURE_SCHEMA: &str = "parent-tool-dispatch/fixture/v1";
 /// The request fields that travel in environment variables hold no NUL.
 const NO_NUL_PATTERN: &str = r"^[^\x00]*$";
 
@@ -103,7 +103,7 @@ pub fn print(kind: SchemaKind) -> u8 {
 
 /// The schema of a value described by `spec`: `type`, then what each fact states, in the
 /// facts' order, then what the type holds (items, members).
-pub fn spec_schema(spec: &Spec) -> Value {
+pub(crate) fn spec_schema(spec: &Spec) -> Value {
     let mut out = Map::new();
     let ty = match spec.ty {
         Type::Any => None,

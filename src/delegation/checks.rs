@@ -21,12 +21,13 @@ use std::borrow::Cow;
 /// Longest `request_id` accepted: it travels in an environment variable and in every event.
 pub const MAX_REQUEST_ID_BYTES: usize = 256;
 /// How much of an offending value a message quotes.
-pub const QUOTE_CHARS: usize = 64;
+pub(crate) const QUOTE_CHARS: usize = 64;
 
 /// Members of a request that must be objects when present.
-pub const OBJECT_FIELDS: [&str; 5] = ["target", "context", "execution", "orchestrator", "metadata"];
+pub(crate) const OBJECT_FIELDS: [&str; 5] =
+    ["target", "context", "execution", "orchestrator", "metadata"];
 /// Members of a `source_digest` object that may carry the hex digest, in precedence order.
-pub const DIGEST_KEYS: [&str; 3] = ["value", "sha256", "hash"];
+pub(crate) const DIGEST_KEYS: [&str; 3] = ["value", "sha256", "hash"];
 
 /// Issues found by one check, and the most important kind among them.
 #[derive(Debug, Default)]
@@ -58,7 +59,7 @@ impl Findings {
     }
 
     /// Add every issue of `other`, each path under `prefix`.
-    pub fn absorb(&mut self, other: Findings, prefix: &str) {
+    pub(crate) fn absorb(&mut self, other: Findings, prefix: &str) {
         if let Some(kind) = other.worst {
             self.worst = Some(self.worst.map_or(kind, |w| w.min(kind)));
         }

@@ -53,7 +53,7 @@ pub enum ErrorPart<'a> {
 
 /// One lifecycle event.
 #[derive(Debug, Clone)]
-pub struct EventRecord {
+pub(crate) struct EventRecord {
     pub event: Event,
     pub time: SystemTime,
     pub status: Option<DelegationStatus>,
@@ -63,7 +63,7 @@ pub struct EventRecord {
 
 /// A result envelope, before rendering.
 #[derive(Debug, Clone)]
-pub struct Envelope<'a> {
+pub(crate) struct Envelope<'a> {
     pub status: DelegationStatus,
     pub request_id: &'a str,
     /// The request as validated and sent (compact JSON), or `None` when it was no JSON object.
@@ -84,7 +84,7 @@ pub struct Envelope<'a> {
 
 impl Envelope<'_> {
     /// The envelope as one line of compact JSON, redacted.
-    pub fn render(&self, redactor: &Redactor) -> String {
+    pub(crate) fn render(&self, redactor: &Redactor) -> String {
         let success = self.status.is_success();
         let full = |raw: &str, out: &mut String| {
             redact_raw(

@@ -35,7 +35,7 @@ pub const REQUEST_SCHEMA: &str = "wp-codebox/host-delegation-request/v1";
 /// `wp-codebox/host-delegation-result/v1`.
 pub const RESULT_SCHEMA: &str = "wp-codebox/host-delegation-result/v1";
 /// `wp-codebox/host-delegation-event/v1`.
-pub const EVENT_SCHEMA: &str = "wp-codebox/host-delegation-event/v1";
+pub(crate) const EVENT_SCHEMA: &str = "wp-codebox/host-delegation-event/v1";
 
 /// Run a `delegation` subcommand; returns the exit status. `run` makes the process a child
 /// subreaper and takes over SIGINT/SIGTERM/SIGHUP first, as the main job does.
@@ -62,7 +62,7 @@ pub fn main(command: &DelegationCommand) -> u8 {
 }
 
 /// `delegation check-request [FILE]`.
-pub fn check_request_command(args: &DelegationCheckRequestArgs) -> u8 {
+pub(crate) fn check_request_command(args: &DelegationCheckRequestArgs) -> u8 {
     let findings = match read(
         args.file.as_deref(),
         args.max_bytes,
@@ -78,7 +78,7 @@ pub fn check_request_command(args: &DelegationCheckRequestArgs) -> u8 {
 }
 
 /// `delegation check-result --request FILE [RESULT]`.
-pub fn check_result_command(args: &DelegationCheckResultArgs) -> u8 {
+pub(crate) fn check_result_command(args: &DelegationCheckResultArgs) -> u8 {
     let stdin = |p: Option<&Path>| p.is_none_or(|p| p.as_os_str() == "-");
     if stdin(Some(&args.request)) && stdin(args.result.as_deref()) {
         stderr_line!("error[usage]: --request and RESULT cannot both read stdin; give one a file");

@@ -20,7 +20,7 @@ impl Deadline {
     }
 
     /// This deadline, or `left_ms` (at least 1 ms) when that is shorter.
-    pub fn cut_to(self, left_ms: u64) -> Deadline {
+    pub(crate) fn cut_to(self, left_ms: u64) -> Deadline {
         Deadline {
             timeout_ms: self.timeout_ms.min(left_ms.max(1)),
         }

@@ -65,7 +65,7 @@ pub struct UsageError(pub String);
 ///    envelope's exit status stands.
 ///
 /// Every panic is reported once, on an `error[internal_error]` line saying where it panicked.
-pub fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
+pub(crate) fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
     let env = HostEnv::process();
     panic_point::arm(&env);
     let usage = match check_usage(args, &env) {
@@ -174,7 +174,7 @@ pub struct Usage {
 /// `--tool-map` that cannot be used, a confinement option (or its `PARENT_TOOL_DISPATCH_*`
 /// variable in `env`) that does not parse, names no existing path, or grants what confines
 /// nothing (`/`, the ledger's folder).
-pub fn check_usage(args: &DispatchArgs, env: &HostEnv) -> Result<Usage, UsageError> {
+pub(crate) fn check_usage(args: &DispatchArgs, env: &HostEnv) -> Result<Usage, UsageError> {
     if args.bridge.parent_tool_bridge.is_none() {
         return Err(UsageError(format!(
             "no bridge: pass --parent-tool-bridge '<json>|@FILE' or set {}",
@@ -202,7 +202,7 @@ pub fn check_usage(args: &DispatchArgs, env: &HostEnv) -> Result<Usage, UsageErr
 /// `env` (SPEC §13), checked; the error names the option (a usage error, exit 2). With the
 /// `ledger` the dispatcher keeps, a `--fs-*` path that holds its folder or lies in it is
 /// refused too (SPEC §13.2).
-pub fn confine_options(
+pub(crate) fn confine_options(
     args: &crate::cli::ConfineArgs,
     env: &HostEnv,
     ledger: Option<&std::path::Path>,
@@ -284,7 +284,7 @@ pub struct Recorded<'r> {
 /// The main job for `request` answered by a recorded adapter, in this process, with no
 /// process started and nothing printed: the same admission, judge and report as a live run.
 /// `Err` is what the main job would refuse as a usage error (exit 2, no envelope).
-pub fn conclude_recorded(
+pub(crate) fn conclude_recorded(
     args: &DispatchArgs,
     env: &HostEnv,
     request: Vec<u8>,
@@ -331,7 +331,7 @@ fn replay_recorded<'r>(
 }
 
 /// A request that passed every check before anything runs (SPEC §4.1 steps 1–3).
-pub struct Admitted {
+pub(crate) struct Admitted {
     pub bridge: Bridge,
     pub request: Request,
     /// What its answer must echo, and the bounds it is judged by.
@@ -713,7 +713,7 @@ impl exec::StdoutWatch for Prescanning {
 
 /// The confinement step (SPEC §13), between the plan and the run: prepare what `options` ask
 /// for the spec's program, or fail closed before anything starts. `Ok(None)`: nothing asked.
-pub fn confine_step(
+pub(crate) fn confine_step(
     spec: &mut exec::Spec,
     options: &ptd_sys::confine::Options,
     transport_dir: Option<&std::path::Path>,
@@ -731,7 +731,7 @@ pub fn confine_step(
 
 /// The host paths a confined run reveals (SPEC §13: they join §5's host paths): the listed
 /// `--fs-*` paths and the private `TMPDIR`.
-pub fn confinement_paths(
+pub(crate) fn confinement_paths(
     options: &ptd_sys::confine::Options,
     prepared: &ptd_sys::confine::Prepared,
 ) -> Vec<PathBuf> {
@@ -844,7 +844,7 @@ impl Ran {
 /// answer (`stdout_is_the_answer` false: file transport), and when it should have been and was
 /// not (the cause is then usually in its first bytes). The live run and `replay` both end
 /// here, so a recorded answer is judged and reported exactly like a live one.
-pub fn judge_answer<'a>(
+pub(crate) fn judge_answer<'a>(
     answer: Answer<'a>,
     stdout: &'a [u8],
     stdout_is_the_answer: bool,
@@ -886,7 +886,7 @@ fn read_request(args: &DispatchArgs, interrupts: &Interrupts) -> Result<Vec<u8>,
 
 /// Why [`read_interruptibly`] returned no bytes.
 #[derive(Debug)]
-pub enum ReadStop {
+pub(crate) enum ReadStop {
     /// The file or stdin could not be read.
     Failed(std::io::Error),
     /// This signal arrived first.
@@ -896,7 +896,7 @@ pub enum ReadStop {
 /// Read an envelope's bytes (`path`, or stdin for `None`), at most `max_bytes + 1` of them,
 /// with the one reader's stream mode ([`ptd_sys::fs::read_stream`]): a FIFO or a writer that
 /// never closes waits in `poll(2)` together with the signal wake-up, never in `open(2)`.
-pub fn read_interruptibly(
+pub(crate) fn read_interruptibly(
     path: Option<PathBuf>,
     max_bytes: u64,
     interrupts: &Interrupts,

@@ -516,7 +516,7 @@ impl<'a> Report<'a> {
     /// (and written to `--result-file`) with `diagnostics.ledger.error`, and a
     /// `warning[ledger_unavailable]` line on stderr (the envelope's own code keeps the one
     /// `error[…]` line).
-    pub fn ledger_failed(&mut self, message: &str) {
+    pub(crate) fn ledger_failed(&mut self, message: &str) {
         let message = self.redactor.redact_str(message);
         self.envelope
             .ledger
@@ -532,7 +532,7 @@ impl<'a> Report<'a> {
     /// Write `--result-file`, when it is asked for. With a ledger the sequencer calls this
     /// after the outcome is recorded (or failed to be), so that no file holds an envelope the
     /// ledger does not know, and the file holds exactly what stdout gets.
-    pub fn write_pending(&mut self, args: &DispatchArgs) {
+    pub(crate) fn write_pending(&mut self, args: &DispatchArgs) {
         if let Some(path) = &args.result_file {
             self.write_result_file(path);
         }
@@ -567,7 +567,7 @@ impl<'a> Report<'a> {
     }
 
     /// The report as text: what [`print`](Self::print) would print.
-    pub fn into_concluded(self) -> Concluded {
+    pub(crate) fn into_concluded(self) -> Concluded {
         let envelope = match self.rendered {
             Some(rendered) => rendered.into_printed(),
             None => self.render().into_printed(),

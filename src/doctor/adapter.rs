@@ -74,7 +74,7 @@ pub const ROWS: [(&str, Attack, &str); 9] = [
 
 /// The options the probe runs under: `options` when they ask for confinement, else the
 /// default confinement (the run-as user defaulted, nothing else).
-pub fn probe_options(options: &Options) -> Options {
+pub(crate) fn probe_options(options: &Options) -> Options {
     if options.is_requested() {
         return options.clone();
     }
@@ -140,7 +140,7 @@ fn all_unavailable(requested: bool, missing: &str, reason: &str) -> Vec<Row> {
 pub type Plan = Vec<(Attack, String)>;
 
 /// Run the probe under `options`' confinement; one row per attack that applies.
-pub fn examine(options: &Options) -> Vec<Row> {
+pub(crate) fn examine(options: &Options) -> Vec<Row> {
     let requested = options.is_requested();
     let options = probe_options(options);
     let host = match host_side(options.network == Network::None) {
@@ -277,7 +277,7 @@ pub fn outcome(answers: &[Answer]) -> Outcome {
 }
 
 /// The rows of `plan` from the probe's run: one per attack planned, in [`ROWS`]' order.
-pub fn rows_from(plan: &Plan, ran: &Ran, requested: bool, detail: &str) -> Vec<Row> {
+pub(crate) fn rows_from(plan: &Plan, ran: &Ran, requested: bool, detail: &str) -> Vec<Row> {
     let lines: Vec<(Attack, Answer)> = match ran {
         Ran::Output(stdout) => String::from_utf8_lossy(stdout)
             .lines()

@@ -9,7 +9,7 @@ pub use ptd_sys::confine::attack::{attempt, parse_line, Answer, Attack};
 
 /// The first argument that starts the probe instead of the command line (`lib.rs` checks it
 /// before clap, so it is no subcommand: not in `--help`, completions or man pages).
-pub const PROBE_WORD: &str = "__doctor-probe";
+pub(crate) const PROBE_WORD: &str = "__doctor-probe";
 
 /// The probe's entry point: run each attack of `args`, one line each; exit 0, or 2 for an
 /// argument it does not know.

@@ -55,7 +55,10 @@ pub enum BlessError {
 }
 
 /// The new `expect` for a case whose old one (if any) was `old`.
-pub fn new_expect(old: Option<&Map<String, Value>>, actual: &Actual) -> Result<Value, BlessError> {
+pub(crate) fn new_expect(
+    old: Option<&Map<String, Value>>,
+    actual: &Actual,
+) -> Result<Value, BlessError> {
     let envelope = actual.envelope.as_ref().ok_or(BlessError::NoEnvelope)?;
     let status = actual.status().ok_or(BlessError::NoStatus)?;
     let mut fresh = Map::new();

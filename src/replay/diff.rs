@@ -21,7 +21,7 @@ use super::runner::Actual;
 use serde_json::{Map, Value};
 
 /// Where an exit status difference is reported (it has no place in the envelope).
-pub const EXIT_STATUS: &str = "(exit status)";
+pub(crate) const EXIT_STATUS: &str = "(exit status)";
 /// Longest value shown in a difference, in bytes.
 const SHOWN_BYTES: usize = 300;
 
@@ -37,7 +37,7 @@ pub struct Difference {
 }
 
 /// Whether a place in an envelope changes from run to run by nature.
-pub fn is_volatile(pointer: &str) -> bool {
+pub(crate) fn is_volatile(pointer: &str) -> bool {
     if pointer == "/diagnostics/dispatch/duration_ms"
         || pointer == "/diagnostics/dispatch/resources"
         || pointer.starts_with("/diagnostics/dispatch/resources/")

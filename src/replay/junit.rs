@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 /// The suite's name in the report.
-pub const SUITE: &str = "parent-tool-dispatch replay";
+pub(crate) const SUITE: &str = "parent-tool-dispatch replay";
 
 /// The report as XML text.
 pub fn render(reports: &[CaseReport], elapsed: Duration) -> String {

@@ -39,7 +39,7 @@ use walk::Source;
 
 /// What a replay needs besides the files.
 #[derive(Debug, Clone, Default)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// The dispatcher binary that runs `argv` cases (normally this very binary).
     pub exe: Option<PathBuf>,
     /// The bridge transcripts are replayed against (`--parent-tool-bridge`).
@@ -128,7 +128,7 @@ impl CaseReport {
     }
 
     /// The JUnit `failure/@type`.
-    pub fn failure_type(&self) -> &'static str {
+    pub(crate) fn failure_type(&self) -> &'static str {
         match &self.outcome {
             Outcome::Failed { problem, .. } if !problem.is_empty() => "error",
             _ => "mismatch",
@@ -235,13 +235,13 @@ pub fn run(args: &ReplayArgs) -> u8 {
 }
 
 /// The number of CPUs, the default for `--jobs`.
-pub fn default_jobs() -> usize {
+pub(crate) fn default_jobs() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Replay `sources` on `jobs` threads and hand each file's reports to `each`, in the order of
 /// `sources`, as soon as every earlier file is done.
-pub fn run_sources(
+pub(crate) fn run_sources(
     sources: &[Source],
     settings: &Settings,
     jobs: usize,
@@ -296,7 +296,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Every report one file yields: its cases (those `--filter` keeps), or why it has none.
-pub fn replay_source(source: &Source, settings: &Settings) -> Vec<CaseReport> {
+pub(crate) fn replay_source(source: &Source, settings: &Settings) -> Vec<CaseReport> {
     let file = walk::show(&source.path);
     if let Some(problem) = &source.problem {
         return vec![broken(file.clone(), file, vec![problem.clone()])];
@@ -347,7 +347,7 @@ fn broken(name: String, file: String, problem: Vec<String>) -> CaseReport {
 }
 
 /// Run one case, compare, and bless when asked.
-pub fn replay_case(case: &Case, file: &str, settings: &Settings) -> CaseReport {
+pub(crate) fn replay_case(case: &Case, file: &str, settings: &Settings) -> CaseReport {
     let started = Instant::now();
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         runner::run_with(case, settings.exe.as_deref(), &settings.confine)
@@ -434,7 +434,7 @@ fn notes(actual: &Actual) -> Vec<String> {
 /// (`ptd_wire::terminal::escape`), so that nothing a case file or an adapter holds — a control
 /// character, a bidirectional control, a line separator — can move the cursor, reorder what a
 /// line appears to say (Trojan Source) or forge a line of the report.
-pub fn escape_controls(s: &str) -> String {
+pub(crate) fn escape_controls(s: &str) -> String {
     ptd_wire::terminal::escape(s).into_owned()
 }
 

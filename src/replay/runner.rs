@@ -150,7 +150,11 @@ pub fn run(case: &Case, exe: Option<&Path>) -> Result<Actual, RunError> {
 /// [`run`], with `confine` (confinement flags, `confine::Options::to_flags`) given to the
 /// dispatcher of an `argv` case before the case's own options (SPEC §13: replay's argv cases
 /// can be confined).
-pub fn run_with(case: &Case, exe: Option<&Path>, confine: &[OsString]) -> Result<Actual, RunError> {
+pub(crate) fn run_with(
+    case: &Case,
+    exe: Option<&Path>,
+    confine: &[OsString],
+) -> Result<Actual, RunError> {
     match &case.adapter {
         Adapter::Argv(argv) => {
             let exe = exe.ok_or(RunError::NoDispatcherBinary)?;

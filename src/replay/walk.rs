@@ -21,13 +21,13 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// How a case file's name ends.
-pub const CASE_SUFFIX: &str = ".case.json";
+pub(crate) const CASE_SUFFIX: &str = ".case.json";
 /// Deepest folder entered below an argument.
 pub const MAX_DEPTH: usize = 32;
 /// Most names read from one folder.
-pub const MAX_ENTRIES: usize = 100_000;
+pub(crate) const MAX_ENTRIES: usize = 100_000;
 /// Most files one folder argument yields.
-pub const MAX_FILES: usize = 100_000;
+pub(crate) const MAX_FILES: usize = 100_000;
 
 /// One file to read, or a place that could not be searched.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -236,7 +236,7 @@ pub fn target(
 /// The variable with which tests point the resolver at their own files and a scripted
 /// nameserver: `PORT:DIR`, `DIR` holding `hosts` and `resolv.conf`, the nameservers listening
 /// on `PORT`. Read in debug builds only; release builds always use the system's files.
-pub const TEST_RESOLVER_ENV: &str = "PARENT_TOOL_DISPATCH_TEST_RESOLVER";
+pub(crate) const TEST_RESOLVER_ENV: &str = "PARENT_TOOL_DISPATCH_TEST_RESOLVER";
 
 fn test_sources(env: &HostEnv) -> Option<resolve::Sources> {
     if !cfg!(debug_assertions) {

@@ -102,7 +102,7 @@ impl Interrupts {
     /// The signals that arrived since the last call (each at most once, however often it
     /// was sent), emptying the wake-up pipe. [`received`](Self::received) still reports
     /// the first one afterwards.
-    pub fn take_pending(&self) -> Vec<Signal> {
+    pub(crate) fn take_pending(&self) -> Vec<Signal> {
         if let Some(wake) = &self.inner.wake {
             let mut buf = [0u8; 64];
             // Drain before reading the flags: a byte written after this point belongs to a

@@ -89,7 +89,7 @@ fn required() -> Vec<String> {
 
 /// `test-skips.txt` in the profile folder of the running test binary (`target/debug/`; test
 /// binaries live in its `deps/`).
-pub fn summary_file() -> Option<PathBuf> {
+pub(crate) fn summary_file() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let mut dir = exe.parent()?;
     if dir.file_name().is_some_and(|n| n == "deps") {
@@ -191,8 +191,9 @@ pub fn cgroup(controller: crate::confine::cgroup::Controller) -> Need {
     }
 }
 
+#[cfg(test)] // only the tests call it
 /// `controller` is used through cgroup v1 on this host (a test of v1's own layout).
-pub fn cgroup_v1(controller: crate::confine::cgroup::Controller) -> Need {
+pub(crate) fn cgroup_v1(controller: crate::confine::cgroup::Controller) -> Need {
     use crate::confine::cgroup::{Host, Version};
     match Host::read().locate(controller) {
         Ok(location) if location.version == Version::V1 => Ok(()),

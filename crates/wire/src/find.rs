@@ -9,7 +9,7 @@
 //! is one) is worth its one-time cost. Elsewhere than x86_64 this is `memchr` as it is.
 
 /// The haystack length from which the search asks for the CPU's best routine.
-pub const ASK_FROM: usize = 64 * 1024;
+pub(crate) const ASK_FROM: usize = 64 * 1024;
 
 /// The index of the first `needle` in `haystack`.
 pub fn byte(needle: u8, haystack: &[u8]) -> Option<usize> {
@@ -23,7 +23,7 @@ pub fn byte(needle: u8, haystack: &[u8]) -> Option<usize> {
 }
 
 /// The index of the first `a` or `b` in `haystack`.
-pub fn byte2(a: u8, b: u8, haystack: &[u8]) -> Option<usize> {
+pub(crate) fn byte2(a: u8, b: u8, haystack: &[u8]) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
     if haystack.len() < ASK_FROM {
         if let Some(two) = memchr::arch::x86_64::sse2::memchr::Two::new(a, b) {

@@ -92,7 +92,7 @@ impl ToolMap {
 
 /// Runs of characters outside `[A-Za-z0-9_]` become one `_`; leading and trailing `_` are
 /// trimmed (the upstream provider-safe rule): `workspace.read` → `workspace_read`.
-pub fn provider_safe(id: &str) -> String {
+pub(crate) fn provider_safe(id: &str) -> String {
     let mut out = String::with_capacity(id.len());
     let mut in_run = false;
     for c in id.chars() {

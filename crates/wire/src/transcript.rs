@@ -21,6 +21,7 @@
 use crate::envelope::canonical;
 use crate::json::raw::ObjectWriter;
 use ptd_sys::fs::{self, FileType, Mode, TempFile};
+#[cfg(test)]
 use serde_json::{json, Value};
 use std::ffi::{CStr, CString};
 use std::fmt::{self, Write as _};
@@ -32,11 +33,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// The schema id of a transcript document.
 pub const SCHEMA: &str = "wp-codebox/tool-call-transcript/v1";
 /// Where transcripts live, relative to the artifact directory.
-pub const SUBDIR: &str = "files/parent-tools";
+pub(crate) const SUBDIR: &str = "files/parent-tools";
 /// The longest name [`safe_name`] returns, in bytes (before any `-N` suffix and `.json`).
 pub const MAX_NAME_BYTES: usize = 100;
 /// How many suffixes a transcript name may take before [`TranscriptError::NoFreeName`].
-pub const MAX_SUFFIX: u32 = 100_000;
+pub(crate) const MAX_SUFFIX: u32 = 100_000;
 
 /// Mode of every file published here.
 const FILE_MODE: Mode = Mode::from_raw_mode(0o600);
@@ -221,8 +222,9 @@ pub struct ArtifactRef {
 }
 
 impl ArtifactRef {
+    #[cfg(test)] // only the tests call it
     /// `{"kind":"tool-call-transcript","path":…,"sha256":…}`.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "kind": "tool-call-transcript",
             "path": self.path,

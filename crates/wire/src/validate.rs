@@ -25,9 +25,9 @@ pub use fields::{
 pub use view::{Members, View};
 
 /// The string type of the values of `O`.
-pub type StrOf<'v, O> = <<O as Members<'v>>::Value as View<'v>>::Str;
+pub(crate) type StrOf<'v, O> = <<O as Members<'v>>::Value as View<'v>>::Str;
 /// The object type of the values of `O`.
-pub type ObjectOf<'v, O> = <<O as Members<'v>>::Value as View<'v>>::Object;
+pub(crate) type ObjectOf<'v, O> = <<O as Members<'v>>::Value as View<'v>>::Object;
 
 /// One validation finding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -71,21 +71,21 @@ pub mod codes {
     /// A number is below its minimum.
     pub const OUT_OF_RANGE: &str = "out_of_range";
     /// A string is not a valid environment variable name.
-    pub const INVALID_ENV_NAME: &str = "invalid_env_name";
+    pub(crate) const INVALID_ENV_NAME: &str = "invalid_env_name";
     /// An artifact path is absolute or escapes upward.
-    pub const PATH_NOT_RELATIVE: &str = "path_not_relative";
+    pub(crate) const PATH_NOT_RELATIVE: &str = "path_not_relative";
     /// A sha256 is not 64 lowercase hex characters.
-    pub const INVALID_SHA256: &str = "invalid_sha256";
+    pub(crate) const INVALID_SHA256: &str = "invalid_sha256";
     /// The adapter's result does not echo the request's `request_id`.
-    pub const REQUEST_ID_MISMATCH: &str = "request_id_mismatch";
+    pub(crate) const REQUEST_ID_MISMATCH: &str = "request_id_mismatch";
     /// The adapter's result does not echo the request's `tool`.
-    pub const TOOL_MISMATCH: &str = "tool_mismatch";
+    pub(crate) const TOOL_MISMATCH: &str = "tool_mismatch";
     /// The adapter's result does not echo the request's `operation`.
-    pub const OPERATION_MISMATCH: &str = "operation_mismatch";
+    pub(crate) const OPERATION_MISMATCH: &str = "operation_mismatch";
     /// A file could not be read (the message says why; never which host path).
     pub const UNREADABLE: &str = "unreadable";
     /// More issues than a report lists; the message says how many were left out.
-    pub const TOO_MANY_ISSUES: &str = "too_many_issues";
+    pub(crate) const TOO_MANY_ISSUES: &str = "too_many_issues";
     /// A string that must travel in an environment variable holds a NUL character.
     pub const CONTAINS_NUL: &str = "contains_nul";
     /// A key the contract does not define, in an object whose keys are all known (a warning,
@@ -450,7 +450,7 @@ pub const ENV_NAME: Pattern = Pattern {
 };
 
 /// `^[A-Za-z_][A-Za-z0-9_]*$`.
-pub fn is_env_name(name: &str) -> bool {
+pub(crate) fn is_env_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')

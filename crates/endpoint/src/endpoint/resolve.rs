@@ -197,7 +197,7 @@ pub fn resolve(
 }
 
 /// The DNS part of [`resolve`] for a valid lower-case `name`, with `conf`'s nameservers.
-pub fn ask_dns(
+pub(crate) fn ask_dns(
     name: &str,
     port: u16,
     deadline: Instant,
@@ -379,7 +379,7 @@ pub fn bounded<T>(deadline: Instant, io: impl FnOnce(Duration) -> io::Result<T>)
 /// carry): one query, one answer of at most 64 KiB, each read and write bounded by what is
 /// left of the deadline, so a nameserver that drips its answer cannot hold the call past it.
 /// `None` when there is no usable answer in time (a truncated one here counts as failed).
-pub fn ask_tcp(
+pub(crate) fn ask_tcp(
     server: SocketAddr,
     name: &str,
     qtype: RecordType,

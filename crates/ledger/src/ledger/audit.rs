@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// `prev` of the first record.
-pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+pub(crate) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// The longest identifier-like field (bridge ref, session, request id, tool, operation,
 /// transcript ref) a record holds.
@@ -351,7 +351,7 @@ pub struct StoredRecord {
 }
 
 /// The body and hash of `record` as record `seq` after `prev`.
-pub fn seal(record: &AuditRecord, seq: u64, prev: &str) -> Result<StoredRecord, String> {
+pub(crate) fn seal(record: &AuditRecord, seq: u64, prev: &str) -> Result<StoredRecord, String> {
     record.check()?;
     let Value::Object(mut map) = serde_json::to_value(record).map_err(|e| e.to_string())? else {
         return Err("an audit record is not a JSON object".into());
@@ -451,7 +451,7 @@ pub enum Verification {
 /// Incremental chain check: feed rows in `seq` order with [`Chain::push`], then
 /// [`Chain::finish`] with the head the store recorded.
 #[derive(Debug)]
-pub struct Chain {
+pub(crate) struct Chain {
     next: u64,
     prev: String,
     /// The envelope digest and exit status of every record that stored an envelope, by seq.
@@ -507,7 +507,7 @@ impl Counters {
 
     /// The first counter of `stored` that is not what `self` (the implied counters) says, as
     /// (the counter's name, why); a counter absent on either side is 0.
-    pub fn first_difference(&self, stored: &Counters) -> Option<(String, String)> {
+    pub(crate) fn first_difference(&self, stored: &Counters) -> Option<(String, String)> {
         let sessions = self.sessions.keys().chain(stored.sessions.keys());
         for key in sessions.collect::<std::collections::BTreeSet<_>>() {
             let want = self.sessions.get(key).copied().unwrap_or_default();
@@ -543,7 +543,7 @@ impl Counters {
 
 impl Chain {
     /// Check one stored row (or the reason it could not be read) against everything before it.
-    pub fn push(&mut self, row: Result<StoredRecord, Break>) -> Result<(), Break> {
+    pub(crate) fn push(&mut self, row: Result<StoredRecord, Break>) -> Result<(), Break> {
         let row = row?;
         let at = |reason: String| Break {
             seq: row.seq,
@@ -589,7 +589,7 @@ impl Chain {
 
     /// Whether the call row's stored `envelope` and `exit_status` are the ones its record
     /// `record_seq` (checked by [`Chain::push`] already) names (SPEC §14.4).
-    pub fn check_stored(
+    pub(crate) fn check_stored(
         &self,
         record_seq: Option<u64>,
         envelope: &str,
@@ -621,12 +621,12 @@ impl Chain {
 
     /// What the records pushed so far imply for the budget counters: the admitted calls
     /// (records that closed a claim) and adapter ms (records of held calls) of each session.
-    pub fn implied(&self) -> &Counters {
+    pub(crate) fn implied(&self) -> &Counters {
         &self.implied
     }
 
     /// The outcome, given the head (`seq`, hash) the store recorded with its last append.
-    pub fn finish(self, head: Option<(u64, String)>) -> Result<(u64, String), Break> {
+    pub(crate) fn finish(self, head: Option<(u64, String)>) -> Result<(u64, String), Break> {
         let records = self.next - 1;
         let (head_seq, head_hash) = head.unwrap_or((0, GENESIS.to_string()));
         if head_seq != records || head_hash != self.prev {

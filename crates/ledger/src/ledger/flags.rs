@@ -54,7 +54,7 @@ fn count(flag: &'static str, text: &str) -> Result<u64, FlagError> {
 }
 
 /// The longest `--session` id: the request's own bound on `request_id` (SPEC §2.2).
-pub const MAX_SESSION_BYTES: usize = 256;
+pub(crate) const MAX_SESSION_BYTES: usize = 256;
 
 /// `--session ID`: the host's session, 1–[`MAX_SESSION_BYTES`] bytes without control
 /// characters (it is written to the audit trail and compared with the request's
@@ -82,13 +82,13 @@ pub fn parse_budget_calls(text: &str) -> Result<u64, FlagError> {
 }
 
 /// `--budget-adapter-ms N`: total adapter wall time per session, in milliseconds.
-pub fn parse_budget_adapter_ms(text: &str) -> Result<u64, FlagError> {
+pub(crate) fn parse_budget_adapter_ms(text: &str) -> Result<u64, FlagError> {
     count("--budget-adapter-ms", text)
 }
 
 /// `--max-concurrent N`: calls of one session in flight at once; at least 1 (0 would refuse
 /// every call with a retryable error forever, which is a budget, not a concurrency limit).
-pub fn parse_max_concurrent(text: &str) -> Result<u64, FlagError> {
+pub(crate) fn parse_max_concurrent(text: &str) -> Result<u64, FlagError> {
     let n = count("--max-concurrent", text)?;
     if n == 0 {
         return Err(error(
@@ -101,7 +101,7 @@ pub fn parse_max_concurrent(text: &str) -> Result<u64, FlagError> {
 
 /// `--budget-tool TOOL=N`: the tool's canonical id, `=`, a count. The id is split at the LAST
 /// `=` (a tool id cannot end in a count) and must be non-empty, printable ASCII without spaces.
-pub fn parse_budget_tool(text: &str) -> Result<(String, u64), FlagError> {
+pub(crate) fn parse_budget_tool(text: &str) -> Result<(String, u64), FlagError> {
     const FLAG: &str = "--budget-tool";
     let Some((tool, n)) = text.rsplit_once('=') else {
         return Err(error(FLAG, "expected TOOL=N, e.g. wp.posts.create=10"));

@@ -419,7 +419,7 @@ impl CallCgroup {
     }
 
     /// Read the limit counters (after the run).
-    pub fn counters(&self) -> Counters {
+    pub(crate) fn counters(&self) -> Counters {
         let mut counters = Counters::default();
         for part in &self.parts {
             for controller in &part.controllers {

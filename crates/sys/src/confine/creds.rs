@@ -194,7 +194,7 @@ pub struct Credentials {
 
 /// Why a dispatcher cannot confine without privilege.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CredentialsError {
+pub(crate) enum CredentialsError {
     /// Root, but without the capabilities that changing users needs (`CAP_SETUID`,
     /// `CAP_SETGID`, `CAP_SETPCAP`, `CAP_SYS_ADMIN` for the namespaces): a user namespace
     /// would leave the adapter uid 0 on the host.
@@ -234,7 +234,7 @@ pub fn has_cap_sys_admin() -> bool {
 impl Credentials {
     /// What a dispatcher of effective uid `euid` runs the adapter as, given `--run-as`
     /// (already checked against `euid` by [`RunAs::parse`]).
-    pub fn for_dispatcher(run_as: Option<&RunAs>) -> Result<Credentials, CredentialsError> {
+    pub(crate) fn for_dispatcher(run_as: Option<&RunAs>) -> Result<Credentials, CredentialsError> {
         let euid = rustix::process::geteuid().as_raw();
         let egid = rustix::process::getegid().as_raw();
         if euid != 0 {
@@ -265,13 +265,13 @@ impl Credentials {
 
     /// Whether the adapter needs a user namespace of its own for the mount, PID and network
     /// namespaces (the dispatcher is not root).
-    pub fn needs_user_namespace(&self) -> bool {
+    pub(crate) fn needs_user_namespace(&self) -> bool {
         !self.change_ids
     }
 
     /// Child step: give up every privilege (see the module's documentation for the order).
     /// System calls only.
-    pub fn drop_all(&self) -> Result<(), Errno> {
+    pub(crate) fn drop_all(&self) -> Result<(), Errno> {
         const SECBIT_NOROOT: u64 = 1 << 0;
         const SECBIT_NOROOT_LOCKED: u64 = 1 << 1;
         const SECBIT_NO_SETUID_FIXUP: u64 = 1 << 2;

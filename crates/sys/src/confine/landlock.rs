@@ -45,7 +45,7 @@ use std::path::{Component, Path, PathBuf};
 
 /// The oldest Landlock ABI confinement accepts: 3 is the first that can refuse `truncate`;
 /// below it a read-only grant (the whole base) could still be emptied by an adapter.
-pub const MIN_ABI: u32 = 3;
+pub(crate) const MIN_ABI: u32 = 3;
 /// The newest ABI whose rights this build knows (the `landlock` crate's).
 const KNOWN_ABI: u32 = 9;
 /// The ABI that brought scopes (signals, abstract unix sockets).
@@ -65,7 +65,7 @@ const BASE_DEVICES: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/urandom"];
 /// (`npmrc`, `gitconfig`, `pip.conf`), the credential stores — all need `--fs-read`. An entry
 /// that is a symlink is granted by its target only when that target is safe
 /// ([`link_target`]). docs/confinement.md lists the same table (a test compares).
-pub const ETC_ALLOWED: &[(&str, &str)] = &[
+pub(crate) const ETC_ALLOWED: &[(&str, &str)] = &[
     (
         "ld.so.cache",
         "the dynamic loader's index of libraries: every dynamically linked program reads it to start",
@@ -276,7 +276,7 @@ impl PreparedLandlock {
     /// In the adapter's PID namespace, once its own procfs covers `/proc`: grant reading it
     /// (a rule made before the fork would name the host's procfs, which the new mount hides).
     /// Child side: two system calls. Nothing to do when file-system rights are not handled.
-    pub fn grant_proc(&self) -> Result<(), Errno> {
+    pub(crate) fn grant_proc(&self) -> Result<(), Errno> {
         if !self.handles_fs {
             return Ok(());
         }
@@ -290,7 +290,7 @@ impl PreparedLandlock {
 
     /// Put the rules in force on the calling process and all it starts. Child side: one
     /// system call, async-signal-safe. Needs `no_new_privs` (or `CAP_SYS_ADMIN`) first.
-    pub fn enforce(&self) -> Result<(), Errno> {
+    pub(crate) fn enforce(&self) -> Result<(), Errno> {
         // SAFETY: landlock_restrict_self(2) takes a ruleset descriptor (owned by `self`, so
         // open) and a flags word; it reads no memory of ours.
         let rc = unsafe {

@@ -125,7 +125,7 @@ impl Step {
     }
 
     /// The step a byte written by [`ChildError::code`] names.
-    pub fn from_code(code: u8) -> Step {
+    pub(crate) fn from_code(code: u8) -> Step {
         Step::from_index(code)
     }
 }
@@ -165,7 +165,7 @@ impl From<ChildError> for std::io::Error {
 }
 
 /// `no_new_privs` (child side: one `prctl`).
-pub fn set_no_new_privs() -> Result<(), ChildError> {
+pub(crate) fn set_no_new_privs() -> Result<(), ChildError> {
     rustix::thread::set_no_new_privs(true).map_err(|errno| ChildError {
         step: Step::NoNewPrivs,
         errno,
@@ -278,7 +278,7 @@ fn make_tmpdir(parent: &Path, credentials: &Credentials) -> Result<tempfile::Tem
 /// Hand a folder the dispatcher made for the adapter (the private `TMPDIR`, the file
 /// transport's folder) to the run-as user. Nothing to do when the adapter stays the
 /// dispatcher's user.
-pub fn give_to(dir: &Path, credentials: &Credentials) -> Result<(), String> {
+pub(crate) fn give_to(dir: &Path, credentials: &Credentials) -> Result<(), String> {
     if !credentials.change_ids {
         return Ok(());
     }
@@ -423,7 +423,7 @@ impl Prepared {
     }
 
     /// Child step 1: join the call's cgroups.
-    pub fn join_cgroups(&self) -> Result<(), ChildError> {
+    pub(crate) fn join_cgroups(&self) -> Result<(), ChildError> {
         match &self.cgroup {
             Some(c) => c.join().map_err(|errno| ChildError {
                 step: Step::JoinCgroups,
@@ -434,7 +434,7 @@ impl Prepared {
     }
 
     /// Child step 2: the per-process limits.
-    pub fn set_rlimits(&self) -> Result<(), ChildError> {
+    pub(crate) fn set_rlimits(&self) -> Result<(), ChildError> {
         self.rlimits.apply().map_err(|errno| ChildError {
             step: Step::Rlimits,
             errno,
@@ -443,7 +443,7 @@ impl Prepared {
 
     /// Child step 3: the new namespaces — user (not root), mount and PID, network (`--network
     /// none`). After it the caller's next child is PID 1 of the new PID namespace.
-    pub fn enter_namespaces(&self) -> Result<(), ChildError> {
+    pub(crate) fn enter_namespaces(&self) -> Result<(), ChildError> {
         self.enter_namespaces_with(true)
     }
 
@@ -466,7 +466,7 @@ impl Prepared {
     }
 
     /// Child step 4, in the PID namespace's init: its own `/proc`, and Landlock's rule for it.
-    pub fn in_pid_namespace(&self) -> Result<(), ChildError> {
+    pub(crate) fn in_pid_namespace(&self) -> Result<(), ChildError> {
         let refused = |errno| ChildError {
             step: Step::PidNamespace,
             errno,
@@ -482,7 +482,7 @@ impl Prepared {
     }
 
     /// Child step 5, in the adapter's process: the run-as user, no capability left.
-    pub fn drop_privileges(&self) -> Result<(), ChildError> {
+    pub(crate) fn drop_privileges(&self) -> Result<(), ChildError> {
         self.credentials.drop_all().map_err(|errno| ChildError {
             step: Step::Privileges,
             errno,
@@ -490,7 +490,7 @@ impl Prepared {
     }
 
     /// Child step 7 (after `close_range` and [`set_no_new_privs`]): Landlock.
-    pub fn restrict_landlock(&self) -> Result<(), ChildError> {
+    pub(crate) fn restrict_landlock(&self) -> Result<(), ChildError> {
         match &self.landlock {
             Some(l) => l.enforce().map_err(|errno| ChildError {
                 step: Step::Landlock,
@@ -501,17 +501,18 @@ impl Prepared {
     }
 
     /// Child step 8, the last before `execve`: the seccomp filter.
-    pub fn apply_seccomp(&self) -> Result<(), ChildError> {
+    pub(crate) fn apply_seccomp(&self) -> Result<(), ChildError> {
         self.seccomp.apply().map_err(|errno| ChildError {
             step: Step::Seccomp,
             errno,
         })
     }
 
+    #[cfg(test)] // only the tests call it
     /// Every child step but the PID namespace (which needs `exec/`'s fork of an init), in
     /// SPEC §13.1's order, for callers without a `close_range` of their own to put between
     /// them (the tests, `doctor`'s probes).
-    pub fn apply_all(&self) -> Result<(), ChildError> {
+    pub(crate) fn apply_all(&self) -> Result<(), ChildError> {
         self.join_cgroups()?;
         self.set_rlimits()?;
         self.enter_namespaces_with(false)?;
@@ -524,7 +525,7 @@ impl Prepared {
     /// Kill every process in the call's cgroup through `cgroup.kill` (SPEC §13: "in the kill
     /// ladder where available"): cgroup v2 only; `false` when there is no v2 cgroup to kill
     /// through (the ladder's own signals and sweep end the tree then).
-    pub fn kill_cgroup(&self) -> bool {
+    pub(crate) fn kill_cgroup(&self) -> bool {
         self.cgroup.as_ref().is_some_and(CallCgroup::kill)
     }
 

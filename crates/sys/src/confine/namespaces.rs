@@ -55,7 +55,7 @@ impl UserMaps {
 
 impl PreparedNamespaces {
     /// Child step: the user namespace, when there is one. System calls only.
-    pub fn enter_user(&self) -> Result<(), Errno> {
+    pub(crate) fn enter_user(&self) -> Result<(), Errno> {
         let Some(maps) = &self.user else {
             return Ok(());
         };
@@ -70,13 +70,13 @@ impl PreparedNamespaces {
     }
 
     /// Child step: new mount and PID namespaces (the caller's next child is PID 1).
-    pub fn enter_pid_and_mount(&self) -> Result<(), Errno> {
+    pub(crate) fn enter_pid_and_mount(&self) -> Result<(), Errno> {
         // SAFETY: as in `enter_user`.
         unsafe { rustix::thread::unshare_unsafe(UnshareFlags::NEWNS | UnshareFlags::NEWPID) }
     }
 
     /// Child step: the new network namespace, with `--network none`.
-    pub fn enter_network(&self) -> Result<(), Errno> {
+    pub(crate) fn enter_network(&self) -> Result<(), Errno> {
         if !self.network {
             return Ok(());
         }
@@ -87,7 +87,7 @@ impl PreparedNamespaces {
 
 /// In the new PID namespace's first process: stop mount propagation to the host and cover
 /// `/proc` with a procfs of this PID namespace. System calls only.
-pub fn mount_proc() -> Result<(), Errno> {
+pub(crate) fn mount_proc() -> Result<(), Errno> {
     const PROC_OPTIONS: &CStr = c"subset=pid,hidepid=invisible";
     // SAFETY: mount(2) with NUL-terminated strings (literals) and null pointers where the
     // call allows them; it writes no memory of ours.

@@ -72,7 +72,7 @@ impl OptionName {
     }
 
     /// Whether the option takes a list (repeatable flag; `:`-separated variable).
-    pub fn is_list(self) -> bool {
+    pub(crate) fn is_list(self) -> bool {
         matches!(self, OptionName::FsRead | OptionName::FsWrite)
     }
 }
@@ -139,7 +139,7 @@ impl Options {
     }
 
     /// Whether a limit on the whole tree was given (a cgroup).
-    pub fn wants_cgroup(&self) -> bool {
+    pub(crate) fn wants_cgroup(&self) -> bool {
         self.limit_memory_bytes.is_some() || self.limit_pids.is_some()
     }
 
@@ -256,7 +256,7 @@ fn confines_nothing(path: &Path, ledger: Option<&(&Path, PathBuf)>) -> Option<Pr
 /// (against the current directory; the ledger file itself is never followed as a link), every
 /// link resolved. Where that folder does not exist (yet), its nearest existing ancestor is
 /// resolved and the rest of the names appended: the folder it would be.
-pub fn ledger_folder(ledger: &Path) -> PathBuf {
+pub(crate) fn ledger_folder(ledger: &Path) -> PathBuf {
     let parent = match ledger.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
@@ -477,7 +477,11 @@ impl fmt::Display for OptionError {
 impl std::error::Error for OptionError {}
 
 /// A size in bytes: digits, then optionally one of `kKmMgGtT`, optionally followed by `iB`.
-pub fn parse_size(option: OptionName, source: Source, value: &OsStr) -> Result<u64, OptionError> {
+pub(crate) fn parse_size(
+    option: OptionName,
+    source: Source,
+    value: &OsStr,
+) -> Result<u64, OptionError> {
     let err = |problem| OptionError::new(option, source, value, problem);
     let text = value.to_str().ok_or_else(|| err(Problem::NotASize))?;
     let digits_end = text
@@ -508,7 +512,11 @@ pub fn parse_size(option: OptionName, source: Source, value: &OsStr) -> Result<u
 }
 
 /// A count: digits only, at least 1.
-pub fn parse_count(option: OptionName, source: Source, value: &OsStr) -> Result<u64, OptionError> {
+pub(crate) fn parse_count(
+    option: OptionName,
+    source: Source,
+    value: &OsStr,
+) -> Result<u64, OptionError> {
     let err = |problem| OptionError::new(option, source, value, problem);
     let text = value.to_str().ok_or_else(|| err(Problem::NotACount))?;
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
@@ -526,7 +534,7 @@ pub fn parse_count(option: OptionName, source: Source, value: &OsStr) -> Result<
 
 /// `USER[:GROUP]`, resolved on this host; a dispatcher of effective uid `euid` other than 0
 /// may name only itself.
-pub fn parse_run_as(
+pub(crate) fn parse_run_as(
     source: Source,
     value: &OsStr,
     euid: u32,
@@ -539,7 +547,7 @@ pub fn parse_run_as(
 }
 
 /// `none` or `any`, exactly.
-pub fn parse_network(source: Source, value: &OsStr) -> Result<Network, OptionError> {
+pub(crate) fn parse_network(source: Source, value: &OsStr) -> Result<Network, OptionError> {
     match value.to_str() {
         Some("none") => Ok(Network::None),
         Some("any") => Ok(Network::Any),

@@ -57,10 +57,10 @@ use std::collections::BTreeMap;
 /// `TIOCSTI`: push a byte into a terminal's input queue (type commands into the user's shell).
 pub const TIOCSTI: u64 = 0x5412;
 /// `TIOCLINUX`: the virtual console's multiplexer, whose selection paste is the same attack.
-pub const TIOCLINUX: u64 = 0x541C;
+pub(crate) const TIOCLINUX: u64 = 0x541C;
 
 /// Every `CLONE_NEW*` flag: `clone` and `unshare` are allowed only without these.
-pub const CLONE_NEW_FLAGS: u64 = (libc::CLONE_NEWNS
+pub(crate) const CLONE_NEW_FLAGS: u64 = (libc::CLONE_NEWNS
     | libc::CLONE_NEWCGROUP
     | libc::CLONE_NEWUTS
     | libc::CLONE_NEWIPC
@@ -83,12 +83,14 @@ pub struct Allowed {
 
 /// A system call allowed only when its arguments satisfy [`Rule`]; otherwise `EPERM`.
 #[derive(Debug, Clone, Copy)]
-pub struct Ruled {
-    /// The name without `SYS_`.
+pub(crate) struct Ruled {
+    /// The name without `SYS_` (read by the tests that hold the table to the docs).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub name: &'static str,
     pub nr: i64,
     pub rule: Rule,
-    /// The rule in words (docs/confinement.md has the same table).
+    /// The rule in words (docs/confinement.md has the same table, which the tests compare).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub why: &'static str,
 }
 
@@ -159,7 +161,7 @@ macro_rules! refused {
 /// unconditional list (x86_64, aarch64) less [`REFUSED`]'s, plus `arch_prctl`. A group under
 /// `cfg` holds the calls of one architecture only (the x86_64 forms aarch64 never had, and four
 /// calls aarch64 has but glibc's `libc` constants lack).
-pub const ALLOWED: &[Allowed] = allowed! {
+pub(crate) const ALLOWED: &[Allowed] = allowed! {
     "file I/O": [
         SYS_read, SYS_write, SYS_readv, SYS_writev, SYS_pread64, SYS_pwrite64, SYS_preadv,
         SYS_pwritev, SYS_preadv2, SYS_pwritev2, SYS_lseek, SYS_sendfile, SYS_splice, SYS_tee,
@@ -295,7 +297,7 @@ pub const ALLOWED: &[Allowed] = allowed! {
 };
 
 /// The calls allowed only with certain arguments (SPEC §13.2), and `clone3`.
-pub const RULED: &[Ruled] = ruled! {
+pub(crate) const RULED: &[Ruled] = ruled! {
     SYS_prlimit64: Rule::Own(&[(0, 0)]), "pid 0 (the caller) only";
     SYS_setpriority: Rule::Own(&[(0, libc::PRIO_PROCESS as u64), (1, 0)]),
         "`PRIO_PROCESS` and pid 0 only (`PRIO_USER` 0 is every process of the user)";
@@ -432,12 +434,12 @@ const fn highest_known() -> i64 {
 }
 
 /// The largest system call number the three tables name: every number above it is `ENOSYS`.
-pub const HIGHEST_KNOWN: i64 = highest_known();
+pub(crate) const HIGHEST_KNOWN: i64 = highest_known();
 
 /// The families `socket` may open on its own (besides `AF_NETLINK` with `NETLINK_ROUTE`):
 /// `AF_UNIX` only when the adapter may reach the host's network, for a pathname unix socket is
 /// the host's too (`--network none` leaves the adapter `socketpair`).
-pub fn socket_families(network: Network) -> &'static [u64] {
+pub(crate) fn socket_families(network: Network) -> &'static [u64] {
     const ANY: &[u64] = &[
         libc::AF_UNIX as u64,
         libc::AF_INET as u64,
@@ -495,7 +497,7 @@ pub fn supported() -> bool {
 }
 
 /// The kernel's limit on one filter's length (`BPF_MAXINSNS`).
-pub const BPF_MAXINSNS: usize = 4096;
+pub(crate) const BPF_MAXINSNS: usize = 4096;
 
 /// Build the filter (before the fork). `network` decides `socket(AF_UNIX)`: refused under
 /// [`Network::None`], where a pathname unix socket would be a way out to the host.

@@ -71,9 +71,9 @@ use std::time::{Duration, Instant};
 use supervise::Io;
 
 /// How long descendants may keep the adapter's pipes open after it exited (SPEC §4.3).
-pub const LEAK_WINDOW: Duration = Duration::from_millis(100);
+pub(crate) const LEAK_WINDOW: Duration = Duration::from_millis(100);
 /// How long to wait for the adapter to die after SIGKILL before giving up on it.
-pub const KILL_WAIT: Duration = Duration::from_millis(100);
+pub(crate) const KILL_WAIT: Duration = Duration::from_millis(100);
 /// How long the final sweep may spend killing and reaping leftovers.
 pub const SWEEP_BUDGET: Duration = Duration::from_millis(100);
 /// How long to wait for pipe EOF once everything that could hold a pipe was killed.
@@ -624,16 +624,6 @@ fn carry_out(action: Action, group: &ProcessGroup) -> bool {
     false
 }
 
-/// The last `max_bytes` of `text` at most, starting on a character boundary: what is left of
-/// a redacted [`Finished::stderr_tail`] for the diagnostics.
-pub fn tail_str(text: &str, max_bytes: usize) -> &str {
-    let mut cut = text.len().saturating_sub(max_bytes);
-    while !text.is_char_boundary(cut) {
-        cut += 1;
-    }
-    &text[cut..]
-}
-
 fn not_started(sig: Signal, start: Instant) -> Finished {
     Finished {
         termination: Termination::NotStarted,
@@ -653,7 +643,7 @@ fn not_started(sig: Signal, start: Instant) -> Finished {
 
 /// What the child of [`fork_report`] sent back, and how it ended.
 #[derive(Debug, Clone, Copy)]
-pub struct Forked<const N: usize> {
+pub(crate) struct Forked<const N: usize> {
     /// The child's report: `None` when it sent none in time.
     pub report: Option<[u8; N]>,
     /// Its wait status, when it was reaped.
@@ -669,7 +659,7 @@ pub struct Forked<const N: usize> {
 /// allocate, lock or panic (system calls on data the caller prepared).
 // exec/ owns every fork and every signal sent (clippy.toml).
 #[allow(clippy::disallowed_methods)]
-pub fn fork_report<const N: usize>(
+pub(crate) fn fork_report<const N: usize>(
     timeout: Duration,
     child: impl FnOnce() -> [u8; N],
 ) -> Option<Forked<N>> {
@@ -730,7 +720,7 @@ fn read_report<const N: usize>(read: &rustix::fd::OwnedFd, timeout: Duration) ->
 /// probe's child (the `pids` probe of `probe/`).
 // exec/ owns every fork (clippy.toml).
 #[allow(clippy::disallowed_methods)]
-pub fn fork_and_reap() -> Result<(), rustix::io::Errno> {
+pub(crate) fn fork_and_reap() -> Result<(), rustix::io::Errno> {
     // SAFETY: the new child only `_exit`s, touching nothing the fork may have left locked.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
@@ -948,14 +938,5 @@ mod tests {
         .unwrap();
         let used = finished.resources_used().unwrap();
         assert!(used.max_rss_bytes >= 96 << 20, "{used:?}");
-    }
-
-    #[test]
-    fn tail_str_cuts_on_a_character_boundary() {
-        assert_eq!(tail_str("abcdef", 3), "def");
-        assert_eq!(tail_str("ab", 3), "ab");
-        // "é" is two bytes: a cut inside it moves forward.
-        assert_eq!(tail_str("aéb", 2), "b");
-        assert_eq!(tail_str("aéb", 3), "éb");
     }
 }

@@ -42,7 +42,7 @@ impl StdinError {
 /// envelope has always had. `Debug` output is not a format, so each name is written here; a
 /// kind this table does not name (one added to std later, or an uncategorized OS error) is
 /// `uncategorized`.
-pub fn io_kind_name(kind: std::io::ErrorKind) -> &'static str {
+pub(crate) fn io_kind_name(kind: std::io::ErrorKind) -> &'static str {
     use std::io::ErrorKind as K;
     match kind {
         K::NotFound => "notfound",

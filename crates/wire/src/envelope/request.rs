@@ -49,10 +49,10 @@ pub mod fields {
     pub const TOOL: Field = Field::new("tool", Required, Spec::string(NAME));
     pub const OPERATION: Field = Field::new("operation", Required, Spec::string(NAME));
     /// Opaque product payload.
-    pub const INPUT: Field = Field::new("input", Required, Spec::ANY);
-    pub const SANDBOX_SESSION: Field =
+    pub(crate) const INPUT: Field = Field::new("input", Required, Spec::ANY);
+    pub(crate) const SANDBOX_SESSION: Field =
         Field::new("sandbox_session", Required, Spec::object(&SESSION));
-    pub const SESSION: Shape = Shape::of(&[
+    pub(crate) const SESSION: Shape = Shape::of(&[
         &Field::new(
             "sandbox_session_id",
             Required,
@@ -61,12 +61,12 @@ pub mod fields {
         &Field::new("caller_session_id", Optional, Spec::STRING),
         &Field::new("task_id", Optional, Spec::STRING),
     ]);
-    pub const AUTHORIZATION: Field = Field::new(
+    pub(crate) const AUTHORIZATION: Field = Field::new(
         "authorization",
         Required,
         Spec::object(&AUTHORIZATION_SHAPE),
     );
-    pub const ALLOWED_TOOLS: Field = Field::new(
+    pub(crate) const ALLOWED_TOOLS: Field = Field::new(
         "allowed_tools",
         Required,
         Spec::of(
@@ -76,10 +76,11 @@ pub mod fields {
             )],
         ),
     );
-    pub const PRINCIPAL: Field = Field::new("principal", Optional, Spec::OBJECT);
-    pub const CAPABILITY: Field = Field::new("capability", Optional, Spec::STRING);
-    pub const AUTHORIZATION_SHAPE: Shape = Shape::of(&[&ALLOWED_TOOLS, &PRINCIPAL, &CAPABILITY]);
-    pub const METADATA: Field = Field::new("metadata", Required, Spec::OBJECT);
+    pub(crate) const PRINCIPAL: Field = Field::new("principal", Optional, Spec::OBJECT);
+    pub(crate) const CAPABILITY: Field = Field::new("capability", Optional, Spec::STRING);
+    pub(crate) const AUTHORIZATION_SHAPE: Shape =
+        Shape::of(&[&ALLOWED_TOOLS, &PRINCIPAL, &CAPABILITY]);
+    pub(crate) const METADATA: Field = Field::new("metadata", Required, Spec::OBJECT);
     /// The envelope.
     pub const TOP: Shape = Shape::of(&[
         &SCHEMA,

@@ -44,7 +44,8 @@ pub mod fields {
     pub const TOOL: Field = Field::new("tool", Required, Spec::STRING);
     pub const OPERATION: Field = Field::new("operation", Required, Spec::STRING);
     /// The contract's five statuses, in the order upstream lists them.
-    pub const STATUSES: &[&str] = &["succeeded", "failed", "denied", "unavailable", "timeout"];
+    pub(crate) const STATUSES: &[&str] =
+        &["succeeded", "failed", "denied", "unavailable", "timeout"];
     pub const STATUS: Field = Field::new(
         "status",
         Required,
@@ -56,7 +57,7 @@ pub mod fields {
         )]),
     );
     /// Opaque product payload.
-    pub const OUTPUT: Field = Field::new("output", Optional, Spec::ANY);
+    pub(crate) const OUTPUT: Field = Field::new("output", Optional, Spec::ANY);
     pub const ERROR: Field =
         Field::new("error", When(&UNLESS_SUCCEEDED), Spec::object(&ERROR_BODY));
     const UNLESS_SUCCEEDED: Condition = Condition {
@@ -65,7 +66,7 @@ pub mod fields {
         negated: true,
         message: "a non-succeeded result must carry \"error\"",
     };
-    pub const ERROR_BODY: Shape = Shape::of(&[
+    pub(crate) const ERROR_BODY: Shape = Shape::of(&[
         &Field::new(
             "code",
             Required,
@@ -81,7 +82,8 @@ pub mod fields {
         &Field::new("retryable", Required, Spec::of(Type::Boolean, &[])),
         &Field::new("details", Optional, Spec::ANY),
     ]);
-    pub const ARTIFACTS: Field = Field::new("artifacts", Filled, Spec::object(&ARTIFACT_LISTS));
+    pub(crate) const ARTIFACTS: Field =
+        Field::new("artifacts", Filled, Spec::object(&ARTIFACT_LISTS));
     /// `artifacts.transcripts` and `artifacts.evidence`.
     const REFS: Spec = Spec::of(
         Type::Array(Some(&Spec::of(
@@ -91,7 +93,7 @@ pub mod fields {
         &[],
     )
     .refused(Expected::Found("an array of strings"));
-    pub const ARTIFACT_LISTS: Shape = Shape::of(&[
+    pub(crate) const ARTIFACT_LISTS: Shape = Shape::of(&[
         &Field::new("transcripts", Filled, REFS),
         &Field::new("evidence", Filled, REFS),
     ]);
@@ -116,7 +118,7 @@ pub mod fields {
     /// A relative artifact path that stays below its folder: not `/…` or `\…`, no drive prefix
     /// (an ASCII character then `:`, as the product checks the second byte), no `..` segment
     /// (split on `/` and `\`).
-    pub const RELATIVE_PATH: Pattern = Pattern {
+    pub(crate) const RELATIVE_PATH: Pattern = Pattern {
         regex: r"^(?![/\\])(?![\x00-\x7F]:)(?!(?:[\s\S]*[/\\])?\.\.(?:[/\\]|$))[\s\S]+$",
         code: codes::PATH_NOT_RELATIVE,
         test: is_relative_path,
@@ -129,9 +131,9 @@ pub mod fields {
         test: is_sha256,
         message: |_| "sha256 must be 64 lowercase hex characters".into(),
     };
-    pub const DIAGNOSTICS: Field =
+    pub(crate) const DIAGNOSTICS: Field =
         Field::new("diagnostics", Filled, Spec::object(&DIAGNOSTICS_SHAPE));
-    pub const DIAGNOSTICS_SHAPE: Shape = Shape::of(&[
+    pub(crate) const DIAGNOSTICS_SHAPE: Shape = Shape::of(&[
         &Field::new(
             "dispatch",
             Optional,
@@ -143,7 +145,7 @@ pub mod fields {
             Spec::of(Type::Ref("ledger_diagnostics", None), &[]),
         ),
     ]);
-    pub const METADATA: Field = Field::new("metadata", Filled, Spec::OBJECT);
+    pub(crate) const METADATA: Field = Field::new("metadata", Filled, Spec::OBJECT);
     /// The envelope.
     pub const TOP: Shape = Shape {
         fields: &[

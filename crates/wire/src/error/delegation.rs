@@ -157,7 +157,7 @@ pub const ISSUE_CODES: [&str; 6] = [
 ];
 
 /// The exit statuses of `delegation run`, one line each (help text and man page).
-pub const RUN_EXIT_STATUSES: [(u8, &str); 7] = [
+pub(crate) const RUN_EXIT_STATUSES: [(u8, &str); 7] = [
     (exit::SUCCESS, "accepted or completed"),
     (exit::FAILED, "failed, untrusted answer, or interrupted"),
     (exit::USAGE, "usage error (bad flags); no envelope"),

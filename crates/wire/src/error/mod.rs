@@ -159,9 +159,9 @@ pub mod exit {
     /// lost, whatever its status; `error[stdout]: …` on stderr says so (`EX_IOERR`).
     pub const IO_ERROR: u8 = 74;
     /// `denied`.
-    pub const DENIED: u8 = 77;
+    pub(crate) const DENIED: u8 = 77;
     /// `timeout` (the `timeout(1)` convention).
-    pub const TIMEOUT: u8 = 124;
+    pub(crate) const TIMEOUT: u8 = 124;
 }
 
 /// One exit status of the main job and what it means.

@@ -336,7 +336,7 @@ pub fn kind_name(value: &Value) -> &'static str {
 }
 
 /// Escape one JSON Pointer reference token (RFC 6901).
-pub fn pointer_token(token: &str) -> String {
+pub(crate) fn pointer_token(token: &str) -> String {
     token.replace('~', "~0").replace('/', "~1")
 }
 
@@ -378,7 +378,7 @@ impl Kind {
 }
 
 /// JSON's four whitespace bytes (RFC 8259 §2).
-pub fn is_space(b: u8) -> bool {
+pub(crate) fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 

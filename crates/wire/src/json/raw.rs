@@ -32,7 +32,7 @@ impl<'t> Fields<'t> {
     /// [`json::check_object`] does, with the same issues) and return its text and its
     /// members, from the one scan; with `prescan`, on bytes it was fed as they arrived
     /// ([`json::Prescan`]).
-    pub fn read_object(
+    pub(crate) fn read_object(
         bytes: &'t [u8],
         prescan: Option<&json::Prescan>,
         max_bytes: usize,
@@ -69,7 +69,7 @@ impl<'t> Fields<'t> {
     /// would write it (no whitespace between tokens, no `\/` or `\u` escape), so that copying
     /// it unchanged is the same as minifying it and writing its strings again. False for a
     /// missing key.
-    pub fn is_canonical(&self, key: &str) -> bool {
+    pub(crate) fn is_canonical(&self, key: &str) -> bool {
         self.members
             .iter()
             .position(|(k, _)| k == key)
@@ -154,7 +154,7 @@ pub fn quote(s: &str) -> String {
 
 /// Append the JSON text for a string: `"`, `\` and control characters escaped, everything
 /// else (non-ASCII included) as UTF-8.
-pub fn quote_into(s: &str, out: &mut String) {
+pub(crate) fn quote_into(s: &str, out: &mut String) {
     out.push('"');
     let bytes = s.as_bytes();
     let mut done = 0;
@@ -177,7 +177,7 @@ pub fn quote_into(s: &str, out: &mut String) {
 }
 
 /// Append `raw` without insignificant whitespace. Strings are copied as written.
-pub fn minify_into(raw: &str, out: &mut String) {
+pub(crate) fn minify_into(raw: &str, out: &mut String) {
     let bytes = raw.as_bytes();
     let mut pos = 0;
     let mut copied = 0;

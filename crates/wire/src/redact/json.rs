@@ -34,7 +34,7 @@ impl Redactor {
     ///
     /// On input that is not one valid JSON document, `out` is left as it was and the error
     /// says where reading stopped.
-    pub fn redact_json_into(
+    pub(crate) fn redact_json_into(
         &self,
         json: &str,
         scope: Scope,
@@ -69,7 +69,7 @@ impl Redactor {
     /// On the fast path an error can therefore come after pieces were emitted: give it text a
     /// strict reader already accepted (the grammar is the same, so the error cannot happen).
     /// Elsewhere nothing is emitted on an error.
-    pub fn redact_json_pieces(
+    pub(crate) fn redact_json_pieces(
         &self,
         json: &str,
         scope: Scope,

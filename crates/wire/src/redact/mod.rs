@@ -55,7 +55,7 @@ pub const REDACTED: &str = "[redacted]";
 /// What a host-local path prefix is replaced with.
 pub const HOST_PATH: &str = "[host-path]";
 /// Secrets shorter than this many characters are not registered (they would match prose).
-pub const MIN_SECRET_CHARS: usize = 8;
+pub(crate) const MIN_SECRET_CHARS: usize = 8;
 
 /// The markers, which every pass leaves alone. Secret matching treats them as patterns that
 /// replace to themselves, so a secret such as `redacted` cannot eat into one.
@@ -142,7 +142,7 @@ impl Redactor {
 
     /// Whether any secret is registered (without one, [`Scope::SecretsOnly`] changes nothing
     /// but the layout).
-    pub fn has_secrets(&self) -> bool {
+    pub(crate) fn has_secrets(&self) -> bool {
         !self.secrets.is_empty()
     }
 
@@ -556,7 +556,7 @@ pub struct InvalidJson {
 }
 
 /// The most output [`Redactor::redact_json_pieces`] gathers before it emits a piece.
-pub const PIECE_BYTES: usize = 64 * 1024;
+pub(crate) const PIECE_BYTES: usize = 64 * 1024;
 
 #[doc(hidden)]
 pub fn strings_in(v: &serde_json::Value) -> Vec<String> {

@@ -168,9 +168,9 @@ pub const VERSION: Field = Field::new(
 
 impl Spec {
     /// Any string.
-    pub const STRING: Spec = Spec::string(&[]);
+    pub(crate) const STRING: Spec = Spec::string(&[]);
     /// Any object.
-    pub const OBJECT: Spec = Spec::of(Type::Object(None), &[]);
+    pub(crate) const OBJECT: Spec = Spec::of(Type::Object(None), &[]);
     /// Anything (opaque payload).
     pub const ANY: Spec = Spec::of(Type::Any, &[]);
 
@@ -288,7 +288,7 @@ impl Checker {
     }
 
     /// [`check`](Self::check) a string field and return the string.
-    pub fn check_str<'v, O: Members<'v>>(
+    pub(crate) fn check_str<'v, O: Members<'v>>(
         &mut self,
         obj: O,
         base: &str,
@@ -308,7 +308,7 @@ impl Checker {
     }
 
     /// [`check`](Self::check) every field of `shape` in `obj`, in the shape's order.
-    pub fn check_shape<'v>(&mut self, obj: impl Members<'v>, base: &str, shape: &Shape) {
+    pub(crate) fn check_shape<'v>(&mut self, obj: impl Members<'v>, base: &str, shape: &Shape) {
         for field in shape.fields {
             self.check(obj, base, field);
         }
@@ -316,7 +316,7 @@ impl Checker {
 
     /// Check `value` (member `key`, at `path`) as `spec` describes it: its type, its facts in
     /// order, every item of an array, the members of a [`Type::Ref`] object.
-    pub fn check_value<'v, V: View<'v>>(
+    pub(crate) fn check_value<'v, V: View<'v>>(
         &mut self,
         value: V,
         path: &str,
@@ -358,7 +358,7 @@ impl Checker {
     }
 
     /// The facts of type [`Fact::Passable`] of `field` on its string `value` (at `base`).
-    pub fn passable(&mut self, base: &str, field: &Field, value: &str) {
+    pub(crate) fn passable(&mut self, base: &str, field: &Field, value: &str) {
         let key = field.key;
         for fact in field.spec.facts {
             let Fact::Passable(max) = *fact else {

@@ -47,33 +47,33 @@ use std::time::Instant;
 /// Every bound the adapter keeps. Each is part of the documented behaviour.
 pub mod limits {
     /// Bytes read from stdin; a larger request is `request_too_large`.
-    pub const MAX_REQUEST_BYTES: usize = 64 << 20;
+    pub(crate) const MAX_REQUEST_BYTES: usize = 64 << 20;
     /// `git.status`: most entries returned (then `truncated`), and most of git's output read.
-    pub const MAX_STATUS_ENTRIES: usize = 10_000;
-    pub const MAX_STATUS_BYTES: u64 = 8 << 20;
+    pub(crate) const MAX_STATUS_ENTRIES: usize = 10_000;
+    pub(crate) const MAX_STATUS_BYTES: u64 = 8 << 20;
     /// `git.diff`: most bytes of `diff` (then `truncated`).
-    pub const MAX_DIFF_BYTES: usize = 1 << 20;
+    pub(crate) const MAX_DIFF_BYTES: usize = 1 << 20;
     /// `git.log`: default and largest `max`; most of git's output read (then `truncated`).
-    pub const DEFAULT_LOG_MAX: u64 = 20;
-    pub const MAX_LOG_MAX: u64 = 100;
-    pub const MAX_LOG_BYTES: u64 = 4 << 20;
+    pub(crate) const DEFAULT_LOG_MAX: u64 = 20;
+    pub(crate) const MAX_LOG_MAX: u64 = 100;
+    pub(crate) const MAX_LOG_BYTES: u64 = 4 << 20;
     /// `git.add` and `git.diff`: most paths in one call.
-    pub const MAX_PATHS: usize = 1000;
+    pub(crate) const MAX_PATHS: usize = 1000;
     /// `git.commit`: longest message, in bytes.
-    pub const MAX_COMMIT_MESSAGE_BYTES: usize = 1 << 20;
+    pub(crate) const MAX_COMMIT_MESSAGE_BYTES: usize = 1 << 20;
     /// The end of git's stderr kept in `error.details.stderr` (redacted).
     pub const STDERR_TAIL_BYTES: usize = 4096;
     /// git's own words in an `error.message`, in bytes.
-    pub const MAX_MESSAGE_TEXT_BYTES: usize = 512;
+    pub(crate) const MAX_MESSAGE_TEXT_BYTES: usize = 512;
     /// The most filter drivers and configured hooks a repository's configuration may name
     /// (each is switched off by name), and the most output read while listing them.
-    pub const MAX_DRIVER_NAMES: usize = 256;
-    pub const MAX_CONFIG_NAMES_BYTES: usize = 256 * 1024;
+    pub(crate) const MAX_DRIVER_NAMES: usize = 256;
+    pub(crate) const MAX_CONFIG_NAMES_BYTES: usize = 256 * 1024;
     /// The most entries of the git directory checked (each must stay inside the root); a
     /// larger one is `not_a_repository`.
-    pub const MAX_GIT_DIR_ENTRIES: usize = 1_000_000;
+    pub(crate) const MAX_GIT_DIR_ENTRIES: usize = 1_000_000;
     /// `git.add`: most of `git ls-files --stage` read to find the index's submodules.
-    pub const MAX_INDEX_LISTING_BYTES: u64 = 64 << 20;
+    pub(crate) const MAX_INDEX_LISTING_BYTES: u64 = 64 << 20;
     pub use crate::adapter::workspace::limits::MAX_PATH_BYTES;
 }
 

@@ -52,30 +52,30 @@ pub mod limits {
     use std::time::Duration;
 
     /// Bytes read from stdin; a larger request is `request_too_large`.
-    pub const MAX_REQUEST_BYTES: usize = 64 << 20;
+    pub(crate) const MAX_REQUEST_BYTES: usize = 64 << 20;
     /// The longest line (one JSON-RPC message) read from the server; a longer one is
     /// `mcp_protocol_error`, noticed as soon as the cap is passed.
-    pub const MAX_MESSAGE_BYTES: usize = 8 << 20;
+    pub(crate) const MAX_MESSAGE_BYTES: usize = 8 << 20;
     /// The server's stderr passed on to the adapter's stderr, and the end of it kept for
     /// `mcp_server_exited`.
     pub use super::server::{MAX_STDERR_FORWARD_BYTES, STDERR_TAIL_BYTES};
     /// The budget when `WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS` is unset (the bridge's default).
-    pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(30_000);
+    pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_millis(30_000);
     /// Larger timeouts are taken as this (a deadline must stay representable).
-    pub const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
+    pub(crate) const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
     /// How long the `server/discover` probe waits before taking the server for a legacy one
     /// (at most a third of the budget).
-    pub const PROBE_WAIT: Duration = Duration::from_millis(2_000);
+    pub(crate) const PROBE_WAIT: Duration = Duration::from_millis(2_000);
     /// Requests from the server answered during one call; more is `mcp_protocol_error`.
-    pub const MAX_SERVER_REQUESTS: usize = 256;
+    pub(crate) const MAX_SERVER_REQUESTS: usize = 256;
     /// Retries of an `input_required` answer that asks only for its `requestState` back.
-    pub const MAX_INPUT_ROUNDS: usize = 3;
+    pub(crate) const MAX_INPUT_ROUNDS: usize = 3;
     /// Pages of `tools/list` read to confirm that a tool does not exist.
-    pub const MAX_LIST_PAGES: usize = 16;
+    pub(crate) const MAX_LIST_PAGES: usize = 16;
     /// Server text in `error.message` (the tool's error text, a JSON-RPC message), in bytes.
     pub const MAX_ERROR_TEXT_BYTES: usize = 1024;
     /// The start of an offending line shown in `error.details.excerpt`.
-    pub const EXCERPT_BYTES: usize = 200;
+    pub(crate) const EXCERPT_BYTES: usize = 200;
 }
 
 wire_table! {
@@ -170,7 +170,7 @@ impl Budget {
     /// The budget for the dispatcher's timeout, as given in `WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS`
     /// (`None`, or not a positive integer: [`limits::DEFAULT_TIMEOUT`]; at most
     /// [`limits::MAX_TIMEOUT`]).
-    pub fn from_timeout_ms(value: Option<&str>) -> Budget {
+    pub(crate) fn from_timeout_ms(value: Option<&str>) -> Budget {
         let total = value
             .and_then(|v| v.trim().parse::<u64>().ok())
             .filter(|&ms| ms > 0)
@@ -201,7 +201,9 @@ fn server_env_of_process() -> Vec<(String, String)> {
 /// is the base variables, the bridge's `command.env` and the `--pass-env` / `--secret-env`
 /// ones) except the `WP_CODEBOX_PARENT_TOOL_*` metadata of the bridge protocol, which is not
 /// the server's business. Variables that are not valid Unicode are left out.
-pub fn server_env(vars: impl IntoIterator<Item = (String, String)>) -> Vec<(String, String)> {
+pub(crate) fn server_env(
+    vars: impl IntoIterator<Item = (String, String)>,
+) -> Vec<(String, String)> {
     vars.into_iter()
         .filter(|(name, _)| !name.starts_with("WP_CODEBOX_PARENT_TOOL_"))
         .collect()

@@ -14,12 +14,12 @@ use ptd_wire::json::{Document, JsonIssue, Kind};
 /// JSON-RPC's "method not found", the answer to every request the server sends but `ping`.
 pub const METHOD_NOT_FOUND: i64 = -32601;
 /// JSON-RPC's "invalid params": what an unknown tool is reported as (MCP tools spec).
-pub const INVALID_PARAMS: i64 = -32602;
+pub(crate) const INVALID_PARAMS: i64 = -32602;
 /// MCP 2026-07-28 `UnsupportedProtocolVersionError`; its `data.supported` lists versions.
-pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+pub(crate) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 /// MCP 2026-07-28 `HeaderMismatch` and `MissingRequiredClientCapability`: modern errors that
 /// mean the server is modern and refused, not that it is a legacy server.
-pub const MODERN_REFUSALS: [i64; 2] = [-32020, -32021];
+pub(crate) const MODERN_REFUSALS: [i64; 2] = [-32020, -32021];
 
 /// A JSON-RPC error object, its parts kept as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,7 +209,7 @@ pub fn request(id: u64, method: &str, params: &str) -> String {
 }
 
 /// A notification, with raw `params` when given.
-pub fn notification(method: &str, params: Option<&str>) -> String {
+pub(crate) fn notification(method: &str, params: Option<&str>) -> String {
     let mut out = String::new();
     let mut w = ObjectWriter::new(&mut out);
     w.str("jsonrpc", "2.0").str("method", method);

@@ -36,7 +36,7 @@ use std::path::PathBuf;
 
 /// What a tool may do beneath the root.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rights {
+pub(crate) enum Rights {
     /// Read files and list directories.
     ReadOnly,
     /// Also write, truncate, create and remove files and directories.
@@ -54,14 +54,14 @@ pub enum Confined {
 
 /// Restrict the calling process, for the rest of its life, to `root` with `access`.
 /// `Err` is a sentence for the `root_unavailable` message (no host path in it).
-pub fn restrict_to_root(root: BorrowedFd<'_>, access: Rights) -> Result<Confined, String> {
+pub(crate) fn restrict_to_root(root: BorrowedFd<'_>, access: Rights) -> Result<Confined, String> {
     restrict_to_root_and(root, access, &[])
 }
 
 /// [`restrict_to_root`], with `extra` paths granted beside the root, each with what its
 /// [`Grant`] allows (a file's rule keeps only the file rights of it). The git adapter grants
 /// this way what git needs to run: its program, its exec path, the base of SPEC §13.2.
-pub fn restrict_to_root_and(
+pub(crate) fn restrict_to_root_and(
     root: BorrowedFd<'_>,
     access: Rights,
     extra: &[(PathBuf, Grant)],

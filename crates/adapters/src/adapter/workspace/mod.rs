@@ -49,49 +49,49 @@ pub use ptd_wire::envelope::result::SCHEMA as RESULT_SCHEMA;
 /// Every size the adapter bounds. Each limit is part of the documented behaviour.
 pub mod limits {
     /// Bytes read from stdin; a larger request is `request_too_large`.
-    pub const MAX_REQUEST_BYTES: usize = 64 << 20;
+    pub(crate) const MAX_REQUEST_BYTES: usize = 64 << 20;
     /// Longest `request_id` accepted, in bytes (SPEC §2.2).
     pub const MAX_REQUEST_ID_BYTES: usize = 256;
     /// Longest request path, in bytes; longest path component.
     pub use super::path::{MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_SYMLINKS};
     /// `read`: most bytes of `content` returned by one call (`truncated` says there is more).
-    pub const MAX_READ_BYTES: usize = 1 << 20;
+    pub(crate) const MAX_READ_BYTES: usize = 1 << 20;
     /// `write`: largest `content`; `edit`: largest file before and after the edit.
-    pub const MAX_WRITE_BYTES: usize = 16 << 20;
+    pub(crate) const MAX_WRITE_BYTES: usize = 16 << 20;
     /// `search`: longest `pattern`, in bytes.
-    pub const MAX_PATTERN_BYTES: usize = 4096;
+    pub(crate) const MAX_PATTERN_BYTES: usize = 4096;
     /// `search`: compiled regex size cap (the `regex` crate's `size_limit`).
-    pub const MAX_REGEX_BYTES: usize = 4 << 20;
+    pub(crate) const MAX_REGEX_BYTES: usize = 4 << 20;
     /// `search`: most globs in `glob`, and the longest one.
-    pub const MAX_GLOBS: usize = 64;
-    pub const MAX_GLOB_BYTES: usize = 1024;
+    pub(crate) const MAX_GLOBS: usize = 64;
+    pub(crate) const MAX_GLOB_BYTES: usize = 1024;
     /// `search`: default and largest `max_results` (larger requests are clamped).
-    pub const DEFAULT_MAX_RESULTS: u64 = 100;
-    pub const MAX_RESULTS: u64 = 1000;
+    pub(crate) const DEFAULT_MAX_RESULTS: u64 = 100;
+    pub(crate) const MAX_RESULTS: u64 = 1000;
     /// `search`: files larger than this are skipped.
-    pub const MAX_SEARCH_FILE_BYTES: u64 = 4 << 20;
+    pub(crate) const MAX_SEARCH_FILE_BYTES: u64 = 4 << 20;
     /// `search`: bytes of a matching line returned in `text` (cut at a character boundary).
-    pub const MAX_LINE_TEXT_BYTES: usize = 1024;
+    pub(crate) const MAX_LINE_TEXT_BYTES: usize = 1024;
     /// `search`: files searched, directory entries looked at, and directory depth below the
     /// start; reaching one stops the walk with `truncated: true`.
-    pub const MAX_SEARCH_FILES: usize = 20_000;
-    pub const MAX_SEARCH_ENTRIES: usize = 200_000;
-    pub const MAX_SEARCH_DEPTH: usize = 64;
+    pub(crate) const MAX_SEARCH_FILES: usize = 20_000;
+    pub(crate) const MAX_SEARCH_ENTRIES: usize = 200_000;
+    pub(crate) const MAX_SEARCH_DEPTH: usize = 64;
     /// `ls`: default and largest `depth`.
-    pub const DEFAULT_LS_DEPTH: usize = 1;
-    pub const MAX_LS_DEPTH: usize = 8;
+    pub(crate) const DEFAULT_LS_DEPTH: usize = 1;
+    pub(crate) const MAX_LS_DEPTH: usize = 8;
     /// `ls`: default and largest `max_entries` (larger requests are clamped).
-    pub const DEFAULT_LS_ENTRIES: usize = 1000;
-    pub const MAX_LS_ENTRIES: usize = 10_000;
+    pub(crate) const DEFAULT_LS_ENTRIES: usize = 1000;
+    pub(crate) const MAX_LS_ENTRIES: usize = 10_000;
     /// `apply_patch`: largest `patch`, in bytes (as large as a write).
-    pub const MAX_PATCH_BYTES: usize = MAX_WRITE_BYTES;
+    pub(crate) const MAX_PATCH_BYTES: usize = MAX_WRITE_BYTES;
     /// `apply_patch`: most lines in one patch (what it holds in memory is a small multiple).
-    pub const MAX_PATCH_LINES: usize = 1 << 20;
+    pub(crate) const MAX_PATCH_LINES: usize = 1 << 20;
     /// `apply_patch`: most file diffs in one patch (each holds a few descriptors until the
     /// commit ends: 100 stays far below the usual limit of 1024 open files).
-    pub const MAX_PATCH_FILES: usize = 100;
+    pub(crate) const MAX_PATCH_FILES: usize = 100;
     /// `apply_patch`: the patched files' bytes together, held in memory until they are staged.
-    pub const MAX_PATCH_RESULT_BYTES: usize = 64 << 20;
+    pub(crate) const MAX_PATCH_RESULT_BYTES: usize = 64 << 20;
 }
 
 wire_table! {
@@ -331,7 +331,7 @@ impl<'a> Input<'a> {
     }
 
     /// An optional string.
-    pub fn opt_string(&self, key: &str) -> Result<Option<&'a str>, ToolError> {
+    pub(crate) fn opt_string(&self, key: &str) -> Result<Option<&'a str>, ToolError> {
         match self.get(key) {
             Some(Value::String(s)) => Ok(Some(s)),
             Some(other) => Err(Input::wrong_type(key, "a string", other)),
@@ -340,7 +340,7 @@ impl<'a> Input<'a> {
     }
 
     /// An optional non-negative integer.
-    pub fn opt_u64(&self, key: &str) -> Result<Option<u64>, ToolError> {
+    pub(crate) fn opt_u64(&self, key: &str) -> Result<Option<u64>, ToolError> {
         match self.get(key) {
             Some(v @ Value::Number(n)) => n
                 .as_u64()
@@ -352,7 +352,7 @@ impl<'a> Input<'a> {
     }
 
     /// An optional boolean.
-    pub fn opt_bool(&self, key: &str) -> Result<Option<bool>, ToolError> {
+    pub(crate) fn opt_bool(&self, key: &str) -> Result<Option<bool>, ToolError> {
         match self.get(key) {
             Some(Value::Bool(b)) => Ok(Some(*b)),
             Some(other) => Err(Input::wrong_type(key, "a boolean", other)),
@@ -361,7 +361,7 @@ impl<'a> Input<'a> {
     }
 
     /// An optional raw value.
-    pub fn opt_value(&self, key: &str) -> Option<&'a Value> {
+    pub(crate) fn opt_value(&self, key: &str) -> Option<&'a Value> {
         self.get(key)
     }
 }

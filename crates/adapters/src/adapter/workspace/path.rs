@@ -167,7 +167,7 @@ pub enum Resolver {
 /// A caller's veto on where a resolution for writing ends, or on a directory it would create:
 /// given the root's handle, the directories walked through below it (name, handle) and the
 /// entry's name in the last of them, `Some(why)` refuses. It only looks, never changes anything.
-pub type Guard<'a> =
+pub(crate) type Guard<'a> =
     &'a dyn Fn(BorrowedFd<'_>, &[(Vec<u8>, OwnedFd)], &[u8]) -> Option<&'static str>;
 
 /// Where [`Root::locate`] ended: the directory handle holding the entry, and the entry's name
@@ -395,7 +395,7 @@ fn splice_link(
 // ---- request paths as the tools see them ------------------------------------------------------
 
 /// Map a resolution failure to a tool error about `shown` (the request's own path).
-pub fn path_error(err: PathError, shown: &str) -> ToolError {
+pub(crate) fn path_error(err: PathError, shown: &str) -> ToolError {
     match err {
         PathError::Invalid(why) => ToolError::new(Code::InvalidInput, format!("input.path: {why}")),
         PathError::OutsideRoot => ToolError::new(

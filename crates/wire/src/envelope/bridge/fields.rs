@@ -12,21 +12,22 @@ pub const SCHEMA: Field = Field::new(
 );
 pub use crate::validate::VERSION;
 const STRINGS: Type = Type::Array(Some(&Spec::STRING));
-pub const ALLOWED_TOOLS: Field = Field::new(
+pub(crate) const ALLOWED_TOOLS: Field = Field::new(
     "allowed_tools",
     Required,
     Spec::of(STRINGS, &[Fact::Doc("Canonical tool ids the sandbox may call; duplicates are harmless, an empty list denies everything.")]),
 );
 /// A string that names an environment variable.
-pub const ENV_NAME_SPEC: Spec = Spec::string(&[Fact::Pattern(&ENV_NAME)]);
+pub(crate) const ENV_NAME_SPEC: Spec = Spec::string(&[Fact::Pattern(&ENV_NAME)]);
 
-pub const DISPATCHER: Field = Field::new("dispatcher", Required, Spec::object(&DISPATCHER_SHAPE));
-pub const OWNER: Field = Field::new(
+pub(crate) const DISPATCHER: Field =
+    Field::new("dispatcher", Required, Spec::object(&DISPATCHER_SHAPE));
+pub(crate) const OWNER: Field = Field::new(
     "owner",
     Required,
     Spec::string(&[Fact::Const("wp-codebox")]),
 );
-pub const MODE: Field = Field::new(
+pub(crate) const MODE: Field = Field::new(
     "mode",
     Required,
     Spec::string(&[Fact::OneOf(
@@ -53,7 +54,7 @@ const MODE_IS_ENDPOINT: Condition = Condition {
 pub const URL_ENV: Field = Field::new("url_env", Required, ENV_NAME_SPEC);
 pub const METHOD: Field = Field::new("method", Optional, Spec::string(&[Fact::Supported("POST")]));
 pub const TOKEN_ENV: Field = Field::new("token_env", Optional, ENV_NAME_SPEC);
-pub const ENDPOINT_SHAPE: Shape = Shape::of(&[&URL_ENV, &METHOD, &TOKEN_ENV]);
+pub(crate) const ENDPOINT_SHAPE: Shape = Shape::of(&[&URL_ENV, &METHOD, &TOKEN_ENV]);
 pub const COMMAND: Field = Field::new(
     "command",
     When(&MODE_IS_COMMAND),
@@ -80,7 +81,7 @@ pub const ARGV: Field = Field::new(
         ],
     ),
 );
-pub const CWD_ENV: Field = Field::new("cwd_env", Optional, ENV_NAME_SPEC);
+pub(crate) const CWD_ENV: Field = Field::new("cwd_env", Optional, ENV_NAME_SPEC);
 pub const ENV: Field = Field::new(
     "env",
     Optional,
@@ -92,7 +93,7 @@ pub const ENV: Field = Field::new(
         &[],
     ),
 );
-pub const TRANSPORT: Field = Field::new(
+pub(crate) const TRANSPORT: Field = Field::new(
     "transport",
     Optional,
     Spec::string(&[
@@ -100,7 +101,7 @@ pub const TRANSPORT: Field = Field::new(
         Fact::DefaultStr("stdin"),
     ]),
 );
-pub const COMMAND_SHAPE: Shape = Shape::of(&[&ARGV, &CWD_ENV, &ENV, &TRANSPORT]);
+pub(crate) const COMMAND_SHAPE: Shape = Shape::of(&[&ARGV, &CWD_ENV, &ENV, &TRANSPORT]);
 pub const REQUEST_SCHEMA: Field = Field::new(
     "request_schema",
     Required,
@@ -120,7 +121,7 @@ pub const TIMEOUT_MS: Field = Field::new(
     )
     .refused(Expected::Says("expected an integer of at least 1")),
 );
-pub const DISPATCHER_SHAPE: Shape = Shape {
+pub(crate) const DISPATCHER_SHAPE: Shape = Shape {
     fields: &[
         &OWNER,
         &MODE,
@@ -133,14 +134,14 @@ pub const DISPATCHER_SHAPE: Shape = Shape {
     conditional: &[&COMMAND, &ENDPOINT],
 };
 
-pub const SANDBOX_ENV: Field =
+pub(crate) const SANDBOX_ENV: Field =
     Field::new("sandbox_env", Required, Spec::object(&SANDBOX_ENV_SHAPE));
-pub const SANDBOX_MODE: Field = Field::new(
+pub(crate) const SANDBOX_MODE: Field = Field::new(
     "mode",
     Optional,
     Spec::string(&[Fact::OneOf(&["metadata-only"], Refusal::List)]),
 );
-pub const VARIABLES: Field = Field::new(
+pub(crate) const VARIABLES: Field = Field::new(
     "variables",
     Optional,
     Spec::of(
@@ -151,26 +152,26 @@ pub const VARIABLES: Field = Field::new(
         &[],
     ),
 );
-pub const SECRET_ENV: Field = Field::new(
+pub(crate) const SECRET_ENV: Field = Field::new(
     "secret_env",
     Optional,
     Spec::of(Type::Array(Some(&ENV_NAME_SPEC)), &[]).refused(Expected::Says(
         "expected an array of environment variable names",
     )),
 );
-pub const SANDBOX_ENV_SHAPE: Shape = Shape::of(&[&SANDBOX_MODE, &VARIABLES, &SECRET_ENV]);
+pub(crate) const SANDBOX_ENV_SHAPE: Shape = Shape::of(&[&SANDBOX_MODE, &VARIABLES, &SECRET_ENV]);
 
-pub const AUTHORIZATION: Field = Field::new(
+pub(crate) const AUTHORIZATION: Field = Field::new(
     "authorization",
     Required,
     Spec::object(&AUTHORIZATION_SHAPE),
 );
-pub const AUTHORIZATION_MODE: Field = Field::new(
+pub(crate) const AUTHORIZATION_MODE: Field = Field::new(
     "mode",
     Optional,
     Spec::string(&[Fact::OneOf(&["allowlist"], Refusal::List)]),
 );
-pub const FAILURE_STATUS: Field = Field::new(
+pub(crate) const FAILURE_STATUS: Field = Field::new(
     "failure_status",
     Optional,
     Spec::string(&[
@@ -178,15 +179,15 @@ pub const FAILURE_STATUS: Field = Field::new(
         Fact::DefaultStr("denied"),
     ]),
 );
-pub const AUTHORIZATION_SHAPE: Shape = Shape::of(&[&AUTHORIZATION_MODE, &FAILURE_STATUS]);
+pub(crate) const AUTHORIZATION_SHAPE: Shape = Shape::of(&[&AUTHORIZATION_MODE, &FAILURE_STATUS]);
 
 pub const REDACTION: Field = Field::new("redaction", Required, Spec::object(&REDACTION_SHAPE));
-pub const REDACTION_SHAPE: Shape = Shape::of(&[&Field::new(
+pub(crate) const REDACTION_SHAPE: Shape = Shape::of(&[&Field::new(
     "transcript_artifact_refs",
     Optional,
     Spec::of(Type::Array(None), &[]).refused(Expected::Says("expected an array")),
 )]);
-pub const METADATA: Field = Field::new("metadata", Required, Spec::OBJECT);
+pub(crate) const METADATA: Field = Field::new("metadata", Required, Spec::OBJECT);
 /// The envelope.
 pub const TOP: Shape = Shape::of(&[
     &SCHEMA,
