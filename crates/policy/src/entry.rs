@@ -262,21 +262,12 @@ impl Checker<'_> {
                 self.unknown_key(key, "`network`", &["allow"]);
                 continue;
             }
-            let Some(items) = self.strings("network.allow", value) else {
-                continue;
-            };
-            let mut fine = true;
-            for (item, span) in &items {
-                if !is_host_port(item) {
-                    let message = format!(
-                        "`network.allow`: `{}` is not host:port (a port from 1 to 65535)",
-                        escape(item)
-                    );
-                    self.report(span, message);
-                    fine = false;
-                }
-            }
-            allow = fine.then(|| items.iter().map(|(s, _)| (*s).to_string()).collect());
+            allow = self.strings_that(
+                "network.allow",
+                value,
+                is_host_port,
+                "host:port (a port from 1 to 65535)",
+            );
         }
         allow.map(NetworkPolicy::Allow)
     }

@@ -192,19 +192,33 @@ impl<'t> Checker<'t> {
 
     /// Variable names: an array of strings, each non-empty without `=` or NUL.
     pub(crate) fn var_names(&mut self, key: &str, value: &Value<'_>) -> Option<Vec<String>> {
+        self.strings_that(
+            key,
+            value,
+            is_var_name,
+            "a variable name (non-empty, without `=`)",
+        )
+    }
+
+    /// An array of strings each of which passes `fine`; every one that does not is reported
+    /// as "`KEY`: `ITEM` is not WHAT", at the item.
+    pub(crate) fn strings_that(
+        &mut self,
+        key: &str,
+        value: &Value<'_>,
+        fine: fn(&str) -> bool,
+        what: &str,
+    ) -> Option<Vec<String>> {
         let items = self.strings(key, value)?;
-        let mut fine = true;
-        for (name, span) in &items {
-            if !is_var_name(name) {
-                let message = format!(
-                    "`{key}`: `{}` is not a variable name (non-empty, without `=`)",
-                    escape(name)
-                );
+        let mut all = true;
+        for (item, span) in &items {
+            if !fine(item) {
+                let message = format!("`{key}`: `{}` is not {what}", escape(item));
                 self.report(span, message);
-                fine = false;
+                all = false;
             }
         }
-        fine.then(|| items.iter().map(|(s, _)| (*s).to_string()).collect())
+        all.then(|| items.iter().map(|(s, _)| (*s).to_string()).collect())
     }
 
     /// A table.
