@@ -411,6 +411,8 @@ impl Gate {
             attempt: self.attempt,
             decision,
             rule,
+            // No host policy is read yet: none decided.
+            policy: None,
             status: name(report.status().as_str()),
             code: report.error_code().map(|c| name(&redactor.redact_str(&c))),
             duration_ms: millis(learned.started.elapsed()),

@@ -2,7 +2,7 @@
 //! the library's own ledger.
 
 use super::*;
-use ptd_ledger::{AuditRecord, Ledger, Name, Resources, Rule, Verdict};
+use ptd_ledger::{AuditRecord, Ledger, Name, PolicyRef, Resources, Rule, Verdict};
 
 fn record(request_id: &str, time_ms: u64) -> AuditRecord {
     AuditRecord {
@@ -16,6 +16,7 @@ fn record(request_id: &str, time_ms: u64) -> AuditRecord {
         attempt: 1,
         decision: Verdict::Deny,
         rule: Rule::BridgeAllowedTools,
+        policy: None,
         status: Name::new("denied").unwrap(),
         code: Some(Name::new("tool_not_allowed").unwrap()),
         duration_ms: 1,
@@ -109,6 +110,60 @@ fn audit_export_prints_json_lines_since_a_time() {
         .exit(2)
         .stdout_empty()
         .stderr_contains("--since");
+}
+
+#[test]
+fn audit_verify_and_export_carry_the_policy_that_decided() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = ledger(dir.path());
+    let sha256 = "ab".repeat(32);
+    let mut ledger = Ledger::open(&path, Instant::now() + Duration::from_secs(30)).unwrap();
+    let mut decided = record("r3", 1_578_009_600_000);
+    decided.policy = Some(PolicyRef {
+        sha256: sha256.clone(),
+        entry: "workspace.*".into(),
+        line: Some(14),
+    });
+    ledger.record(&decided).unwrap();
+    decided.request_id = "r4".into();
+    decided.policy = Some(PolicyRef {
+        sha256: sha256.clone(),
+        entry: "defaults".into(),
+        line: None,
+    });
+    ledger.record(&decided).unwrap();
+    drop(ledger);
+    Cmd::new(["audit", "verify", "--ledger"])
+        .arg(&path)
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_json(|v| assert_eq!(v["records"], json!(4), "{v}"));
+    Cmd::new(["audit", "export", "--ledger"])
+        .arg(&path)
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_with(|text| {
+            let lines: Vec<Value> = text
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            assert_eq!(lines.len(), 4, "{text}");
+            // Records written without a policy are exported without the field.
+            assert!(
+                lines[..2].iter().all(|l| l.get("policy").is_none()),
+                "{text}"
+            );
+            assert_eq!(
+                lines[2]["policy"],
+                json!({"sha256": sha256, "entry": "workspace.*", "line": 14})
+            );
+            assert_eq!(
+                lines[3]["policy"],
+                json!({"sha256": sha256, "entry": "defaults"})
+            );
+        });
 }
 
 #[test]

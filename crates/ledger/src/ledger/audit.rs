@@ -1,9 +1,10 @@
 //! The audit trail (SPEC §14.3): one [`AuditRecord`] per call that got a request, chained.
 //!
 //! A record has only typed metadata fields: identifiers, digests, short rule and code names,
-//! numbers and the transcript ref. There is no field of type JSON value or free text, so a
-//! payload (`input`, `output`) cannot be put in one; text fields are bounded and the short
-//! names are checked against a small alphabet when a record is built AND when one is read back.
+//! numbers, the transcript ref and the host policy's digest and deciding entry. There is no
+//! field of type JSON value or free text, so a payload (`input`, `output`) cannot be put in one;
+//! text fields are bounded and the short names are checked against a small alphabet when a
+//! record is built AND when one is read back.
 //! The caller hands in values that already went through §5 redaction.
 //!
 //! Chain: the stored body of record `seq` is the canonical JSON (`envelope::canonical`) of the
@@ -19,7 +20,7 @@ use serde_json::{Map, Value};
 pub(crate) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// The longest identifier-like field (bridge ref, session, request id, tool, operation,
-/// transcript ref) a record holds.
+/// transcript ref, session key, policy entry) a record holds.
 pub const MAX_FIELD_BYTES: usize = 1024;
 
 /// A short machine name: 1–64 bytes of `[a-z0-9_.:-]` — a status or an error code. Checked on
@@ -242,6 +243,47 @@ pub struct Resources {
     pub stderr_bytes: Option<u64>,
 }
 
+/// The host policy (`--policy`) in force for a call and the entry of it that decided, on the
+/// call's audit record ([`AuditRecord::policy`]): the same three members as the envelope's
+/// `diagnostics.dispatch.policy`.
+///
+/// Stored and exported as `{"sha256": …, "entry": …, "line": …}` (`line` absent when `None`);
+/// [`AuditRecord::check`] bounds it when a record is built and when one is read back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyRef {
+    /// SHA-256 of the policy file as it was read, 64 lower-case hex digits.
+    pub sha256: String,
+    /// The deciding entry's `match` (`workspace.*`, `git.commit`), or `defaults` when no
+    /// `[[tool]]` entry covered the tool: 1 to [`MAX_FIELD_BYTES`] bytes, no control character.
+    pub entry: String,
+    /// The line (from 1) of that entry's `[[tool]]` header, or of `[defaults]`; `None` when there
+    /// is none (a policy without a `[defaults]` table).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+}
+
+impl PolicyRef {
+    /// The bounds [`AuditRecord::check`] holds it to.
+    fn check(&self) -> Result<(), String> {
+        if !is_sha256_hex(&self.sha256) {
+            return Err("policy.sha256 is not a SHA-256 in lower-case hex".into());
+        }
+        if self.entry.is_empty() {
+            return Err("policy.entry is empty".into());
+        }
+        if self.line == Some(0) {
+            return Err("policy.line is 0 (lines count from 1)".into());
+        }
+        Ok(())
+    }
+}
+
+/// Whether `text` is a SHA-256 as the ledger writes one: 64 lower-case hex digits.
+fn is_sha256_hex(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 /// One audit record: metadata only (see the module docs).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -266,6 +308,11 @@ pub struct AuditRecord {
     pub decision: Verdict,
     /// The rule that made it, e.g. `bridge.allowed_tools`, `budget:calls`, `ledger:replay`.
     pub rule: Rule,
+    /// The host policy in force and the entry of it that decided, when the dispatcher ran with
+    /// one. Absent from the stored body when `None`, so that every record written without it —
+    /// before the field existed included — keeps its bytes and its hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyRef>,
     /// The final status of the envelope.
     pub status: Name,
     /// The envelope's `error.code`, if any.
@@ -311,6 +358,10 @@ impl AuditRecord {
                 self.transcript_ref.as_deref().unwrap_or(""),
             ),
             ("session_key", self.session_key.as_deref().unwrap_or("")),
+            (
+                "policy.entry",
+                self.policy.as_ref().map_or("", |p| p.entry.as_str()),
+            ),
         ] {
             if value.len() > MAX_FIELD_BYTES {
                 return Err(format!("{name} is longer than {MAX_FIELD_BYTES} bytes"));
@@ -323,13 +374,12 @@ impl AuditRecord {
             return Err("an admitted record has no session_key".into());
         }
         if let Some(digest) = &self.envelope_sha256 {
-            if digest.len() != 64
-                || !digest
-                    .bytes()
-                    .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-            {
+            if !is_sha256_hex(digest) {
                 return Err("envelope_sha256 is not a SHA-256 in hex".into());
             }
+        }
+        if let Some(policy) = &self.policy {
+            policy.check()?;
         }
         Ok(())
     }

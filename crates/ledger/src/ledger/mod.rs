@@ -26,7 +26,7 @@ mod sqlite;
 #[cfg(test)]
 mod tests;
 
-pub use audit::{AuditRecord, Name, Resources, Rule, Verdict, Verification};
+pub use audit::{AuditRecord, Name, PolicyRef, Resources, Rule, Verdict, Verification};
 pub use flags::{parse_budget_flag, parse_session, parse_since, FlagError};
 pub use lease::Lease;
 

@@ -180,3 +180,263 @@ fn verify_names_a_record_whose_rule_is_unknown() {
     .unwrap();
     broken_at(&path, 2, "is not a rule");
 }
+
+/// A record as the dispatcher wrote them before [`AuditRecord::policy`] existed, every other
+/// optional field set.
+fn old_format_record() -> AuditRecord {
+    AuditRecord {
+        time_ms: 1_769_817_600_123,
+        bridge_ref: "sha256:bridge".into(),
+        session_id: "s1".into(),
+        request_id: "req-1".into(),
+        tool: "workspace.write".into(),
+        operation: "call".into(),
+        request_digest: "d".repeat(64),
+        attempt: 1,
+        decision: Verdict::Admit,
+        rule: Rule::BridgeAllowedTools,
+        policy: None,
+        status: Name::new("succeeded").unwrap(),
+        code: None,
+        duration_ms: 12,
+        adapter_ms: Some(9),
+        exit_status: 0,
+        resources: Resources {
+            max_rss_kb: Some(2048),
+            stdout_bytes: Some(17),
+            ..Resources::default()
+        },
+        transcript_ref: Some("t-1.json".into()),
+        envelope_sha256: Some("e".repeat(64)),
+        session_key: Some("sha256:s".into()),
+        admitted: true,
+    }
+}
+
+/// The body and hash [`old_format_record`] had as record 1, sealed before the field existed.
+const OLD_BODY: &str = concat!(
+    r#"{"adapter_ms":9,"admitted":true,"attempt":1,"bridge_ref":"sha256:bridge","code":null,"#,
+    r#""decision":"admit","duration_ms":12,"envelope_sha256":"#,
+    r#""eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee","exit_status":0,"#,
+    r#""operation":"call","prev":"#,
+    r#""0000000000000000000000000000000000000000000000000000000000000000","request_digest":"#,
+    r#""dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd","request_id":"req-1","#,
+    r#""resources":{"max_rss_kb":2048,"stderr_bytes":null,"stdout_bytes":17,"#,
+    r#""system_cpu_ms":null,"user_cpu_ms":null},"rule":"bridge.allowed_tools","seq":1,"#,
+    r#""session_id":"s1","session_key":"sha256:s","status":"succeeded","#,
+    r#""time_ms":1769817600123,"tool":"workspace.write","transcript_ref":"t-1.json"}"#
+);
+const OLD_HASH: &str = "d0e930012a36134f171a9f874b9a50c6d533922f4cfaf5616b954b4e4b2f245a";
+
+fn a_policy() -> PolicyRef {
+    PolicyRef {
+        sha256: "0123456789abcdef".repeat(4),
+        entry: "workspace.*".into(),
+        line: Some(12),
+    }
+}
+
+#[test]
+fn a_record_without_a_policy_keeps_the_bytes_and_hash_it_had_before_the_field() {
+    use crate::ledger::audit::{open, seal, Chain, StoredRecord, GENESIS};
+    let sealed = seal(&old_format_record(), 1, GENESIS).unwrap();
+    assert_eq!(sealed.body, OLD_BODY);
+    assert_eq!(sealed.hash, OLD_HASH);
+    assert!(!sealed.body.contains("policy"), "{}", sealed.body);
+    // A body stored before the field existed reads back without one and checks in the chain.
+    let (_, _, back) = open(OLD_BODY).unwrap();
+    assert_eq!(back, old_format_record());
+    let mut chain = Chain::default();
+    chain
+        .push(Ok(StoredRecord {
+            seq: 1,
+            time_ms: 1_769_817_600_123,
+            prev: GENESIS.into(),
+            hash: OLD_HASH.into(),
+            body: OLD_BODY.into(),
+        }))
+        .unwrap();
+    assert_eq!(
+        chain.finish(Some((1, OLD_HASH.into()))).unwrap(),
+        (1, OLD_HASH.to_string())
+    );
+}
+
+#[test]
+fn a_record_with_a_policy_round_trips_verifies_and_is_exported_with_it() {
+    use crate::ledger::audit::{export_line, open, seal, GENESIS};
+    let mut rec = old_format_record();
+    rec.policy = Some(a_policy());
+    let sealed = seal(&rec, 1, GENESIS).unwrap();
+    let stored = format!(
+        r#""policy":{{"entry":"workspace.*","line":12,"sha256":"{}"}}"#,
+        "0123456789abcdef".repeat(4)
+    );
+    assert!(sealed.body.contains(&stored), "{}", sealed.body);
+    assert_ne!(sealed.hash, OLD_HASH, "the policy is covered by the hash");
+    assert_eq!(open(&sealed.body).unwrap().2, rec);
+    // `line` is left out when there is none, and read back as none.
+    rec.policy = Some(PolicyRef {
+        entry: "defaults".into(),
+        line: None,
+        ..a_policy()
+    });
+    let sealed = seal(&rec, 1, GENESIS).unwrap();
+    assert!(
+        sealed
+            .body
+            .contains(r#""policy":{"entry":"defaults","sha256":"#),
+        "{}",
+        sealed.body
+    );
+    assert_eq!(open(&sealed.body).unwrap().2, rec);
+
+    // Through a ledger: appended by `record` and by `finish`, verified, exported as stored.
+    let dir = tempfile::tempdir().unwrap();
+    let (path, mut ledger) = ledger_in(dir.path());
+    let me = Lease::current().unwrap();
+    let none = Budgets::default();
+    let mut denied = record(&key("a"), Verdict::Deny, "bridge.allowed_tools", "denied");
+    denied.policy = Some(a_policy());
+    ledger.record(&denied).unwrap();
+    let k = key("b");
+    assert!(matches!(
+        ledger.begin(&call(&k, "d", &none), &me).unwrap(),
+        Decision::Start { .. }
+    ));
+    let mut ran = record(&k, Verdict::Admit, "bridge.allowed_tools", "succeeded");
+    ran.policy = Some(PolicyRef {
+        entry: "defaults".into(),
+        line: None,
+        ..a_policy()
+    });
+    ledger
+        .finish(&k, &me, &outcome("{\"ran\":1}", false), &ran)
+        .unwrap();
+    ledger
+        .record(&record(&key("c"), Verdict::Deny, "bridge_ref", "denied"))
+        .unwrap();
+    assert!(matches!(
+        verify(&path),
+        Verification::Intact { records: 3, .. }
+    ));
+    let mut lines = Vec::new();
+    Ledger::open_existing(&path, soon())
+        .unwrap()
+        .scan(0, &mut |row| {
+            lines.push(export_line(&row.unwrap()).unwrap());
+            true
+        })
+        .unwrap();
+    let exported: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(
+        exported[0]["policy"],
+        serde_json::json!({"sha256": "0123456789abcdef".repeat(4), "entry": "workspace.*", "line": 12})
+    );
+    assert_eq!(
+        exported[1]["policy"],
+        serde_json::json!({"sha256": "0123456789abcdef".repeat(4), "entry": "defaults"})
+    );
+    assert!(exported[2].get("policy").is_none(), "{}", lines[2]);
+    // A replay of the finished call: its record (with the policy) covers the envelope.
+    assert!(matches!(
+        ledger.begin(&call(&k, "d", &none), &me).unwrap(),
+        Decision::Replay(_)
+    ));
+}
+
+/// Records whose policy breaks a bound, with what the refusal names.
+fn bad_policies() -> Vec<(PolicyRef, &'static str)> {
+    let with = |f: &dyn Fn(&mut PolicyRef)| {
+        let mut p = a_policy();
+        f(&mut p);
+        p
+    };
+    vec![
+        (with(&|p| p.sha256 = "0123".into()), "policy.sha256"),
+        (with(&|p| p.sha256 = "A".repeat(64)), "policy.sha256"),
+        (with(&|p| p.sha256 = "g".repeat(64)), "policy.sha256"),
+        (with(&|p| p.sha256 = "a".repeat(65)), "policy.sha256"),
+        (with(&|p| p.entry = String::new()), "policy.entry is empty"),
+        (
+            with(&|p| p.entry = "x".repeat(crate::ledger::audit::MAX_FIELD_BYTES + 1)),
+            "policy.entry is longer",
+        ),
+        (
+            with(&|p| p.entry = "git.\ncommit".into()),
+            "policy.entry holds a control character",
+        ),
+        (
+            with(&|p| p.entry = "git.\u{7f}".into()),
+            "policy.entry holds a control character",
+        ),
+        (with(&|p| p.line = Some(0)), "policy.line is 0"),
+    ]
+}
+
+#[test]
+fn a_policy_out_of_bounds_is_refused_on_append_and_named_by_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, mut ledger) = ledger_in(dir.path());
+    let entry_max = PolicyRef {
+        entry: "x".repeat(crate::ledger::audit::MAX_FIELD_BYTES),
+        line: Some(1),
+        ..a_policy()
+    };
+    let mut rec = record(&key("ok"), Verdict::Deny, "bridge.allowed_tools", "denied");
+    rec.policy = Some(entry_max);
+    ledger.record(&rec).unwrap();
+    for (policy, says) in bad_policies() {
+        let mut rec = record(&key("r"), Verdict::Deny, "bridge.allowed_tools", "denied");
+        rec.policy = Some(policy.clone());
+        match ledger.record(&rec) {
+            Err(LedgerError::Record(m)) => assert!(m.contains(says), "{m} / {says}"),
+            other => panic!("{policy:?}: {other:?}"),
+        }
+        // Nor through the store directly (`seal` checks before it appends).
+        let err = crate::ledger::audit::seal(&rec, 2, crate::ledger::audit::GENESIS).unwrap_err();
+        assert!(err.contains(says), "{err}");
+    }
+    assert!(matches!(
+        verify(&path),
+        Verification::Intact { records: 1, .. }
+    ));
+
+    // Stored anyway (an edit, or a writer that skipped the check), each is named by verify
+    // even with a hash recomputed for the edited body.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let good: String = conn
+        .query_row("SELECT body FROM audit WHERE seq = 1", [], |r| r.get(0))
+        .unwrap();
+    let good_hash: String = conn
+        .query_row("SELECT hash FROM audit WHERE seq = 1", [], |r| r.get(0))
+        .unwrap();
+    for (policy, says) in bad_policies() {
+        let mut value: serde_json::Value = serde_json::from_str(&good).unwrap();
+        value["policy"] = serde_json::to_value(&policy).unwrap();
+        let body = ptd_wire::envelope::canonical::to_string(&value);
+        let hash = ptd_wire::envelope::canonical::sha256_hex(body.as_bytes());
+        conn.execute(
+            "UPDATE audit SET body = ?1, hash = ?2 WHERE seq = 1",
+            rusqlite::params![body, hash],
+        )
+        .unwrap();
+        conn.execute("UPDATE head SET hash = ?1", rusqlite::params![hash])
+            .unwrap();
+        broken_at(&path, 1, says);
+    }
+    conn.execute(
+        "UPDATE audit SET body = ?1, hash = ?2 WHERE seq = 1",
+        rusqlite::params![good, good_hash],
+    )
+    .unwrap();
+    conn.execute("UPDATE head SET hash = ?1", rusqlite::params![good_hash])
+        .unwrap();
+    assert!(matches!(
+        verify(&path),
+        Verification::Intact { records: 1, .. }
+    ));
+}

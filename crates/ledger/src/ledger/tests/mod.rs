@@ -42,6 +42,7 @@ pub(super) fn record(key: &Key, decision: Verdict, rule: &str, status: &str) -> 
         attempt: 1,
         decision,
         rule: Rule::parse(rule).unwrap(),
+        policy: None,
         status: Name::new(status).unwrap(),
         code: None,
         duration_ms: 3,
