@@ -223,8 +223,9 @@ pub enum CallState {
     Final,
 }
 
-/// What the store read for [`decide`], inside the transaction.
-#[derive(Debug, Clone)]
+/// What the store read for [`decide`], inside the transaction ([`Store::begin`]), or in a
+/// read transaction of its own ([`Ledger::peek`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Snapshot {
     /// The key's row, if any.
     pub row: Option<CallRow>,
@@ -419,6 +420,11 @@ pub trait Store: Send {
         lease: &Lease,
         decide: &mut dyn FnMut(&Snapshot) -> (Decision, Claim),
     ) -> Result<Decision, LedgerError>;
+    /// Read what [`Store::begin`] would hand to `decide` for `call` — the key's row, the
+    /// session's admitted calls and adapter ms, the tool's admitted calls, the leases of the
+    /// session's other running keys — in ONE read transaction that writes nothing, and decide
+    /// nothing. It must work on a store opened read-only ([`Ledger::open_existing`]).
+    fn peek(&mut self, call: &Call<'_>) -> Result<Snapshot, LedgerError>;
     /// Append `record` to the chain and, when the key is still held by `lease`, store the
     /// outcome (final, or retryable) and add its adapter time to the session's usage.
     fn finish(
@@ -519,6 +525,21 @@ impl Ledger {
         self.store.begin(call, lease, &mut |snap| {
             decide(call, snap, &|l| l.is_live())
         })
+    }
+
+    /// What [`Ledger::begin`] would decide `call` on, read in one read transaction that
+    /// writes nothing — for a dry run (`policy explain`) that starts nothing and changes no
+    /// ledger. Works on a ledger opened with [`Ledger::open_existing`], making no file beside
+    /// it, as `audit` does.
+    ///
+    /// `decide(call, &snapshot, &|l| l.is_live())` on it gives the decision a `begin` made
+    /// now would give, and the snapshot's counters what each budget has used (and so has
+    /// left). It is only a look: another dispatcher may change the ledger right after it, and
+    /// a [`Decision::Replay`] decided on it has not had its record checked against the stored
+    /// envelope, as `begin` checks it before replaying (a tampered ledger answers
+    /// [`LedgerError::Tampered`] there).
+    pub fn peek(&mut self, call: &Call<'_>) -> Result<Snapshot, LedgerError> {
+        self.store.peek(call)
     }
 
     /// [`Ledger::begin`], and while the key is [`Decision::Held`] by a live dispatcher, look

@@ -638,6 +638,21 @@ impl Store for SqliteStore {
         })
     }
 
+    /// [`read_snapshot`], as `begin` reads it, but in a deferred (read) transaction: no write
+    /// lock is taken, nothing is written, and a read-only connection (`open_read_only`) can do
+    /// it. A ledger read as immutable must not have changed meanwhile ([`ReadGuard`]).
+    fn peek(&mut self, call: &Call<'_>) -> Result<Snapshot, LedgerError> {
+        self.retrying(|store| {
+            store.arm()?;
+            let tx = store.conn.transaction().map_err(db)?;
+            let snap = read_snapshot(&tx, call)?;
+            // Ends the read transaction; it wrote nothing, so nothing is committed.
+            tx.commit().map_err(db)?;
+            store.check_guard()?;
+            Ok(snap)
+        })
+    }
+
     fn finish(
         &mut self,
         key: &Key,

@@ -1,5 +1,5 @@
 //! The file and how the store uses SQLite: unusable files refused unchanged, a lock past the
-//! deadline, the partial index, the WAL's size, the folder's sync.
+//! deadline, the partial index, the WAL's size, the folder's sync, a read-only `peek`.
 
 use super::*;
 use std::os::unix::fs::PermissionsExt;
@@ -261,4 +261,119 @@ fn a_reader_uses_the_wal_as_it_is_or_reads_a_ledger_without_one_as_immutable() {
         uri_path(Path::new("/a b/l?.db#%x")),
         "file:/a%20b/l%3F.db%23%25x"
     );
+}
+
+/// The names in `folder`, sorted.
+fn names(folder: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(folder)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+type Look = (u64, String, std::time::SystemTime, (i64, i64));
+
+/// A file's size, the SHA-256 of its bytes, its modification time and its change time.
+fn look(path: &Path) -> Look {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).unwrap();
+    let bytes = std::fs::read(path).unwrap();
+    (
+        meta.len(),
+        ptd_wire::envelope::canonical::sha256_hex(&bytes),
+        meta.modified().unwrap(),
+        (meta.ctime(), meta.ctime_nsec()),
+    )
+}
+
+/// What a [`look`] says of a file's content: its size, bytes and modification time.
+fn content(look: &Look) -> (u64, String, std::time::SystemTime) {
+    (look.0, look.1.clone(), look.2)
+}
+
+#[test]
+fn peek_on_a_ledger_opened_read_only_makes_and_changes_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, mut ledger) = ledger_in(dir.path());
+    let me = Lease::current().unwrap();
+    let budgets = Budgets {
+        calls: Some(5),
+        ..Budgets::default()
+    };
+    let (done, running, new) = (key("done"), key("running"), key("new"));
+    assert!(matches!(
+        ledger.begin(&call(&done, "d", &budgets), &me).unwrap(),
+        Decision::Start { .. }
+    ));
+    let rec = record(&done, Verdict::Admit, "bridge.allowed_tools", "succeeded");
+    ledger
+        .finish(&done, &me, &outcome("{\"done\":1}", false), &rec)
+        .unwrap();
+    assert!(matches!(
+        ledger.begin(&call(&running, "d", &budgets), &me).unwrap(),
+        Decision::Start { .. }
+    ));
+    let peeks = |ledger: &mut Ledger| {
+        let snap = ledger.peek(&call(&done, "d", &budgets)).unwrap();
+        assert_eq!(snap.row.map(|r| r.state), Some(CallState::Final));
+        assert_eq!((snap.calls, snap.adapter_ms), (2, 5));
+        assert_eq!(snap.running, std::slice::from_ref(&me));
+        let snap = ledger.peek(&call(&new, "d", &budgets)).unwrap();
+        assert_eq!((snap.row, snap.calls), (None, 2));
+        assert_eq!(snap.running, std::slice::from_ref(&me));
+    };
+
+    // A copy of the file alone, 0444 in a 0555 folder: read as immutable, nothing made beside
+    // it (root may write the folder whatever its bits: nothing appears because nothing is made).
+    ledger.checkpoint();
+    let archive = dir.path().join("archive");
+    std::fs::create_dir(&archive).unwrap();
+    let copy = archive.join("ledger.db");
+    std::fs::copy(&path, &copy).unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o444)).unwrap();
+    std::fs::set_permissions(&archive, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let before = look(&copy);
+    peeks(&mut Ledger::open_existing(&copy, soon()).unwrap());
+    assert_eq!(names(&archive), ["ledger.db"]);
+    assert_eq!(look(&copy), before);
+    std::fs::set_permissions(&archive, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    // Read as immutable, a ledger a dispatcher writes meanwhile is not trusted, as for `audit`.
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut immutable = Ledger::open_existing(&copy, soon()).unwrap();
+    peeks(&mut immutable);
+    Ledger::open(&copy, soon())
+        .unwrap()
+        .record(&record(&key("r"), Verdict::Deny, "bridge_ref", "denied"))
+        .unwrap();
+    assert!(matches!(
+        immutable.peek(&call(&new, "d", &budgets)),
+        Err(LedgerError::ChangedWhileRead)
+    ));
+    drop(immutable);
+
+    // The ledger in use, its -wal holding commits beside its -shm: read with SQLite's locks,
+    // nothing added and nothing written.
+    ledger
+        .record(&record(&key("r"), Verdict::Deny, "bridge_ref", "denied"))
+        .unwrap();
+    let wal = dir.path().join("ledger.db-wal");
+    assert!(std::fs::metadata(&wal).unwrap().len() > 0);
+    let in_use = names(dir.path());
+    let before = [&path, &wal].map(|p| content(&look(p)));
+    let mut reader = Ledger::open_existing(&path, soon()).unwrap();
+    // (Opening may touch the WAL's change time: SQLite run as root gives a WAL it opens the
+    // database's owner, the one it has. After that nothing, peeking included, touches a file.)
+    let opened = [look(&path), look(&wal)];
+    peeks(&mut reader);
+    assert_eq!([look(&path), look(&wal)], opened);
+    drop(reader);
+    assert_eq!(names(dir.path()), in_use);
+    assert_eq!([&path, &wal].map(|p| content(&look(p))), before);
+    // The writer's own look writes nothing either.
+    let opened = [look(&path), look(&wal)];
+    peeks(&mut ledger);
+    assert_eq!([look(&path), look(&wal)], opened);
 }

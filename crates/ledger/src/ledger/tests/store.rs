@@ -1,5 +1,5 @@
 //! The rules on a real SQLite file: a call runs once, then replays; retryable outcomes, dead
-//! holders, waiting for a live one; budgets.
+//! holders, waiting for a live one; budgets; `peek` reads what `begin` decides on.
 
 use super::*;
 use std::process::Command;
@@ -301,4 +301,164 @@ fn budgets_are_counted_in_the_ledger_and_replays_do_not_spend() {
         ledger.begin(&call(&k6, "d", &conc), &me).unwrap(),
         Decision::Start { .. }
     ));
+}
+
+/// `c` for the tool `workspace.write`.
+fn write(c: Call<'_>) -> Call<'_> {
+    Call {
+        tool: "workspace.write",
+        ..c
+    }
+}
+
+/// `decide` on what `peek` read for `c` — through `ledger` and through a read-only opening of
+/// the same file, which read the same — then the decision of a real `begin` under `lease`,
+/// which must be the same; returns it.
+#[track_caller]
+fn peeked_then_begun(path: &Path, ledger: &mut Ledger, c: &Call<'_>, lease: &Lease) -> Decision {
+    let snap = ledger.peek(c).unwrap();
+    let read_only = Ledger::open_existing(path, soon())
+        .unwrap()
+        .peek(c)
+        .unwrap();
+    assert_eq!(read_only, snap);
+    let (peeked, _) = decide(c, &snap, &|l| l.is_live());
+    // Peeking wrote nothing: a second look reads the same.
+    assert_eq!(ledger.peek(c).unwrap(), snap);
+    let begun = ledger.begin(c, lease).unwrap();
+    assert_eq!(peeked, begun, "{snap:?}");
+    begun
+}
+
+#[test]
+fn decide_on_a_peek_answers_what_the_next_begin_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, mut ledger) = ledger_in(dir.path());
+    let me = Lease::current().unwrap();
+    let budgets = Budgets {
+        calls: Some(3),
+        tools: [("workspace.write".to_string(), 1)].into(),
+        adapter_ms: Some(100),
+        max_concurrent: None,
+    };
+    let [fresh, tool_1, tool_2, read, over] =
+        ["fresh", "tool-1", "tool-2", "read", "over"].map(key);
+    let (fresh, tool_1, tool_2, read, over) = (&fresh, &tool_1, &tool_2, &read, &over);
+    let finish = |ledger: &mut Ledger, c: &Call<'_>| {
+        let mut rec = record(c.key, Verdict::Admit, "bridge.allowed_tools", "succeeded");
+        rec.tool = c.tool.into();
+        let done = ledger.finish(c.key, &me, &outcome("{\"done\":1}", false), &rec);
+        assert_eq!(done.unwrap(), Finished::Stored);
+    };
+
+    // A fresh key: Start, and the peek claimed nothing.
+    let c = call(fresh, "d", &budgets);
+    assert_eq!(ledger.peek(&c).unwrap(), snapshot(None));
+    assert_eq!(ledger.call(fresh).unwrap(), None);
+    assert_eq!(
+        peeked_then_begun(&path, &mut ledger, &c, &me),
+        Decision::Start {
+            attempt: 1,
+            adapter_ms_left: Some(100)
+        }
+    );
+    // Held by this (live) process while it runs.
+    assert_eq!(
+        peeked_then_begun(&path, &mut ledger, &c, &me),
+        Decision::Held(me.clone())
+    );
+    finish(&mut ledger, &c);
+    // A recorded final key: Replay; the same id with another digest: Reused.
+    assert!(matches!(
+        peeked_then_begun(&path, &mut ledger, &c, &me),
+        Decision::Replay(Recorded { ref envelope, exit_status: 0 }) if envelope == "{\"done\":1}"
+    ));
+    assert_eq!(
+        peeked_then_begun(&path, &mut ledger, &call(fresh, "other", &budgets), &me),
+        Decision::Reused
+    );
+    // Over a per-tool budget.
+    let c = write(call(tool_1, "d", &budgets));
+    assert!(matches!(
+        peeked_then_begun(&path, &mut ledger, &c, &me),
+        Decision::Start { attempt: 1, .. }
+    ));
+    finish(&mut ledger, &c);
+    assert_eq!(
+        peeked_then_begun(&path, &mut ledger, &write(call(tool_2, "d", &budgets)), &me),
+        Decision::BudgetExhausted(OverBudget {
+            budget: BudgetKind::Tool,
+            limit: 1,
+            used: 1,
+            tool: Some("workspace.write".into())
+        })
+    );
+    // Over `--budget-calls`, the snapshot saying what each budget used.
+    let c = call(read, "d", &budgets);
+    assert!(matches!(
+        peeked_then_begun(&path, &mut ledger, &c, &me),
+        Decision::Start {
+            adapter_ms_left: Some(90),
+            ..
+        }
+    ));
+    finish(&mut ledger, &c);
+    let c = call(over, "d", &budgets);
+    let snap = ledger.peek(&c).unwrap();
+    assert_eq!(
+        (snap.calls, snap.tool_calls, snap.adapter_ms),
+        (3, 2, 15),
+        "{snap:?}"
+    );
+    assert_eq!(
+        peeked_then_begun(&path, &mut ledger, &c, &me),
+        Decision::BudgetExhausted(OverBudget {
+            budget: BudgetKind::Calls,
+            limit: 3,
+            used: 3,
+            tool: None
+        })
+    );
+
+    // A dead holder: indeterminate (begin then takes the key over); the calls in flight.
+    let none = Budgets::default();
+    let crashed = Key {
+        session_id: "s2".into(),
+        ..key("crashed")
+    };
+    let dead = dead_lease();
+    assert!(matches!(
+        ledger.begin(&call(&crashed, "d", &none), &dead).unwrap(),
+        Decision::Start { .. }
+    ));
+    assert_eq!(
+        peeked_then_begun(&path, &mut ledger, &call(&crashed, "d", &none), &me),
+        Decision::Indeterminate {
+            attempt: 1,
+            holder: dead
+        }
+    );
+    let one = Budgets {
+        max_concurrent: Some(1),
+        ..Budgets::default()
+    };
+    let second = Key {
+        session_id: "s2".into(),
+        ..key("second")
+    };
+    let snap = ledger.peek(&call(&second, "d", &one)).unwrap();
+    assert_eq!(snap.running, std::slice::from_ref(&me));
+    assert!(matches!(
+        peeked_then_begun(&path, &mut ledger, &call(&second, "d", &one), &me),
+        Decision::ConcurrencyLimited(OverBudget {
+            used: 1,
+            limit: 1,
+            ..
+        })
+    ));
+    let v = verify(&path);
+    assert!(
+        matches!(v, Verification::Intact { records: 3, .. }),
+        "{v:?}"
+    );
 }
