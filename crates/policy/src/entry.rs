@@ -37,7 +37,7 @@ pub const ENTRY_KEYS: [&str; 18] = [
 ];
 
 /// The longest `approval_ttl`: a year (a longer approval is no approval at all).
-const MAX_TTL_SECONDS: u64 = 366 * 24 * 3600;
+pub(crate) const MAX_TTL_SECONDS: u64 = 366 * 24 * 3600;
 
 /// What the loader needs from outside the file to check an entry.
 #[derive(Debug, Clone, Copy)]

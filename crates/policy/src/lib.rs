@@ -1,8 +1,8 @@
 //! parent-tool-dispatch's host policy (SPEC §16): the TOML file the host owns that says, per
 //! tool, which adapter runs and with what — its model ([`Policy`], [`Entry`], [`ToolEntry`]),
 //! a strict loader ([`load`], [`parse`]) that reports every problem of the file at its
-//! `FILE:LINE:COL`, routing ([`Policy::route`]) and the lints of `policy check`
-//! ([`Policy::lints`]).
+//! `FILE:LINE:COL`, routing ([`Policy::route`]), the lints of `policy check`
+//! ([`Policy::lints`]) and the file's JSON Schema ([`schema`], which `schema policy` prints).
 //!
 //! One meaning per key: a confinement key becomes the command-line flag of the same name in a
 //! `ptd_sys::confine::RawOptions` ([`Entry::confine_raw`]) and is checked by the same
@@ -28,14 +28,18 @@ mod load;
 mod model;
 mod problem;
 mod route;
+mod schema;
 mod value;
 
 #[cfg(test)]
 mod tests;
 
 pub use entry::ENTRY_KEYS;
-pub use load::{access_problem, load, parse, LoadContext, MAX_FILE_BYTES, MAX_TOOLS};
+pub use load::{
+    access_problem, load, parse, LoadContext, LEDGER_KEYS, MAX_FILE_BYTES, MAX_TOOLS, TOP_KEYS,
+};
 pub use model::{
     Decision, Entry, LedgerSection, Location, NetworkPolicy, Pattern, Policy, Route, ToolEntry,
 };
 pub use problem::Problem;
+pub use schema::{schema, SCHEMA_ID};

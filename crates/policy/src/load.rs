@@ -15,7 +15,7 @@ pub const MAX_FILE_BYTES: u64 = 1 << 20;
 /// The most `[[tool]]` entries a policy may have.
 pub const MAX_TOOLS: usize = 1000;
 /// The longest `match`, in bytes (the ledger's bound on a tool id).
-const MAX_MATCH_BYTES: usize = 256;
+pub(crate) const MAX_MATCH_BYTES: usize = 256;
 
 /// What the loader checks the file against, from outside it.
 #[derive(Debug, Clone, Default)]
@@ -28,8 +28,10 @@ pub struct LoadContext {
     pub path: Option<OsString>,
 }
 
-const TOP_KEYS: [&str; 4] = ["version", "defaults", "ledger", "tool"];
-const LEDGER_KEYS: [&str; 5] = [
+/// The keys of the policy's top level.
+pub const TOP_KEYS: [&str; 4] = ["version", "defaults", "ledger", "tool"];
+/// The keys of `[ledger]`.
+pub const LEDGER_KEYS: [&str; 5] = [
     "path",
     "session_env",
     "budget_calls",
