@@ -393,14 +393,16 @@ pub enum Command {
     /// expected and actual value of each difference.
     #[command(after_long_help = REPLAY_AFTER_HELP)]
     Replay(ReplayArgs),
-    /// Print the JSON Schema (draft 2020-12) of an envelope, of a transcript, or of a replay
-    /// case file.
+    /// Print the JSON Schema (draft 2020-12) of an envelope, of a transcript, of a replay case
+    /// file, or of the host policy file.
     ///
     /// The bridge, request and result schemas keep upstream's `$id` and are compatible with
     /// upstream's published schemas (the same required keys, constants and enumerations),
     /// stricter where upstream leaves inner shapes open. The product's validators remain the
     /// authority for what JSON Schema cannot express (duplicate keys, nesting depth, lengths in
-    /// bytes).
+    /// bytes). The policy schema describes the TOML file as JSON (tables are objects); its
+    /// loader also checks what depends on the host, the bridge and the file itself (paths that
+    /// exist, programs on PATH, the bridge's timeout, the file's mode).
     Schema(SchemaArgs),
     /// Check or print the ledger's audit trail (SPEC 14.3).
     ///
@@ -861,6 +863,8 @@ pub enum SchemaKind {
     DelegationResult,
     /// wp-codebox/host-delegation-event/v1, one item of its `events`.
     DelegationEvent,
+    /// parent-tool-dispatch/policy/v1, the host policy file (TOML, described as JSON).
+    Policy,
 }
 
 /// Arguments of `schema`.

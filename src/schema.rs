@@ -1,5 +1,7 @@
 //! The published JSON Schemas (draft 2020-12): the three envelopes of the contract, the
-//! transcript this dispatcher writes, and the replay fixture format (SPEC §3, §7).
+//! transcript this dispatcher writes, the replay fixture format (SPEC §3, §7), the delegation
+//! envelopes (built with the delegation code) and the host policy file (built by `ptd-policy`,
+//! beside its loader).
 //!
 //! The bridge, request and result schemas are written from the descriptions of the envelopes'
 //! fields (`envelope::{bridge,request,result}::fields`), the same data their checks read, so a
@@ -42,6 +44,7 @@ pub fn file_name(kind: SchemaKind) -> &'static str {
         SchemaKind::Result => "parent-tool-result.schema.json",
         SchemaKind::Transcript => "tool-call-transcript.schema.json",
         SchemaKind::Fixture => "fixture.schema.json",
+        SchemaKind::Policy => "policy.schema.json",
         other => delegation_kind(other).map_or("", |k| k.file_name()),
     }
 }
@@ -57,12 +60,13 @@ fn delegation_kind(kind: SchemaKind) -> Option<crate::delegation::schema::Kind> 
         | SchemaKind::Request
         | SchemaKind::Result
         | SchemaKind::Transcript
-        | SchemaKind::Fixture => None,
+        | SchemaKind::Fixture
+        | SchemaKind::Policy => None,
     }
 }
 
 /// Every kind, in the order `schema --help` lists them.
-pub const ALL: [SchemaKind; 8] = [
+pub const ALL: [SchemaKind; 9] = [
     SchemaKind::Bridge,
     SchemaKind::Request,
     SchemaKind::Result,
@@ -71,6 +75,7 @@ pub const ALL: [SchemaKind; 8] = [
     SchemaKind::DelegationRequest,
     SchemaKind::DelegationResult,
     SchemaKind::DelegationEvent,
+    SchemaKind::Policy,
 ];
 
 /// The schema of `kind` as a JSON value.
@@ -81,6 +86,7 @@ pub fn schema(kind: SchemaKind) -> Value {
         SchemaKind::Result => result_schema(),
         SchemaKind::Transcript => transcript_schema(),
         SchemaKind::Fixture => fixture_schema(),
+        SchemaKind::Policy => ptd_policy::schema(),
         other => delegation_kind(other).map_or(Value::Null, crate::delegation::schema::schema),
     }
 }

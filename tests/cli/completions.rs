@@ -86,6 +86,7 @@ fn bash_completes_past_the_first_word() {
             "transcript",
             "fixture",
             "delegation-event",
+            "policy",
         ],
     );
     assert_eq!(
@@ -195,7 +196,10 @@ fn fish_offers_the_kinds_of_validate_and_schema() {
     let text = std::fs::read_to_string(&script).unwrap();
     for (sub, kinds) in [
         ("validate", &["bridge", "request", "result"][..]),
-        ("schema", &["bridge", "fixture", "delegation-event"][..]),
+        (
+            "schema",
+            &["bridge", "fixture", "delegation-event", "policy"][..],
+        ),
     ] {
         for kind in kinds {
             let line = format!(

@@ -49,6 +49,7 @@ mod replay_confine;
 mod resources;
 mod robustness;
 mod schema;
+mod schema_policy;
 mod spec_refs;
 mod stdout_lost;
 mod subcommands;

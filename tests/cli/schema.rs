@@ -91,6 +91,7 @@ fn the_schema_subcommand_prints_the_committed_schema() {
             SchemaKind::DelegationRequest => "delegation-request",
             SchemaKind::DelegationResult => "delegation-result",
             SchemaKind::DelegationEvent => "delegation-event",
+            SchemaKind::Policy => "policy",
         };
         Cmd::new(["schema", arg])
             .run()
