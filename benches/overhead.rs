@@ -18,6 +18,12 @@
 //!   interleaved round by round, each run checked for its `diagnostics.ledger.replayed`; and,
 //!   where `/dev/shm` is there, a new key on a ledger in memory (the ledger's own work without
 //!   the disk's `fsync`s);
+//! - **(f) the host policy** — (a)'s call without a policy, and with `--policy` naming a
+//!   policy of 200 `[[tool]]` entries (each with an absolute adapter, a grant, a memory limit
+//!   and a timeout, all checked at every load) whose exact entry for the benchmark's tool runs
+//!   the same adapter unconfined: what loading and routing add per call (SPEC §16's target:
+//!   at most 0.2 ms), interleaved round by round (`PTD_BENCH_POLICY_RUNS`, default 200), each
+//!   run checked for its `diagnostics.dispatch.policy.entry`;
 //! - **(e) confinement by mechanism** — (a)'s call unconfined, then with one mechanism at a
 //!   time (rlimits, Landlock, the network namespace, the cgroup limits) and with all of them,
 //!   interleaved round by round (`PTD_BENCH_MECHANISM_RUNS`, default 100);
@@ -78,7 +84,7 @@ fn main() {
     let bench = Bench::new();
     bench.machine();
     // `PTD_BENCH_ONLY=b` (or `a,c`, …) runs only those parts.
-    let only = std::env::var("PTD_BENCH_ONLY").unwrap_or_else(|_| "a,b,c,d,e".into());
+    let only = std::env::var("PTD_BENCH_ONLY").unwrap_or_else(|_| "a,b,c,d,e,f".into());
     let wanted = |part: &str| only.split(',').any(|p| p.trim() == part);
     if wanted("a") {
         bench.per_call();
@@ -94,6 +100,9 @@ fn main() {
     }
     if wanted("e") {
         bench.confinement_by_mechanism();
+    }
+    if wanted("f") {
+        bench.policy();
     }
 }
 
@@ -858,6 +867,120 @@ impl Bench {
         }
         println!();
     }
+}
+
+impl Bench {
+    /// (f): what a 200-entry host policy adds per call (SPEC §16), three ways interleaved:
+    /// no policy; the policy as a call finds it in steady use (a root dispatcher reads it back
+    /// from its compiled-policy cache, ptd-policy's `cache.rs`); and the same policy loaded
+    /// whole (its file rewritten, same bytes, before each of those calls: a file that just
+    /// changed is never read from the cache).
+    fn policy(&self) {
+        const ANSWER: usize = 1024;
+        const ENTRIES: usize = 200;
+        let rounds = env_number("PTD_BENCH_POLICY_RUNS", 200).max(1);
+        let req = self.small_request();
+        let plain = Expect {
+            min_stdout: ANSWER,
+            tail: None,
+        };
+        let routed = Expect {
+            min_stdout: ANSWER,
+            tail: Some(r#""entry":"bench.tool""#),
+        };
+        let text = policy_text(self, ENTRIES);
+        let steady = self.dir.path().join("policy.toml");
+        let fresh = self.dir.path().join("policy-fresh.toml");
+        std::fs::write(&steady, &text).expect("write the policy");
+        std::fs::write(&fresh, &text).expect("write the policy");
+        // A file that changed in the last 2 s is loaded whole (ptd-policy's `SETTLE`).
+        std::thread::sleep(Duration::from_millis(2500));
+        let (steady, fresh) = (steady.display().to_string(), fresh.display().to_string());
+        let with = |file: &str| vec!["--policy".to_string(), file.to_string()];
+        let run = |which: usize| -> Sample {
+            match which {
+                0 => run_checked(&mut self.dispatched(ANSWER, &[]), &req, plain),
+                1 => run_checked(
+                    &mut self.dispatched_with(ANSWER, &with(&steady)),
+                    &req,
+                    routed,
+                ),
+                _ => {
+                    std::fs::write(&fresh, &text).expect("rewrite the policy");
+                    run_checked(
+                        &mut self.dispatched_with(ANSWER, &with(&fresh)),
+                        &req,
+                        routed,
+                    )
+                }
+            }
+        };
+        for which in [0, 1, 2, 0, 1, 2] {
+            run(which);
+        }
+        let mut series: [Series; 3] = Default::default();
+        for round in 0..rounds {
+            for k in 0..3 {
+                let which = (round + k) % 3;
+                series[which].push(run(which));
+            }
+        }
+        println!(
+            "(f) the host policy: one call, 1 KiB answer, {ENTRIES} entries, {rounds} rounds (ms)"
+        );
+        let names = [
+            "without a policy",
+            "--policy (steady)",
+            "--policy (loaded whole)",
+        ];
+        let base = (series[0].wall(), series[0].cpu());
+        for (name, s) in names.iter().zip(&series) {
+            let (wall, cpu) = (s.wall(), s.cpu());
+            println!(
+                "    {name:<24} median {:>6.2}  mean {:>6.2}  cpu median {:>6.2}  added {:>+7.3} wall, {:>+7.3} cpu",
+                wall.median,
+                wall.mean,
+                cpu.median,
+                wall.median - base.0.median,
+                cpu.median - base.1.median
+            );
+        }
+        let added = series[1].wall().median - base.0.median;
+        println!(
+            "    in steady use: {added:+.3} ms per call; target <= 0.200 ms: {}\n",
+            verdict(added, 0.2)
+        );
+    }
+
+    fn dispatched_with(&self, bytes: usize, extra: &[String]) -> Command {
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        self.dispatched(bytes, &extra)
+    }
+}
+
+/// A policy of `entries` `[[tool]]` tables: `entries - 1` for other tools, each with what the
+/// loader checks (an absolute adapter, a grant of the benchmark's folder, a memory limit, a
+/// timeout), and last the exact entry for the benchmark's tool: its adapter, unconfined.
+fn policy_text(bench: &Bench, entries: usize) -> String {
+    let dir = bench.dir.path().display().to_string();
+    let adapter = bench.adapter.display().to_string();
+    let mut text = String::from("version = 1\n[defaults]\ntimeout_ms = 30000\n");
+    for i in 1..entries {
+        text.push_str(&format!(
+            "\n[[tool]]\nmatch = \"other{i}.*\"\nadapter = [{adapter:?}, \"x\"]\n\
+             fs_read = [{dir:?}]\nlimit_memory = \"256M\"\ntimeout_ms = 10000\n"
+        ));
+    }
+    let argv: Vec<String> = bench
+        .adapter_argv(1024)
+        .iter()
+        .map(|a| format!("{a:?}"))
+        .collect();
+    text.push_str(&format!(
+        "\n[[tool]]\nmatch = \"{TOOL}\"\nadapter = [{}]\nunconfined = true\n",
+        argv.join(", ")
+    ));
+    text
 }
 
 fn load() -> String {

@@ -15,7 +15,10 @@ pub const BRIDGE_ENV: &str = "PARENT_TOOL_DISPATCH_BRIDGE";
 /// Every variable clap reads for the main job's options (a test holds this list equal to the
 /// `env` of [`DispatchArgs`]' arguments): `plain_main_job` leaves a command line to clap when one
 /// of them is set.
-pub const DISPATCH_ENV: &[&str] = &[BRIDGE_ENV, LEDGER_ENV, SESSION_ENV];
+pub const DISPATCH_ENV: &[&str] = &[BRIDGE_ENV, LEDGER_ENV, SESSION_ENV, POLICY_ENV];
+
+/// Environment variable that may name the host policy instead of `--policy`.
+pub const POLICY_ENV: &str = "PARENT_TOOL_DISPATCH_POLICY";
 
 /// `--max-output-bytes`' default.
 pub(crate) const DEFAULT_MAX_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
@@ -140,6 +143,18 @@ pub struct DispatchArgs {
     #[arg(long)]
     pub pretty: bool,
 
+    /// The host policy (SPEC 16): each tool's adapter, confinement, limits, budgets, decision
+    ///
+    /// A TOML file that routes each tool to its own adapter, with its own confinement,
+    /// limits, budgets and decision. Every adapter then runs confined unless its entry says
+    /// `unconfined = true`. The file must be writable by its owner alone (root or this user).
+    /// A policy that cannot be loaded is `policy_invalid` (exit 69) and nothing runs. Beside
+    /// it, the confinement and budget options are usage errors, and so is --ledger, --session,
+    /// --pass-env or --secret-env when the policy sets the same. `parent-tool-dispatch policy
+    /// check FILE` checks it; docs/policy.md has the whole story.
+    #[arg(long, value_name = "FILE", env = POLICY_ENV, hide_env_values = true)]
+    pub policy: Option<PathBuf>,
+
     #[command(flatten)]
     pub messages: MessageArgs,
 
@@ -166,6 +181,7 @@ impl DispatchArgs {
             tool_map: None,
             ca_cert: None,
             pretty: false,
+            policy: None,
             messages: MessageArgs::default(),
             run: RunArgs {
                 pass_env: Vec::new(),
@@ -342,8 +358,9 @@ pub enum Command {
     /// line on stderr, nothing on stdout, and exit 69. No bridge at all is a usage error
     /// (exit 2). Unknown-key warnings go to stderr and do not stop it.
     SandboxEnv(SandboxEnvArgs),
-    /// Print a new wp-codebox/parent-tool-request/v1 envelope for TOOL (for scripts and
-    /// tutorials); exit 0, 65 when it would be invalid, 2 when --input's file cannot be read.
+    /// Print a new wp-codebox/parent-tool-request/v1 envelope for TOOL, for scripts
+    ///
+    /// Exit 0; 65 when it would be invalid; 2 when --input's file cannot be read.
     ///
     /// The envelope: a fresh request_id (ptr-<unix ms>-<pid>-<16 hex digits>) unless --id is
     /// given, the tool, the operation, the input exactly as written (as one line),
@@ -367,8 +384,10 @@ pub enum Command {
     /// or run a product host adapter between the two checks.
     #[command(subcommand)]
     Delegation(DelegationCommand),
-    /// Run fixture cases and transcripts as a regression suite; print `ok NAME` / `FAIL NAME`
-    /// per case and `N passed, N failed` last; exit 0 only if every case passed.
+    /// Run fixture cases and transcripts as a regression suite: `ok NAME` / `FAIL NAME` each
+    ///
+    /// Prints `ok NAME` / `FAIL NAME` per case and `N passed, N failed` last; exit 0 only if
+    /// every case passed.
     ///
     /// A case file (`*.case.json`, see `schema fixture`) holds `schema`
     /// ("parent-tool-dispatch/fixture/v1"), `name`, `bridge` (an object, or the text given to
@@ -418,6 +437,13 @@ pub enum Command {
     /// Look after the ledger file (SPEC 14.4): `backup` writes a consistent copy.
     #[command(subcommand)]
     Ledger(LedgerCommand),
+    /// Check a host policy (SPEC 16), or explain what it decides for a request
+    ///
+    /// `check` reports every problem of the file at its FILE:LINE:COL, and the lints; `explain`
+    /// is a dry run of the main job that starts nothing and writes nothing. See
+    /// docs/policy.md.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
     /// Say which confinement mechanisms this host supports, each proved by a live probe that
     /// must be refused (SPEC 13); exit 0, 69 or 70.
     ///
@@ -921,6 +947,99 @@ pub enum LedgerCommand {
     /// missing or not writable, the disk full): `error[backup_failed]`, exit 74, nothing left
     /// behind.
     Backup(LedgerBackupArgs),
+}
+
+/// `policy` subcommands (SPEC 16).
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Check a host policy file: every problem at its FILE:LINE:COL, then the lints
+    ///
+    /// Loads FILE exactly as the main job would (--ledger and, with a bridge, its
+    /// dispatcher.timeout_ms are checked against it). Each problem is an `error[policy]:
+    /// FILE:LINE:COL: message` line on stderr, exit 65. A policy that loads gets its lints as
+    /// `warning[policy]:` lines: a tool the bridge allows that no entry covers, an entry that
+    /// matches no tool the bridge allows (both only with --parent-tool-bridge), an entry that
+    /// runs unconfined. Then stdout gets one line, `FILE: valid, N [[tool]] entries, sha256
+    /// HEX`, and the exit status is 0 (65 with --strict when there was a warning). A bridge
+    /// that cannot be loaded is `error[bridge_invalid]`, exit 65.
+    Check(PolicyCheckArgs),
+    /// Explain what the main job would do with a request under a policy, running nothing
+    ///
+    /// The same admission as the main job (bridge, request, allowlists, session, the policy's
+    /// routing), then, instead of a run: which entry decided (FILE:LINE), the decision, the
+    /// adapter's argv and working directory, the names of the variables it gets (never a
+    /// value), its confinement, its timeout and, with a ledger, each budget with what is used
+    /// and left and what the ledger would answer. Nothing is started and no file is written or
+    /// changed (the ledger is only read). --json prints one object (schema
+    /// "parent-tool-dispatch/policy-explain/v1") instead of the text. Exit 0 whenever the call
+    /// could be explained, whatever the decision; 65 for a policy, bridge or request that
+    /// cannot be used; 2 for usage.
+    Explain(PolicyExplainArgs),
+}
+
+/// Arguments of `policy check`.
+#[derive(Debug, Args)]
+pub struct PolicyCheckArgs {
+    /// The policy file.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub bridge: BridgeArg,
+    /// The ledger the main job is given (--ledger) when the policy has no `[ledger] path`:
+    /// approvals and budgets need one, and no grant may cover its folder.
+    #[arg(long, value_name = "PATH", env = LEDGER_ENV)]
+    pub ledger: Option<PathBuf>,
+    /// Exit 65 when there is any warning.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+/// Arguments of `policy explain`: the main job's options that decide a call.
+#[derive(Debug, Args)]
+pub struct PolicyExplainArgs {
+    /// The policy file.
+    #[arg(long, value_name = "FILE", env = POLICY_ENV, hide_env_values = true)]
+    pub policy: PathBuf,
+    #[command(flatten)]
+    pub bridge: BridgeArg,
+    /// The request envelope file; absent or `-` reads stdin.
+    #[arg(value_name = "REQUEST")]
+    pub request: Option<PathBuf>,
+    /// As the main job's --tool-map.
+    #[arg(long, value_name = "JSON|@FILE|provider-safe")]
+    pub tool_map: Option<String>,
+    /// As the main job's --ledger: read (never written) for the budgets.
+    #[arg(long, value_name = "PATH", env = LEDGER_ENV)]
+    pub ledger: Option<PathBuf>,
+    /// As the main job's --session.
+    #[arg(long, value_name = "ID", env = SESSION_ENV)]
+    pub session: Option<String>,
+    /// As the main job's --pass-env.
+    #[arg(long, value_name = "NAME")]
+    pub pass_env: Vec<String>,
+    /// As the main job's --secret-env.
+    #[arg(long, value_name = "NAME")]
+    pub secret_env: Vec<String>,
+    /// Print one JSON object instead of the text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl PolicyExplainArgs {
+    /// The main job's command line these options stand for (the request and the bridge as
+    /// given, every other option at its default): explained by the main job's own admission.
+    pub fn dispatch_args(&self) -> DispatchArgs {
+        let mut args = DispatchArgs::with_bridge(String::new());
+        args.bridge = self.bridge.clone();
+        args.request.clone_from(&self.request);
+        args.tool_map.clone_from(&self.tool_map);
+        args.policy = Some(self.policy.clone());
+        args.ledger.ledger.clone_from(&self.ledger);
+        args.ledger.session.clone_from(&self.session);
+        args.run.pass_env.clone_from(&self.pass_env);
+        args.run.secret_env.clone_from(&self.secret_env);
+        args
+    }
 }
 
 /// Arguments of `ledger backup`.

@@ -27,8 +27,10 @@ pub mod dispatch;
 pub mod doctor;
 mod ledger_commands;
 pub mod plan;
+mod policy_commands;
 pub mod replay;
 pub mod schema;
+pub mod settings;
 
 use clap::{CommandFactory, FromArgMatches};
 use cli::{Cli, Command};
@@ -102,6 +104,7 @@ pub const SUBCOMMAND_NAMES: &[&str] = &[
     "doctor",
     "audit",
     "ledger",
+    "policy",
     "help",
 ];
 
@@ -146,38 +149,71 @@ pub fn main_job_command_line(args: &[OsString]) -> Option<Cli> {
     })
 }
 
-/// The command line nearly every call has, read without clap at all: the bridge and nothing else,
-/// as `--parent-tool-bridge VALUE`, `--parent-tool-bridge=VALUE`, or no argument with the bridge
-/// in PARENT_TOOL_DISPATCH_BRIDGE. Building even the main job's options costs about 40 µs warm
-/// and more in a fresh process (clap's code is paged in); this is a compare of one or two
-/// words. `None` for anything else — then clap parses it — and also when a variable clap would
-/// read for the main job is set ([`cli::DISPATCH_ENV`]) beside the flag, or the value is empty,
-/// not UTF-8 or starts with `-` (clap's reading of those is left to clap). A test holds the
-/// result equal to clap's for every shape taken.
+/// The command line nearly every call has, read without clap at all: the bridge and, at most,
+/// the host policy — `--parent-tool-bridge VALUE` or `--parent-tool-bridge=VALUE` (or no such
+/// word, with the bridge in PARENT_TOOL_DISPATCH_BRIDGE), and `--policy FILE` or
+/// `--policy=FILE` (or its variable PARENT_TOOL_DISPATCH_POLICY), in either order. Building
+/// even the main job's options costs about 40 µs warm and more in a fresh process (clap's code
+/// is paged in); this is a compare of a few words. `None` for anything else — then clap parses
+/// it — and also when a variable clap would read for the main job is set
+/// ([`cli::DISPATCH_ENV`]) beside the flag that stands for it or beside an option this does
+/// not read, when a word is given twice, or when a value is empty, not UTF-8 or starts with
+/// `-` (clap's reading of those is left to clap). A test holds the result equal to clap's for
+/// every shape taken.
 pub fn plain_main_job(
     args: &[OsString],
     env: impl Fn(&str) -> Option<OsString>,
 ) -> Option<cli::DispatchArgs> {
-    const FLAG: &str = "--parent-tool-bridge";
-    // Whether the bridge comes from its variable: then that variable is the one clap would
-    // read too, and only the others leave the command line to clap.
-    let (value, from_env) = match args.get(1..)? {
-        [] => (env(cli::BRIDGE_ENV)?.into_string().ok()?, true),
-        [one] => {
-            let value = one.to_str()?.strip_prefix(FLAG)?.strip_prefix('=')?;
-            (value.to_owned(), false)
+    const BRIDGE: &str = "--parent-tool-bridge";
+    const POLICY: &str = "--policy";
+    let (mut bridge, mut policy): (Option<String>, Option<String>) = (None, None);
+    let mut words = args.get(1..)?.iter();
+    while let Some(word) = words.next() {
+        let word = word.to_str()?;
+        let (name, inline) = match word.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (word, None),
+        };
+        let slot = match name {
+            BRIDGE => &mut bridge,
+            POLICY => &mut policy,
+            _ => return None,
+        };
+        if slot.is_some() {
+            return None;
         }
-        [flag, value] if flag == FLAG => (value.to_str()?.to_owned(), false),
-        _ => return None,
+        let value = match inline {
+            Some(value) => value,
+            None => words.next()?.to_str()?,
+        };
+        *slot = Some(value.to_owned());
+    }
+    // A variable stands for its flag only when the flag is absent; clap reads every other.
+    let (bridge_env, policy_env) = (bridge.is_none(), policy.is_none());
+    if bridge_env {
+        bridge = Some(env(cli::BRIDGE_ENV)?.into_string().ok()?);
+    }
+    if policy_env {
+        policy = match env(cli::POLICY_ENV) {
+            Some(value) => Some(value.into_string().ok()?),
+            None => None,
+        };
+    }
+    let clap_reads = |name: &&str| {
+        let stands_for_flag =
+            (bridge_env && *name == cli::BRIDGE_ENV) || (policy_env && *name == cli::POLICY_ENV);
+        !stands_for_flag && env(name).is_some()
     };
-    let clap_reads = |name: &&str| !(from_env && *name == cli::BRIDGE_ENV) && env(name).is_some();
     if cli::DISPATCH_ENV.iter().any(clap_reads) {
         return None;
     }
-    if value.is_empty() || value.starts_with('-') {
+    let usable = |value: &str| !value.is_empty() && !value.starts_with('-');
+    if !bridge.iter().chain(&policy).all(|value| usable(value)) {
         return None;
     }
-    Some(cli::DispatchArgs::with_bridge(value))
+    let mut dispatch = cli::DispatchArgs::with_bridge(bridge?);
+    dispatch.policy = policy.map(std::path::PathBuf::from);
+    Some(dispatch)
 }
 
 /// Make this process non-dumpable before it starts anything (docs/guide.md, "What an adapter cannot
@@ -366,6 +402,8 @@ pub fn run(cli: Cli) -> u8 {
         Some(Command::Audit(command)) => ledger_commands::main(&command),
         Some(Command::Ledger(command)) => ledger_commands::ledger(&command),
         Some(Command::Doctor(args)) => doctor::run(&args),
+        Some(Command::Policy(cli::PolicyCommand::Check(args))) => policy_commands::check(&args),
+        Some(Command::Policy(cli::PolicyCommand::Explain(args))) => policy_commands::explain(&args),
     }
 }
 

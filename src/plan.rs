@@ -5,7 +5,8 @@
 //! the file transport's private folder; it never starts a process (that is `exec`'s job) and
 //! never looks at an answer (that is `judge`'s).
 
-use crate::cli::{DispatchArgs, RunArgs};
+use crate::cli::RunArgs;
+use crate::settings::CallSettings;
 use ptd_sys::exec::Spec;
 use ptd_sys::fs;
 use ptd_sys::hostenv::HostEnv;
@@ -32,44 +33,84 @@ pub struct Plan {
     pub host_paths: Vec<PathBuf>,
 }
 
-/// Plan the run of `command` for a validated request. `sent` is the request as the adapter
-/// will see it (tool id mapped), `request_bytes` the bytes it receives, `timeout_ms` the call's
-/// deadline (the bridge's, or less when the ledger cut it): the run's bound and the adapter's
-/// `WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS`.
+/// What a run is planned from: the bridge's command, what the call's settings change of it
+/// (the adapter, its working directory, its variables: SPEC §16), the run options.
+pub struct Planned<'a> {
+    /// The call's deadline (the bridge's, or less when the policy or the ledger cut it): the
+    /// run's bound and the adapter's `WP_CODEBOX_PARENT_TOOL_TIMEOUT_MS`.
+    pub timeout_ms: u64,
+    /// The bridge's `dispatcher.command`.
+    pub command: &'a CommandSpec,
+    pub settings: &'a CallSettings,
+    /// `--max-output-bytes`, `--kill-grace-ms`.
+    pub run: &'a RunArgs,
+}
+
+impl Planned<'_> {
+    /// The adapter's argv: the policy entry's, else the bridge's.
+    pub fn argv(&self) -> &[String] {
+        self.settings
+            .adapter
+            .as_deref()
+            .unwrap_or(&self.command.argv)
+    }
+
+    /// The adapter's environment before the file transport's variables: the base, the
+    /// bridge's `command.env`, the call's variables by name, then the metadata of `sent`.
+    pub fn env(&self, sent: &Echo, host: &HostEnv) -> Vec<(String, String)> {
+        let metadata = [
+            (vars::REQUEST_ID, sent.request_id.clone()),
+            (vars::TOOL, sent.tool.clone()),
+            (vars::OPERATION, sent.operation.clone()),
+            (vars::TIMEOUT_MS, self.timeout_ms.to_string()),
+            (vars::REQUEST_SCHEMA, request::SCHEMA.to_string()),
+            (vars::RESULT_SCHEMA, result::SCHEMA.to_string()),
+        ];
+        let names = EnvNames {
+            pass_env: &self.settings.pass_env,
+            secret_env: &self.settings.secret_env,
+        };
+        adapter_env(&self.command.env, names, host, metadata)
+    }
+
+    /// The working directory: the policy entry's `cwd`, else the directory the bridge's
+    /// `cwd_env` names, else the dispatcher's own (`None`).
+    pub fn cwd(&self, host: &HostEnv) -> Result<Option<PathBuf>, DispatchError> {
+        let (var, found) = match (&self.settings.cwd, &self.command.cwd_env) {
+            (Some(dir), _) => (None, Some(dir.clone())),
+            (None, Some(name)) => (Some(name), host.var_os(name).map(PathBuf::from)),
+            (None, None) => return Ok(None),
+        };
+        match found {
+            Some(dir) if dir.is_dir() => Ok(Some(dir)),
+            value => Err(DispatchError::CwdUnavailable {
+                var: var.cloned(),
+                value,
+            }),
+        }
+    }
+}
+
+/// Plan the run of `planned` for a validated request. `sent` is the request as the adapter
+/// will see it (tool id mapped), `request_bytes` the bytes it receives.
 pub fn plan(
-    timeout_ms: u64,
-    command: &CommandSpec,
+    planned: &Planned<'_>,
     sent: &Echo,
     request_bytes: Vec<u8>,
-    args: &DispatchArgs,
     host: &HostEnv,
 ) -> Result<Plan, DispatchError> {
+    let Planned {
+        timeout_ms,
+        command,
+        run,
+        ..
+    } = *planned;
     let mut host_paths = Vec::new();
-    let cwd = match &command.cwd_env {
-        None => None,
-        Some(name) => match host.var_os(name).map(PathBuf::from) {
-            Some(dir) if dir.is_dir() => {
-                host_paths.push(dir.clone());
-                Some(dir)
-            }
-            found => {
-                return Err(DispatchError::CwdUnavailable {
-                    var: name.clone(),
-                    value: found,
-                })
-            }
-        },
-    };
-    let metadata = [
-        (vars::REQUEST_ID, sent.request_id.clone()),
-        (vars::TOOL, sent.tool.clone()),
-        (vars::OPERATION, sent.operation.clone()),
-        (vars::TIMEOUT_MS, timeout_ms.to_string()),
-        (vars::REQUEST_SCHEMA, request::SCHEMA.to_string()),
-        (vars::RESULT_SCHEMA, result::SCHEMA.to_string()),
-    ];
-    let mut env = adapter_env(&command.env, &args.run, host, metadata);
-    let (program, found) = locate(&command.argv[0], host);
+    let cwd = planned.cwd(host)?;
+    host_paths.extend(cwd.clone());
+    let mut env = planned.env(sent, host);
+    let argv = planned.argv();
+    let (program, found) = locate(&argv[0], host);
     host_paths.extend(found);
     let files = match command.transport {
         Transport::Stdin => None,
@@ -88,13 +129,13 @@ pub fn plan(
     };
     let spec = Spec {
         program,
-        argv: command.argv.clone(),
+        argv: argv.to_vec(),
         env,
         cwd,
         stdin: files.is_none().then_some(request_bytes),
         timeout: Duration::from_millis(timeout_ms),
-        kill_grace: Duration::from_millis(args.run.kill_grace_ms),
-        max_stdout_bytes: args.run.max_output_bytes,
+        kill_grace: Duration::from_millis(run.kill_grace_ms),
+        max_stdout_bytes: run.max_output_bytes,
         confinement: None,
         stderr_tap: None,
         stdout_watch: None,
@@ -106,12 +147,30 @@ pub fn plan(
     })
 }
 
+/// The host variables an adapter gets by name: `--pass-env` / `--secret-env`, or the policy
+/// entry's `pass_env` / `secret_env`.
+#[derive(Debug, Clone, Copy)]
+pub struct EnvNames<'a> {
+    pub pass_env: &'a [String],
+    pub secret_env: &'a [String],
+}
+
+impl<'a> EnvNames<'a> {
+    /// The command line's.
+    pub fn of(run: &'a RunArgs) -> EnvNames<'a> {
+        EnvNames {
+            pass_env: &run.pass_env,
+            secret_env: &run.secret_env,
+        }
+    }
+}
+
 /// An adapter's environment, rebuilt from nothing (SPEC §4.2): the base variables, `command_env`
 /// (the bridge's `command.env`), `--pass-env` / `--secret-env`, then the metadata variables
 /// (which win). The main job and `delegation run` both build theirs here.
 pub fn adapter_env<'m>(
     command_env: &[(String, String)],
-    run: &RunArgs,
+    names: EnvNames<'_>,
     host: &HostEnv,
     metadata: impl IntoIterator<Item = (&'m str, String)>,
 ) -> Vec<(String, String)> {
@@ -128,7 +187,7 @@ pub fn adapter_env<'m>(
     for (name, value) in command_env {
         set(name, value.clone());
     }
-    for name in run.pass_env.iter().chain(&run.secret_env) {
+    for name in names.pass_env.iter().chain(names.secret_env) {
         if let Some(value) = host.var(name) {
             set(name, value);
         }

@@ -292,6 +292,17 @@ fn dispatch_diagnostics() -> Value {
             },
             "stdout_head": text,
             "confinement": confinement_diagnostics(),
+            "policy": {
+                "type": "object",
+                "description": "The host policy's entry that decided the call (SPEC 16); absent without --policy or before the call was routed.",
+                "required": ["sha256", "entry"],
+                "additionalProperties": false,
+                "properties": {
+                    "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "SHA-256 of the policy file's bytes."},
+                    "entry": {"type": "string", "minLength": 1, "description": "The deciding entry's `match` as written, or `defaults` when no entry matched."},
+                    "line": {"type": "integer", "minimum": 1, "description": "The line of the entry's header (`[[tool]]`, or `[defaults]`); absent when no entry matched and the file has no [defaults]."}
+                }
+            },
             "duration_ms": int,
             "transcript_error": text,
             "result_file_error": text
@@ -600,6 +611,11 @@ mod tests {
                 }),
             }),
             stdout_head: Some(String::new()),
+            policy: Some(ptd_wire::envelope::result::PolicyDiagnostics {
+                sha256: "0".repeat(64),
+                entry: "git.*".into(),
+                line: Some(3),
+            }),
             duration_ms: 1,
             transcript_error: Some(String::new()),
             result_file_error: Some(String::new()),
@@ -607,6 +623,14 @@ mod tests {
         };
         let value = serde_json::to_value(&full).unwrap();
         let schema = dispatch_diagnostics();
+        for key in ["sha256", "entry", "line"] {
+            assert!(
+                schema["properties"]["policy"]["properties"]
+                    .get(key)
+                    .is_some(),
+                "{key}"
+            );
+        }
         use ptd_wire::envelope::result::Transport;
         for transport in [
             Transport::Stdin,
@@ -727,6 +751,11 @@ mod own_keys {
                     file_size_bytes: Some(1),
                 },
                 cgroup: [("memory", "v1"), ("pids", "v2")].into_iter().collect(),
+            }),
+            policy: Some(ptd_wire::envelope::result::PolicyDiagnostics {
+                sha256: String::new(),
+                entry: String::new(),
+                line: Some(1),
             }),
             transcript_error: Some(String::new()),
             result_file_error: Some(String::new()),

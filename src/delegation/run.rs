@@ -285,7 +285,7 @@ fn adapter_spec(
     let spec = Spec {
         program,
         argv: args.argv.clone(),
-        env: plan::adapter_env(&[], &args.run, host, metadata),
+        env: plan::adapter_env(&[], plan::EnvNames::of(&args.run), host, metadata),
         cwd: None,
         stdin: Some(stdin),
         timeout: Duration::from_millis(args.timeout_ms),

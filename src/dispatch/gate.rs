@@ -35,11 +35,11 @@ use std::time::{Duration, Instant};
 
 /// The ledger options of one main job, checked.
 #[derive(Debug, Clone)]
-pub(super) struct Options {
-    /// `--ledger`.
-    pub(super) path: PathBuf,
-    /// The budgets and `--max-concurrent`.
-    pub(super) budgets: Budgets,
+pub(crate) struct Options {
+    /// `--ledger`, or the policy's `[ledger] path`.
+    pub(crate) path: PathBuf,
+    /// The budgets and `--max-concurrent` (or the policy's `[ledger]` section's).
+    pub(crate) budgets: Budgets,
 }
 
 /// `--session` (or its variable), checked: `None` when not given; an empty or overlong id, or
@@ -201,20 +201,13 @@ pub(super) fn gate(
         }
     };
     let (ledger, admitted) = ledger;
-    let session_id = session_of(asked.request);
+    let (key, session_id, digest) = call_key(asked.bridge_ref, asked.request, asked.echo);
     let mut gate = Gate {
         ledger,
         held: None,
-        key: Key {
-            bridge_ref: asked.bridge_ref.unwrap_or_default().to_string(),
-            session_id: id_digest(&session_id),
-            request_id: id_digest(&asked.echo.request_id),
-        },
+        key,
         session_id,
-        digest: asked
-            .request
-            .map(|doc| canonical::sha256_hex(canonical::to_string_raw(doc.text()).as_bytes()))
-            .unwrap_or_default(),
+        digest,
         tool: asked.echo.tool.clone(),
         operation: asked.echo.operation.clone(),
         attempt: 0,
@@ -232,6 +225,159 @@ pub(super) fn gate(
         diagnostics: Some(asked.diagnostics.unwrap_or_default()),
         ..asked
     }
+}
+
+/// A call's key in the ledger (its ids as digests, [`id_digest`]), the session id as the
+/// request has it, and the canonical request's digest.
+fn call_key(
+    bridge_ref: Option<&str>,
+    request: Option<&Document>,
+    echo: &Echo,
+) -> (Key, String, String) {
+    let session_id = session_of(request);
+    let key = Key {
+        bridge_ref: bridge_ref.unwrap_or_default().to_string(),
+        session_id: id_digest(&session_id),
+        request_id: id_digest(&echo.request_id),
+    };
+    let digest = request
+        .map(|doc| canonical::sha256_hex(canonical::to_string_raw(doc.text()).as_bytes()))
+        .unwrap_or_default();
+    (key, session_id, digest)
+}
+
+/// What the ledger would answer an admitted call, seen without changing it (`policy
+/// explain`, SPEC §16): the ledger only read ([`Ledger::open_existing`], [`Ledger::peek`]),
+/// and the same rules applied ([`ledger::decide`]).
+pub(crate) struct Preview {
+    /// The ledger file.
+    pub(crate) path: String,
+    /// Each budget in force: `{budget, limit, used, left}` (`tool` for the tool's).
+    pub(crate) budgets: Vec<serde_json::Value>,
+    /// What the ledger would do, in words.
+    pub(crate) answer: String,
+    /// Whether the adapter would run (the ledger lets the call start).
+    pub(crate) runs: bool,
+    /// The code of a refusal, `None` when the call runs or replays.
+    pub(crate) code: Option<&'static str>,
+    /// Whether the recorded envelope would be printed again.
+    pub(crate) replays: bool,
+}
+
+/// [`Preview`] of `admitted` with the job's ledger `options`; `None` without a ledger.
+pub(crate) fn preview(
+    options: Option<&Options>,
+    admitted: &Admitted,
+    learned: &Learned,
+) -> Option<Preview> {
+    let options = options?;
+    let request = learned.request.as_deref();
+    let (key, _, digest) = call_key(learned.bridge_ref.as_deref(), request, &learned.echo);
+    let tool = &admitted.expected.canonical_tool;
+    let budgets = call_budgets(&options.budgets, tool, admitted.settings.tool_budget);
+    let call = Call {
+        key: &key,
+        digest: &digest,
+        tool,
+        budgets: &budgets,
+    };
+    let wait = admitted.expected.deadline.timeout_ms().max(1000);
+    let deadline = Instant::now() + Duration::from_millis(wait);
+    let snapshot = match Ledger::open_existing(&options.path, deadline) {
+        Ok(mut ledger) => ledger.peek(&call),
+        // No ledger yet: the main job makes it, empty.
+        Err(LedgerError::Missing) => Ok(ledger::Snapshot::default()),
+        Err(err) => Err(err),
+    };
+    let path = options.path.display().to_string();
+    let snapshot = match snapshot {
+        Ok(snapshot) => snapshot,
+        Err(err) => {
+            return Some(Preview {
+                path,
+                budgets: Vec::new(),
+                answer: format!("the ledger cannot be read: {err}"),
+                runs: false,
+                code: Some(ErrorCode::LedgerUnavailable.as_str()),
+                replays: false,
+            })
+        }
+    };
+    let live = |lease: &Lease| lease.is_live();
+    let (decision, _) = ledger::decide(&call, &snapshot, &live);
+    let (answer, code, replays) = match &decision {
+        Decision::Start { attempt, .. } => (format!("run, attempt {attempt}"), None, false),
+        Decision::Replay(_) => ("print the recorded envelope again".into(), None, true),
+        Decision::Reused => (
+            "refuse: the request id was used for another request".into(),
+            Some(ErrorCode::RequestIdReused.as_str()),
+            false,
+        ),
+        Decision::Held(_) => (
+            "wait: another live dispatcher is running this request".into(),
+            None,
+            false,
+        ),
+        Decision::Indeterminate { .. } => (
+            "refuse: the dispatcher running this request died".into(),
+            Some(ErrorCode::DispatchIndeterminate.as_str()),
+            false,
+        ),
+        Decision::BudgetExhausted(over) => (
+            format!("refuse: over its budget ({})", over.budget.rule()),
+            Some(ErrorCode::BudgetExhausted.as_str()),
+            false,
+        ),
+        Decision::ConcurrencyLimited(_) => (
+            "refuse for now: too many calls of the session in flight".into(),
+            Some(ErrorCode::ConcurrencyLimited.as_str()),
+            false,
+        ),
+    };
+    Some(Preview {
+        path,
+        budgets: budget_lines(&budgets, tool, &snapshot, &live),
+        runs: matches!(decision, Decision::Start { .. }),
+        answer,
+        code,
+        replays,
+    })
+}
+
+/// Each budget in force with what the session used of it.
+fn budget_lines(
+    budgets: &Budgets,
+    tool: &str,
+    snapshot: &ledger::Snapshot,
+    live: &dyn Fn(&Lease) -> bool,
+) -> Vec<serde_json::Value> {
+    let in_flight = snapshot.running.iter().filter(|l| live(l)).count() as u64;
+    let rows = [
+        ("calls", budgets.calls, snapshot.calls, None),
+        (
+            "tool",
+            budgets.tools.get(tool).copied(),
+            snapshot.tool_calls,
+            Some(tool),
+        ),
+        ("adapter_ms", budgets.adapter_ms, snapshot.adapter_ms, None),
+        ("concurrent", budgets.max_concurrent, in_flight, None),
+    ];
+    rows.into_iter()
+        .filter_map(|(name, limit, used, tool)| {
+            let limit = limit?;
+            let mut row = serde_json::json!({
+                "budget": name,
+                "limit": limit,
+                "used": used,
+                "left": limit.saturating_sub(used),
+            });
+            if let Some(tool) = tool {
+                row["tool"] = serde_json::json!(tool);
+            }
+            Some(row)
+        })
+        .collect()
 }
 
 /// A refusal whose record cannot be kept: `diagnostics.ledger.error` and a warning.
@@ -268,11 +414,12 @@ impl Gate {
                 return Gated::through(Err(err));
             }
         };
+        let budgets = call_budgets(&options.budgets, &self.tool, admitted.settings.tool_budget);
         let call = Call {
             key: &self.key,
             digest: &self.digest,
             tool: &self.tool,
-            budgets: &options.budgets,
+            budgets: &budgets,
         };
         // A signal ends the wait at once: the call is then interrupted before anything started.
         let mut pause = |pause: Duration| interrupts.wait(pause).is_none();
@@ -381,6 +528,16 @@ impl Gate {
     }
 }
 
+/// The budgets a call is admitted under: the job's, and the tool's own when its policy entry
+/// sets `budget_calls` (what `--budget-tool TOOL=N` means, SPEC §16).
+pub(crate) fn call_budgets(job: &Budgets, tool: &str, tool_budget: Option<u64>) -> Budgets {
+    let mut budgets = job.clone();
+    if let Some(n) = tool_budget {
+        budgets.tools.insert(tool.to_string(), n);
+    }
+    budgets
+}
+
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -412,7 +569,11 @@ impl Gate {
             decision,
             rule,
             // No host policy is read yet: none decided.
-            policy: None,
+            policy: learned.dispatch.policy.as_ref().map(|p| ledger::PolicyRef {
+                sha256: p.sha256.clone(),
+                entry: field(redactor, &p.entry),
+                line: p.line.map(|l| l as u64),
+            }),
             status: name(report.status().as_str()),
             code: report.error_code().map(|c| name(&redactor.redact_str(&c))),
             duration_ms: millis(learned.started.elapsed()),
@@ -530,6 +691,8 @@ fn rule_of(err: &DispatchError) -> (Verdict, Rule) {
         DispatchError::RequestTooLarge { .. } => (Verdict::Refuse, Rule::RequestMaxBytes),
         DispatchError::ArtifactDir { .. } => (Verdict::Refuse, Rule::ArtifactDir),
         DispatchError::SessionMismatch => (Verdict::Deny, Rule::Session),
+        DispatchError::DeniedByPolicy { .. } => (Verdict::Deny, Rule::Policy),
+        DispatchError::PolicyInvalid { .. } => (Verdict::Refuse, Rule::Policy),
         _ => (Verdict::Refuse, Rule::Dispatch),
     }
 }

@@ -11,10 +11,13 @@
 //! boundary.
 
 mod deadline;
+pub(crate) mod explain;
 mod gate;
 mod panics;
+pub(crate) mod policy;
 mod report;
 
+pub use crate::settings::CallSettings;
 pub use deadline::Deadline;
 pub use ptd_verdict::DispatchError;
 pub(crate) use report::resources;
@@ -82,11 +85,10 @@ pub(crate) fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
         env: &env,
         usage: &usage,
         interrupts,
-        // Checked by `check_usage` already.
-        ledger: gate::options(&args.ledger).ok().flatten(),
     };
     let panics = PanicNote::install();
     let mut learned = Learned::new(args, &env);
+    learned.policy(&usage, &env);
     // Phase 1: the steps, then the judge. What was obtained outlives a panic in judging: it
     // is cleaned up after the envelope.
     let stepped = panics.catch(|| steps(&job, &mut learned)).and_then(|s| s);
@@ -164,10 +166,17 @@ fn clean_up(obtained: Option<Obtained>, gate: Option<gate::Gate>) {
 pub struct Usage {
     /// The tool map in force.
     pub tool_map: ToolMap,
-    /// The confinement asked for (SPEC §13; nothing when no option is given).
-    pub confine: ptd_sys::confine::Options,
-    /// `--session`: the host's session, which the request's must be (SPEC §14.4).
+    /// What every call gets from the command line (SPEC §3, §13): its variables and
+    /// confinement. Under a policy, only the variables a policy that sets none leaves in force.
+    pub settings: CallSettings,
+    /// The host's session, which the request's must be (SPEC §14.4): `--session`, or the
+    /// variable the policy's `session_env` names.
     pub session: Option<String>,
+    /// The ledger and its budgets (`--ledger`, or the policy's `[ledger]`).
+    pub(crate) ledger: Option<gate::Options>,
+    /// `--policy`, loaded before the request is read — or its problems, which the main job
+    /// reports as `policy_invalid` once the request's ids are known (SPEC §16).
+    pub policy: Option<Result<ptd_policy::Compiled, Vec<ptd_policy::Problem>>>,
 }
 
 /// The usage errors of the main job's options (exit 2, no envelope): no bridge at all, a
@@ -181,20 +190,41 @@ pub(crate) fn check_usage(args: &DispatchArgs, env: &HostEnv) -> Result<Usage, U
             crate::cli::BRIDGE_ENV
         )));
     }
-    gate::options(&args.ledger)?;
     let tool_map = match &args.tool_map {
         // The error's own message already names its cause (and the file): printed once.
         Some(arg) => ToolMap::parse(arg)
             .map_err(|err| UsageError(format!("the --tool-map value cannot be used: {err}")))?,
         None => ToolMap::Identity,
     };
-    let ledger = args.ledger.ledger.as_deref();
-    let confine = confine_options(&args.run.confine, env, ledger).map_err(UsageError)?;
-    let session = gate::session(&args.ledger)?;
+    let Some(path) = &args.policy else {
+        let ledger = gate::options(&args.ledger)?;
+        let file = args.ledger.ledger.as_deref();
+        let confine = confine_options(&args.run.confine, env, file).map_err(UsageError)?;
+        return Ok(Usage {
+            tool_map,
+            settings: CallSettings::command_line(args, &confine),
+            session: gate::session(&args.ledger)?,
+            ledger,
+            policy: None,
+        });
+    };
+    policy::refuse_beside(args, env, None)?;
+    let cli_session = gate::session(&args.ledger)?;
+    let loaded = policy::load_for_call(path, args.ledger.ledger.as_deref(), env);
+    let (ledger, session) = match &loaded {
+        Ok(policy) => {
+            policy::refuse_beside(args, env, Some(policy))?;
+            policy::ledger_and_session(args, env, policy, cli_session)?
+        }
+        // Reported as `policy_invalid`; a ledger the command line names still records it.
+        Err(_) => (gate::options(&args.ledger)?, cli_session),
+    };
     Ok(Usage {
         tool_map,
-        confine,
+        settings: CallSettings::command_line(args, &ptd_sys::confine::Options::default()),
         session,
+        ledger,
+        policy: Some(loaded),
     })
 }
 
@@ -221,8 +251,6 @@ struct Job<'a> {
     env: &'a HostEnv,
     usage: &'a Usage,
     interrupts: &'a Interrupts,
-    /// `--ledger` and its budgets, checked.
-    ledger: Option<gate::Options>,
 }
 
 /// The live main job's steps, up to an answer to judge, in SPEC §4.1's order: read, admit,
@@ -246,7 +274,7 @@ fn steps(job: &Job<'_>, learned: &mut Learned) -> Result<Obtained, DispatchError
         request: learned.request.as_deref(),
         redactor: &learned.redactor,
     };
-    let gated = gate::gate(job.ledger.as_ref(), job.interrupts, admitted, &asked);
+    let gated = gate::gate(job.usage.ledger.as_ref(), job.interrupts, admitted, &asked);
     learned.gate = gated.gate;
     learned.warnings.extend(gated.warning);
     if gated.diagnostics.is_some() {
@@ -262,7 +290,6 @@ fn steps(job: &Job<'_>, learned: &mut Learned) -> Result<Obtained, DispatchError
     let run = Obtain {
         args: job.args,
         env: job.env,
-        confine: &job.usage.confine,
         interrupts: job.interrupts,
     };
     let started = std::time::Instant::now();
@@ -292,6 +319,7 @@ pub(crate) fn conclude_recorded(
 ) -> Result<Concluded, UsageError> {
     let usage = check_usage(args, env)?;
     let mut learned = Learned::new(args, env);
+    learned.policy(&usage, env);
     let outcome = replay_recorded(args, env, &usage, request, recorded, &mut learned)
         .unwrap_or_else(Outcome::from);
     Ok(Report::build(args, &learned, outcome).into_concluded())
@@ -336,6 +364,8 @@ pub(crate) struct Admitted {
     pub request: Request,
     /// What its answer must echo, and the bounds it is judged by.
     pub expected: Expected,
+    /// What the call runs with: the command line's, or its policy entry's (SPEC §16).
+    pub settings: CallSettings,
 }
 
 /// What an answer to an admitted request is judged against.
@@ -393,6 +423,7 @@ fn admit(
         .extend(warnings.iter().map(ptd_wire::terminal::warning_line));
     let bridge = bridge?;
     learned.bridge(&bridge, env);
+    let policy = loaded_policy(usage, &bridge, learned)?;
     let bridge_ref = bridge.bridge_ref();
     learned.bridge_ref = Some(bridge_ref.clone());
     let request = validate_request(parsed, max_request)?;
@@ -408,6 +439,21 @@ fn admit(
         }
     }
     let canonical_tool = request.echo.tool.clone();
+    let settings = match policy {
+        None => usage.settings.clone(),
+        Some(policy) => {
+            let ledger = usage.ledger.as_ref().map(|l| l.path.as_path());
+            let (diagnostics, settings) =
+                policy::routed(policy, &canonical_tool, &usage.settings, ledger);
+            learned.dispatch.policy = Some(diagnostics);
+            settings?
+        }
+    };
+    let mut deadline = Deadline::of(&bridge);
+    if let Some(ms) = settings.timeout_ms {
+        deadline = deadline.cut_to(ms);
+        learned.dispatch.timeout_ms = Some(deadline.timeout_ms());
+    }
     let sent = Echo {
         tool: usage.tool_map.external(&canonical_tool),
         ..request.echo.clone()
@@ -416,12 +462,37 @@ fn admit(
         expected: Expected {
             sent,
             canonical_tool,
-            deadline: Deadline::of(&bridge),
+            deadline,
             max_bytes: usize::try_from(args.run.max_output_bytes).unwrap_or(usize::MAX),
         },
         bridge,
         request,
+        settings,
     })
+}
+
+/// The job's policy once the bridge is known (SPEC §16): `None` without `--policy`; the
+/// loaded policy when it also keeps under the bridge's timeout; else `policy_invalid`, its
+/// first problem on the `error[..]` line and the others on note lines after it.
+fn loaded_policy<'u>(
+    usage: &'u Usage,
+    bridge: &Bridge,
+    learned: &mut Learned,
+) -> Result<Option<&'u ptd_policy::Compiled>, DispatchError> {
+    let problems = match &usage.policy {
+        None => return Ok(None),
+        Some(Ok(policy)) => policy.above_bridge(bridge.timeout_ms),
+        Some(Err(problems)) => problems.clone(),
+    };
+    if problems.is_empty() {
+        return Ok(usage.policy.as_ref().and_then(|p| p.as_ref().ok()));
+    }
+    for problem in problems.iter().skip(1) {
+        learned
+            .notes
+            .push(ptd_wire::terminal::note_line(&problem.to_string()));
+    }
+    Err(DispatchError::PolicyInvalid { problems })
 }
 
 /// Check the transcript folder before anything can run (SPEC §5).
@@ -441,7 +512,6 @@ fn prepare_artifacts(args: &DispatchArgs) -> Result<Option<ArtifactDir>, Dispatc
 struct Obtain<'a> {
     args: &'a DispatchArgs,
     env: &'a HostEnv,
-    confine: &'a ptd_sys::confine::Options,
     interrupts: &'a Interrupts,
 }
 
@@ -463,11 +533,12 @@ fn obtain(
         bridge,
         request,
         expected,
+        settings,
     } = admitted;
     let body = request.for_adapter(&expected.sent.tool);
     drop(request);
     match bridge.mode {
-        Mode::HostCommand => run_adapter(&bridge, body, expected, run, learned)
+        Mode::HostCommand => run_adapter(&bridge, body, expected, &settings, run, learned)
             .map(|ran| Obtained::Ran(Box::new(ran))),
         Mode::HostEndpoint => {
             call_endpoint(&bridge, body, expected, args, env, interrupts, learned)
@@ -623,33 +694,36 @@ fn run_adapter(
     bridge: &Bridge,
     body: Vec<u8>,
     expected: Expected,
+    settings: &CallSettings,
     run: &Obtain<'_>,
     learned: &mut Learned,
 ) -> Result<Ran, DispatchError> {
     let command = command_of(bridge)?;
     let timeout_ms = expected.deadline.timeout_ms();
-    let mut plan = plan::plan(timeout_ms, command, &expected.sent, body, run.args, run.env)?;
+    let planned = plan::Planned {
+        timeout_ms,
+        command,
+        settings,
+        run: &run.args.run,
+    };
+    let mut plan = plan::plan(&planned, &expected.sent, body, run.env)?;
     for path in &plan.host_paths {
         learned.redactor.add_host_path(&path.to_string_lossy());
     }
     learned.dispatch.transport = Some(transport_of(command.transport));
-    let program = command.argv[0].clone();
+    let program = planned.argv()[0].clone();
     let transport_dir = plan.files.as_ref().map(|f| f.folder().to_path_buf());
+    let confine = &settings.confine;
     // The listed paths are host paths whether or not the confinement can be put in place.
-    for path in run.confine.fs_read.iter().chain(&run.confine.fs_write) {
+    for path in confine.fs_read.iter().chain(&confine.fs_write) {
         learned.redactor.add_host_path(&path.to_string_lossy());
     }
-    let confinement = confine_step(
-        &mut plan.spec,
-        run.confine,
-        transport_dir.as_deref(),
-        &program,
-    )?;
+    let confinement = confine_step(&mut plan.spec, confine, transport_dir.as_deref(), &program)?;
     if let Some(prepared) = &confinement {
-        for path in confinement_paths(run.confine, prepared) {
+        for path in confinement_paths(confine, prepared) {
             learned.redactor.add_host_path(&path.to_string_lossy());
         }
-        learned.dispatch.confinement = Some(report::confinement_diagnostics(run.confine, prepared));
+        learned.dispatch.confinement = Some(report::confinement_diagnostics(confine, prepared));
     }
     let mut spec = plan.spec;
     if run.args.messages.verbose {
@@ -678,7 +752,7 @@ fn run_adapter(
         if let Some(why) = exec::crlf_shebang(&program_path, path_var, cwd.as_deref()) {
             learned.notes.push(ptd_wire::terminal::note_line(&format!(
                 "the adapter program {}: {}",
-                command.argv[0],
+                planned.argv()[0],
                 why.describe(false)
             )));
         }

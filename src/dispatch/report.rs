@@ -94,6 +94,22 @@ impl Learned {
         }
     }
 
+    /// What the host policy reveals (SPEC §16): its file's path (a host path), and the
+    /// values of every variable any of its entries passes as a secret or under a sensitive
+    /// name, whichever entry will decide the call.
+    pub fn policy(&mut self, usage: &super::Usage, env: &HostEnv) {
+        let Some(Ok(policy)) = &usage.policy else {
+            return;
+        };
+        self.redactor
+            .add_host_path(&plan::absolute(&policy.file).to_string_lossy());
+        for name in &policy.secret_names {
+            if let Some(value) = env.var(name) {
+                self.redactor.add_secret(&value);
+            }
+        }
+    }
+
     /// The request, parsed (not yet validated): its ids are echoed from now on.
     pub fn parsed(&mut self, doc: Rc<Document>) {
         self.echo = Echo::best_effort(Some(&doc));

@@ -437,11 +437,12 @@ fn env_of(c: &mut Checker, raw: &str) -> Vec<(String, String)> {
 }
 
 /// The main job's options that name a file or folder, and whether only an `@` value does.
-const FILE_OPTIONS: [(&str, bool); 4] = [
+const FILE_OPTIONS: [(&str, bool); 5] = [
     ("--artifact-dir", false),
     ("--result-file", false),
     ("--ca-cert", false),
     ("--tool-map", true),
+    ("--policy", false),
 ];
 
 /// The one rule for relative paths in a case file: every path it names — the bridge's
@@ -785,6 +786,8 @@ mod tests {
             "128",
             "--tool-map",
             "{\"a\":\"b\"}",
+            "--policy",
+            "policy.toml",
         ]
         .map(String::from)
         .to_vec();
@@ -803,6 +806,8 @@ mod tests {
                 "128",
                 "--tool-map",
                 "{\"a\":\"b\"}",
+                "--policy",
+                "/suite/cases/policy.toml",
             ]
         );
     }

@@ -4,7 +4,7 @@
 
 use ptd_wire::error::{ErrorCode, Status, EXIT_STATUSES};
 
-const TABLE: [(&str, &str, bool, u8); 28] = [
+const TABLE: [(&str, &str, bool, u8); 30] = [
     ("bridge_invalid", "unavailable", false, 69),
     ("dispatch_mode_unsupported", "unavailable", false, 69),
     ("request_invalid", "failed", false, 65),
@@ -34,6 +34,8 @@ const TABLE: [(&str, &str, bool, u8); 28] = [
     ("concurrency_limited", "unavailable", true, 69),
     ("ledger_unavailable", "unavailable", false, 69),
     ("session_mismatch", "denied", false, 77),
+    ("policy_invalid", "unavailable", false, 69),
+    ("tool_denied_by_policy", "denied", false, 77),
 ];
 
 #[test]

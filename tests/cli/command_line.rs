@@ -480,6 +480,14 @@ fn the_main_jobs_quick_parse_agrees_with_the_whole_command_tree() {
         &["--parent-tool-bridge={\"a\": 1}"],
         &["--parent-tool-bridge", "validate"],
         &["--parent-tool-bridge", "a=b"],
+        &["--parent-tool-bridge", "{}", "--policy", "p.toml"],
+        &["--policy=p.toml", "--parent-tool-bridge={}"],
+        &[
+            "--policy",
+            "/etc/ptd/policy.toml",
+            "--parent-tool-bridge",
+            "@b.json",
+        ],
     ];
     for line in quick.iter().chain(plain) {
         let args = argv(line);
@@ -518,12 +526,12 @@ fn the_main_jobs_quick_parse_agrees_with_the_whole_command_tree() {
     }
 }
 
-/// The plain shapes leave everything else to clap: a second word, an option that is not the
-/// bridge, a value clap reads its own way (empty, or starting with `-`), a value that is not
-/// UTF-8, and a variable clap would read for the main job; the bridge variable alone is read
-/// like the flag.
+/// The plain shapes leave everything else to clap: a word that is neither the bridge nor the
+/// policy, either given twice, a value clap reads its own way (empty, or starting with `-`), a
+/// value that is not UTF-8, and a variable clap would read for the main job; the bridge's and
+/// the policy's variables, without their flags, are read like the flags.
 #[test]
-fn the_plain_main_job_takes_only_the_bridge() {
+fn the_plain_main_job_takes_only_the_bridge_and_the_policy() {
     use parent_tool_dispatch::cli::{DISPATCH_ENV, LEDGER_ENV};
     use parent_tool_dispatch::plain_main_job;
     use std::ffi::OsString;
@@ -544,6 +552,13 @@ fn the_plain_main_job_takes_only_the_bridge() {
         &["--pretty", "{}"],
         &["validate", "{}"],
         &["--parent-tool-bridge", "{}", "--", "-"],
+        &["--policy", "p.toml"],
+        &["--parent-tool-bridge", "{}", "--policy"],
+        &["--parent-tool-bridge", "{}", "--policy", ""],
+        &["--parent-tool-bridge", "{}", "--policy", "-p"],
+        &["--parent-tool-bridge", "{}", "--policy=a", "--policy=b"],
+        &["--parent-tool-bridge={}", "--parent-tool-bridge={}"],
+        &["--parent-tool-bridge", "{}", "--policyx", "p"],
     ];
     for line in left {
         assert!(plain_main_job(&args(line), none).is_none(), "{line:?}");
@@ -552,14 +567,23 @@ fn the_plain_main_job_takes_only_the_bridge() {
     not_utf8.push(OsString::from_vec(b"{\xff}".to_vec()));
     assert!(plain_main_job(&not_utf8, none).is_none());
 
-    // Each variable clap reads for the main job, set beside the flag, leaves it to clap.
+    // Each variable clap reads for the main job, set beside both flags, leaves it to clap.
     for name in DISPATCH_ENV {
         let set = |asked: &str| (asked == *name).then(|| OsString::from("x"));
-        assert!(
-            plain_main_job(&args(&["--parent-tool-bridge", "{}"]), set).is_none(),
-            "{name}"
-        );
+        let both = ["--parent-tool-bridge", "{}", "--policy", "p.toml"];
+        assert!(plain_main_job(&args(&both), set).is_none(), "{name}");
     }
+    // The policy's variable without the flag reads as the flag would.
+    let policy_var = |asked: &str| {
+        (asked == parent_tool_dispatch::cli::POLICY_ENV).then(|| OsString::from("p.toml"))
+    };
+    let from_env = plain_main_job(&args(&["--parent-tool-bridge", "{}"]), policy_var).unwrap();
+    let from_flag = plain_main_job(
+        &args(&["--parent-tool-bridge", "{}", "--policy", "p.toml"]),
+        none,
+    )
+    .unwrap();
+    assert_eq!(format!("{from_env:?}"), format!("{from_flag:?}"));
     // The bridge in its variable and no argument reads as the flag would.
     let bridge_only = |asked: &str| {
         (asked == parent_tool_dispatch::cli::BRIDGE_ENV).then(|| OsString::from("{\"b\": 2}"))

@@ -41,6 +41,8 @@ mod ledger_waits;
 mod man_pages;
 mod mcp;
 mod named_files;
+mod policy;
+mod policy_docs;
 mod properties;
 mod readme;
 mod redaction;

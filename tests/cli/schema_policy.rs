@@ -60,8 +60,9 @@ fn as_json(text: &str) -> Value {
 fn context() -> LoadContext {
     LoadContext {
         bridge_timeout_ms: None,
-        ledger_given: true,
+        ledger: Some("/var/lib/ptd-test-ledger/l.db".into()),
         path: Some("/usr/bin:/bin".into()),
+        refuse_unsupported: false,
     }
 }
 
@@ -748,7 +749,7 @@ fn loader_only() -> Vec<(&'static str, String, LoadContext)> {
             "decision = \"ask\" without a ledger",
             text("[[tool]]\nmatch = \"a\"\ndecision = \"ask\""),
             LoadContext {
-                ledger_given: false,
+                ledger: None,
                 ..cx.clone()
             },
         ),

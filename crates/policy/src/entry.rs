@@ -42,7 +42,6 @@ pub(crate) const MAX_TTL_SECONDS: u64 = 366 * 24 * 3600;
 /// What the loader needs from outside the file to check an entry.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct EntryContext<'c> {
-    pub(crate) bridge_timeout_ms: Option<u64>,
     /// `PATH` for finding an adapter's program.
     pub(crate) path: Option<&'c std::ffi::OsStr>,
     /// The ledger's path, when `[ledger]` names one: no grant may cover its folder.
@@ -58,6 +57,23 @@ pub(crate) struct EntryRead<'v> {
     pub(crate) unconfined_at: Option<Location>,
     /// Where `decision = "ask"` is written.
     pub(crate) ask_at: Option<Location>,
+    /// Where `budget_calls` is written.
+    pub(crate) budget_at: Option<Location>,
+    /// Where `network = { allow = [...] }` is written.
+    pub(crate) allow_at: Option<Location>,
+    /// Where `timeout_ms` is written.
+    pub(crate) timeout_at: Option<Location>,
+    /// The confinement keys this table writes, with where.
+    pub(crate) confine_keys: Vec<(&'static str, Location)>,
+}
+
+/// The key `name` when it grants or limits what a confined adapter gets: the key of one of
+/// the confinement options.
+fn confine_key(name: &str) -> Option<&'static str> {
+    OptionName::ALL
+        .iter()
+        .map(|option| key_of(*option))
+        .find(|key| *key == name)
 }
 
 impl Checker<'_> {
@@ -72,6 +88,9 @@ impl Checker<'_> {
         let mut read = EntryRead::default();
         for (key, value) in table.iter() {
             let name = key.get_ref().as_ref();
+            if let Some(known) = confine_key(name) {
+                read.confine_keys.push((known, self.at(&key.span())));
+            }
             let e = &mut read.entry;
             match name {
                 "match" if is_tool => {
@@ -79,12 +98,20 @@ impl Checker<'_> {
                 }
                 "adapter" => e.adapter = self.adapter(name, value, cx.path),
                 "cwd" => e.cwd = self.nonempty(name, value).map(PathBuf::from),
-                "timeout_ms" => e.timeout_ms = self.timeout(name, value, cx.bridge_timeout_ms),
+                "timeout_ms" => {
+                    e.timeout_ms = self.whole(name, value, 1);
+                    read.timeout_at = Some(self.at(&value.span()));
+                }
                 "pass_env" => e.pass_env = self.var_names(name, value),
                 "secret_env" => e.secret_env = self.var_names(name, value),
                 "fs_read" => e.fs_read = self.grants(OptionName::FsRead, value, cx.ledger),
                 "fs_write" => e.fs_write = self.grants(OptionName::FsWrite, value, cx.ledger),
-                "network" => e.network = self.network(value),
+                "network" => {
+                    e.network = self.network(value);
+                    if matches!(e.network, Some(NetworkPolicy::Allow(_))) {
+                        read.allow_at = Some(self.at(&value.span()));
+                    }
+                }
                 "run_as" => {
                     e.run_as = self
                         .string(name, value)
@@ -105,7 +132,12 @@ impl Checker<'_> {
                         read.ask_at = Some(self.at(&value.span()));
                     }
                 }
-                "budget_calls" => e.budget_calls = self.budget_calls(value),
+                "budget_calls" => {
+                    e.budget_calls = self.budget_calls(value);
+                    if e.budget_calls.is_some() {
+                        read.budget_at = Some(self.at(&key.span()));
+                    }
+                }
                 "approval_ttl" => e.approval_ttl = self.ttl(value),
                 "approval_notify" => e.approval_notify = self.argv(name, value),
                 "unconfined" => {
@@ -157,20 +189,6 @@ impl Checker<'_> {
         );
         self.report(&span, message);
         None
-    }
-
-    /// `timeout_ms`: at least 1, never above the bridge's.
-    fn timeout(&mut self, key: &str, value: &Value<'_>, bridge: Option<u64>) -> Option<u64> {
-        let ms = self.whole(key, value, 1)?;
-        match bridge {
-            Some(limit) if ms > limit => {
-                let message =
-                    format!("`{key}` = {ms} is above the bridge's dispatcher.timeout_ms ({limit})");
-                self.report(&value.span(), message);
-                None
-            }
-            _ => Some(ms),
-        }
     }
 
     /// `fs_read` / `fs_write`: each path checked as its flag's value (it must exist, must not
@@ -332,7 +350,7 @@ impl Checker<'_> {
 }
 
 /// The policy key of a confinement option (`--limit-memory` → `limit_memory`).
-pub(crate) fn key_of(option: OptionName) -> &'static str {
+pub fn key_of(option: OptionName) -> &'static str {
     match option {
         OptionName::FsRead => "fs_read",
         OptionName::FsWrite => "fs_write",

@@ -23,6 +23,8 @@
 // only through `ptd_sys::fs` and `ptd_sys::exec` (`disallowed-methods` in `clippy.toml`).
 #![cfg_attr(test, allow(clippy::disallowed_methods, clippy::too_many_lines))]
 
+mod cache;
+mod compiled;
 mod entry;
 mod load;
 mod model;
@@ -34,12 +36,15 @@ mod value;
 #[cfg(test)]
 mod tests;
 
-pub use entry::ENTRY_KEYS;
+pub use cache::{load_cached, CACHE_DIR, MAX_AGE, SETTLE};
+pub use compiled::{Compiled, Routed};
+pub use entry::{key_of, ENTRY_KEYS};
 pub use load::{
     access_problem, load, parse, LoadContext, LEDGER_KEYS, MAX_FILE_BYTES, MAX_TOOLS, TOP_KEYS,
 };
 pub use model::{
-    Decision, Entry, LedgerSection, Location, NetworkPolicy, Pattern, Policy, Route, ToolEntry,
+    entry_name, Decision, Entry, LedgerSection, Location, NetworkPolicy, Pattern, Policy, Route,
+    ToolEntry, DEFAULTS_ENTRY,
 };
 pub use problem::Problem;
 pub use schema::{schema, SCHEMA_ID};

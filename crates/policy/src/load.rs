@@ -7,7 +7,7 @@ use crate::problem::Problem;
 use crate::value::{escape, is_var_name, Checker, Value};
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use toml::de::{DeTable, DeValue};
 
 /// The largest policy file read, in bytes (1 MiB).
@@ -22,10 +22,15 @@ pub(crate) const MAX_MATCH_BYTES: usize = 256;
 pub struct LoadContext {
     /// The bridge's `dispatcher.timeout_ms`: no `timeout_ms` may be above it.
     pub bridge_timeout_ms: Option<u64>,
-    /// Whether the command line gives a ledger (`--ledger`): `decision = "ask"` needs one.
-    pub ledger_given: bool,
+    /// The command line's ledger (`--ledger`), when the policy's `[ledger]` names none:
+    /// `decision = "ask"` and the budgets need a ledger, and no grant may cover its folder.
+    pub ledger: Option<PathBuf>,
     /// `PATH`, to find an adapter's program by name (`None`: the default search path).
     pub path: Option<OsString>,
+    /// Whether what this dispatcher reads but does not do yet ([`Policy::not_yet_supported`])
+    /// is refused among the file's other problems (the binary's loads), rather than left to
+    /// the caller.
+    pub refuse_unsupported: bool,
 }
 
 /// The keys of the policy's top level.
@@ -41,30 +46,54 @@ pub const LEDGER_KEYS: [&str; 5] = [
 
 /// Load and check the policy file at `path`: every problem of the file, or the policy.
 pub fn load(path: &Path, cx: &LoadContext) -> Result<Policy, Vec<Problem>> {
-    let file = path.display().to_string();
-    let whole = |message: String| Problem::new(&file, Location { line: 1, column: 1 }, message);
-    let (bytes, status) = match ptd_sys::fs::read_file_with_status(path, MAX_FILE_BYTES) {
-        Ok(read) => read,
-        Err(ptd_sys::fs::ReadError::TooLarge { .. }) => {
-            let message = format!(
-                "the policy file is larger than {MAX_FILE_BYTES} bytes (1 MiB), the most read"
-            );
-            return Err(vec![whole(message)]);
-        }
-        Err(err) => {
-            return Err(vec![whole(format!(
-                "the policy file cannot be read: {err}"
-            ))])
-        }
-    };
+    let (bytes, status) = read_policy(path)?;
     let euid = rustix::process::geteuid().as_raw();
-    let mut problems: Vec<Problem> = access_problem(status.st_mode, status.st_uid, euid)
-        .map(whole)
+    check_read(path, &bytes, &status, cx, euid)
+}
+
+/// A problem about the whole file, at its first line.
+fn whole(path: &Path, message: String) -> Problem {
+    Problem::new(
+        &path.display().to_string(),
+        Location { line: 1, column: 1 },
+        message,
+    )
+}
+
+/// The policy file's bytes and status, through the one reader (no FIFO, no device, at most
+/// [`MAX_FILE_BYTES`]); a file that cannot be read is one problem.
+pub(crate) fn read_policy(path: &Path) -> Result<(Vec<u8>, rustix::fs::Stat), Vec<Problem>> {
+    match ptd_sys::fs::read_file_with_status(path, MAX_FILE_BYTES) {
+        Ok(read) => Ok(read),
+        Err(ptd_sys::fs::ReadError::TooLarge { .. }) => Err(vec![whole(
+            path,
+            format!("the policy file is larger than {MAX_FILE_BYTES} bytes (1 MiB), the most read"),
+        )]),
+        Err(err) => Err(vec![whole(
+            path,
+            format!("the policy file cannot be read: {err}"),
+        )]),
+    }
+}
+
+/// Check a policy file as read: who may write it (for a dispatcher of `euid`), then its text.
+pub(crate) fn check_read(
+    path: &Path,
+    bytes: &[u8],
+    status: &rustix::fs::Stat,
+    cx: &LoadContext,
+    euid: u32,
+) -> Result<Policy, Vec<Problem>> {
+    let mut problems: Vec<Problem> = writers_problems(path, status, euid)
         .into_iter()
+        .map(|message| whole(path, message))
         .collect();
-    let parsed = match std::str::from_utf8(&bytes) {
+    let parsed = match std::str::from_utf8(bytes) {
         Ok(text) => parse(path, text, cx),
-        Err(err) => Err(vec![whole(format!("the policy file is not UTF-8: {err}"))]),
+        Err(err) => Err(vec![whole(
+            path,
+            format!("the policy file is not UTF-8: {err}"),
+        )]),
     };
     match parsed {
         Ok(policy) if problems.is_empty() => Ok(policy),
@@ -74,6 +103,41 @@ pub fn load(path: &Path, cx: &LoadContext) -> Result<Policy, Vec<Problem>> {
             Err(problems)
         }
     }
+}
+
+/// Why someone other than the host could change the policy file at `path` (of `status`): the
+/// file's own mode and owner ([`access_problem`]), and its folder's — a folder others may
+/// write (without the sticky bit) or that another user owns lets them replace the file.
+pub(crate) fn writers_problems(path: &Path, status: &rustix::fs::Stat, euid: u32) -> Vec<String> {
+    let mut problems: Vec<String> = access_problem(status.st_mode, status.st_uid, euid)
+        .into_iter()
+        .collect();
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if let Ok(dir) = rustix::fs::stat(folder) {
+        let (mode, owner) = (dir.st_mode, dir.st_uid);
+        let sticky = mode & 0o1000 != 0;
+        if mode & 0o022 != 0 && !sticky {
+            problems.push(format!(
+                "the policy file's folder is writable by {} (mode {:o}): they could replace \
+                 the file",
+                if mode & 0o002 != 0 {
+                    "others"
+                } else {
+                    "its group"
+                },
+                mode & 0o7777
+            ));
+        } else if owner != 0 && owner != euid {
+            problems.push(format!(
+                "the policy file's folder belongs to uid {owner}, another user than root or \
+                 this dispatcher (uid {euid}), who could replace the file"
+            ));
+        }
+    }
+    problems
 }
 
 /// Why a file of this mode and owner could be changed by someone other than the host: it is
@@ -112,6 +176,9 @@ pub fn parse(file: &Path, text: &str, cx: &LoadContext) -> Result<Policy, Vec<Pr
         return Err(sorted(checker.problems));
     }
     let policy = checker.document(root.get_ref(), cx, file, text);
+    if cx.refuse_unsupported {
+        checker.problems.extend(policy.not_yet_supported());
+    }
     if checker.problems.is_empty() {
         Ok(policy)
     } else {
@@ -122,6 +189,26 @@ pub fn parse(file: &Path, text: &str, cx: &LoadContext) -> Result<Policy, Vec<Pr
 fn sorted(mut problems: Vec<Problem>) -> Vec<Problem> {
     problems.sort_by_key(Problem::location);
     problems
+}
+
+/// What entries ask for that the file as a whole must allow, with where they ask it.
+#[derive(Default)]
+struct Needs {
+    asks: Vec<Location>,
+    budgets: Vec<Location>,
+    allow_lists: Vec<Location>,
+    timeouts: Vec<(u64, Location)>,
+}
+
+impl Needs {
+    fn add(&mut self, read: &EntryRead<'_>) {
+        self.asks.extend(read.ask_at);
+        self.budgets.extend(read.budget_at);
+        self.allow_lists.extend(read.allow_at);
+        if let (Some(ms), Some(at)) = (read.entry.timeout_ms, read.timeout_at) {
+            self.timeouts.push((ms, at));
+        }
+    }
 }
 
 /// Finds a top-level key's value.
@@ -147,41 +234,83 @@ impl Checker<'_> {
         }
         self.version(find(root, "version"));
         let ledger = find(root, "ledger").and_then(|v| self.ledger(v));
-        let ledger_path = ledger
-            .as_ref()
-            .and_then(|l| l.path.as_deref())
+        let section_path = ledger.as_ref().and_then(|l| l.path.as_deref());
+        let ledger_path = section_path
             .filter(|p| !p.contains("://"))
-            .map(Path::new);
+            .map(Path::new)
+            .or(cx.ledger.as_deref());
         let ecx = EntryContext {
-            bridge_timeout_ms: cx.bridge_timeout_ms,
             path: cx.path.as_deref(),
             ledger: ledger_path,
         };
-        let mut asks = Vec::new();
-        let defaults = match find(root, "defaults") {
+        let mut needs = Needs::default();
+        let (defaults, defaults_line) = match find(root, "defaults") {
             Some(value) => match self.table("defaults", value) {
-                Some(table) => self.entry(table, false, ecx, "[defaults]"),
-                None => EntryRead::default(),
+                Some(table) => (
+                    self.entry(table, false, ecx, "[defaults]"),
+                    Some(self.at(&value.span()).line),
+                ),
+                None => (EntryRead::default(), None),
             },
-            None => EntryRead::default(),
+            None => (EntryRead::default(), None),
         };
-        asks.extend(defaults.ask_at);
-        let tools = find(root, "tool").map_or_else(Vec::new, |v| self.tools(v, ecx, &mut asks));
-        let has_ledger = cx.ledger_given || ledger.as_ref().is_some_and(|l| l.path.is_some());
-        if !has_ledger {
-            for at in asks {
-                let message = "`decision = \"ask\"` needs a ledger ([ledger] path or --ledger): \
-                               approvals are kept there";
-                self.report_at(at, message);
-            }
-        }
-        Policy {
+        self.unconfined_grants(&defaults, None);
+        needs.add(&defaults);
+        let tools =
+            find(root, "tool").map_or_else(Vec::new, |v| self.tools(v, ecx, &defaults, &mut needs));
+        let has_ledger = section_path.is_some() || cx.ledger.is_some();
+        self.needs_ledger(&needs, has_ledger, cx.refuse_unsupported);
+        let mut policy = Policy {
             file: file.to_path_buf(),
             sha256: ptd_wire::envelope::canonical::sha256_hex(text.as_bytes()),
             defaults: defaults.entry,
+            defaults_line,
             defaults_unconfined_at: defaults.unconfined_at,
             ledger,
             tools,
+            timeouts: needs.timeouts,
+            asks: needs.asks,
+            allow_lists: needs.allow_lists,
+        };
+        if let Some(bridge_ms) = cx.bridge_timeout_ms {
+            self.problems.extend(policy.above_bridge(bridge_ms));
+        }
+        policy.timeouts.shrink_to_fit();
+        policy
+    }
+
+    /// What only a ledger keeps (approvals, budgets) asked for without one.
+    fn needs_ledger(&mut self, needs: &Needs, has_ledger: bool, refuse_unsupported: bool) {
+        if has_ledger {
+            return;
+        }
+        // Refused as not supported yet, which says more.
+        for at in needs.asks.iter().filter(|_| !refuse_unsupported) {
+            let message = "`decision = \"ask\"` needs a ledger ([ledger] path or --ledger): \
+                           approvals are kept there";
+            self.report_at(*at, message);
+        }
+        for at in &needs.budgets {
+            let message = "`budget_calls` needs a ledger ([ledger] path or --ledger): budgets \
+                           are counted there";
+            self.report_at(*at, message);
+        }
+    }
+
+    /// `unconfined = true` (here or inherited from `[defaults]`) beside a confinement key
+    /// of the same table: the key would mean nothing, which is refused rather than ignored.
+    fn unconfined_grants(&mut self, read: &EntryRead<'_>, inherited: Option<bool>) {
+        let unconfined = read.entry.unconfined.or(inherited) == Some(true);
+        if !unconfined {
+            return;
+        }
+        for (key, at) in &read.confine_keys {
+            let message = format!(
+                "`{key}` confines nothing here: this entry runs unconfined (`unconfined = true`{}); \
+                 remove one of the two",
+                if read.entry.unconfined.is_some() { "" } else { " in [defaults]" }
+            );
+            self.report_at(*at, message);
         }
     }
 
@@ -207,6 +336,7 @@ impl Checker<'_> {
             let flag = match name {
                 "path" => {
                     section.path = self.nonempty(name, value).map(str::to_string);
+                    section.path_at = Some(self.at(&value.span()));
                     continue;
                 }
                 "session_env" => {
@@ -251,7 +381,8 @@ impl Checker<'_> {
         &mut self,
         value: &Value<'_>,
         ecx: EntryContext<'_>,
-        asks: &mut Vec<Location>,
+        defaults: &EntryRead<'_>,
+        needs: &mut Needs,
     ) -> Vec<ToolEntry> {
         let DeValue::Array(items) = value.get_ref() else {
             self.report(
@@ -273,7 +404,8 @@ impl Checker<'_> {
             };
             let header = self.at(&item.span());
             let read = self.entry(table, true, ecx, "[[tool]]");
-            asks.extend(read.ask_at);
+            self.unconfined_grants(&read, defaults.entry.unconfined);
+            needs.add(&read);
             let Some((written, span)) = read.pattern.clone() else {
                 if !table.iter().any(|(k, _)| k.get_ref().as_ref() == "match") {
                     self.report_at(header, "a [[tool]] entry needs `match`");

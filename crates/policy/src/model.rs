@@ -5,18 +5,19 @@
 //! what the command line would, and `Options::parse` gives them their one meaning.
 
 use ptd_sys::confine::{OptionName, RawOptions};
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// A place in the policy file: 1-based line and column (columns count characters).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
 pub struct Location {
     pub line: usize,
     pub column: usize,
 }
 
 /// What happens to a call an entry decides (SPEC §16, §18).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Decision {
     Allow,
     Ask,
@@ -35,7 +36,7 @@ impl Decision {
 }
 
 /// `network`: `"none"`, `"any"`, or `{ allow = ["host:port", …] }` (SPEC §17).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum NetworkPolicy {
     None,
     Any,
@@ -44,7 +45,7 @@ pub enum NetworkPolicy {
 }
 
 /// The keys an entry (or `[defaults]`) may set, each optional.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Entry {
     /// The adapter's argv (non-empty; its program absolute or found on `PATH` at load).
     pub adapter: Option<Vec<String>>,
@@ -146,7 +147,7 @@ impl Entry {
 }
 
 /// What a `[[tool]]` entry's `match` says.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Pattern {
     /// A canonical tool id (`git.commit`).
     Exact(String),
@@ -175,7 +176,7 @@ impl Pattern {
 }
 
 /// One `[[tool]]` entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolEntry {
     pub pattern: Pattern,
     /// The line of its `[[tool]]` header.
@@ -188,10 +189,12 @@ pub struct ToolEntry {
 }
 
 /// `[ledger]` (SPEC §14 settings the policy may carry instead of the command line).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct LedgerSection {
     /// A file path, or a `postgres://` URL (SPEC §19), as written.
     pub path: Option<String>,
+    /// Where `path` is written.
+    pub path_at: Option<Location>,
     /// The variable the host's session id is read from.
     pub session_env: Option<String>,
     pub budget_calls: Option<u64>,
@@ -212,17 +215,26 @@ impl LedgerSection {
 }
 
 /// A loaded, checked policy file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Policy {
     /// The file as named (for `FILE:LINE:COL` in problems and lints).
     pub file: PathBuf,
     /// SHA-256 of the file's bytes, 64 lower-case hex digits.
     pub sha256: String,
     pub defaults: Entry,
+    /// The line of the `[defaults]` header, when the file has one.
+    pub defaults_line: Option<usize>,
     /// Where `[defaults]`' `unconfined = true` is written, when it is.
     pub defaults_unconfined_at: Option<Location>,
     pub ledger: Option<LedgerSection>,
     pub tools: Vec<ToolEntry>,
+    /// Every `timeout_ms` written, with where: checked against the bridge's
+    /// ([`Policy::above_bridge`]) once the bridge is known.
+    pub timeouts: Vec<(u64, Location)>,
+    /// Where `decision = "ask"` is written (SPEC §18).
+    pub asks: Vec<Location>,
+    /// Where `network = { allow = [...] }` is written (SPEC §17).
+    pub allow_lists: Vec<Location>,
 }
 
 /// Which entry decides a tool, and what the tool gets.
@@ -232,4 +244,21 @@ pub struct Route<'p> {
     pub entry: Option<&'p ToolEntry>,
     /// The entry's keys over `[defaults]`.
     pub effective: Entry,
+}
+
+/// The name of the entry that decides when none matches, in `diagnostics.dispatch.policy.entry`
+/// and the audit record.
+pub const DEFAULTS_ENTRY: &str = "defaults";
+
+/// An entry as a person reads it: `the entry "git.*" (line 12)`, or `[defaults] (line 3)`.
+pub fn entry_name(entry: &str, line: Option<usize>) -> String {
+    let name = if entry == DEFAULTS_ENTRY {
+        "[defaults]".to_string()
+    } else {
+        format!("the entry {entry:?}")
+    };
+    match line {
+        Some(line) => format!("{name} (line {line})"),
+        None => name,
+    }
 }

@@ -1,6 +1,6 @@
 //! Which entry decides a tool (SPEC §16), and the lints of `policy check`.
 
-use crate::model::{Location, Pattern, Policy, Route, ToolEntry};
+use crate::model::{Location, Pattern, Policy, Route};
 use crate::problem::Problem;
 use crate::value::escape;
 
@@ -8,7 +8,8 @@ impl Policy {
     /// The entry that decides `canonical_tool` and what the tool gets: an exact id beats every
     /// pattern; among patterns the longer literal prefix wins; no match: `[defaults]` alone.
     pub fn route(&self, canonical_tool: &str) -> Route<'_> {
-        let entry = self.decider(canonical_tool);
+        let entry = decider(self.tools.iter().map(|t| &t.pattern), canonical_tool)
+            .map(|index| &self.tools[index]);
         let effective = match entry {
             Some(tool) => tool.entry.over(&self.defaults),
             None => self.defaults.clone(),
@@ -16,34 +17,55 @@ impl Policy {
         Route { entry, effective }
     }
 
-    fn decider(&self, tool: &str) -> Option<&ToolEntry> {
-        let exact = self
-            .tools
-            .iter()
-            .find(|t| matches!(&t.pattern, Pattern::Exact(id) if id == tool));
-        exact.or_else(|| {
-            self.tools
-                .iter()
-                .filter_map(|t| match &t.pattern {
-                    Pattern::Prefix(literal) if tool.starts_with(literal.as_str()) => {
-                        Some((literal.len(), t))
-                    }
-                    _ => None,
-                })
-                // Two entries with the same `match` are a load error: lengths never tie.
-                .max_by_key(|(len, _)| *len)
-                .map(|(_, t)| t)
-        })
+    /// The problems of a policy whose `timeout_ms` values are above the bridge's
+    /// `dispatcher.timeout_ms` (a policy narrows, never widens): one per value, at its place.
+    /// The loader calls it when the bridge is known at load; the main job, which loads the
+    /// policy before the bridge, once the bridge is read.
+    pub fn above_bridge(&self, bridge_timeout_ms: u64) -> Vec<Problem> {
+        above(&self.file, &self.timeouts, bridge_timeout_ms)
+    }
+
+    /// What the policy asks that this dispatcher reads but does not do yet — approvals
+    /// (`decision = "ask"`, SPEC §18), egress by name (`network = { allow = [...] }`, SPEC
+    /// §17) and a PostgreSQL ledger (`[ledger] path = "postgres://…"`, SPEC §19): one problem at each place, so that a policy relying on them is refused as a
+    /// whole rather than half obeyed. The binary adds these to the loader's problems.
+    pub fn not_yet_supported(&self) -> Vec<Problem> {
+        let file = self.file.display().to_string();
+        let asks = self.asks.iter().map(|at| {
+            let message = "`decision = \"ask\"` is not supported yet by this dispatcher \
+                           (approvals, SPEC §18): use \"allow\" or \"deny\"";
+            Problem::new(&file, *at, message)
+        });
+        let allows = self.allow_lists.iter().map(|at| {
+            let message = "`network = { allow = [...] }` is not supported yet by this \
+                           dispatcher (egress by name, SPEC §17): use \"none\" or \"any\"";
+            Problem::new(&file, *at, message)
+        });
+        let url = self
+            .ledger
+            .as_ref()
+            .filter(|l| l.path.as_deref().is_some_and(|p| p.contains("://")))
+            .and_then(|l| l.path_at)
+            .map(|at| {
+                let message = "`[ledger] path` as a URL (a PostgreSQL ledger, SPEC §19) is not \
+                               supported yet by this dispatcher: name a file";
+                Problem::new(&file, at, message)
+            });
+        let mut problems: Vec<Problem> = asks.chain(allows).chain(url).collect();
+        problems.sort_by_key(Problem::location);
+        problems
     }
 
     /// The warnings of `policy check` for a bridge that allows `bridge_allowed_tools`: a tool
     /// no entry covers (none when a `*` entry covers them all), an entry no allowed tool
-    /// matches, an `unconfined = true` entry. Sorted by location.
-    pub fn lints(&self, bridge_allowed_tools: &[String]) -> Vec<Problem> {
+    /// matches, an `unconfined = true` entry. Without a bridge (`None`), only the last. Sorted
+    /// by location.
+    pub fn lints(&self, bridge_allowed_tools: Option<&[String]>) -> Vec<Problem> {
         let file = self.file.display().to_string();
         let mut lints = Vec::new();
         let top = Location { line: 1, column: 1 };
-        for tool in bridge_allowed_tools {
+        let bridge = bridge_allowed_tools.unwrap_or_default();
+        for tool in bridge {
             if !self.tools.iter().any(|t| t.pattern.matches(tool)) {
                 let message = format!(
                     "the bridge allows `{}`, which no entry covers: it runs the bridge's \
@@ -53,11 +75,8 @@ impl Policy {
                 lints.push(Problem::new(&file, top, message));
             }
         }
-        for entry in &self.tools {
-            if !bridge_allowed_tools
-                .iter()
-                .any(|t| entry.pattern.matches(t))
-            {
+        for entry in self.tools.iter().filter(|_| bridge_allowed_tools.is_some()) {
+            if !bridge.iter().any(|t| entry.pattern.matches(t)) {
                 let message = format!(
                     "`match = \"{}\"` matches no tool the bridge allows",
                     escape(&entry.pattern.as_written())
@@ -82,4 +101,48 @@ impl Policy {
         lints.sort_by_key(Problem::location);
         lints
     }
+}
+
+/// The index of the pattern that decides `tool` (SPEC §16): an exact id beats every pattern;
+/// among patterns the longer literal prefix wins; `None` when none matches. Two patterns are
+/// never equal in a loaded policy, so lengths never tie.
+pub(crate) fn decider<'p>(
+    patterns: impl Iterator<Item = &'p Pattern> + Clone,
+    tool: &str,
+) -> Option<usize> {
+    let exact = patterns
+        .clone()
+        .position(|p| matches!(p, Pattern::Exact(id) if id == tool));
+    exact.or_else(|| {
+        patterns
+            .enumerate()
+            .filter_map(|(index, p)| match p {
+                Pattern::Prefix(literal) if tool.starts_with(literal.as_str()) => {
+                    Some((literal.len(), index))
+                }
+                _ => None,
+            })
+            .max_by_key(|(len, _)| *len)
+            .map(|(_, index)| index)
+    })
+}
+
+/// One problem per `timeout_ms` of `timeouts` above the bridge's, at its place in `file`.
+pub(crate) fn above(
+    file: &std::path::Path,
+    timeouts: &[(u64, Location)],
+    bridge_timeout_ms: u64,
+) -> Vec<Problem> {
+    let file = file.display().to_string();
+    timeouts
+        .iter()
+        .filter(|(ms, _)| *ms > bridge_timeout_ms)
+        .map(|(ms, at)| {
+            let message = format!(
+                "`timeout_ms` = {ms} is above the bridge's dispatcher.timeout_ms \
+                 ({bridge_timeout_ms})"
+            );
+            Problem::new(&file, *at, message)
+        })
+        .collect()
 }

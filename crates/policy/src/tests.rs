@@ -9,8 +9,9 @@ use std::path::Path;
 fn cx() -> LoadContext {
     LoadContext {
         bridge_timeout_ms: Some(30_000),
-        ledger_given: false,
+        ledger: None,
         path: Some(OsString::from("/usr/bin:/bin")),
+        refuse_unsupported: false,
     }
 }
 
@@ -339,7 +340,7 @@ fn ask_needs_a_ledger() {
         ]
     );
     let given = LoadContext {
-        ledger_given: true,
+        ledger: Some("/var/lib/ptd-test-ledger/l.db".into()),
         ..cx()
     };
     assert!(problems_with(text, &given).is_empty());
@@ -566,7 +567,11 @@ fn lints_name_uncovered_tools_unmatched_entries_and_unconfined_ones() {
          [[tool]]\nmatch = \"mcp.x\"\nunconfined = true\n",
     );
     let allowed = vec!["git.commit".to_string(), "workspace.read".to_string()];
-    let found: Vec<String> = p.lints(&allowed).iter().map(ToString::to_string).collect();
+    let found: Vec<String> = p
+        .lints(Some(&allowed))
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     assert_eq!(
         found,
         [
@@ -580,7 +585,10 @@ fn lints_name_uncovered_tools_unmatched_entries_and_unconfined_ones() {
         ]
     );
     let star = policy("version = 1\n[[tool]]\nmatch = \"*\"\n");
-    assert!(star.lints(&allowed).is_empty());
+    assert!(star.lints(Some(&allowed)).is_empty());
+    // Without a bridge, only what the file alone says.
+    let alone: Vec<String> = p.lints(None).iter().map(ToString::to_string).collect();
+    assert_eq!(alone, [found[1].clone(), found[3].clone()]);
 }
 
 // ---- One meaning per key ----
@@ -637,4 +645,138 @@ proptest::proptest! {
         let text = lines.join("\n");
         let _ = parse(Path::new("p.toml"), &text, &cx());
     }
+}
+
+#[test]
+fn unconfined_beside_a_confinement_key_is_refused_at_the_key() {
+    assert_eq!(
+        one("version = 1\n[[tool]]\nmatch = \"a\"\nunconfined = true\nlimit_pids = 4\n"),
+        "p.toml:5:1: `limit_pids` confines nothing here: this entry runs unconfined \
+         (`unconfined = true`); remove one of the two"
+    );
+    // Inherited from [defaults]: the entry's own key is refused, naming where it comes from.
+    assert_eq!(
+        one(
+            "version = 1\n[defaults]\nunconfined = true\n[[tool]]\nmatch = \"a\"\n\
+             fs_read = [\"/tmp\"]\n"
+        ),
+        "p.toml:6:1: `fs_read` confines nothing here: this entry runs unconfined \
+         (`unconfined = true` in [defaults]); remove one of the two"
+    );
+    // An entry that says `unconfined = false` is confined again, with its own keys.
+    assert!(problems(
+        "version = 1\n[defaults]\nunconfined = true\n[[tool]]\nmatch = \"a\"\n\
+         unconfined = false\nfs_read = [\"/tmp\"]\n"
+    )
+    .is_empty());
+    // The defaults' keys are simply not applied to an unconfined entry: no problem.
+    assert!(problems(
+        "version = 1\n[defaults]\nlimit_pids = 4\n[[tool]]\nmatch = \"a\"\nunconfined = true\n"
+    )
+    .is_empty());
+}
+
+#[test]
+fn budgets_need_a_ledger() {
+    let text = "version = 1\n[[tool]]\nmatch = \"a\"\nbudget_calls = 3\n";
+    assert_eq!(
+        one(text),
+        "p.toml:4:1: `budget_calls` needs a ledger ([ledger] path or --ledger): budgets are \
+         counted there"
+    );
+    let given = LoadContext {
+        ledger: Some("/var/lib/ptd-test-ledger/l.db".into()),
+        ..cx()
+    };
+    assert!(problems_with(text, &given).is_empty());
+}
+
+#[test]
+fn what_is_not_supported_yet_is_located() {
+    let text = "version = 1\n[ledger]\npath = \"/tmp/x/l.db\"\n[[tool]]\nmatch = \"a\"\n\
+                decision = \"ask\"\nnetwork = { allow = [\"api.example.com:443\"] }\n";
+    let loaded = policy(text);
+    let found: Vec<String> = loaded
+        .not_yet_supported()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "p.toml:6:12: `decision = \"ask\"` is not supported yet by this dispatcher \
+             (approvals, SPEC §18): use \"allow\" or \"deny\"",
+            "p.toml:7:11: `network = { allow = [...] }` is not supported yet by this dispatcher \
+             (egress by name, SPEC §17): use \"none\" or \"any\""
+        ]
+    );
+    assert!(policy("version = 1\n").not_yet_supported().is_empty());
+}
+
+#[test]
+fn timeouts_are_checked_against_a_bridge_known_later() {
+    let free = LoadContext {
+        bridge_timeout_ms: None,
+        ..cx()
+    };
+    let text = "version = 1\n[defaults]\ntimeout_ms = 500\n[[tool]]\nmatch = \"a\"\n\
+                timeout_ms = 9000\n";
+    let Ok(loaded) = parse(Path::new("p.toml"), text, &free) else {
+        panic!("loads without a bridge");
+    };
+    assert!(loaded.above_bridge(9000).is_empty());
+    let found: Vec<String> = loaded
+        .above_bridge(400)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "p.toml:3:14: `timeout_ms` = 500 is above the bridge's dispatcher.timeout_ms (400)",
+            "p.toml:6:14: `timeout_ms` = 9000 is above the bridge's dispatcher.timeout_ms (400)"
+        ]
+    );
+    assert_eq!(loaded.defaults_line, Some(2));
+}
+
+#[test]
+fn the_compiled_form_routes_as_the_policy_does() {
+    let p = policy(
+        "version = 1\n[ledger]\npath = \"/var/lib/ptd-test-ledger/l.db\"\n\
+         [defaults]\nlimit_pids = 4\npass_env = [\"API_TOKEN\", \"LANG2\"]\n\
+         [[tool]]\nmatch = \"*\"\ndecision = \"deny\"\n\
+         [[tool]]\nmatch = \"git.*\"\nsecret_env = [\"GH\"]\ntimeout_ms = 5\n\
+         [[tool]]\nmatch = \"git.commit\"\nadapter = [\"/bin/true\", \"x\"]\n\
+         [[tool]]\nmatch = \"git.com*\"\nbudget_calls = 2\n",
+    );
+    let compiled = p.compile();
+    assert_eq!(compiled.len(), 4);
+    for tool in [
+        "git.commit",
+        "git.commits",
+        "git.status",
+        "mcp.x",
+        "",
+        "git.",
+    ] {
+        let want = p.route(tool);
+        let got = compiled.route(tool);
+        assert_eq!(got.effective, want.effective, "{tool}");
+        assert_eq!(got.matched, want.entry.is_some(), "{tool}");
+        let name = want
+            .entry
+            .map_or(DEFAULTS_ENTRY.to_string(), |t| t.pattern.as_written());
+        assert_eq!(got.entry, name, "{tool}");
+        assert_eq!(got.line, want.entry.map(|t| t.line).or(p.defaults_line));
+    }
+    assert_eq!(compiled.secret_names, ["API_TOKEN", "GH"]);
+    assert!(compiled.sets_pass_env && compiled.sets_secret_env && compiled.sets_budget_calls);
+    assert_eq!(compiled.above_bridge(4), p.above_bridge(4));
+    assert_eq!(compiled.above_bridge(4).len(), 1);
+    let empty = policy("version = 1\n").compile();
+    assert!(empty.is_empty());
+    assert!(!empty.sets_pass_env && empty.secret_names.is_empty());
+    assert_eq!(empty.route("a").entry, DEFAULTS_ENTRY);
+    assert_eq!(empty.route("a").line, None);
 }

@@ -68,7 +68,11 @@ pub enum DispatchError {
     ModeUnsupported { mode: Mode },
     /// The variable named by `cwd_env` is unset or names no directory.
     #[error("the working directory is unavailable")]
-    CwdUnavailable { var: String, value: Option<PathBuf> },
+    /// `var`: the bridge's `cwd_env`; `None`: the host policy's `cwd` (SPEC §16).
+    CwdUnavailable {
+        var: Option<String>,
+        value: Option<PathBuf>,
+    },
     /// The adapter could not be started.
     #[error("the adapter could not be started")]
     Spawn { program: String, error: SpawnError },
@@ -134,6 +138,19 @@ pub enum DispatchError {
     /// The request names another sandbox session than the host's `--session` (SPEC §14.4).
     #[error("the request names another session")]
     SessionMismatch,
+    /// The host policy (`--policy`, SPEC §16) cannot be loaded or used: nothing runs. Each
+    /// problem names the file, line and column (for stderr; the envelope gives only how many).
+    #[error("the host policy is invalid")]
+    PolicyInvalid { problems: Vec<ptd_policy::Problem> },
+    /// The host policy's entry for the tool says `decision = "deny"` (SPEC §16).
+    #[error("denied by the host policy")]
+    DeniedByPolicy {
+        tool: String,
+        /// The deciding entry's `match`, or `defaults`.
+        entry: String,
+        /// The line of its header (`[[tool]]` or `[defaults]`).
+        line: Option<usize>,
+    },
     /// The key's holder died while running it (SPEC §14.1).
     #[error("the call's outcome is indeterminate")]
     Indeterminate { attempt: u32 },
@@ -211,6 +228,8 @@ impl DispatchError {
             E::LedgerUnavailable(_) => ErrorCode::LedgerUnavailable,
             E::RequestIdReused => ErrorCode::RequestIdReused,
             E::SessionMismatch => ErrorCode::SessionMismatch,
+            E::PolicyInvalid { .. } => ErrorCode::PolicyInvalid,
+            E::DeniedByPolicy { .. } => ErrorCode::ToolDeniedByPolicy,
             E::Indeterminate { .. } => ErrorCode::DispatchIndeterminate,
             E::HeldTimeout { .. } => ErrorCode::DispatchTimeout,
             E::BudgetExhausted(_) => ErrorCode::BudgetExhausted,
@@ -288,9 +307,13 @@ impl DispatchError {
                 "dispatch mode {:?} is not supported by this dispatcher",
                 mode.as_str()
             ),
-            E::CwdUnavailable { var, .. } => format!(
+            E::CwdUnavailable { var: Some(var), .. } => format!(
                 "the working directory named by {var} is not set or is not an existing directory"
             ),
+            E::CwdUnavailable { var: None, .. } => {
+                "the working directory the host policy names is not an existing directory"
+                    .to_string()
+            }
             E::Spawn { error, .. } => error.to_string(),
             E::Setup(err) => format!(
                 "the private request file could not be created: {}",
@@ -339,10 +362,29 @@ impl DispatchError {
                 limit.as_str(),
                 limit.flag()
             ),
+            E::LedgerUnavailable(_)
+            | E::SessionMismatch
+            | E::PolicyInvalid { .. }
+            | E::DeniedByPolicy { .. }
+            | E::RequestIdReused
+            | E::Indeterminate { .. }
+            | E::HeldTimeout { .. }
+            | E::BudgetExhausted(_)
+            | E::ConcurrencyLimited(_) => self.host_rule_message(),
+        }
+    }
+
+    /// [`DispatchError::message`] of a refusal by one of the host's rules: the ledger's, the
+    /// session's, the policy's (SPEC §14, §16).
+    fn host_rule_message(&self) -> String {
+        use DispatchError as E;
+        match self {
             E::LedgerUnavailable(err) => format!("the ledger is unavailable: {err}"),
             E::SessionMismatch => "the request's sandbox_session.sandbox_session_id is not the \
                                    session this dispatcher serves (--session)"
                 .to_string(),
+            E::PolicyInvalid { problems } => policy_invalid(problems.len()),
+            E::DeniedByPolicy { tool, .. } => format!("the host's policy denies the tool {tool}"),
             E::RequestIdReused => "this request_id was already used in this sandbox session \
                                    for a different request"
                 .to_string(),
@@ -355,6 +397,8 @@ impl DispatchError {
                 "the sandbox session already has {} calls in flight (at most {})",
                 over.used, over.limit
             ),
+            // Only the arms above call this.
+            other => other.code().as_str().to_string(),
         }
     }
 
@@ -426,6 +470,8 @@ impl DispatchError {
             | E::LedgerUnavailable(_)
             | E::RequestIdReused
             | E::SessionMismatch
+            | E::PolicyInvalid { .. }
+            | E::DeniedByPolicy { .. }
             | E::HeldTimeout { .. } => None,
         }
     }
@@ -461,15 +507,25 @@ impl DispatchError {
                 "the adapter exited with status {code} without a valid failure envelope: {}",
                 summary(issues)
             ),
-            E::CwdUnavailable { var, value: None } => format!(
+            E::CwdUnavailable {
+                var: Some(var),
+                value: None,
+            } => format!(
                 "the bridge's cwd_env names {var}, which is not set in the dispatcher's environment"
             ),
             E::CwdUnavailable {
-                var,
+                var: Some(var),
                 value: Some(dir),
             } => format!(
                 "the bridge's cwd_env names {var}={}, which is not an existing directory",
                 dir.display()
+            ),
+            E::CwdUnavailable {
+                var: None,
+                value,
+            } => format!(
+                "the host policy's cwd {} is not an existing directory",
+                value.as_deref().unwrap_or(std::path::Path::new("")).display()
             ),
             E::Spawn { program, error } => match error {
                 SpawnError::NotFound(Some(why)) | SpawnError::NotExecutable(Some(why)) => format!(
@@ -499,6 +555,14 @@ impl DispatchError {
             E::ResourceLimitExceeded { cause, .. } => {
                 format!("{} ({})", self.message(), cause.human())
             }
+            E::PolicyInvalid { problems } => format!(
+                "the host policy cannot be used, nothing was run: {}",
+                problems_list(problems)
+            ),
+            E::DeniedByPolicy { tool, entry, line } => format!(
+                "the host policy denies {tool}: {} says decision = \"deny\"",
+                ptd_policy::entry_name(entry, *line)
+            ),
             E::EndpointUnconfigured(why) => why.human(),
             E::EndpointHttpStatus {
                 status,
@@ -525,6 +589,36 @@ fn endpoint_http_status(status: u16) -> String {
         format!("the endpoint answered HTTP {status}, a redirect, which is never followed")
     } else {
         format!("the endpoint answered HTTP {status} without a valid failure envelope")
+    }
+}
+
+/// `error.message` of [`DispatchError::PolicyInvalid`]: how many problems, never which (the
+/// sandbox has no business reading the host's policy).
+fn policy_invalid(problems: usize) -> String {
+    format!(
+        "the host's policy cannot be used ({}), so nothing was run; the host's \
+         `parent-tool-dispatch policy check` lists {}",
+        count(problems, "problem"),
+        if problems == 1 { "it" } else { "them" }
+    )
+}
+
+/// `N thing` or `N things`.
+fn count(n: usize, thing: &str) -> String {
+    if n == 1 {
+        format!("1 {thing}")
+    } else {
+        format!("{n} {thing}s")
+    }
+}
+
+/// The problems of a policy as stderr gives them: the first in full, then how many more (each
+/// follows on a note line of its own).
+fn problems_list(problems: &[ptd_policy::Problem]) -> String {
+    match problems {
+        [] => "it could not be loaded".to_string(),
+        [only] => only.to_string(),
+        [first, rest @ ..] => format!("{first} (and {} more, below)", rest.len()),
     }
 }
 

@@ -133,11 +133,14 @@ pub enum Rule {
     Confinement,
     /// `dispatch`: another failure before the adapter started.
     Dispatch,
+    /// `policy`: denied by the host policy's `decision` (SPEC §16), or the policy could not
+    /// be loaded.
+    Policy,
 }
 
 impl Rule {
     /// Every rule, in docs/ledger.md's order.
-    pub const ALL: [Rule; 19] = [
+    pub const ALL: [Rule; 20] = [
         Rule::BridgeAllowedTools,
         Rule::RequestAllowedTools,
         Rule::BridgeRef,
@@ -157,6 +160,7 @@ impl Rule {
         Rule::Ledger,
         Rule::Confinement,
         Rule::Dispatch,
+        Rule::Policy,
     ];
 
     /// The rule's spelling in a stored record and in `audit export`.
@@ -181,6 +185,7 @@ impl Rule {
             Rule::Ledger => "ledger",
             Rule::Confinement => "confinement",
             Rule::Dispatch => "dispatch",
+            Rule::Policy => "policy",
         }
     }
 

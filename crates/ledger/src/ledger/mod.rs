@@ -225,7 +225,7 @@ pub enum CallState {
 
 /// What the store read for [`decide`], inside the transaction ([`Store::begin`]), or in a
 /// read transaction of its own ([`Ledger::peek`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Snapshot {
     /// The key's row, if any.
     pub row: Option<CallRow>,

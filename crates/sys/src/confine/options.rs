@@ -118,6 +118,11 @@ pub struct Options {
     /// `--run-as`, resolved (SPEC §13.2); `None`: `nobody` for a root dispatcher, else the
     /// dispatcher's own user.
     pub run_as: Option<super::creds::RunAs>,
+    /// The host policy's baseline (SPEC §16): confinement is on although no option asks for
+    /// it, and Landlock's file-system rules are handled without a grant, so that the adapter
+    /// reads the base and writes nothing but its private `TMPDIR` (and the file transport's
+    /// folder). No command-line option sets it; [`Options::to_flags`] cannot express it.
+    pub baseline: bool,
 }
 
 impl Options {
@@ -125,7 +130,8 @@ impl Options {
     /// no privilege, the PID namespace, Landlock's scopes, `no_new_privs` and the seccomp
     /// filter; `--run-as` alone does too, SPEC §13.2).
     pub fn is_requested(&self) -> bool {
-        self.wants_landlock()
+        self.baseline
+            || self.wants_landlock()
             || self.run_as.is_some()
             || self.network == Network::None
             || self.wants_cgroup()
@@ -133,9 +139,10 @@ impl Options {
             || self.limit_file_size_bytes.is_some()
     }
 
-    /// Whether a `--fs-*` option was given (Landlock).
+    /// Whether Landlock's file-system rules are handled: a `--fs-*` option was given, or the
+    /// policy's baseline is on.
     pub fn wants_landlock(&self) -> bool {
-        !self.fs_read.is_empty() || !self.fs_write.is_empty()
+        self.baseline || !self.fs_read.is_empty() || !self.fs_write.is_empty()
     }
 
     /// Whether a limit on the whole tree was given (a cgroup).

@@ -5,16 +5,17 @@ use std::path::Path;
 
 /// The loader never panics; every problem it reports is located (line and column from 1, the
 /// file as named) and the problems come in file order; a policy it accepts routes each exact
-/// `match` to its own entry, routes any name only to an entry that matches it, and lints
-/// without panicking.
+/// `match` to its own entry, routes any name only to an entry that matches it (and its
+/// compiled form routes every name the same), and lints without panicking.
 pub fn policy(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
     let cx = LoadContext {
         bridge_timeout_ms: Some(30_000),
-        ledger_given: true,
+        ledger: Some("/var/lib/ptd-test-ledger/l.db".into()),
         path: Some("/usr/bin:/bin".into()),
+        refuse_unsupported: false,
     };
     let file = Path::new("fuzz.toml");
     match parse(file, text, &cx) {
@@ -42,12 +43,18 @@ pub fn policy(data: &[u8]) {
                 names.push(written.replace('*', "x.y"));
             }
             names.extend(["", "a", "workspace.read", "git.commit"].map(String::from));
+            // The compiled form (what a call reads, and what the cache keeps) routes the same.
+            let compiled = policy.compile();
             for name in &names {
-                if let Some(entry) = policy.route(name).entry {
+                let route = policy.route(name);
+                if let Some(entry) = route.entry {
                     assert!(entry.pattern.matches(name), "{name}");
                 }
+                let fast = compiled.route(name);
+                assert_eq!(fast.effective, route.effective, "{name}");
+                assert_eq!(fast.matched, route.entry.is_some(), "{name}");
             }
-            let _ = policy.lints(&names);
+            let _ = policy.lints(Some(&names));
         }
     }
 }

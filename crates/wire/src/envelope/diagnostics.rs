@@ -198,6 +198,10 @@ pub struct DispatchDiagnostics {
     /// What confined the adapter (SPEC §13); absent when nothing did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub confinement: Option<ConfinementDiagnostics>,
+    /// The host policy's entry that decided the call (SPEC §16); absent without `--policy`
+    /// or before the call was routed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyDiagnostics>,
     pub duration_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transcript_error: Option<String>,
@@ -218,11 +222,24 @@ impl Default for DispatchDiagnostics {
             run: None,
             stdout_head: None,
             confinement: None,
+            policy: None,
             duration_ms: 0,
             transcript_error: None,
             result_file_error: None,
         }
     }
+}
+
+/// `diagnostics.dispatch.policy` (SPEC §16): which policy, and which entry of it, decided.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PolicyDiagnostics {
+    /// The policy file's SHA-256, 64 lower-case hex digits.
+    pub sha256: String,
+    /// The deciding entry's `match`, or `defaults` when no entry matched.
+    pub entry: String,
+    /// The line of the entry's header (`[[tool]]`, or `[defaults]` when the file has one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
 }
 
 /// `diagnostics.ledger` (SPEC §14): what the ledger did with the call, present when the

@@ -276,6 +276,9 @@ wire_table! {
         LedgerUnavailable = ("ledger_unavailable", Unavailable, false, exit::UNAVAILABLE),
         // The ledger, hardened (SPEC §14.4).
         SessionMismatch = ("session_mismatch", Denied, false, exit::DENIED),
+        // The host policy (SPEC §16).
+        PolicyInvalid = ("policy_invalid", Unavailable, false, exit::UNAVAILABLE),
+        ToolDeniedByPolicy = ("tool_denied_by_policy", Denied, false, exit::DENIED),
     }
 }
 

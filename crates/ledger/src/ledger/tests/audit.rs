@@ -133,6 +133,7 @@ fn rules_keep_their_stored_spelling_and_an_unknown_one_is_an_error() {
             "ledger",
             "confinement",
             "dispatch",
+            "policy",
         ]
     );
     for rule in Rule::ALL {

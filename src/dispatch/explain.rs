@@ -1,0 +1,379 @@
+//! `policy explain` (SPEC §16): the main job's own usage check and admission of a request,
+//! stopped where the ledger step would start — then reported instead of run. Nothing is
+//! started, no transcript folder or file transport is made, and the ledger is only read.
+//!
+//! The report is one JSON value (`--json` prints it; the text is rendered from it), so both
+//! say the same. It names host paths and variable names as the host wrote them (it is for the
+//! host's eyes) and never a variable's value.
+
+use super::{admit, check_usage, read_request, Admitted, CallSettings, DispatchError};
+use super::{gate, Learned, Usage, UsageError};
+use crate::cli::DispatchArgs;
+use crate::plan::{self, Planned};
+use ptd_sys::confine::{Network, Options};
+use ptd_sys::hostenv::HostEnv;
+use ptd_sys::interrupt::Interrupts;
+use ptd_wire::envelope::bridge::{Mode, Transport};
+use ptd_wire::error::exit;
+use ptd_wire::terminal::{error_line, escape};
+use serde_json::{json, Map, Value};
+
+/// The schema id of `policy explain --json`.
+pub(crate) const SCHEMA: &str = "parent-tool-dispatch/policy-explain/v1";
+
+/// The checks of the main job's admission, in its order, as the report names them.
+const CHECKS: [&str; 6] = [
+    "bridge",
+    "policy",
+    "request",
+    "authorization",
+    "session",
+    "decision",
+];
+
+/// Run `policy explain` for the main job `args`; returns the exit status: 0 when the call
+/// could be explained (whatever the decision), 65 when the policy, the bridge or the request
+/// cannot be used, 2 for usage.
+pub(crate) fn run(args: &DispatchArgs, json: bool) -> u8 {
+    let env = HostEnv::process();
+    let usage = match check_usage(args, &env) {
+        Ok(usage) => usage,
+        Err(UsageError(message)) => {
+            stderr_line!("error[usage]: {message}");
+            return exit::USAGE;
+        }
+    };
+    let bytes = match read_request(args, &Interrupts::none()) {
+        Ok(bytes) => bytes,
+        Err(err) => {
+            stderr_line!("{}", error_line(err.code().as_str(), &err.human()));
+            return exit::DATA_INVALID;
+        }
+    };
+    let mut learned = Learned::new(args, &env);
+    learned.policy(&usage, &env);
+    let admitted = admit(args, &env, &usage, bytes, &mut learned);
+    let ledger = match &admitted {
+        Ok(admitted) => gate::preview(usage.ledger.as_ref(), admitted, &learned),
+        Err(_) => None,
+    };
+    let report = explanation(&usage, &learned, &admitted, ledger, &env);
+    let status = match &admitted {
+        Err(err) if cannot_explain(err) => {
+            stderr_line!("{}", error_line(err.code().as_str(), &err.human()));
+            for note in &learned.notes {
+                stderr_line!("{note}");
+            }
+            exit::DATA_INVALID
+        }
+        _ => exit::SUCCESS,
+    };
+    let text = if json {
+        let mut text = report.to_string();
+        text.push('\n');
+        text
+    } else {
+        render(&report)
+    };
+    ptd_wire::stdout::print(text.as_bytes(), "the explanation", status)
+}
+
+/// The failures that leave nothing to explain: the policy, the bridge or the request cannot
+/// be used.
+fn cannot_explain(err: &DispatchError) -> bool {
+    matches!(
+        err,
+        DispatchError::PolicyInvalid { .. }
+            | DispatchError::BridgeInvalid { .. }
+            | DispatchError::RequestInvalid { .. }
+            | DispatchError::RequestTooLarge { .. }
+            | DispatchError::RequestUnreadable { .. }
+    )
+}
+
+/// The check a failure of admission stopped at.
+fn failed_check(err: &DispatchError) -> &'static str {
+    match err {
+        DispatchError::BridgeInvalid { .. } => "bridge",
+        DispatchError::PolicyInvalid { .. } => "policy",
+        DispatchError::RequestInvalid { .. }
+        | DispatchError::RequestTooLarge { .. }
+        | DispatchError::RequestUnreadable { .. } => "request",
+        DispatchError::Denied { .. } => "authorization",
+        DispatchError::SessionMismatch => "session",
+        _ => "decision",
+    }
+}
+
+/// The report as one JSON value.
+fn explanation(
+    usage: &Usage,
+    learned: &Learned,
+    admitted: &Result<Admitted, DispatchError>,
+    ledger: Option<gate::Preview>,
+    env: &HostEnv,
+) -> Value {
+    let failed = admitted.as_ref().err().map(failed_check);
+    let mut reached = true;
+    let checks: Vec<Value> = CHECKS
+        .iter()
+        .filter(|check| **check != "policy" || usage.policy.is_some())
+        .map(|check| {
+            let result = match (reached, failed) {
+                (false, _) => "not_reached",
+                (true, Some(f)) if f == *check => {
+                    reached = false;
+                    if *check == "decision" {
+                        "denied"
+                    } else {
+                        "failed"
+                    }
+                }
+                // No host session to compare with (no --session, no session_env).
+                (true, _) if *check == "session" && usage.session.is_none() => "not_asked",
+                (true, _) => "passed",
+            };
+            json!({"check": check, "result": result})
+        })
+        .collect();
+    let policy = usage.policy.as_ref().and_then(|p| p.as_ref().ok());
+    let mut report = Map::new();
+    report.insert("schema".into(), json!(SCHEMA));
+    report.insert(
+        "policy".into(),
+        json!({
+            "file": policy.map(|p| p.file.display().to_string()),
+            "sha256": policy.map(|p| p.sha256.clone()),
+        }),
+    );
+    report.insert(
+        "request".into(),
+        json!({
+            "request_id": learned.echo.request_id,
+            "tool": learned.echo.tool,
+            "operation": learned.echo.operation,
+        }),
+    );
+    report.insert("checks".into(), Value::Array(checks));
+    let entry = learned
+        .dispatch
+        .policy
+        .as_ref()
+        .map(|p| json!({"match": p.entry, "line": p.line}));
+    report.insert("entry".into(), json!(entry));
+    let (runs, code) = match (admitted, &ledger) {
+        (Err(err), _) => (false, Some(err.code().as_str())),
+        (Ok(_), Some(preview)) => (preview.runs, preview.code),
+        (Ok(_), None) => (true, None),
+    };
+    report.insert(
+        "decision".into(),
+        json!({"runs": runs, "code": code, "replays": ledger.as_ref().is_some_and(|l| l.replays)}),
+    );
+    let run = admitted.as_ref().ok().map(|a| adapter(a, env));
+    report.insert("adapter".into(), json!(run));
+    let confinement = admitted
+        .as_ref()
+        .ok()
+        .map(|a| confinement(&a.settings.confine));
+    report.insert("confinement".into(), json!(confinement));
+    report.insert(
+        "ledger".into(),
+        json!(ledger.map(|l| json!({"path": l.path, "budgets": l.budgets, "answer": l.answer}))),
+    );
+    Value::Object(report)
+}
+
+/// What the adapter would be: argv, working directory, timeout, transport, variables.
+fn adapter(admitted: &Admitted, env: &HostEnv) -> Value {
+    let Some(command) = admitted.bridge.command.as_ref() else {
+        return json!({"mode": admitted.bridge.mode.as_str()});
+    };
+    debug_assert!(admitted.bridge.mode == Mode::HostCommand);
+    let settings: &CallSettings = &admitted.settings;
+    let planned = Planned {
+        timeout_ms: admitted.expected.deadline.timeout_ms(),
+        command,
+        settings,
+        // Only the argv, cwd and variables are read.
+        run: &crate::cli::DispatchArgs::with_bridge(String::new()).run,
+    };
+    let mut names: Vec<String> = planned
+        .env(&admitted.expected.sent, env)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    if command.transport == Transport::File {
+        names.push(plan::vars::REQUEST_FILE.into());
+        names.push(plan::vars::RESULT_FILE.into());
+    }
+    let cwd = match planned.cwd(env) {
+        Ok(dir) => json!(dir.map(|d| d.display().to_string())),
+        Err(err) => json!({"error": err.code().as_str(), "message": err.human()}),
+    };
+    json!({
+        "argv": planned.argv(),
+        "cwd": cwd,
+        "timeout_ms": planned.timeout_ms,
+        "transport": match command.transport { Transport::Stdin => "stdin", Transport::File => "file" },
+        "variables": names,
+        "secret_variables": settings.secret_env,
+    })
+}
+
+/// The confinement a call would run under; `null` for none.
+fn confinement(options: &Options) -> Value {
+    if !options.is_requested() {
+        return Value::Null;
+    }
+    let paths = |list: &[std::path::PathBuf]| -> Vec<String> {
+        list.iter().map(|p| p.display().to_string()).collect()
+    };
+    let run_as = match &options.run_as {
+        Some(run_as) => run_as.spec.clone(),
+        None if rustix::process::geteuid().is_root() => "nobody (the default)".to_string(),
+        None => "this user (the default)".to_string(),
+    };
+    json!({
+        "run_as": run_as,
+        "network": match options.network { Network::Any => "any", Network::None => "none" },
+        "fs_read": paths(&options.fs_read),
+        "fs_write": paths(&options.fs_write),
+        "limits": {
+            "memory_bytes": options.limit_memory_bytes,
+            "pids": options.limit_pids,
+            "open_files": options.limit_open_files,
+            "file_size_bytes": options.limit_file_size_bytes,
+        },
+    })
+}
+
+/// The text form: one `name: value` line per part, lists indented.
+fn render(report: &Value) -> String {
+    let mut out = String::new();
+    let mut line = |text: String| {
+        out.push_str(&escape(&text));
+        out.push('\n');
+    };
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".to_string(),
+        other => other.to_string(),
+    };
+    if let Some(file) = report["policy"]["file"].as_str() {
+        line(format!(
+            "policy: {file} (sha256 {})",
+            text(&report["policy"]["sha256"])
+        ));
+    }
+    let request = &report["request"];
+    line(format!(
+        "request: {} tool {} operation {}",
+        text(&request["request_id"]),
+        text(&request["tool"]),
+        text(&request["operation"])
+    ));
+    for check in report["checks"].as_array().into_iter().flatten() {
+        line(format!(
+            "check {}: {}",
+            text(&check["check"]),
+            text(&check["result"]).replace('_', " ")
+        ));
+    }
+    if let Some(entry) = report["entry"].as_object() {
+        let at = match entry.get("line") {
+            Some(Value::Number(l)) => format!(" at line {l}"),
+            _ => String::new(),
+        };
+        line(format!(
+            "entry: {}{at}",
+            text(entry.get("match").unwrap_or(&Value::Null))
+        ));
+    }
+    let decision = &report["decision"];
+    line(
+        match (decision["runs"].as_bool(), decision["code"].as_str()) {
+            (Some(true), _) => "decision: runs the adapter".to_string(),
+            (_, Some(code)) => format!("decision: does not run: {code}"),
+            _ if decision["replays"].as_bool() == Some(true) => {
+                "decision: answers with the recorded envelope (ledger replay)".to_string()
+            }
+            _ => "decision: does not run".to_string(),
+        },
+    );
+    render_adapter(&report["adapter"], &report["confinement"], &mut line, &text);
+    if let Some(ledger) = report["ledger"].as_object() {
+        line(format!(
+            "ledger: {} (answer: {})",
+            text(&ledger["path"]),
+            text(&ledger["answer"])
+        ));
+        for budget in ledger["budgets"].as_array().into_iter().flatten() {
+            line(format!(
+                "  budget {}: used {} of {}, {} left",
+                text(&budget["budget"]),
+                text(&budget["used"]),
+                text(&budget["limit"]),
+                text(&budget["left"])
+            ));
+        }
+    }
+    out
+}
+
+/// The adapter and confinement lines of [`render`].
+fn render_adapter(
+    adapter: &Value,
+    confinement: &Value,
+    line: &mut impl FnMut(String),
+    text: &impl Fn(&Value) -> String,
+) {
+    let Some(adapter) = adapter.as_object() else {
+        return;
+    };
+    if let Some(argv) = adapter.get("argv").and_then(Value::as_array) {
+        let words: Vec<String> = argv.iter().map(text).collect();
+        line(format!("adapter: {}", words.join(" ")));
+        line(format!("cwd: {}", text(&adapter["cwd"])));
+        line(format!(
+            "timeout_ms: {}, transport: {}",
+            text(&adapter["timeout_ms"]),
+            text(&adapter["transport"])
+        ));
+        let names: Vec<String> = adapter["variables"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(text)
+            .collect();
+        line(format!("variables: {}", names.join(" ")));
+        let secret: Vec<String> = adapter["secret_variables"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(text)
+            .collect();
+        if !secret.is_empty() {
+            line(format!("secret variables: {}", secret.join(" ")));
+        }
+    }
+    let Some(c) = confinement.as_object() else {
+        line("confinement: none (unconfined)".to_string());
+        return;
+    };
+    line(format!(
+        "confinement: run as {}, network {}",
+        text(&c["run_as"]),
+        text(&c["network"])
+    ));
+    for key in ["fs_read", "fs_write"] {
+        for path in c[key].as_array().into_iter().flatten() {
+            line(format!("  {key}: {}", text(path)));
+        }
+    }
+    if let Some(limits) = c["limits"].as_object() {
+        for (name, value) in limits.iter().filter(|(_, v)| !v.is_null()) {
+            line(format!("  limit {name}: {value}"));
+        }
+    }
+}
