@@ -280,6 +280,7 @@ pub(crate) fn preview(
         digest: &digest,
         tool,
         budgets: &budgets,
+        ask: None,
     };
     let wait = admitted.expected.deadline.timeout_ms().max(1000);
     let deadline = Instant::now() + Duration::from_millis(wait);
@@ -333,6 +334,14 @@ pub(crate) fn preview(
             Some(ErrorCode::ConcurrencyLimited.as_str()),
             false,
         ),
+        // Only a call with `ask` is answered so, and this preview asks with none yet.
+        Decision::ApprovalRequired { .. } => (
+            "refuse for now: a person must approve it first".into(),
+            None,
+            false,
+        ),
+        Decision::ApprovalDenied { .. } => ("refuse: a person denied it".into(), None, false),
+        Decision::ApprovalExpired { .. } => ("refuse: its approval expired".into(), None, false),
     };
     Some(Preview {
         path,
@@ -420,6 +429,7 @@ impl Gate {
             digest: &self.digest,
             tool: &self.tool,
             budgets: &budgets,
+            ask: None,
         };
         // A signal ends the wait at once: the call is then interrupted before anything started.
         let mut pause = |pause: Duration| interrupts.wait(pause).is_none();
@@ -514,6 +524,15 @@ impl Gate {
                 self.refuse(Verdict::Refuse, over.budget.rule());
                 DispatchError::ConcurrencyLimited(over)
             }
+            // Only a call with `ask` is answered so, and this step asks with none yet.
+            Decision::ApprovalRequired { .. }
+            | Decision::ApprovalDenied { .. }
+            | Decision::ApprovalExpired { .. } => {
+                self.refuse(Verdict::Deny, Rule::Approval);
+                DispatchError::Internal(
+                    "the ledger asked for an approval that was not asked for".into(),
+                )
+            }
             // Answered by [`Gate::ask`] itself.
             Decision::Start { .. } | Decision::Replay(_) => DispatchError::Internal(
                 "the ledger's decision to run a call was taken for a refusal".into(),
@@ -580,6 +599,7 @@ impl Gate {
             adapter_ms: self.adapter_ms,
             exit_status: report.exit(),
             resources,
+            approval: None,
             transcript_ref: report.transcript_ref().map(|r| field(redactor, &r)),
             envelope_sha256: None,
             session_key: None,

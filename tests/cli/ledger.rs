@@ -17,6 +17,7 @@ fn record(request_id: &str, time_ms: u64) -> AuditRecord {
         decision: Verdict::Deny,
         rule: Rule::BridgeAllowedTools,
         policy: None,
+        approval: None,
         status: Name::new("denied").unwrap(),
         code: Some(Name::new("tool_not_allowed").unwrap()),
         duration_ms: 1,

@@ -1,9 +1,10 @@
 //! The audit trail (SPEC §14.3): one [`AuditRecord`] per call that got a request, chained.
 //!
 //! A record has only typed metadata fields: identifiers, digests, short rule and code names,
-//! numbers, the transcript ref and the host policy's digest and deciding entry. There is no
-//! field of type JSON value or free text, so a payload (`input`, `output`) cannot be put in one;
-//! text fields are bounded and the short names are checked against a small alphabet when a
+//! numbers, the transcript ref, the host policy's digest and deciding entry, and the approval a
+//! record is about. There is no field of type JSON value, and no free text but a person's own
+//! bounded note on an approval they decided, so a payload (`input`, `output`) cannot be put in
+//! one; text fields are bounded and the short names are checked against a small alphabet when a
 //! record is built AND when one is read back.
 //! The caller hands in values that already went through §5 redaction.
 //!
@@ -136,11 +137,18 @@ pub enum Rule {
     /// `policy`: denied by the host policy's `decision` (SPEC §16), or the policy could not
     /// be loaded.
     Policy,
+    /// `approval`: the host policy asks a person first (SPEC §18) and none said yes: the
+    /// approval is required (pending), was denied, or expired.
+    Approval,
+    /// `approval:approve`: a person approved a pending approval (`approvals approve`).
+    ApprovalApprove,
+    /// `approval:deny`: a person denied a pending approval (`approvals deny`).
+    ApprovalDeny,
 }
 
 impl Rule {
     /// Every rule, in docs/ledger.md's order.
-    pub const ALL: [Rule; 20] = [
+    pub const ALL: [Rule; 23] = [
         Rule::BridgeAllowedTools,
         Rule::RequestAllowedTools,
         Rule::BridgeRef,
@@ -161,6 +169,9 @@ impl Rule {
         Rule::Confinement,
         Rule::Dispatch,
         Rule::Policy,
+        Rule::Approval,
+        Rule::ApprovalApprove,
+        Rule::ApprovalDeny,
     ];
 
     /// The rule's spelling in a stored record and in `audit export`.
@@ -186,6 +197,9 @@ impl Rule {
             Rule::Confinement => "confinement",
             Rule::Dispatch => "dispatch",
             Rule::Policy => "policy",
+            Rule::Approval => "approval",
+            Rule::ApprovalApprove => "approval:approve",
+            Rule::ApprovalDeny => "approval:deny",
         }
     }
 
@@ -284,8 +298,85 @@ impl PolicyRef {
     }
 }
 
+/// The approval (SPEC §18) a record is about ([`AuditRecord::approval`]): its id, and for a
+/// person's decision who made it, their note and whether it approves the tool for the rest of
+/// the session.
+///
+/// Stored and exported as `{"id": …, "by": …, "note": …, "for_session": …}` (`by` and `note`
+/// absent when `None`); [`AuditRecord::check`] bounds it when a record is built and when one is
+/// read back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalRef {
+    /// The approval's id: `apr_` and 32 lower-case hex digits.
+    pub id: String,
+    /// Who decided (`approvals approve --by`): 1 to [`MAX_BY_BYTES`] bytes, no control
+    /// character.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// The person's note: at most [`MAX_NOTE_BYTES`] bytes, no control character. The one
+    /// free text a record can hold: a person's words about the decision, never a payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Whether the approval covers the session's later calls of the same tool.
+    pub for_session: bool,
+}
+
+/// The longest [`ApprovalRef::by`].
+pub const MAX_BY_BYTES: usize = 256;
+/// The longest [`ApprovalRef::note`].
+pub const MAX_NOTE_BYTES: usize = 1024;
+
+/// Whether `text` is an approval id as the ledger makes one: `apr_` and 32 lower-case hex
+/// digits.
+pub fn is_approval_id(text: &str) -> bool {
+    text.strip_prefix("apr_").is_some_and(|hex| {
+        hex.len() == 32 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    })
+}
+
+/// Why `text` cannot be an approval's `by` (`None`: it can).
+pub(crate) fn by_problem(text: &str) -> Option<String> {
+    if text.is_empty() {
+        Some("by is empty".into())
+    } else if text.len() > MAX_BY_BYTES {
+        Some(format!("by is longer than {MAX_BY_BYTES} bytes"))
+    } else if text.chars().any(char::is_control) {
+        Some("by holds a control character".into())
+    } else {
+        None
+    }
+}
+
+/// Why `text` cannot be an approval's `note` (`None`: it can).
+pub(crate) fn note_problem(text: &str) -> Option<String> {
+    if text.len() > MAX_NOTE_BYTES {
+        Some(format!("note is longer than {MAX_NOTE_BYTES} bytes"))
+    } else if text.chars().any(char::is_control) {
+        Some("note holds a control character".into())
+    } else {
+        None
+    }
+}
+
+impl ApprovalRef {
+    /// The bounds [`AuditRecord::check`] holds it to.
+    fn check(&self) -> Result<(), String> {
+        if !is_approval_id(&self.id) {
+            return Err("approval.id is not apr_ and 32 lower-case hex digits".into());
+        }
+        if let Some(problem) = self.by.as_deref().and_then(by_problem) {
+            return Err(format!("approval.{problem}"));
+        }
+        if let Some(problem) = self.note.as_deref().and_then(note_problem) {
+            return Err(format!("approval.{problem}"));
+        }
+        Ok(())
+    }
+}
+
 /// Whether `text` is a SHA-256 as the ledger writes one: 64 lower-case hex digits.
-fn is_sha256_hex(text: &str) -> bool {
+pub(crate) fn is_sha256_hex(text: &str) -> bool {
     text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
@@ -318,6 +409,12 @@ pub struct AuditRecord {
     /// before the field existed included — keeps its bytes and its hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<PolicyRef>,
+    /// The approval (SPEC §18) the record is about: the one a call was asked for, denied or
+    /// found expired on, or the one a person decided. Absent from the stored body when `None`,
+    /// so that every record written without it — before the field existed included — keeps
+    /// its bytes and its hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalRef>,
     /// The final status of the envelope.
     pub status: Name,
     /// The envelope's `error.code`, if any.
@@ -385,6 +482,9 @@ impl AuditRecord {
         }
         if let Some(policy) = &self.policy {
             policy.check()?;
+        }
+        if let Some(approval) = &self.approval {
+            approval.check()?;
         }
         Ok(())
     }

@@ -16,9 +16,15 @@
 //! is behind the [`Store`] trait, which only promises atomic read-decide-write steps and an
 //! append-only chain. Only `sqlite.rs` knows the storage is SQLite.
 //!
+//! A call whose host-policy entry says `decision = "ask"` ([`Call::ask`]) runs only once a
+//! person approved it (SPEC §18, [`approval`]): `begin` records a pending [`Approval`] and
+//! answers [`Decision::ApprovalRequired`]; [`Ledger::approvals`], [`Ledger::approval`] and
+//! [`Ledger::decide_approval`] are the person's side.
+//!
 //! It must not build envelopes, redact, or decide an exit status: the caller hands those in
 //! and gets them back verbatim.
 
+pub mod approval;
 pub mod audit;
 pub mod flags;
 pub mod lease;
@@ -26,7 +32,12 @@ mod sqlite;
 #[cfg(test)]
 mod tests;
 
-pub use audit::{AuditRecord, Name, PolicyRef, Resources, Rule, Verdict, Verification};
+pub use approval::{
+    Approval, ApprovalError, ApprovalFilter, ApprovalState, Ask, Decided, MAX_INPUT_SHOWN_BYTES,
+};
+pub use audit::{
+    ApprovalRef, AuditRecord, Name, PolicyRef, Resources, Rule, Verdict, Verification,
+};
 pub use flags::{parse_budget_flag, parse_session, parse_since, FlagError};
 pub use lease::Lease;
 
@@ -81,6 +92,9 @@ pub struct Call<'a> {
     pub tool: &'a str,
     /// The limits.
     pub budgets: &'a Budgets,
+    /// What the host policy asks when its entry says `decision = "ask"` (SPEC §18): the call
+    /// then runs only under an approval. `None`: no approval is looked at, as before.
+    pub ask: Option<&'a Ask>,
 }
 
 /// Which limit a call is over.
@@ -163,6 +177,28 @@ pub enum Decision {
     BudgetExhausted(OverBudget),
     /// Over `--max-concurrent`: `unavailable` / `concurrency_limited` (retryable).
     ConcurrencyLimited(OverBudget),
+    /// The call needs a person's approval first (SPEC §18), and has none yet: `denied` /
+    /// `approval_required` (retryable). Nothing runs; the same request retried later gets the
+    /// same approval.
+    ApprovalRequired {
+        /// The pending approval.
+        approval_id: String,
+        /// When it expires, ms since the Unix epoch.
+        expires_ms: u64,
+        /// Whether this call created it (and so a person is to be told).
+        new: bool,
+    },
+    /// A person denied the key's approval: `denied` / `approval_denied` (final).
+    ApprovalDenied {
+        /// The approval.
+        approval_id: String,
+    },
+    /// The key's approval expired before it was approved, or before the approved call ran:
+    /// `denied` / `approval_expired` (final; a new request id asks again).
+    ApprovalExpired {
+        /// The approval.
+        approval_id: String,
+    },
 }
 
 /// The answer of [`Ledger::wait`].
@@ -237,10 +273,16 @@ pub struct Snapshot {
     pub adapter_ms: u64,
     /// Leases of the session's OTHER running keys (live or not: [`decide`] checks).
     pub running: Vec<Lease>,
+    /// The key's approval, in any state (read only for a call with [`Call::ask`]).
+    pub approval: Option<Approval>,
+    /// The session's grant for the call's tool: of the approved `for_session` approvals of the
+    /// same bridge ref, session key and tool, the one that expires last ([`decide`] checks it
+    /// has not expired). Read only for a call with [`Call::ask`].
+    pub session_grant: Option<Approval>,
 }
 
 /// The write [`decide`] asks the store to make in the same transaction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Claim {
     /// Nothing.
     None,
@@ -253,14 +295,54 @@ pub enum Claim {
     /// Mark the key `running` under the caller's lease, attempt unchanged, nothing counted
     /// (the caller only records the indeterminate outcome).
     TakeOver,
+    /// Record a new pending approval for the call's key, digest and tool, with what
+    /// [`Call::ask`] says, made `expires_ms - ttl_ms` and expiring at `expires_ms`.
+    Ask {
+        /// Its id.
+        approval_id: String,
+        /// Its expiry, ms since the Unix epoch.
+        expires_ms: u64,
+    },
 }
 
-/// The rules of SPEC §14.1–§14.2 on one snapshot: what to answer and what to write.
-/// `is_live` tells whether a lease's process still runs.
+/// The rules of SPEC §14.1–§14.2 (and §18 for a call with [`Call::ask`]) on one snapshot, now:
+/// what to answer and what to write. `is_live` tells whether a lease's process still runs.
+/// [`decide_at`] with the time given.
 pub fn decide(
     call: &Call<'_>,
     snap: &Snapshot,
     is_live: &dyn Fn(&Lease) -> bool,
+) -> (Decision, Claim) {
+    decide_at(call, snap, is_live, now_ms())
+}
+
+/// [`decide`] at `now_ms` (ms since the Unix epoch), which only a call with [`Call::ask`]
+/// looks at.
+///
+/// Without `ask` the rules are SPEC §14's alone. With it, the key's row is looked at first as
+/// always (another digest: `Reused`; a final outcome: `Replay`; a live holder: `Held`; a dead
+/// one: `Indeterminate`), then the budgets and `--max-concurrent`, and only then the approvals
+/// (SPEC §18):
+///
+/// 1. the key's approval holds another digest → `Reused`;
+/// 2. it was denied → `ApprovalDenied`;
+/// 3. it is approved and not expired → `Start`, as without `ask`;
+/// 4. the session has an approved `for_session` grant for the tool, not expired, and the key
+///    has no approval of its own or a pending one not expired → `Start`;
+/// 5. the key has no approval → `ApprovalRequired` with a new id, expiring `ttl_ms` from now
+///    ([`Claim::Ask`] records it);
+/// 6. it is pending and not expired → `ApprovalRequired`, the same id and expiry, nothing
+///    written;
+/// 7. it is pending or approved and expired → `ApprovalExpired`.
+///
+/// An approved key runs once: `Start` marks it `running`, its final outcome is then replayed
+/// by the row's rules. An attempt that ends retryable leaves the key open, and it may run
+/// again while its approval stands (not expired); after that, `ApprovalExpired`.
+pub fn decide_at(
+    call: &Call<'_>,
+    snap: &Snapshot,
+    is_live: &dyn Fn(&Lease) -> bool,
+    now_ms: u64,
 ) -> (Decision, Claim) {
     let next_attempt = match &snap.row {
         Some(row) if row.digest != call.digest => return (Decision::Reused, Claim::None),
@@ -314,6 +396,11 @@ pub fn decide(
             return (Decision::ConcurrencyLimited(o), Claim::None);
         }
     }
+    if let Some(ask) = call.ask {
+        if let Some(refused) = approval_rules(call, ask, snap, now_ms) {
+            return refused;
+        }
+    }
     (
         Decision::Start {
             attempt: next_attempt,
@@ -323,6 +410,72 @@ pub fn decide(
             attempt: next_attempt,
         },
     )
+}
+
+/// SPEC §18's rules for a call with `ask` that passed every other rule ([`decide_at`]'s list):
+/// `None` when it may start.
+fn approval_rules(
+    call: &Call<'_>,
+    ask: &Ask,
+    snap: &Snapshot,
+    now_ms: u64,
+) -> Option<(Decision, Claim)> {
+    let own = snap.approval.as_ref();
+    if let Some(own) = own {
+        let id = || own.id.clone();
+        if own.digest != call.digest {
+            return Some((Decision::Reused, Claim::None));
+        }
+        match own.state {
+            ApprovalState::Denied => {
+                return Some((Decision::ApprovalDenied { approval_id: id() }, Claim::None))
+            }
+            ApprovalState::Approved if !own.expired_at(now_ms) => return None,
+            _ => {}
+        }
+    }
+    let grant = snap.session_grant.as_ref().is_some_and(|grant| {
+        grant.for_session
+            && grant.grants_at(now_ms)
+            && grant.bridge_ref == call.key.bridge_ref
+            && grant.session_key == call.key.session_id
+            && grant.tool == call.tool
+    });
+    let open = own.is_none_or(|a| a.state == ApprovalState::Pending && !a.expired_at(now_ms));
+    if grant && open {
+        return None;
+    }
+    Some(match own {
+        None => {
+            let approval_id = approval::new_approval_id();
+            let expires_ms = now_ms.saturating_add(ask.ttl_ms);
+            (
+                Decision::ApprovalRequired {
+                    approval_id: approval_id.clone(),
+                    expires_ms,
+                    new: true,
+                },
+                Claim::Ask {
+                    approval_id,
+                    expires_ms,
+                },
+            )
+        }
+        Some(own) if own.state == ApprovalState::Pending && !own.expired_at(now_ms) => (
+            Decision::ApprovalRequired {
+                approval_id: own.id.clone(),
+                expires_ms: own.expires_ms,
+                new: false,
+            },
+            Claim::None,
+        ),
+        Some(own) => (
+            Decision::ApprovalExpired {
+                approval_id: own.id.clone(),
+            },
+            Claim::None,
+        ),
+    })
 }
 
 /// Why the ledger cannot be used: always `unavailable` / `ledger_unavailable` for the main
@@ -396,6 +549,10 @@ impl LedgerError {
 /// one (if any), the envelope and its exit status; returns false to stop.
 pub type StoredVisit<'a> = dyn FnMut(Option<u64>, &str, u8) -> bool + 'a;
 
+/// A person's decision as [`Store::decide_approval`] applies it to the approval it read: the
+/// approval as it becomes and the decision's audit record, or why nothing changes.
+pub type Settle<'a> = dyn FnMut(&Approval) -> Result<(Approval, AuditRecord), ApprovalError> + 'a;
+
 /// The budget counters [`Store::scan`] reads for `audit verify` in its snapshot (SPEC §14.4).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Usage {
@@ -464,6 +621,20 @@ pub trait Store: Send {
     /// Write a consistent copy of the whole store to the new file `dest` (SPEC §14.4), made
     /// 0600 and never replacing anything: an existing `dest` is [`BackupError::Exists`].
     fn backup(&mut self, dest: &Path) -> Result<(), BackupError>;
+
+    /// The approvals `filter` lets through, newest first, in one read transaction that writes
+    /// nothing; it must work on a store opened read-only, also one without approvals yet (none).
+    fn approvals(&mut self, filter: &ApprovalFilter) -> Result<Vec<Approval>, LedgerError>;
+    /// The approval `id`, read as [`Store::approvals`] reads.
+    fn approval(&mut self, id: &str) -> Result<Option<Approval>, LedgerError>;
+    /// ONE transaction: read the approval `id` (none: [`ApprovalError::Unknown`]), hand it to
+    /// `settle`, and when it answers, store the approval it returns and append its record to
+    /// the chain; when it refuses, change nothing.
+    fn decide_approval(
+        &mut self,
+        id: &str,
+        settle: &mut Settle<'_>,
+    ) -> Result<Approval, ApprovalError>;
 }
 
 /// Why `ledger backup` wrote no copy.
@@ -520,8 +691,13 @@ impl Ledger {
         self.store.set_deadline(deadline);
     }
 
-    /// One atomic decision for `call` under `lease` (see [`Decision`]).
+    /// One atomic decision for `call` under `lease` (see [`Decision`]). A call with
+    /// [`Call::ask`] whose `ask` breaks its bounds (its `input_shown` over
+    /// [`MAX_INPUT_SHOWN_BYTES`], say) is [`LedgerError::Record`], nothing read or written.
     pub fn begin(&mut self, call: &Call<'_>, lease: &Lease) -> Result<Decision, LedgerError> {
+        if let Some(ask) = call.ask {
+            ask.check()?;
+        }
         self.store.begin(call, lease, &mut |snap| {
             decide(call, snap, &|l| l.is_live())
         })
@@ -630,6 +806,33 @@ impl Ledger {
     /// A consistent copy of the ledger at `dest` (`ledger backup`), see [`Store::backup`].
     pub fn backup(&mut self, dest: &Path) -> Result<(), BackupError> {
         self.store.backup(dest)
+    }
+
+    /// The approvals `filter` lets through, newest first (`approvals list`). Only reads: works
+    /// on a ledger opened with [`Ledger::open_existing`], one written before approvals existed
+    /// included (it has none).
+    pub fn approvals(&mut self, filter: &ApprovalFilter) -> Result<Vec<Approval>, LedgerError> {
+        self.store.approvals(filter)
+    }
+
+    /// The approval `id` (`approvals show`); only reads, as [`Ledger::approvals`].
+    pub fn approval(&mut self, id: &str) -> Result<Option<Approval>, LedgerError> {
+        self.store.approval(id)
+    }
+
+    /// A person approves or denies the pending approval `id` (`approvals approve` / `deny`):
+    /// in ONE transaction, the approval is updated and the decision's audit record appended
+    /// (rule `approval:approve` or `approval:deny`, the record's `approval` naming who and
+    /// their note). An unknown id, one approved or denied already, one past its expiry at
+    /// `decided.now_ms`, or a `decided` out of bounds is refused and changes nothing.
+    pub fn decide_approval(
+        &mut self,
+        id: &str,
+        decided: &Decided,
+    ) -> Result<Approval, ApprovalError> {
+        approval::check_decided(decided)?;
+        self.store
+            .decide_approval(id, &mut |current| approval::settle(current, decided))
     }
 
     /// Recompute the whole chain (`audit verify`).

@@ -234,6 +234,7 @@ pub(super) fn create_ledger(
             conn,
             deadline: Instant::now() + Duration::from_secs(5),
             guard: None,
+            approvals: true,
         };
         store
             .conn

@@ -20,7 +20,9 @@
 //!   ([`backup_to`]).
 //! - **Ours or refused.** `PRAGMA application_id` is [`APPLICATION_ID`] and `user_version` is
 //!   [`SCHEMA_VERSION`]; an existing empty file is never given the schema; anything else (another application's
-//!   database, a newer schema, not a database) is refused without writing to it.
+//!   database, a newer schema, not a database) is refused without writing to it — but a ledger
+//!   of [`MIGRATES_FROM`], which the main job brings to [`SCHEMA_VERSION`] in place, in one
+//!   transaction ([`SqliteStore::migrate`]), and a reader reads as it is (it has no approvals).
 //!   `trusted_schema = OFF`, so a crafted file's views and triggers cannot call functions.
 //! - **Concurrency and durability.** WAL (readers never block writers), every write step one
 //!   short `BEGIN IMMEDIATE` transaction (the write lock taken up front, so no deadlock and no
@@ -32,8 +34,9 @@
 
 use super::audit::{self, Break, StoredRecord, GENESIS};
 use super::{
-    AuditRecord, BackupError, Call, CallRow, CallState, Claim, Decision, Finished, Key, Lease,
-    LedgerError, Outcome, Recorded, Snapshot, Store, StoredVisit, Usage,
+    Approval, ApprovalError, ApprovalFilter, AuditRecord, BackupError, Call, CallRow, CallState,
+    Claim, Decision, Finished, Key, Lease, LedgerError, Outcome, Recorded, Settle, Snapshot, Store,
+    StoredVisit, Usage,
 };
 use ptd_sys::fs::{self as pfs, FileType, Mode, OFlags};
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
@@ -43,9 +46,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+mod approvals;
 mod files;
 mod rows;
 
+use approvals::*;
 use files::*;
 #[cfg(test)]
 pub(super) use files::{read_mode, uri_path, ReadMode};
@@ -53,8 +58,12 @@ use rows::*;
 
 /// `PRAGMA application_id` of a ledger: "PTDL".
 pub(super) const APPLICATION_ID: i64 = 0x5054_444c;
-/// `PRAGMA user_version` of this schema.
-pub(super) const SCHEMA_VERSION: i64 = 3;
+/// `PRAGMA user_version` of this schema: 4, which added the `approvals` table (SPEC §18).
+pub(super) const SCHEMA_VERSION: i64 = 4;
+/// The one older schema that is still read (by `audit`, as it is) and brought to
+/// [`SCHEMA_VERSION`] in place when the main job opens it ([`SqliteStore::migrate`]): version
+/// 3 is version 4 without the approvals.
+pub(super) const MIGRATES_FROM: i64 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS calls (
@@ -127,6 +136,9 @@ pub(super) struct SqliteStore {
     /// For a ledger read as immutable (see [`SqliteStore::open_read_only`]): how its file and
     /// WAL looked before; a [`Store::scan`] that ends with them changed is not trusted.
     guard: Option<ReadGuard>,
+    /// Whether the ledger has the approvals table: false only for a version-3 ledger opened
+    /// read-only, which has no approval.
+    approvals: bool,
 }
 
 fn db(err: rusqlite::Error) -> LedgerError {
@@ -198,6 +210,7 @@ impl SqliteStore {
             conn,
             deadline,
             guard: None,
+            approvals: true,
         };
         // While another dispatcher creates the ledger or switches it to WAL, SQLite may answer
         // BUSY at once, without its busy handler (a lock it will not wait for, to avoid a
@@ -283,6 +296,7 @@ impl SqliteStore {
             conn,
             deadline,
             guard,
+            approvals: true,
         };
         store.arm()?;
         store
@@ -326,11 +340,13 @@ impl SqliteStore {
             )));
         }
         let version = self.pragma_int("user_version")?;
-        if version != SCHEMA_VERSION {
+        if version != SCHEMA_VERSION && version != MIGRATES_FROM {
             return Err(LedgerError::Foreign(format!(
                 "schema version {version}, this dispatcher reads {SCHEMA_VERSION}"
             )));
         }
+        // Read as it is: a version-3 ledger has no approvals.
+        self.approvals = version == SCHEMA_VERSION;
         Ok(())
     }
 
@@ -384,7 +400,7 @@ impl SqliteStore {
             )));
         }
         let version = self.pragma_int("user_version")?;
-        if version != SCHEMA_VERSION {
+        if version != SCHEMA_VERSION && version != MIGRATES_FROM {
             return Err(LedgerError::Foreign(format!(
                 "schema version {version}, this dispatcher reads {SCHEMA_VERSION}"
             )));
@@ -422,8 +438,36 @@ impl SqliteStore {
                 rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
                 true,
             )
-            .map(|_| ())
-            .map_err(db)
+            .map_err(db)?;
+        if version == MIGRATES_FROM {
+            self.migrate()?;
+        }
+        Ok(())
+    }
+
+    /// Bring a version-3 ledger to version 4 in ONE transaction: the approvals table and its
+    /// indexes, and `user_version` 4 (which SQLite keeps in the file's header, written with the
+    /// transaction). Nothing else changes: the calls, the counters and the audit chain stay as
+    /// they are. Another dispatcher may have done it since we looked: then there is nothing to
+    /// do.
+    fn migrate(&mut self) -> Result<(), LedgerError> {
+        let tx = self.immediate()?;
+        let version: i64 = tx
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(db)?;
+        match version {
+            SCHEMA_VERSION => return Ok(()),
+            MIGRATES_FROM => {}
+            other => {
+                return Err(LedgerError::Foreign(format!(
+                    "schema version {other}, this dispatcher reads {SCHEMA_VERSION}"
+                )))
+            }
+        }
+        tx.execute_batch(APPROVALS_SCHEMA).map_err(db)?;
+        tx.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION};"))
+            .map_err(db)?;
+        tx.commit().map_err(db)
     }
 
     fn pragma_int(&self, name: &str) -> Result<i64, LedgerError> {
@@ -453,6 +497,7 @@ impl SqliteStore {
                 ));
             }
             tx.execute_batch(SCHEMA).map_err(db)?;
+            tx.execute_batch(APPROVALS_SCHEMA).map_err(db)?;
             tx.execute_batch(&format!(
                 "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"
             ))
@@ -524,6 +569,28 @@ impl SqliteStore {
         } else {
             Finished::NotHolder
         })
+    }
+
+    /// One attempt at [`Store::decide_approval`]'s transaction; a refusal rolls it back.
+    fn decide_approval_once(
+        &mut self,
+        id: &str,
+        settle: &mut Settle<'_>,
+    ) -> Result<Approval, ApprovalError> {
+        if !self.approvals {
+            return Err(ApprovalError::Unknown(id.to_string()));
+        }
+        let tx = self.immediate()?;
+        let current = read_by_id(&tx, id)?.ok_or_else(|| ApprovalError::Unknown(id.to_string()))?;
+        let (updated, record) = settle(&current)?;
+        if updated.id != current.id || !write_decision(&tx, &updated)? {
+            return Err(ApprovalError::Ledger(LedgerError::Database(
+                "the approval changed while it was decided".into(),
+            )));
+        }
+        append(&tx, &record)?;
+        tx.commit().map_err(db)?;
+        Ok(updated)
     }
 
     /// Run one whole transaction, again while SQLite answers BUSY before the deadline. SQLite
@@ -621,8 +688,9 @@ impl Store for SqliteStore {
         decide: &mut dyn FnMut(&Snapshot) -> (Decision, Claim),
     ) -> Result<Decision, LedgerError> {
         self.retrying(|store| {
+            let approvals = store.approvals;
             let tx = store.immediate()?;
-            let snap = read_snapshot(&tx, call)?;
+            let snap = read_snapshot(&tx, call, approvals)?;
             let (decision, claim) = decide(&snap);
             if let Decision::Replay(recorded) = &decision {
                 check_covered(&tx, call.key, recorded)?;
@@ -632,6 +700,17 @@ impl Store for SqliteStore {
                 Claim::None => {}
                 Claim::Admit { attempt } => write_admit(&tx, call, lease, attempt, now)?,
                 Claim::TakeOver => write_takeover(&tx, call.key, lease, now)?,
+                Claim::Ask {
+                    approval_id,
+                    expires_ms,
+                } => {
+                    let ask = call.ask.ok_or_else(|| {
+                        LedgerError::Database(
+                            "an approval was claimed for a call without ask".into(),
+                        )
+                    })?;
+                    insert_pending(&tx, call, ask, &approval_id, expires_ms)?;
+                }
             }
             tx.commit().map_err(db)?;
             Ok(decision)
@@ -644,8 +723,9 @@ impl Store for SqliteStore {
     fn peek(&mut self, call: &Call<'_>) -> Result<Snapshot, LedgerError> {
         self.retrying(|store| {
             store.arm()?;
+            let approvals = store.approvals;
             let tx = store.conn.transaction().map_err(db)?;
-            let snap = read_snapshot(&tx, call)?;
+            let snap = read_snapshot(&tx, call, approvals)?;
             // Ends the read transaction; it wrote nothing, so nothing is committed.
             tx.commit().map_err(db)?;
             store.check_guard()?;
@@ -759,6 +839,51 @@ impl Store for SqliteStore {
     fn backup(&mut self, dest: &Path) -> Result<(), BackupError> {
         self.arm()?;
         backup_to(self, dest)
+    }
+
+    fn approvals(&mut self, filter: &ApprovalFilter) -> Result<Vec<Approval>, LedgerError> {
+        if !self.approvals {
+            return Ok(Vec::new());
+        }
+        self.retrying(|store| {
+            store.arm()?;
+            let tx = store.conn.transaction().map_err(db)?;
+            let list = read_list(&tx, filter)?;
+            tx.commit().map_err(db)?;
+            store.check_guard()?;
+            Ok(list)
+        })
+    }
+
+    fn approval(&mut self, id: &str) -> Result<Option<Approval>, LedgerError> {
+        if !self.approvals {
+            return Ok(None);
+        }
+        self.retrying(|store| {
+            store.arm()?;
+            let tx = store.conn.transaction().map_err(db)?;
+            let found = read_by_id(&tx, id)?;
+            tx.commit().map_err(db)?;
+            store.check_guard()?;
+            Ok(found)
+        })
+    }
+
+    fn decide_approval(
+        &mut self,
+        id: &str,
+        settle: &mut Settle<'_>,
+    ) -> Result<Approval, ApprovalError> {
+        loop {
+            match self.decide_approval_once(id, settle) {
+                Err(ApprovalError::Ledger(LedgerError::Locked))
+                    if Instant::now() < self.deadline =>
+                {
+                    std::thread::sleep(PREPARE_RETRY);
+                }
+                done => return done,
+            }
+        }
     }
 
     /// `PRAGMA wal_checkpoint(TRUNCATE)` without a busy handler: when another connection

@@ -164,8 +164,14 @@ pub(super) fn check_covered(
     Ok(())
 }
 
-/// What the ledger holds about `call`, its session and the session's other running calls.
-pub(super) fn read_snapshot(tx: &Connection, call: &Call<'_>) -> Result<Snapshot, LedgerError> {
+/// What the ledger holds about `call`, its session and the session's other running calls —
+/// and, for a call with `ask` on a ledger that has the table (`approvals`), the key's approval
+/// and the session's grant for the tool.
+pub(super) fn read_snapshot(
+    tx: &Connection,
+    call: &Call<'_>,
+    approvals: bool,
+) -> Result<Snapshot, LedgerError> {
     let key = call.key;
     let row = read_call(tx, key)?;
     let (calls, adapter_ms): (i64, i64) = tx
@@ -202,12 +208,19 @@ pub(super) fn read_snapshot(tx: &Connection, call: &Call<'_>) -> Result<Snapshot
             .map_err(db)?;
         rows.collect::<Result<Vec<_>, _>>().map_err(db)?
     };
+    let (approval, session_grant) = if call.ask.is_some() && approvals {
+        (read_for_key(tx, key)?, read_grant(tx, key, call.tool)?)
+    } else {
+        (None, None)
+    };
     Ok(Snapshot {
         row,
         calls: u64::try_from(calls).unwrap_or(0),
         tool_calls: u64::try_from(tool_calls).unwrap_or(0),
         adapter_ms: u64::try_from(adapter_ms).unwrap_or(0),
         running,
+        approval,
+        session_grant,
     })
 }
 

@@ -134,6 +134,9 @@ fn rules_keep_their_stored_spelling_and_an_unknown_one_is_an_error() {
             "confinement",
             "dispatch",
             "policy",
+            "approval",
+            "approval:approve",
+            "approval:deny",
         ]
     );
     for rule in Rule::ALL {
@@ -197,6 +200,7 @@ fn old_format_record() -> AuditRecord {
         decision: Verdict::Admit,
         rule: Rule::BridgeAllowedTools,
         policy: None,
+        approval: None,
         status: Name::new("succeeded").unwrap(),
         code: None,
         duration_ms: 12,

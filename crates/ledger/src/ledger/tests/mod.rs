@@ -1,11 +1,12 @@
 //! The ledger's tests: the rules of [`decide`] (`decide.rs`), the rules on a real SQLite
-//! file (`store.rs`), the audit chain (`audit.rs`), the file and SQLite's use of it
+//! file (`store.rs`), approvals (`approvals.rs`), the audit chain (`audit.rs`), the file and SQLite's use of it
 //! (`sqlite.rs`), and many real processes on one ledger (`processes.rs`, the test binary
 //! re-invoked on its ignored `worker` test). Here: what they share.
 
 use super::*;
 use std::path::PathBuf;
 
+mod approvals;
 mod audit;
 mod decide;
 mod processes;
@@ -43,6 +44,7 @@ pub(super) fn record(key: &Key, decision: Verdict, rule: &str, status: &str) -> 
         decision,
         rule: Rule::parse(rule).unwrap(),
         policy: None,
+        approval: None,
         status: Name::new(status).unwrap(),
         code: None,
         duration_ms: 3,
@@ -71,6 +73,7 @@ pub(super) fn call<'a>(key: &'a Key, digest: &'a str, budgets: &'a Budgets) -> C
         digest,
         tool: "workspace.read",
         budgets,
+        ask: None,
     }
 }
 
@@ -96,6 +99,8 @@ pub(super) fn snapshot(row: Option<CallRow>) -> Snapshot {
         tool_calls: 0,
         adapter_ms: 0,
         running: Vec::new(),
+        approval: None,
+        session_grant: None,
     }
 }
 
