@@ -412,8 +412,10 @@ pub enum Command {
     /// expected and actual value of each difference.
     #[command(after_long_help = REPLAY_AFTER_HELP)]
     Replay(ReplayArgs),
-    /// Print the JSON Schema (draft 2020-12) of an envelope, of a transcript, of a replay case
-    /// file, or of the host policy file.
+    /// Print a JSON Schema (draft 2020-12): envelopes, transcripts, case files, the policy
+    ///
+    /// The schema of an envelope, of a transcript, of a replay case file, or of the host policy
+    /// file.
     ///
     /// The bridge, request and result schemas keep upstream's `$id` and are compatible with
     /// upstream's published schemas (the same required keys, constants and enumerations),
@@ -444,6 +446,14 @@ pub enum Command {
     /// docs/policy.md.
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// List, show, approve or deny the calls a host policy holds for a person (SPEC 18)
+    ///
+    /// A call whose policy entry says `decision = "ask"` runs only once a person approves it
+    /// here; until then the main job answers `approval_required` (exit 75) and the sandbox
+    /// retries the same request. Every decision is an audit record. `list` and `show` only
+    /// read the ledger. See docs/approvals.md.
+    #[command(subcommand)]
+    Approvals(ApprovalsCommand),
     /// Say which confinement mechanisms this host supports, each proved by a live probe that
     /// must be refused (SPEC 13); exit 0, 69 or 70.
     ///
@@ -975,6 +985,92 @@ pub enum PolicyCommand {
     /// could be explained, whatever the decision; 65 for a policy, bridge or request that
     /// cannot be used; 2 for usage.
     Explain(PolicyExplainArgs),
+}
+
+/// `approvals` subcommands (SPEC 18).
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// The pending approvals, newest first: id, tool, session, request id, age, time left and
+    /// the start of the input
+    ///
+    /// --all lists decided and expired ones too. --json prints one object {"approvals":
+    /// [...]}, each approval with every field `show --json` has. Exit 0 (also when there is
+    /// none); a ledger that cannot be read: `error[ledger_unavailable]`, exit 69.
+    List(ApprovalsListArgs),
+    /// One approval in full, its request's input redacted and bounded as the ledger keeps it
+    ///
+    /// Exit 0; an unknown id: `error[approval_unknown]`, exit 65.
+    Show(ApprovalsShowArgs),
+    /// Approve a pending call: the same request then runs exactly once when the sandbox
+    /// retries it
+    ///
+    /// --for-session also approves later calls of the same tool in the same session until
+    /// the approval expires. An unknown id, one already decided or one past its expiry
+    /// changes nothing: `error[approval_unknown]`, `error[approval_decided]` or
+    /// `error[approval_expired]`, exit 65.
+    Approve(ApprovalsDecideArgs),
+    /// Deny a pending call: the same request is then `approval_denied`, for good
+    ///
+    /// The same refusals as `approve`.
+    Deny(ApprovalsDecideArgs),
+}
+
+/// The ledger an `approvals` subcommand works on.
+#[derive(Debug, Args, Clone)]
+pub struct ApprovalsLedger {
+    /// The ledger (an SQLite file made by the dispatcher).
+    #[arg(long, value_name = "PATH", env = LEDGER_ENV)]
+    pub ledger: PathBuf,
+}
+
+/// Arguments of `approvals list`.
+#[derive(Debug, Args)]
+pub struct ApprovalsListArgs {
+    #[command(flatten)]
+    pub ledger: ApprovalsLedger,
+    /// Only this sandbox session's approvals.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Also the approved, denied and expired ones.
+    #[arg(long)]
+    pub all: bool,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `approvals show`.
+#[derive(Debug, Args)]
+pub struct ApprovalsShowArgs {
+    /// The approval's id (`apr_…`).
+    #[arg(value_name = "ID")]
+    pub id: String,
+    #[command(flatten)]
+    pub ledger: ApprovalsLedger,
+    /// Print one JSON object instead of the text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `approvals approve` and `approvals deny`.
+#[derive(Debug, Args)]
+pub struct ApprovalsDecideArgs {
+    /// The approval's id (`apr_…`).
+    #[arg(value_name = "ID")]
+    pub id: String,
+    #[command(flatten)]
+    pub ledger: ApprovalsLedger,
+    /// Who decides, for the audit record (1-256 bytes; default: the user running this
+    /// command, from USER, else its uid).
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+    /// Why, for the audit record (at most 1024 bytes, no control characters).
+    #[arg(long, value_name = "TEXT")]
+    pub note: Option<String>,
+    /// Approve later calls of the same tool in the same session too, until the approval
+    /// expires (`approve` only).
+    #[arg(long)]
+    pub for_session: bool,
 }
 
 /// Arguments of `policy check`.

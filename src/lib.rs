@@ -20,6 +20,7 @@
 #[macro_use]
 extern crate ptd_wire;
 
+mod approvals_commands;
 pub mod cli;
 mod completions;
 pub mod delegation;
@@ -105,6 +106,7 @@ pub const SUBCOMMAND_NAMES: &[&str] = &[
     "audit",
     "ledger",
     "policy",
+    "approvals",
     "help",
 ];
 
@@ -402,6 +404,7 @@ pub fn run(cli: Cli) -> u8 {
         Some(Command::Audit(command)) => ledger_commands::main(&command),
         Some(Command::Ledger(command)) => ledger_commands::ledger(&command),
         Some(Command::Doctor(args)) => doctor::run(&args),
+        Some(Command::Approvals(command)) => approvals_commands::main(&command),
         Some(Command::Policy(cli::PolicyCommand::Check(args))) => policy_commands::check(&args),
         Some(Command::Policy(cli::PolicyCommand::Explain(args))) => policy_commands::explain(&args),
     }

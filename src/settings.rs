@@ -29,7 +29,21 @@ pub struct CallSettings {
     pub tool_budget: Option<u64>,
     /// Which policy and entry decided (`diagnostics.dispatch.policy`); `None` without one.
     pub policy: Option<PolicyDiagnostics>,
+    /// `decision = "ask"` (SPEC §18): a person approves the call first.
+    pub ask: Option<AskSettings>,
 }
+
+/// What `decision = "ask"` brings (SPEC §18).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AskSettings {
+    /// How long an approval may be waited for, and used (`approval_ttl`; 1 h by default).
+    pub ttl: std::time::Duration,
+    /// The host command told of each new approval (`approval_notify`).
+    pub notify: Option<Vec<String>>,
+}
+
+/// `approval_ttl`'s default.
+pub const DEFAULT_APPROVAL_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
 
 impl CallSettings {
     /// The command line's settings: its `--pass-env`, `--secret-env` and confinement

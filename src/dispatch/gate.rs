@@ -167,6 +167,10 @@ pub(super) struct Gate {
     adapter_ms: Option<u64>,
     /// The call's own timeout, for waiting on other writers.
     timeout: Duration,
+    /// The approval the call is held for, once the ledger named one (SPEC §18).
+    approval: Option<String>,
+    /// A new approval's notice and its notifier (`approval_notify`), run after the envelope.
+    pub(super) notice: Option<(Vec<String>, Vec<u8>)>,
 }
 
 /// The ledger step. Without `--ledger`, `admitted` passes as it is. With it: the ledger is
@@ -215,9 +219,11 @@ pub(super) fn gate(
         rule,
         adapter_ms: None,
         timeout: asked.timeout,
+        approval: None,
+        notice: None,
     };
     let asked = match admitted {
-        Ok(admitted) => gate.ask(options, interrupts, admitted, deadline),
+        Ok(admitted) => gate.ask(options, interrupts, admitted, deadline, asked),
         Err(err) => Gated::through(Err(err)),
     };
     Gated {
@@ -246,6 +252,57 @@ fn call_key(
     (key, session_id, digest)
 }
 
+/// The most of a request's `input` an approval keeps for a person to judge (redacted first).
+const INPUT_SHOWN_BYTES: usize = 16 * 1024;
+
+/// What a call whose policy entry says `decision = "ask"` asks the ledger (SPEC §18): its
+/// approval's ttl and deciding entry, and what a person is shown — the ids and the request's
+/// `input`, redacted by the job's redactor (§5) and bounded. `None` for any other call.
+pub(super) fn ask_for(
+    settings: &crate::settings::CallSettings,
+    echo: &Echo,
+    request: Option<&Document>,
+    redactor: &Redactor,
+    session_id: &str,
+) -> Option<ledger::Ask> {
+    let ask = settings.ask.as_ref()?;
+    let policy = settings.policy.as_ref()?;
+    let input = request
+        .and_then(|doc| Fields::parse(doc.text()))
+        .and_then(|top| top.get("input").map(str::to_string))
+        .and_then(|raw| serde_json::from_str::<serde_json::Value>(&raw).ok())
+        .map(|input| {
+            // Wrapped, so that the input's own `authorization` is not taken for the
+            // envelope's structural one.
+            let mut wrapped = serde_json::json!({ "input": input });
+            redactor.redact_value(&mut wrapped);
+            wrapped["input"].to_string()
+        })
+        .unwrap_or_default();
+    Some(ledger::Ask {
+        ttl_ms: millis(ask.ttl),
+        policy_sha256: policy.sha256.clone(),
+        entry: policy.entry.clone(),
+        line: policy.line.map(|l| l as u64),
+        session_shown: field(redactor, session_id),
+        request_shown: field(redactor, &echo.request_id),
+        operation: field(redactor, &echo.operation),
+        input_shown: bounded(&input, INPUT_SHOWN_BYTES),
+    })
+}
+
+/// `text`, cut to at most `max` bytes on a character boundary, saying so when cut.
+fn bounded(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes in all)", &text[..end], text.len())
+}
+
 /// What the ledger would answer an admitted call, seen without changing it (`policy
 /// explain`, SPEC §16): the ledger only read ([`Ledger::open_existing`], [`Ledger::peek`]),
 /// and the same rules applied ([`ledger::decide`]).
@@ -272,15 +329,22 @@ pub(crate) fn preview(
 ) -> Option<Preview> {
     let options = options?;
     let request = learned.request.as_deref();
-    let (key, _, digest) = call_key(learned.bridge_ref.as_deref(), request, &learned.echo);
+    let (key, session_id, digest) = call_key(learned.bridge_ref.as_deref(), request, &learned.echo);
     let tool = &admitted.expected.canonical_tool;
     let budgets = call_budgets(&options.budgets, tool, admitted.settings.tool_budget);
+    let ask = ask_for(
+        &admitted.settings,
+        &learned.echo,
+        request,
+        &learned.redactor,
+        &session_id,
+    );
     let call = Call {
         key: &key,
         digest: &digest,
         tool,
         budgets: &budgets,
-        ask: None,
+        ask: ask.as_ref(),
     };
     let wait = admitted.expected.deadline.timeout_ms().max(1000);
     let deadline = Instant::now() + Duration::from_millis(wait);
@@ -334,14 +398,27 @@ pub(crate) fn preview(
             Some(ErrorCode::ConcurrencyLimited.as_str()),
             false,
         ),
-        // Only a call with `ask` is answered so, and this preview asks with none yet.
-        Decision::ApprovalRequired { .. } => (
-            "refuse for now: a person must approve it first".into(),
-            None,
+        Decision::ApprovalRequired {
+            approval_id, new, ..
+        } => (
+            if *new {
+                "ask a person: a new approval would be made".to_string()
+            } else {
+                format!("wait for a person: approval {approval_id} is pending")
+            },
+            Some(ErrorCode::ApprovalRequired.as_str()),
             false,
         ),
-        Decision::ApprovalDenied { .. } => ("refuse: a person denied it".into(), None, false),
-        Decision::ApprovalExpired { .. } => ("refuse: its approval expired".into(), None, false),
+        Decision::ApprovalDenied { approval_id } => (
+            format!("refuse: approval {approval_id} was denied"),
+            Some(ErrorCode::ApprovalDenied.as_str()),
+            false,
+        ),
+        Decision::ApprovalExpired { approval_id } => (
+            format!("refuse: approval {approval_id} expired"),
+            Some(ErrorCode::ApprovalExpired.as_str()),
+            false,
+        ),
     };
     Some(Preview {
         path,
@@ -415,6 +492,7 @@ impl Gate {
         interrupts: &ptd_sys::interrupt::Interrupts,
         mut admitted: Admitted,
         deadline: Instant,
+        asked: &Asked<'_>,
     ) -> Gated {
         let lease = match Lease::current() {
             Ok(lease) => lease,
@@ -424,12 +502,19 @@ impl Gate {
             }
         };
         let budgets = call_budgets(&options.budgets, &self.tool, admitted.settings.tool_budget);
+        let ask = ask_for(
+            &admitted.settings,
+            asked.echo,
+            asked.request,
+            asked.redactor,
+            &self.session_id,
+        );
         let call = Call {
             key: &self.key,
             digest: &self.digest,
             tool: &self.tool,
             budgets: &budgets,
-            ask: None,
+            ask: ask.as_ref(),
         };
         // A signal ends the wait at once: the call is then interrupted before anything started.
         let mut pause = |pause: Duration| interrupts.wait(pause).is_none();
@@ -487,12 +572,47 @@ impl Gate {
                 });
                 Ok(Pass::Replay(recorded))
             }
+            Decision::ApprovalRequired {
+                approval_id,
+                expires_ms,
+                new,
+            } => {
+                let notify = admitted
+                    .settings
+                    .ask
+                    .as_ref()
+                    .and_then(|a| a.notify.clone());
+                let notify = notify.filter(|_| new);
+                Err(self.held(approval_id, expires_ms, ask.as_ref(), notify))
+            }
             refused => Err(self.refused(refused, lease)),
         };
         Gated {
             diagnostics,
             deadline: cut,
             ..Gated::through(pass)
+        }
+    }
+
+    /// The call is held for a person (SPEC §18): `approval_required`, recorded with its
+    /// approval; a new approval's notice is kept for its notifier (`notify`), which runs once
+    /// the envelope is out.
+    fn held(
+        &mut self,
+        approval_id: String,
+        expires_ms: u64,
+        ask: Option<&ledger::Ask>,
+        notify: Option<Vec<String>>,
+    ) -> DispatchError {
+        if let (Some(ask), Some(argv)) = (ask, notify) {
+            let notice = super::notify::notice(ask, &approval_id, expires_ms, &self.tool);
+            self.notice = Some((argv, notice));
+        }
+        self.approval = Some(approval_id.clone());
+        self.refuse(Verdict::Refuse, Rule::Approval);
+        DispatchError::ApprovalRequired {
+            approval_id,
+            expires_ms,
         }
     }
 
@@ -524,19 +644,22 @@ impl Gate {
                 self.refuse(Verdict::Refuse, over.budget.rule());
                 DispatchError::ConcurrencyLimited(over)
             }
-            // Only a call with `ask` is answered so, and this step asks with none yet.
-            Decision::ApprovalRequired { .. }
-            | Decision::ApprovalDenied { .. }
-            | Decision::ApprovalExpired { .. } => {
+            Decision::ApprovalDenied { approval_id } => {
+                self.approval = Some(approval_id.clone());
                 self.refuse(Verdict::Deny, Rule::Approval);
-                DispatchError::Internal(
-                    "the ledger asked for an approval that was not asked for".into(),
-                )
+                DispatchError::ApprovalDenied { approval_id }
+            }
+            Decision::ApprovalExpired { approval_id } => {
+                self.approval = Some(approval_id.clone());
+                self.refuse(Verdict::Deny, Rule::Approval);
+                DispatchError::ApprovalExpired { approval_id }
             }
             // Answered by [`Gate::ask`] itself.
-            Decision::Start { .. } | Decision::Replay(_) => DispatchError::Internal(
-                "the ledger's decision to run a call was taken for a refusal".into(),
-            ),
+            Decision::Start { .. } | Decision::Replay(_) | Decision::ApprovalRequired { .. } => {
+                DispatchError::Internal(
+                    "the ledger's decision to run a call was taken for a refusal".into(),
+                )
+            }
         }
     }
 
@@ -588,6 +711,12 @@ impl Gate {
             decision,
             rule,
             // No host policy is read yet: none decided.
+            approval: self.approval.as_ref().map(|id| ledger::ApprovalRef {
+                id: id.clone(),
+                by: None,
+                note: None,
+                for_session: false,
+            }),
             policy: learned.dispatch.policy.as_ref().map(|p| ledger::PolicyRef {
                 sha256: p.sha256.clone(),
                 entry: field(redactor, &p.entry),
@@ -599,7 +728,6 @@ impl Gate {
             adapter_ms: self.adapter_ms,
             exit_status: report.exit(),
             resources,
-            approval: None,
             transcript_ref: report.transcript_ref().map(|r| field(redactor, &r)),
             envelope_sha256: None,
             session_key: None,

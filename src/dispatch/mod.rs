@@ -13,12 +13,14 @@
 mod deadline;
 pub(crate) mod explain;
 mod gate;
+mod notify;
 mod panics;
 pub(crate) mod policy;
 mod report;
 
 pub use crate::settings::CallSettings;
 pub use deadline::Deadline;
+pub(crate) use gate::id_digest;
 pub use ptd_verdict::DispatchError;
 pub(crate) use report::resources;
 pub use report::{Concluded, Learned, Outcome, Replayed, Report};
@@ -122,7 +124,12 @@ pub(crate) fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
             return failed.exit;
         }
     };
-    let cleaned = panics.catch(|| clean_up(obtained, gate));
+    let told = Tell {
+        env: &env,
+        redactor: &learned.redactor,
+        interrupts,
+    };
+    let cleaned = panics.catch(|| clean_up(obtained, gate, &told));
     if let Err(DispatchError::Panicked { what }) = cleaned {
         stderr_line!("warning[internal_error]: cleaning up after the run: {what}");
     }
@@ -153,13 +160,30 @@ fn conclude(
 
 /// After the envelope, bounded, since nothing may delay it: the file transport's folder is
 /// removed, and last, the ledger file made to stand alone (SPEC §14.4).
-fn clean_up(obtained: Option<Obtained>, gate: Option<gate::Gate>) {
+fn clean_up(obtained: Option<Obtained>, gate: Option<gate::Gate>, told: &Tell<'_>) {
     if let Some(obtained) = obtained {
         obtained.clean_up();
     }
     if let Some(mut gate) = gate {
+        if let Some((argv, notice)) = gate.notice.take() {
+            // The envelope is out: the host reads its end of stdout now, not when the
+            // notifier is done (SPEC §18: a notifier never holds the call's answer).
+            ptd_wire::stdout::close();
+            if let Some(warning) =
+                notify::notify(&argv, notice, told.env, told.redactor, told.interrupts)
+            {
+                stderr_line!("{warning}");
+            }
+        }
         gate::checkpoint(&mut gate);
     }
+}
+
+/// What telling a person of a new approval needs after the envelope (SPEC §18).
+struct Tell<'a> {
+    env: &'a HostEnv,
+    redactor: &'a ptd_wire::redact::Redactor,
+    interrupts: &'a Interrupts,
 }
 
 /// What the main job's options say once checked.

@@ -10,7 +10,7 @@
 
 use super::{gate, DispatchError, UsageError};
 use crate::cli::{DispatchArgs, LEDGER_ENV, SESSION_ENV};
-use crate::settings::CallSettings;
+use crate::settings::{AskSettings, CallSettings, DEFAULT_APPROVAL_TTL};
 use ptd_ledger::Budgets;
 use ptd_policy::{Compiled, Decision, LoadContext, Policy, Problem};
 use ptd_sys::confine::{OptionName, Options};
@@ -217,7 +217,8 @@ pub(super) fn ledger_and_session(
 /// What the policy's entry for `tool` (a canonical id the bridge and the request allow) gives
 /// the call, over `base` (the command line's `--pass-env` and `--secret-env`, which a policy
 /// that sets neither leaves in force): the diagnostics naming the deciding entry, and the
-/// settings — or `tool_denied_by_policy` for `decision = "deny"`. `ledger` is the job's
+/// settings (with what `decision = "ask"` brings, SPEC §18) — or `tool_denied_by_policy` for
+/// `decision = "deny"`. `ledger` is the job's
 /// ledger file: no grant may cover its folder.
 pub(crate) fn routed(
     policy: &Compiled,
@@ -233,37 +234,38 @@ pub(crate) fn routed(
         line,
     };
     let effective = route.effective;
-    let settings = match effective.decision.unwrap_or(Decision::Allow) {
-        Decision::Deny => Err(DispatchError::DeniedByPolicy {
+    let decision = effective.decision.unwrap_or(Decision::Allow);
+    if decision == Decision::Deny {
+        let denied = DispatchError::DeniedByPolicy {
             tool: tool.to_string(),
             entry,
             line,
-        }),
-        // Refused at load (`Policy::not_yet_supported`) until approvals land (SPEC §18).
-        Decision::Ask => Err(invalid_at(
-            policy,
-            line,
-            "`decision = \"ask\"` is not supported yet by this dispatcher (SPEC §18)".into(),
-        )),
-        Decision::Allow => confinement(&effective, ledger)
-            .map_err(|message| invalid_at(policy, line, message))
-            .map(|confine| CallSettings {
-                adapter: effective.adapter.clone(),
-                cwd: effective.cwd.clone(),
-                timeout_ms: effective.timeout_ms,
-                pass_env: effective
-                    .pass_env
-                    .clone()
-                    .unwrap_or_else(|| base.pass_env.clone()),
-                secret_env: effective
-                    .secret_env
-                    .clone()
-                    .unwrap_or_else(|| base.secret_env.clone()),
-                confine,
-                tool_budget: effective.budget_calls,
-                policy: Some(diagnostics.clone()),
-            }),
-    };
+        };
+        return (diagnostics, Err(denied));
+    }
+    let ask = (decision == Decision::Ask).then(|| AskSettings {
+        ttl: effective.approval_ttl.unwrap_or(DEFAULT_APPROVAL_TTL),
+        notify: effective.approval_notify.clone(),
+    });
+    let settings = confinement(&effective, ledger)
+        .map_err(|message| invalid_at(policy, line, message))
+        .map(|confine| CallSettings {
+            adapter: effective.adapter.clone(),
+            cwd: effective.cwd.clone(),
+            timeout_ms: effective.timeout_ms,
+            pass_env: effective
+                .pass_env
+                .clone()
+                .unwrap_or_else(|| base.pass_env.clone()),
+            secret_env: effective
+                .secret_env
+                .clone()
+                .unwrap_or_else(|| base.secret_env.clone()),
+            confine,
+            tool_budget: effective.budget_calls,
+            policy: Some(diagnostics.clone()),
+            ask,
+        });
     (diagnostics, settings)
 }
 

@@ -4,7 +4,7 @@
 
 use ptd_wire::error::{ErrorCode, Status, EXIT_STATUSES};
 
-const TABLE: [(&str, &str, bool, u8); 30] = [
+const TABLE: [(&str, &str, bool, u8); 33] = [
     ("bridge_invalid", "unavailable", false, 69),
     ("dispatch_mode_unsupported", "unavailable", false, 69),
     ("request_invalid", "failed", false, 65),
@@ -36,6 +36,9 @@ const TABLE: [(&str, &str, bool, u8); 30] = [
     ("session_mismatch", "denied", false, 77),
     ("policy_invalid", "unavailable", false, 69),
     ("tool_denied_by_policy", "denied", false, 77),
+    ("approval_required", "denied", true, 75),
+    ("approval_denied", "denied", false, 77),
+    ("approval_expired", "denied", false, 77),
 ];
 
 #[test]
@@ -113,7 +116,7 @@ fn the_guide_prints_the_error_code_table() {
 #[test]
 fn exit_statuses_are_pinned() {
     let codes: Vec<u8> = EXIT_STATUSES.iter().map(|r| r.code).collect();
-    assert_eq!(codes, [0, 1, 2, 65, 69, 70, 74, 77, 124]);
+    assert_eq!(codes, [0, 1, 2, 65, 69, 70, 74, 75, 77, 124]);
 }
 
 /// The rows of the guide's table under `## Exit status`, as written.

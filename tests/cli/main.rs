@@ -14,6 +14,7 @@
 )]
 
 mod adapter_stderr;
+mod approvals;
 mod codes;
 mod command_line;
 mod completions;

@@ -460,7 +460,7 @@ fn a_timeout_above_the_bridges_is_found_once_the_bridge_is_read() {
 }
 
 #[test]
-fn what_is_not_supported_yet_is_refused_at_its_line() {
+fn what_is_not_supported_yet_is_refused_at_its_line_and_ask_is_not_among_it() {
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger.db");
     let text = format!(
@@ -475,9 +475,7 @@ fn what_is_not_supported_yet_is_refused_at_its_line() {
         .exit(65)
         .stdout_empty()
         .stderr_eq(format!(
-            "error[policy]: {file}:6:12: `decision = \"ask\"` is not supported yet by this \
-             dispatcher (approvals, SPEC §18): use \"allow\" or \"deny\"\n\
-             error[policy]: {file}:9:11: `network = {{ allow = [...] }}` is not supported yet by \
+            "error[policy]: {file}:9:11: `network = {{ allow = [...] }}` is not supported yet by \
              this dispatcher (egress by name, SPEC §17): use \"none\" or \"any\"\n"
         ));
     assert!(!ledger.exists());

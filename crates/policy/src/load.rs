@@ -259,7 +259,7 @@ impl Checker<'_> {
         let tools =
             find(root, "tool").map_or_else(Vec::new, |v| self.tools(v, ecx, &defaults, &mut needs));
         let has_ledger = section_path.is_some() || cx.ledger.is_some();
-        self.needs_ledger(&needs, has_ledger, cx.refuse_unsupported);
+        self.needs_ledger(&needs, has_ledger);
         let mut policy = Policy {
             file: file.to_path_buf(),
             sha256: ptd_wire::envelope::canonical::sha256_hex(text.as_bytes()),
@@ -280,12 +280,11 @@ impl Checker<'_> {
     }
 
     /// What only a ledger keeps (approvals, budgets) asked for without one.
-    fn needs_ledger(&mut self, needs: &Needs, has_ledger: bool, refuse_unsupported: bool) {
+    fn needs_ledger(&mut self, needs: &Needs, has_ledger: bool) {
         if has_ledger {
             return;
         }
-        // Refused as not supported yet, which says more.
-        for at in needs.asks.iter().filter(|_| !refuse_unsupported) {
+        for at in &needs.asks {
             let message = "`decision = \"ask\"` needs a ledger ([ledger] path or --ledger): \
                            approvals are kept there";
             self.report_at(*at, message);

@@ -25,17 +25,12 @@ impl Policy {
         above(&self.file, &self.timeouts, bridge_timeout_ms)
     }
 
-    /// What the policy asks that this dispatcher reads but does not do yet — approvals
-    /// (`decision = "ask"`, SPEC §18), egress by name (`network = { allow = [...] }`, SPEC
-    /// §17) and a PostgreSQL ledger (`[ledger] path = "postgres://…"`, SPEC §19): one problem at each place, so that a policy relying on them is refused as a
+    /// What the policy asks that this dispatcher reads but does not do yet — egress by name
+    /// (`network = { allow = [...] }`, SPEC §17) and a PostgreSQL ledger (`[ledger] path =
+    /// "postgres://…"`, SPEC §19): one problem at each place, so that a policy relying on them is refused as a
     /// whole rather than half obeyed. The binary adds these to the loader's problems.
     pub fn not_yet_supported(&self) -> Vec<Problem> {
         let file = self.file.display().to_string();
-        let asks = self.asks.iter().map(|at| {
-            let message = "`decision = \"ask\"` is not supported yet by this dispatcher \
-                           (approvals, SPEC §18): use \"allow\" or \"deny\"";
-            Problem::new(&file, *at, message)
-        });
         let allows = self.allow_lists.iter().map(|at| {
             let message = "`network = { allow = [...] }` is not supported yet by this \
                            dispatcher (egress by name, SPEC §17): use \"none\" or \"any\"";
@@ -51,7 +46,7 @@ impl Policy {
                                supported yet by this dispatcher: name a file";
                 Problem::new(&file, at, message)
             });
-        let mut problems: Vec<Problem> = asks.chain(allows).chain(url).collect();
+        let mut problems: Vec<Problem> = allows.chain(url).collect();
         problems.sort_by_key(Problem::location);
         problems
     }

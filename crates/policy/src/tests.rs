@@ -701,14 +701,24 @@ fn what_is_not_supported_yet_is_located() {
         .iter()
         .map(ToString::to_string)
         .collect();
+    // Approvals (SPEC §18) are supported: only the allow list is refused.
     assert_eq!(
         found,
         [
-            "p.toml:6:12: `decision = \"ask\"` is not supported yet by this dispatcher \
-             (approvals, SPEC §18): use \"allow\" or \"deny\"",
             "p.toml:7:11: `network = { allow = [...] }` is not supported yet by this dispatcher \
-             (egress by name, SPEC §17): use \"none\" or \"any\""
+          (egress by name, SPEC §17): use \"none\" or \"any\""
         ]
+    );
+    let url = policy("version = 1\n[ledger]\npath = \"postgres://db/ptd\"\n");
+    let found: Vec<String> = url
+        .not_yet_supported()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(found.len(), 1);
+    assert!(
+        found[0].starts_with("p.toml:3:8: `[ledger] path` as a URL"),
+        "{found:?}"
     );
     assert!(policy("version = 1\n").not_yet_supported().is_empty());
 }

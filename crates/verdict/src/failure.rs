@@ -151,6 +151,19 @@ pub enum DispatchError {
         /// The line of its header (`[[tool]]` or `[defaults]`).
         line: Option<usize>,
     },
+    /// The host policy asks a person first (SPEC §18), who has not said yes yet: nothing ran;
+    /// retry the same request later.
+    #[error("a person has not approved the call yet")]
+    ApprovalRequired {
+        approval_id: String,
+        expires_ms: u64,
+    },
+    /// A person said no to this request (SPEC §18): final.
+    #[error("a person denied the call")]
+    ApprovalDenied { approval_id: String },
+    /// The approval expired before it was used (SPEC §18): final for this request id.
+    #[error("the approval expired")]
+    ApprovalExpired { approval_id: String },
     /// The key's holder died while running it (SPEC §14.1).
     #[error("the call's outcome is indeterminate")]
     Indeterminate { attempt: u32 },
@@ -230,6 +243,9 @@ impl DispatchError {
             E::SessionMismatch => ErrorCode::SessionMismatch,
             E::PolicyInvalid { .. } => ErrorCode::PolicyInvalid,
             E::DeniedByPolicy { .. } => ErrorCode::ToolDeniedByPolicy,
+            E::ApprovalRequired { .. } => ErrorCode::ApprovalRequired,
+            E::ApprovalDenied { .. } => ErrorCode::ApprovalDenied,
+            E::ApprovalExpired { .. } => ErrorCode::ApprovalExpired,
             E::Indeterminate { .. } => ErrorCode::DispatchIndeterminate,
             E::HeldTimeout { .. } => ErrorCode::DispatchTimeout,
             E::BudgetExhausted(_) => ErrorCode::BudgetExhausted,
@@ -366,6 +382,9 @@ impl DispatchError {
             | E::SessionMismatch
             | E::PolicyInvalid { .. }
             | E::DeniedByPolicy { .. }
+            | E::ApprovalRequired { .. }
+            | E::ApprovalDenied { .. }
+            | E::ApprovalExpired { .. }
             | E::RequestIdReused
             | E::Indeterminate { .. }
             | E::HeldTimeout { .. }
@@ -385,6 +404,21 @@ impl DispatchError {
                 .to_string(),
             E::PolicyInvalid { problems } => policy_invalid(problems.len()),
             E::DeniedByPolicy { tool, .. } => format!("the host's policy denies the tool {tool}"),
+            E::ApprovalRequired {
+                approval_id,
+                expires_ms,
+            } => format!(
+                "the host asks a person to approve this call first (approval {approval_id}); \
+                 retry the same request once they have, before {}",
+                ptd_ledger::flags::format_rfc3339_ms(*expires_ms)
+            ),
+            E::ApprovalDenied { approval_id } => {
+                format!("a person denied this call (approval {approval_id})")
+            }
+            E::ApprovalExpired { approval_id } => format!(
+                "the approval {approval_id} expired before the call ran; a new request_id asks \
+                 again"
+            ),
             E::RequestIdReused => "this request_id was already used in this sandbox session \
                                    for a different request"
                 .to_string(),
@@ -456,6 +490,16 @@ impl DispatchError {
             }
             E::BudgetExhausted(over) | E::ConcurrencyLimited(over) => Some(json!(over)),
             E::Indeterminate { attempt } => Some(json!({ "attempt": attempt })),
+            E::ApprovalRequired {
+                approval_id,
+                expires_ms,
+            } => Some(json!({
+                "approval_id": approval_id,
+                "expires_at": ptd_ledger::flags::format_rfc3339_ms(*expires_ms),
+            })),
+            E::ApprovalDenied { approval_id } | E::ApprovalExpired { approval_id } => {
+                Some(json!({ "approval_id": approval_id }))
+            }
             E::RequestUnreadable { .. }
             | E::ArtifactDir { .. }
             | E::ModeUnsupported { .. }

@@ -58,3 +58,17 @@ pub fn failed(what: &str, err: &io::Error) -> u8 {
     let _ = writeln!(io::stderr(), "{line}");
     exit::IO_ERROR
 }
+
+/// After everything was printed: put `/dev/null` in place of stdout, so that its reader sees
+/// the end of it now, while this process still has work that must not delay the answer (an
+/// approval's notifier, SPEC §18). Best effort: stdout stays as it was when that fails.
+pub fn close() {
+    let _ = io::stdout().lock().flush();
+    if let Ok(null) = rustix::fs::open(
+        "/dev/null",
+        rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    ) {
+        let _ = rustix::stdio::dup2_stdout(&null);
+    }
+}

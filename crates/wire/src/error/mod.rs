@@ -158,6 +158,9 @@ pub mod exit {
     /// stdout could not be written (full, closed, a broken pipe): what was to be printed is
     /// lost, whatever its status; `error[stdout]: …` on stderr says so (`EX_IOERR`).
     pub const IO_ERROR: u8 = 74;
+    /// `denied` / `approval_required` (SPEC §18): a person has not said yes yet; retry the
+    /// same request later (`EX_TEMPFAIL`).
+    pub const TEMPFAIL: u8 = 75;
     /// `denied`.
     pub(crate) const DENIED: u8 = 77;
     /// `timeout` (the `timeout(1)` convention).
@@ -184,7 +187,7 @@ impl ExitStatusRow {
 
 /// The exit statuses of the main job, in order: the one table that `--help`, the man page's
 /// EXIT STATUS section and docs/guide.md print (a test pins the guide's copy).
-pub const EXIT_STATUSES: [ExitStatusRow; 9] = [
+pub const EXIT_STATUSES: [ExitStatusRow; 10] = [
     ExitStatusRow {
         code: exit::SUCCESS,
         label: "succeeded",
@@ -219,6 +222,11 @@ pub const EXIT_STATUSES: [ExitStatusRow; 9] = [
         code: exit::IO_ERROR,
         label: "stdout not writable",
         meaning: "stdout could not be written (full, closed, a broken pipe): the envelope is lost, whatever its status; `error[stdout]` on stderr (every subcommand that prints exits 74 the same way)",
+    },
+    ExitStatusRow {
+        code: exit::TEMPFAIL,
+        label: "approval pending",
+        meaning: "`denied` / `approval_required`: the host policy asks a person first, who has not said yes yet; retry the same request later (SPEC 18)",
     },
     ExitStatusRow {
         code: exit::DENIED,
@@ -279,6 +287,10 @@ wire_table! {
         // The host policy (SPEC §16).
         PolicyInvalid = ("policy_invalid", Unavailable, false, exit::UNAVAILABLE),
         ToolDeniedByPolicy = ("tool_denied_by_policy", Denied, false, exit::DENIED),
+        // Approvals (SPEC §18).
+        ApprovalRequired = ("approval_required", Denied, true, exit::TEMPFAIL),
+        ApprovalDenied = ("approval_denied", Denied, false, exit::DENIED),
+        ApprovalExpired = ("approval_expired", Denied, false, exit::DENIED),
     }
 }
 
@@ -344,6 +356,7 @@ mod tests {
                 exit::UNAVAILABLE,
                 exit::INTERNAL,
                 exit::IO_ERROR,
+                exit::TEMPFAIL,
                 exit::DENIED,
                 exit::TIMEOUT
             ]
