@@ -105,14 +105,16 @@ fn in_host(dir: &Path, args: &[&str]) -> Cmd {
 }
 
 /// The worked example loads with its bridge, without a warning, and decides `git.commit` as
-/// the document says.
+/// the document says: its entry asks a person (`approval_required`), and `policy explain`
+/// makes no approval (nor the ledger).
 ///
 /// Its host paths, replaced by ones that exist here: `/srv/ws` (the checkout the workspace and
 /// git entries are granted; a grant must exist) by a temporary folder; the API adapter
 /// `/opt/tools/github-adapter` by this dispatcher's own binary, an absolute program that
 /// exists; the ledger `/var/lib/parent-tool-dispatch/ledger.db` by a path in another
 /// temporary folder (no grant may cover the ledger's folder; `policy check` and `policy
-/// explain` never create it).
+/// explain` never create it). The notifier (`approval_notify`, a `curl` to a chat webhook) is
+/// only checked for its form: `policy explain` never runs it.
 #[test]
 fn the_worked_example_loads() {
     let host = tempfile::tempdir().unwrap();
@@ -136,7 +138,8 @@ fn the_worked_example_loads() {
     )
     .stderr_empty();
 
-    // `git.commit` is decided by its own entry (the line the document names) and denied.
+    // `git.commit` is decided by its own entry (the line the document names), which asks a
+    // person: an approval would be made, so the call would not run.
     // The `[[tool]]` header is the line just above its `match`: its 1-based number is the
     // 0-based index of the `match` line.
     let line = text
@@ -145,8 +148,17 @@ fn the_worked_example_loads() {
         .expect("an entry for git.commit");
     assert_eq!(text.lines().nth(line - 1), Some("[[tool]]"));
     assert!(
-        DOC.contains(&format!("the entry \"git.commit\" (line {line})")),
+        DOC.contains(&format!("\"entry\":\"git.commit\",\"line\":{line}}}")),
         "docs/policy.md names another line for git.commit"
+    );
+    let entry = text
+        .split("\n[[tool]]\n")
+        .find(|e| e.starts_with("match = \"git.commit\"\n"));
+    let entry = entry.expect("the git.commit entry");
+    assert!(entry.contains("\ndecision = \"ask\"\n"), "{entry}");
+    assert!(
+        entry.contains("\napproval_notify = [\"/usr/bin/curl\""),
+        "{entry}"
     );
     let mut request: Value =
         serde_json::from_str(include_str!("../../fixtures/request.json")).unwrap();
@@ -174,10 +186,33 @@ fn the_worked_example_loads() {
             report["entry"],
             json!({"match": "git.commit", "line": line})
         );
-        assert_eq!(report["decision"]["code"], "tool_denied_by_policy");
-        assert_eq!(report["decision"]["runs"], false);
+        assert_eq!(
+            report["decision"],
+            json!({"runs": false, "code": "approval_required", "replays": false})
+        );
+        let answer = "ask a person: a new approval would be made";
+        assert_eq!(report["ledger"]["answer"], answer);
+        assert!(
+            DOC.contains("\"code\": \"approval_required\"")
+                && DOC.contains(&format!("\"answer\": \"{answer}\"")),
+            "docs/policy.md shows another decision for git.commit"
+        );
     });
+    // Explaining asked nobody: no ledger was made, so no approval either.
     assert!(!ledger.exists(), "policy explain made the ledger");
+    in_host(
+        host.path(),
+        &[
+            "approvals",
+            "list",
+            "--ledger",
+            &ledger.display().to_string(),
+        ],
+    )
+    .run()
+    .exit(69)
+    .stdout_empty()
+    .stderr_eq("error[ledger_unavailable]: the ledger file does not exist\n");
 }
 
 /// The policy that replaces the flags loads with its bridge; the two warnings are the ones the
