@@ -95,8 +95,9 @@ fn decide(args: &ApprovalsDecideArgs, approve: bool) -> u8 {
         return exit::USAGE;
     }
     let path = &args.ledger.ledger;
-    // Deciding never makes a ledger: a missing one is no ledger to decide in.
-    if !path.exists() {
+    // Deciding never makes a ledger: a missing one is no ledger to decide in. (A folder this
+    // user cannot look into is not "missing": opening it says why.)
+    if matches!(path.try_exists(), Ok(false)) {
         let err = ptd_ledger::LedgerError::Missing;
         stderr_line!("{}", error_line(err.code(), &err.to_string()));
         return exit::UNAVAILABLE;

@@ -114,6 +114,7 @@ fn explanation(
     env: &HostEnv,
 ) -> Value {
     let failed = admitted.as_ref().err().map(failed_check);
+    let asks = admitted.as_ref().is_ok_and(|a| a.settings.ask.is_some());
     let mut reached = true;
     let checks: Vec<Value> = CHECKS
         .iter()
@@ -131,6 +132,8 @@ fn explanation(
                 }
                 // No host session to compare with (no --session, no session_env).
                 (true, _) if *check == "session" && usage.session.is_none() => "not_asked",
+                // The entry asks a person first (SPEC §18).
+                (true, None) if *check == "decision" && asks => "ask",
                 (true, _) => "passed",
             };
             json!({"check": check, "result": result})
@@ -177,6 +180,17 @@ fn explanation(
         .ok()
         .map(|a| confinement(&a.settings.confine));
     report.insert("confinement".into(), json!(confinement));
+    let approval = admitted
+        .as_ref()
+        .ok()
+        .and_then(|a| a.settings.ask.as_ref())
+        .map(|ask| {
+            json!({
+                "ttl_ms": u64::try_from(ask.ttl.as_millis()).unwrap_or(u64::MAX),
+                "notify": ask.notify,
+            })
+        });
+    report.insert("approval".into(), json!(approval));
     report.insert(
         "ledger".into(),
         json!(ledger.map(|l| json!({"path": l.path, "budgets": l.budgets, "answer": l.answer}))),
@@ -302,6 +316,16 @@ fn render(report: &Value) -> String {
         },
     );
     render_adapter(&report["adapter"], &report["confinement"], &mut line, &text);
+    if let Some(approval) = report["approval"].as_object() {
+        let notify = match approval.get("notify").and_then(Value::as_array) {
+            Some(argv) => argv.iter().map(&text).collect::<Vec<_>>().join(" "),
+            None => "none".to_string(),
+        };
+        line(format!(
+            "approval: a person first (SPEC 18), for {} ms; notifier: {notify}",
+            text(&approval["ttl_ms"])
+        ));
+    }
     if let Some(ledger) = report["ledger"].as_object() {
         line(format!(
             "ledger: {} (answer: {})",

@@ -141,6 +141,14 @@ fn ask_then_approve_runs_exactly_once_then_replays() {
         before["ledger"]["answer"],
         "ask a person: a new approval would be made"
     );
+    assert_eq!(
+        before["checks"][5],
+        json!({"check": "decision", "result": "ask"})
+    );
+    assert_eq!(
+        before["approval"],
+        json!({"ttl_ms": 3_600_000, "notify": null})
+    );
     let first = held(&host.call("git.commit", "ptr_1").run());
     // Retries while pending: the same approval, nothing runs.
     assert_eq!(held(&host.call("git.commit", "ptr_1").run()), first);
