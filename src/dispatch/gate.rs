@@ -545,9 +545,12 @@ impl Gate {
             Decision::Start {
                 attempt,
                 adapter_ms_left,
+                approval,
             } => {
                 self.held = Some(lease);
                 self.attempt = attempt;
+                // The approval that let it start (SPEC §18): its run's record names it.
+                self.approval = approval;
                 if let Some(left) = adapter_ms_left {
                     let from = cut.unwrap_or(admitted.expected.deadline);
                     cut = Some(from.cut_to(left));

@@ -209,6 +209,9 @@ fn ask_then_approve_runs_exactly_once_then_replays() {
     assert_eq!(records[0]["approval"]["id"], first);
     assert_eq!(records[2]["approval"]["by"], "alice");
     assert_eq!(records[2]["approval"]["note"], "looks fine");
+    // The run names the approval that let it start.
+    assert_eq!(records[3]["approval"]["id"], first);
+    assert_eq!(records[3]["status"], "succeeded");
     Cmd::new([
         "audit",
         "verify",
@@ -313,11 +316,16 @@ fn for_session_approves_the_sessions_later_calls_of_the_tool() {
     host.call("git.commit", "ptr_s1")
         .run()
         .expect("succeeded", None, 0);
-    // Another request of the same tool and session: no approval of its own.
+    // Another request of the same tool and session: no approval of its own; its record names
+    // the grant.
     host.call("git.commit", "ptr_s2")
         .run()
         .expect("succeeded", None, 0);
     assert_eq!(host.ran(), 2);
+    let records = host.records();
+    let last = records.last().unwrap();
+    assert_eq!(last["request_id"], "ptr_s2");
+    assert_eq!(last["approval"]["id"], id);
     // Another tool, or another session: asks.
     held(&host.call("git.push", "ptr_s3").run());
     held(&host.call_in("git.commit", "ptr_s4", "sandbox_other").run());

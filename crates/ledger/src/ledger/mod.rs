@@ -157,6 +157,9 @@ pub enum Decision {
         attempt: u32,
         /// Adapter time left in the session's `--budget-adapter-ms`: cut the timeout to it.
         adapter_ms_left: Option<u64>,
+        /// The approval that lets a call with `ask` start (SPEC §18): the key's own, or the
+        /// session's grant; `None` for every other call. Its run's audit record names it.
+        approval: Option<String>,
     },
     /// Same key and digest, final outcome recorded: print it again (`ledger:replay`).
     Replay(Recorded),
@@ -396,15 +399,18 @@ pub fn decide_at(
             return (Decision::ConcurrencyLimited(o), Claim::None);
         }
     }
-    if let Some(ask) = call.ask {
-        if let Some(refused) = approval_rules(call, ask, snap, now_ms) {
-            return refused;
-        }
-    }
+    let approval = match call.ask {
+        Some(ask) => match approval_rules(call, ask, snap, now_ms) {
+            Ok(approval) => approval,
+            Err(refused) => return refused,
+        },
+        None => None,
+    };
     (
         Decision::Start {
             attempt: next_attempt,
             adapter_ms_left: budgets.adapter_ms.map(|l| l - snap.adapter_ms),
+            approval,
         },
         Claim::Admit {
             attempt: next_attempt,
@@ -413,24 +419,24 @@ pub fn decide_at(
 }
 
 /// SPEC §18's rules for a call with `ask` that passed every other rule ([`decide_at`]'s list):
-/// `None` when it may start.
+/// `Ok` with the approval that lets it start, else the refusal.
 fn approval_rules(
     call: &Call<'_>,
     ask: &Ask,
     snap: &Snapshot,
     now_ms: u64,
-) -> Option<(Decision, Claim)> {
+) -> Result<Option<String>, (Decision, Claim)> {
     let own = snap.approval.as_ref();
     if let Some(own) = own {
         let id = || own.id.clone();
         if own.digest != call.digest {
-            return Some((Decision::Reused, Claim::None));
+            return Err((Decision::Reused, Claim::None));
         }
         match own.state {
             ApprovalState::Denied => {
-                return Some((Decision::ApprovalDenied { approval_id: id() }, Claim::None))
+                return Err((Decision::ApprovalDenied { approval_id: id() }, Claim::None))
             }
-            ApprovalState::Approved if !own.expired_at(now_ms) => return None,
+            ApprovalState::Approved if !own.expired_at(now_ms) => return Ok(Some(id())),
             _ => {}
         }
     }
@@ -442,10 +448,10 @@ fn approval_rules(
             && grant.tool == call.tool
     });
     let open = own.is_none_or(|a| a.state == ApprovalState::Pending && !a.expired_at(now_ms));
-    if grant && open {
-        return None;
+    if let (true, true, Some(grant)) = (grant, open, snap.session_grant.as_ref()) {
+        return Ok(Some(grant.id.clone()));
     }
-    Some(match own {
+    Err(match own {
         None => {
             let approval_id = approval::new_approval_id();
             let expires_ms = now_ms.saturating_add(ask.ttl_ms);

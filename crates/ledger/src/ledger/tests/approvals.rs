@@ -67,10 +67,16 @@ fn decided(approve: bool, now_ms: u64) -> Decided {
 const NOW: u64 = 1_800_000_000_000;
 
 fn start(attempt: u32) -> (Decision, Claim) {
+    started(attempt, None)
+}
+
+/// `Start` admitted by `approval` (its id).
+fn started(attempt: u32, approval: Option<&Approval>) -> (Decision, Claim) {
     (
         Decision::Start {
             attempt,
             adapter_ms_left: None,
+            approval: approval.map(|a| a.id.clone()),
         },
         Claim::Admit { attempt },
     )
@@ -163,14 +169,17 @@ fn decide_asks_once_then_follows_the_keys_approval() {
     let approved = approval_of(&k, "d", ApprovalState::Approved, NOW + 1);
     assert_eq!(
         decide_at(&c, &with(Some(approved.clone())), &live, NOW),
-        start(1)
+        started(1, Some(&approved))
     );
     // A retryable attempt runs again while the approval stands, and not after.
     let retry = Snapshot {
         approval: Some(approved.clone()),
         ..snapshot(Some(row(CallState::Retryable, "d")))
     };
-    assert_eq!(decide_at(&c, &retry, &live, NOW), start(3));
+    assert_eq!(
+        decide_at(&c, &retry, &live, NOW),
+        started(3, Some(&approved))
+    );
     assert!(matches!(
         decide_at(&c, &retry, &live, NOW + 1).0,
         Decision::ApprovalExpired { .. }
@@ -263,15 +272,15 @@ fn a_session_grant_starts_the_sessions_calls_of_its_tool_until_it_expires() {
         session_grant: Some(grant),
         ..snapshot(None)
     };
-    // No approval of its own, or a pending one: it starts.
+    // No approval of its own, or a pending one: it starts, admitted by the grant.
     assert_eq!(
         decide_at(&c, &snap(None, grant.clone()), &live, NOW),
-        start(1)
+        started(1, Some(&grant))
     );
     let pending = approval_of(&k, "d", ApprovalState::Pending, NOW + 1);
     assert_eq!(
         decide_at(&c, &snap(Some(pending.clone()), grant.clone()), &live, NOW),
-        start(1)
+        started(1, Some(&grant))
     );
     // A denial, an expiry or another digest of its own stays.
     let denied = approval_of(&k, "d", ApprovalState::Denied, NOW + 1);

@@ -14,7 +14,8 @@ fn decide_follows_the_idempotency_rules() {
         (
             Decision::Start {
                 attempt: 1,
-                adapter_ms_left: None
+                adapter_ms_left: None,
+                approval: None,
             },
             Claim::Admit { attempt: 1 }
         )
@@ -95,7 +96,8 @@ fn decide_checks_every_budget_and_counts_only_live_calls_in_flight() {
         (
             Decision::Start {
                 attempt: 1,
-                adapter_ms_left: Some(60)
+                adapter_ms_left: Some(60),
+                approval: None,
             },
             Claim::Admit { attempt: 1 }
         )

@@ -359,7 +359,8 @@ fn decide_on_a_peek_answers_what_the_next_begin_answers() {
         peeked_then_begun(&path, &mut ledger, &c, &me),
         Decision::Start {
             attempt: 1,
-            adapter_ms_left: Some(100)
+            adapter_ms_left: Some(100),
+            approval: None,
         }
     );
     // Held by this (live) process while it runs.
