@@ -50,7 +50,7 @@ fn list(args: &ApprovalsListArgs) -> u8 {
         pending_only: !args.all,
         session_key: args.session.as_deref().map(id_digest),
     };
-    let approvals = match ledger.approvals(&filter) {
+    let mut approvals = match ledger.approvals(&filter) {
         Ok(approvals) => approvals,
         Err(err) => {
             stderr_line!("{}", error_line(err.code(), &err.to_string()));
@@ -58,6 +58,10 @@ fn list(args: &ApprovalsListArgs) -> u8 {
         }
     };
     let now = ptd_ledger::now_ms();
+    // By default only what a person can still decide: pending and not expired.
+    if !args.all {
+        approvals.retain(|a| state(a, now) == "pending");
+    }
     let text = if args.json {
         let all: Vec<Value> = approvals.iter().map(|a| to_json(a, now)).collect();
         format!("{}\n", json!({ "approvals": all }))

@@ -993,7 +993,8 @@ pub enum ApprovalsCommand {
     /// The pending approvals, newest first: id, tool, session, request id, age, time left and
     /// the start of the input
     ///
-    /// --all lists decided and expired ones too. --json prints one object {"approvals":
+    /// Only those a person can still decide (pending, not expired); --all lists the approved,
+    /// denied and expired ones too. --json prints one object {"approvals":
     /// [...]}, each approval with every field `show --json` has. Exit 0 (also when there is
     /// none); a ledger that cannot be read: `error[ledger_unavailable]`, exit 69.
     List(ApprovalsListArgs),

@@ -254,6 +254,19 @@ fn deny_and_expiry_are_final_and_another_request_under_the_id_is_reused() {
         .exit(65)
         .stdout_empty()
         .stderr_starts_with("error[approval_expired]: ");
+    // The default list shows only what can still be decided; --all shows the rest.
+    host.approvals(&["list"])
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_eq("ID  STATE  TOOL  SESSION  REQUEST  AGE  LEFT  INPUT\n0 approvals\n");
+    host.approvals(&["list", "--all"])
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_contains(format!("{denied}  denied "))
+        .stdout_contains(format!("{expiring}  expired"))
+        .stdout_contains("2 approvals\n");
     assert_eq!(host.ran(), 0);
     // Unknown ids and bad options change nothing either.
     host.approvals(&["approve", "apr_00000000000000000000000000000000"])
