@@ -68,6 +68,14 @@ fn under(policy: &PolicyFile, tools: &[&str], tool: &str) -> Dispatch {
         .args(&["--policy", &policy.arg()])
 }
 
+/// `policy_invalid` (exit 69, nothing run), with `problem` among the lines on stderr.
+#[track_caller]
+fn refused_because(run: &Run, problem: &str) {
+    run.expect("unavailable", Some("policy_invalid"), 69);
+    assert_eq!(run.dispatch()["adapter_started"], false);
+    assert!(run.stderr.contains(problem), "{}", run.stderr);
+}
+
 /// The marker of the adapter that answered (the last argument it was given).
 fn marker(run: &Run) -> String {
     let argv = run.envelope["output"]["argv"].as_array().unwrap();
@@ -384,29 +392,25 @@ fn a_policy_another_user_can_write_is_refused() {
     let policy = PolicyFile::new("version = 1\n");
     std::fs::set_permissions(&policy.path, std::fs::Permissions::from_mode(0o620)).unwrap();
     let run = under(&policy, &["workspace.read"], "workspace.read").run();
-    run.expect("unavailable", Some("policy_invalid"), 69);
-    assert!(
-        run.stderr.contains(&format!(
+    refused_because(
+        &run,
+        &format!(
             "{}:1:1: the policy file is writable by its group (mode 620): only its owner may \
-             write it",
+         write it",
             policy.arg()
-        )),
-        "{}",
-        run.stderr
+        ),
     );
     // A folder others may write lets them replace the file: refused, unless it is sticky.
     std::fs::set_permissions(&policy.path, std::fs::Permissions::from_mode(0o600)).unwrap();
     std::fs::set_permissions(policy.dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let run = under(&policy, &["workspace.read"], "workspace.read").run();
-    run.expect("unavailable", Some("policy_invalid"), 69);
-    assert!(
-        run.stderr.contains(&format!(
+    refused_because(
+        &run,
+        &format!(
             "{}:1:1: the policy file's folder is writable by others (mode 777): they could \
-             replace the file",
+         replace the file",
             policy.arg()
-        )),
-        "{}",
-        run.stderr
+        ),
     );
     std::fs::set_permissions(policy.dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
     let file = policy.arg();
@@ -448,14 +452,12 @@ fn a_timeout_above_the_bridges_is_found_once_the_bridge_is_read() {
     let text = "version = 1\n[defaults]\nunconfined = true\ntimeout_ms = 60000\n";
     let policy = PolicyFile::new(text);
     let run = under(&policy, &["workspace.read"], "workspace.read").run();
-    run.expect("unavailable", Some("policy_invalid"), 69);
-    assert!(
-        run.stderr.contains(&format!(
+    refused_because(
+        &run,
+        &format!(
             "{}:4:14: `timeout_ms` = 60000 is above the bridge's dispatcher.timeout_ms (20000)",
             policy.arg()
-        )),
-        "{}",
-        run.stderr
+        ),
     );
 }
 
@@ -880,14 +882,12 @@ fn an_oversized_policy_is_refused_unread_and_many_entries_are_bounded() {
     // 10 MiB: refused before it is read (the most read is 1 MiB).
     let big = PolicyFile::new(&format!("version = 1\n#{}\n", "x".repeat(10 << 20)));
     let run = under(&big, &["workspace.read"], "workspace.read").run();
-    run.expect("unavailable", Some("policy_invalid"), 69);
-    assert!(
-        run.stderr.contains(&format!(
+    refused_because(
+        &run,
+        &format!(
             "{}:1:1: the policy file is larger than 1048576 bytes (1 MiB), the most read",
             big.arg()
-        )),
-        "{}",
-        run.stderr
+        ),
     );
     // 30,000 entries in under 1 MiB: one problem at the 1,001st, the rest not read further.
     let mut text = String::from("version = 1\n");

@@ -7,6 +7,7 @@ use super::*;
 use std::path::PathBuf;
 
 mod approvals;
+mod approvals_store;
 mod audit;
 mod decide;
 mod processes;
