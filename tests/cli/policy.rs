@@ -928,3 +928,21 @@ fn a_policy_owned_by_another_user_is_refused() {
              root or this dispatcher (uid 0), who could write it\n"
         ));
 }
+
+#[test]
+fn a_missing_adapter_program_is_adapter_not_found_under_a_policy_too() {
+    require!(confinable());
+    let text = "version = 1\n[[tool]]\nmatch = \"workspace.read\"\n\
+                adapter = [\"/nonexistent/ptd-policy-adapter\"]\n";
+    let policy = PolicyFile::new(text);
+    let run = under(&policy, &["workspace.read"], "workspace.read").run();
+    // Confined (the policy's default), the missing program is what it is: not found.
+    run.expect("unavailable", Some("adapter_not_found"), 69);
+    assert_eq!(run.dispatch()["adapter_started"], false);
+    assert!(
+        run.stderr
+            .contains("the adapter program /nonexistent/ptd-policy-adapter was not found"),
+        "{}",
+        run.stderr
+    );
+}

@@ -153,6 +153,12 @@ pub fn prepare_confinement(
         return Ok(None);
     }
     let program = child::locate(program, env, cwd).map_err(Unconfinable::Spawn)?;
+    // A program named by its path that is not there is what `execve` would say it is — not
+    // found — not a confinement the host cannot give (Landlock's rules name the program).
+    if matches!(std::fs::metadata(&program), Err(err) if err.kind() == std::io::ErrorKind::NotFound)
+    {
+        return Err(Unconfinable::Spawn(SpawnError::NotFound(None)));
+    }
     let path_var = child::path_var(env).map(std::ffi::OsString::from);
     let tmp_parent = std::env::temp_dir();
     let run = Run {
