@@ -293,14 +293,11 @@ pub(super) fn ask_for(
 
 /// `text`, cut to at most `max` bytes on a character boundary, saying so when cut.
 fn bounded(text: &str, max: usize) -> String {
-    if text.len() <= max {
+    let kept = ptd_wire::terminal::cut_at_char_boundary(text, max);
+    if kept.len() == text.len() {
         return text.to_string();
     }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} bytes in all)", &text[..end], text.len())
+    format!("{kept}… ({} bytes in all)", text.len())
 }
 
 /// What the ledger would answer an admitted call, seen without changing it (`policy
@@ -877,11 +874,10 @@ fn recorded_attempt(envelope: &str) -> Option<u32> {
 /// record's bound.
 fn field(redactor: &Redactor, text: &str) -> String {
     let escaped = ptd_wire::terminal::escape(&redactor.redact_str(text)).into_owned();
-    let mut end = escaped.len().min(MAX_FIELD_BYTES);
-    while !escaped.is_char_boundary(end) {
-        end -= 1;
-    }
-    escaped[..end].chars().filter(|c| !c.is_control()).collect()
+    ptd_wire::terminal::cut_at_char_boundary(&escaped, MAX_FIELD_BYTES)
+        .chars()
+        .filter(|c| !c.is_control())
+        .collect()
 }
 
 /// A rule, status or code as a record's [`Name`] (an adapter's own code outside the name's

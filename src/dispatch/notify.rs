@@ -135,10 +135,5 @@ pub(crate) fn notify(
 
 /// The last line of `text`, at most 200 bytes of it.
 fn last_line(text: &str) -> &str {
-    let line = text.lines().last().unwrap_or_default();
-    let mut end = line.len().min(200);
-    while !line.is_char_boundary(end) {
-        end -= 1;
-    }
-    &line[..end]
+    ptd_wire::terminal::cut_at_char_boundary(text.lines().last().unwrap_or_default(), 200)
 }

@@ -27,13 +27,7 @@ pub(crate) fn load(
     bridge_timeout_ms: Option<u64>,
     env: &HostEnv,
 ) -> Result<Policy, Vec<Problem>> {
-    let cx = LoadContext {
-        bridge_timeout_ms,
-        ledger: ledger.map(Path::to_path_buf),
-        path: env.var_os("PATH"),
-        refuse_unsupported: true,
-    };
-    ptd_policy::load(path, &cx)
+    ptd_policy::load(path, &context(ledger, bridge_timeout_ms, env))
 }
 
 /// [`load`] for the main job: through the compiled-policy cache of a root dispatcher
@@ -43,13 +37,18 @@ pub(crate) fn load_for_call(
     ledger: Option<&Path>,
     env: &HostEnv,
 ) -> Result<Compiled, Vec<Problem>> {
-    let cx = LoadContext {
-        bridge_timeout_ms: None,
+    ptd_policy::load_cached(path, &context(ledger, None, env))
+}
+
+/// What every load of this dispatcher checks a policy against: the command line's
+/// `--ledger`, the bridge's timeout when known, `PATH`; what it does not do yet is refused.
+fn context(ledger: Option<&Path>, bridge_timeout_ms: Option<u64>, env: &HostEnv) -> LoadContext {
+    LoadContext {
+        bridge_timeout_ms,
         ledger: ledger.map(Path::to_path_buf),
         path: env.var_os("PATH"),
         refuse_unsupported: true,
-    };
-    ptd_policy::load_cached(path, &cx)
+    }
 }
 
 /// The main job's options beside a policy, checked (usage errors, exit 2): the policy owns
