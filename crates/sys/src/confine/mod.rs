@@ -24,6 +24,7 @@
 //!
 //! Must not: spawn, wait for or signal the adapter (that is `exec/`), know JSON or envelopes.
 
+pub mod allow;
 pub mod attack;
 pub mod cgroup;
 pub mod creds;
