@@ -258,6 +258,41 @@ fn request_schema() -> Value {
     ))
 }
 
+/// `diagnostics.dispatch.network` (SPEC §17).
+fn network_diagnostics() -> Value {
+    let int = json!({"type": "integer", "minimum": 0});
+    json!({
+        "type": "object",
+        "description": "With --network allow: (SPEC 17): the connections the adapter asked the egress proxy for. Changes from run to run: replay never compares it.",
+        "required": ["mode", "connections", "allowed", "refused"],
+        "additionalProperties": false,
+        "properties": {
+            "mode": {"const": "allow"},
+            "connections": {
+                "type": "array",
+                "maxItems": 64,
+                "description": "The first 64 connections, in the order they arrived.",
+                "items": {
+                    "type": "object",
+                    "required": ["host", "port", "allowed", "bytes_up", "bytes_down"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "host": {"type": "string", "description": "The host as asked: lower case, an IPv6 address in brackets."},
+                        "port": {"type": "integer", "minimum": 0, "maximum": 65535},
+                        "allowed": {"type": "boolean"},
+                        "reason": {"type": "string", "description": "Why it was refused (the 403's one line), or why an allowed one was cut short."},
+                        "bytes_up": int,
+                        "bytes_down": int
+                    }
+                }
+            },
+            "more": {"type": "integer", "minimum": 1, "description": "Connections past the first 64, not listed."},
+            "allowed": int,
+            "refused": int
+        }
+    })
+}
+
 fn dispatch_diagnostics() -> Value {
     let int = json!({"type": "integer", "minimum": 0});
     let text = json!({"type": "string"});
@@ -303,6 +338,7 @@ fn dispatch_diagnostics() -> Value {
                     "line": {"type": "integer", "minimum": 1, "description": "The line of the entry's header (`[[tool]]`, or `[defaults]`); absent when no entry matched and the file has no [defaults]."}
                 }
             },
+            "network": network_diagnostics(),
             "duration_ms": int,
             "transcript_error": text,
             "result_file_error": text
@@ -582,6 +618,24 @@ mod tests {
         assert_eq!(conditions, 3);
     }
 
+    /// A network diagnostic with every optional part set.
+    pub(super) fn full_network() -> ptd_wire::envelope::result::NetworkDiagnostics {
+        ptd_wire::envelope::result::NetworkDiagnostics {
+            mode: "allow",
+            connections: vec![ptd_wire::envelope::result::ConnectionDiagnostics {
+                host: "api.example.com".into(),
+                port: 443,
+                allowed: false,
+                reason: Some("not listed".into()),
+                bytes_up: 1,
+                bytes_down: 1,
+            }],
+            more: 1,
+            allowed: 1,
+            refused: 1,
+        }
+    }
+
     /// Every member `diagnostics.dispatch` can hold is described in the published schema: a
     /// diagnostics value with every optional part set, serialized, has no key the schema
     /// lacks (the schema allows more, so only this test notices a gap).
@@ -616,6 +670,7 @@ mod tests {
                 entry: "git.*".into(),
                 line: Some(3),
             }),
+            network: Some(full_network()),
             duration_ms: 1,
             transcript_error: Some(String::new()),
             result_file_error: Some(String::new()),
@@ -757,6 +812,7 @@ mod own_keys {
                 entry: String::new(),
                 line: Some(1),
             }),
+            network: Some(super::tests::full_network()),
             transcript_error: Some(String::new()),
             result_file_error: Some(String::new()),
             ..DispatchDiagnostics::default()

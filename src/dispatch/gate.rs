@@ -731,6 +731,14 @@ impl Gate {
             transcript_ref: report.transcript_ref().map(|r| field(redactor, &r)),
             envelope_sha256: None,
             session_key: None,
+            network: learned
+                .dispatch
+                .network
+                .as_ref()
+                .map(|n| ledger::NetworkCounts {
+                    allowed: n.allowed,
+                    refused: n.refused,
+                }),
             admitted: false,
         }
     }

@@ -41,6 +41,8 @@ pub(crate) fn is_volatile(pointer: &str) -> bool {
     if pointer == "/diagnostics/dispatch/duration_ms"
         || pointer == "/diagnostics/dispatch/resources"
         || pointer.starts_with("/diagnostics/dispatch/resources/")
+        || pointer == "/diagnostics/dispatch/network"
+        || pointer.starts_with("/diagnostics/dispatch/network/")
     {
         return true;
     }

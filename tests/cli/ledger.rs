@@ -27,6 +27,7 @@ fn record(request_id: &str, time_ms: u64) -> AuditRecord {
         transcript_ref: None,
         envelope_sha256: None,
         session_key: None,
+        network: None,
         admitted: false,
     }
 }

@@ -228,7 +228,7 @@ pub fn target(
         host: url.host,
         port: url.port,
         var,
-        sources: test_sources(env).unwrap_or_else(resolve::Sources::system),
+        sources: sources(env),
         extra_roots: Arc::new(extra_roots),
     })
 }
@@ -237,6 +237,13 @@ pub fn target(
 /// nameserver: `PORT:DIR`, `DIR` holding `hosts` and `resolv.conf`, the nameservers listening
 /// on `PORT`. Read in debug builds only; release builds always use the system's files.
 pub(crate) const TEST_RESOLVER_ENV: &str = "PARENT_TOOL_DISPATCH_TEST_RESOLVER";
+
+/// Where names are resolved for this host: the system's files, or — in a debug build — those
+/// [`TEST_RESOLVER_ENV`] names. The endpoint and the egress proxy (SPEC §17) both resolve
+/// through it.
+pub fn sources(env: &HostEnv) -> resolve::Sources {
+    test_sources(env).unwrap_or_else(resolve::Sources::system)
+}
 
 fn test_sources(env: &HostEnv) -> Option<resolve::Sources> {
     if !cfg!(debug_assertions) {

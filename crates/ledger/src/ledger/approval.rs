@@ -326,6 +326,7 @@ pub(crate) fn settle(
         transcript_ref: None,
         envelope_sha256: None,
         session_key: None,
+        network: None,
         admitted: false,
     };
     record

@@ -282,6 +282,16 @@ pub struct PolicyRef {
     pub line: Option<u64>,
 }
 
+/// The connections an adapter asked the egress proxy for (SPEC §17), on the call's audit
+/// record ([`AuditRecord::network`]): how many were allowed and how many refused. Stored and
+/// exported as `{"allowed": …, "refused": …}`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkCounts {
+    pub allowed: u64,
+    pub refused: u64,
+}
+
 impl PolicyRef {
     /// The bounds [`AuditRecord::check`] holds it to.
     fn check(&self) -> Result<(), String> {
@@ -415,6 +425,11 @@ pub struct AuditRecord {
     /// its bytes and its hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalRef>,
+    /// The egress proxy's counts (SPEC §17), when the adapter ran with `--network allow:`.
+    /// Absent from the stored body when `None`, so that every record written without it —
+    /// before the field existed included — keeps its bytes and its hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkCounts>,
     /// The final status of the envelope.
     pub status: Name,
     /// The envelope's `error.code`, if any.

@@ -36,7 +36,8 @@ pub use approval::{
     Approval, ApprovalError, ApprovalFilter, ApprovalState, Ask, Decided, MAX_INPUT_SHOWN_BYTES,
 };
 pub use audit::{
-    ApprovalRef, AuditRecord, Name, PolicyRef, Resources, Rule, Verdict, Verification,
+    ApprovalRef, AuditRecord, Name, NetworkCounts, PolicyRef, Resources, Rule, Verdict,
+    Verification,
 };
 pub use flags::{parse_budget_flag, parse_session, parse_since, FlagError};
 pub use lease::Lease;

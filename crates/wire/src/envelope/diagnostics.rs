@@ -202,6 +202,10 @@ pub struct DispatchDiagnostics {
     /// or before the call was routed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<PolicyDiagnostics>,
+    /// The egress proxy's connections (SPEC §17); present with `--network allow:` once the
+    /// adapter ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkDiagnostics>,
     pub duration_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transcript_error: Option<String>,
@@ -223,6 +227,7 @@ impl Default for DispatchDiagnostics {
             stdout_head: None,
             confinement: None,
             policy: None,
+            network: None,
             duration_ms: 0,
             transcript_error: None,
             result_file_error: None,
@@ -240,6 +245,45 @@ pub struct PolicyDiagnostics {
     /// The line of the entry's header (`[[tool]]`, or `[defaults]` when the file has one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<usize>,
+}
+
+/// `diagnostics.dispatch.network` (SPEC §17): what the egress proxy let through and refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NetworkDiagnostics {
+    /// `allow`: the only mode with a proxy.
+    pub mode: &'static str,
+    /// The first [`NetworkDiagnostics::LISTED`] connections, in the order they arrived.
+    pub connections: Vec<ConnectionDiagnostics>,
+    /// Connections not listed (past the first [`NetworkDiagnostics::LISTED`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub more: u64,
+    /// Connections allowed and refused, all of them.
+    pub allowed: u64,
+    pub refused: u64,
+}
+
+impl NetworkDiagnostics {
+    /// How many connections are listed.
+    pub const LISTED: usize = 64;
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One connection the adapter asked the proxy for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConnectionDiagnostics {
+    /// The host as asked (lower case; an IPv6 address in brackets).
+    pub host: String,
+    pub port: u16,
+    pub allowed: bool,
+    /// Why it was refused, or why an allowed one was cut short.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Bytes from the adapter to the host, and back.
+    pub bytes_up: u64,
+    pub bytes_down: u64,
 }
 
 /// `diagnostics.ledger` (SPEC §14): what the ledger did with the call, present when the

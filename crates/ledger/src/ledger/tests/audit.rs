@@ -214,6 +214,7 @@ fn old_format_record() -> AuditRecord {
         transcript_ref: Some("t-1.json".into()),
         envelope_sha256: Some("e".repeat(64)),
         session_key: Some("sha256:s".into()),
+        network: None,
         admitted: true,
     }
 }
@@ -265,6 +266,27 @@ fn a_record_without_a_policy_keeps_the_bytes_and_hash_it_had_before_the_field() 
         chain.finish(Some((1, OLD_HASH.into()))).unwrap(),
         (1, OLD_HASH.to_string())
     );
+}
+
+#[test]
+fn a_record_with_network_counts_round_trips_and_an_old_one_keeps_its_hash() {
+    use crate::ledger::audit::{open, seal, GENESIS};
+    let mut rec = old_format_record();
+    assert_eq!(seal(&rec, 1, GENESIS).unwrap().hash, OLD_HASH);
+    rec.network = Some(crate::ledger::NetworkCounts {
+        allowed: 3,
+        refused: 2,
+    });
+    let sealed = seal(&rec, 1, GENESIS).unwrap();
+    assert!(
+        sealed
+            .body
+            .contains(r#""network":{"allowed":3,"refused":2}"#),
+        "{}",
+        sealed.body
+    );
+    assert_ne!(sealed.hash, OLD_HASH, "the counts are covered by the hash");
+    assert_eq!(open(&sealed.body).unwrap().2, rec);
 }
 
 #[test]

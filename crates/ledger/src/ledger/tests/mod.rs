@@ -55,6 +55,7 @@ pub(super) fn record(key: &Key, decision: Verdict, rule: &str, status: &str) -> 
         transcript_ref: Some("t-1.json".into()),
         envelope_sha256: None,
         session_key: None,
+        network: None,
         admitted: false,
     }
 }
