@@ -22,6 +22,8 @@ struct Direction<'a> {
     total: &'a AtomicU64,
     from_name: &'static str,
     to_name: &'static str,
+    /// From upstream to the client.
+    down: bool,
 }
 
 /// Relay until both directions ended, or the connection was cut; the bytes moved up and down.
@@ -37,6 +39,7 @@ pub(crate) fn relay(
         total: &shared.up,
         from_name: "the client",
         to_name: "the upstream server",
+        down: false,
     };
     let down = Direction {
         from: upstream,
@@ -44,6 +47,7 @@ pub(crate) fn relay(
         total: &shared.down,
         from_name: "the upstream server",
         to_name: "the client",
+        down: true,
     };
     std::thread::scope(|scope| {
         let spawned = std::thread::Builder::new()
@@ -74,6 +78,7 @@ fn pump(shared: &Shared, id: u64, way: &Direction<'_>) -> u64 {
     loop {
         let n = match from.read(&mut buf) {
             Ok(0) => {
+                shared.ended(id, way.down);
                 let _ = to.shutdown(Shutdown::Write);
                 return moved;
             }

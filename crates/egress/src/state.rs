@@ -37,6 +37,19 @@ struct Open {
     streams: Vec<TcpStream>,
     /// Why the connection was cut from outside, first reason only.
     cut: Option<String>,
+    /// The relay's directions that reached their end of file (client to upstream, upstream to
+    /// client).
+    up_ended: bool,
+    down_ended: bool,
+}
+
+impl Open {
+    /// Whether a stop for `reason` cut this connection: not when both directions had ended,
+    /// nor — at the call's end — when the upstream's answer had ended (all that was left was
+    /// the client's own close, which the call's end makes anyway).
+    fn cut_by(&self, reason: &str) -> bool {
+        !self.down_ended || (!self.up_ended && reason != CALL_ENDED)
+    }
 }
 
 /// Every connection's record, and the counts.
@@ -105,7 +118,9 @@ impl Shared {
             let mut registry = lock(&self.registry);
             registry.stopped.get_or_insert(reason);
             for open in registry.open.values_mut() {
-                open.cut.get_or_insert_with(|| reason.to_string());
+                if open.cut_by(reason) {
+                    open.cut.get_or_insert_with(|| reason.to_string());
+                }
                 for stream in &open.streams {
                     let _ = stream.shutdown(Shutdown::Both);
                 }
@@ -155,6 +170,17 @@ impl Shared {
             open.cut.get_or_insert_with(|| reason.to_string());
             for stream in &open.streams {
                 let _ = stream.shutdown(Shutdown::Both);
+            }
+        }
+    }
+
+    /// A direction of connection `id` reached its end of file (before its end is passed on).
+    pub(crate) fn ended(&self, id: u64, down: bool) {
+        if let Some(open) = lock(&self.registry).open.get_mut(&id) {
+            if down {
+                open.down_ended = true;
+            } else {
+                open.up_ended = true;
             }
         }
     }
