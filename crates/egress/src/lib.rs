@@ -294,3 +294,14 @@ fn closed(reason: String) -> Connection {
         bytes_down: 0,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The dispatcher may keep the proxy on another thread than the one that started it.
+    #[test]
+    fn a_proxy_can_move_between_threads() {
+        fn movable<T: Send + Sync>() {}
+        movable::<super::Proxy>();
+        movable::<super::Report>();
+    }
+}

@@ -203,6 +203,29 @@ fn connect_relays_both_ways_and_counts_the_bytes() {
     assert!(report.listening);
 }
 
+#[test]
+fn an_end_of_file_half_closes_and_the_other_direction_goes_on() {
+    let (tx, rx) = mpsc::channel();
+    let server = upstream(1, move |mut s| {
+        s.write_all(b"bye").unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        tx.send(read_to_eof(&mut s)).unwrap();
+    });
+    let port = server.addr.port();
+    let names = names("");
+    let (proxy, addr) = start(config(&[format!("127.0.0.1:{port}")], &names));
+    let mut tunnel = tunnel(addr, &format!("127.0.0.1:{port}"));
+    // The server's end of file reaches the client; the client may still send.
+    assert_eq!(read_to_eof(&mut tunnel), b"bye");
+    tunnel.write_all(b"more").unwrap();
+    tunnel.shutdown(std::net::Shutdown::Write).unwrap();
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), b"more");
+    server.thread.join().unwrap();
+    let report = proxy.finish();
+    let first = only(&report);
+    assert_eq!((first.bytes_up, first.bytes_down), (4, 3));
+}
+
 /// A plain HTTP server that answers with the head (and body) it received.
 fn echo_server(count: usize) -> Upstream {
     upstream(count, |mut s| {
