@@ -306,9 +306,20 @@ pub struct ConfineArgs {
     #[arg(long, hide_short_help = true, value_name = "PATH")]
     pub fs_write: Vec<std::ffi::OsString>,
     /// `none`: a new, empty network namespace, no route to any host, not even the host's
-    /// loopback; `any` (the default): unchanged. Also PARENT_TOOL_DISPATCH_NETWORK.
-    #[arg(long, hide_short_help = true, value_name = "none|any")]
+    /// loopback; `allow:HOST:PORT,…`: the same namespace with loopback up, where the
+    /// dispatcher's proxy is the only way out, to the listed hosts and ports only (`*.NAME`
+    /// matches the names under NAME; an address is reached only when listed literally if it is
+    /// loopback or private); `any` (the default): unchanged. Also PARENT_TOOL_DISPATCH_NETWORK.
+    #[arg(
+        long,
+        hide_short_help = true,
+        value_name = "none|any|allow:HOST:PORT,…"
+    )]
     pub network: Option<std::ffi::OsString>,
+    /// With `--network allow:`, the most bytes the proxy carries for the call (e.g. 64M, binary
+    /// units). Also PARENT_TOOL_DISPATCH_NETWORK_MAX_BYTES.
+    #[arg(long, hide_short_help = true, value_name = "SIZE")]
+    pub network_max_bytes: Option<std::ffi::OsString>,
     /// The whole process tree together stays under SIZE (a cgroup; e.g. 256M, binary units);
     /// an adapter killed at it is resource_limit_exceeded (details.limit "memory"). Also
     /// PARENT_TOOL_DISPATCH_LIMIT_MEMORY.
@@ -1182,6 +1193,7 @@ impl ConfineArgs {
         }
         let singles = [
             (OptionName::Network, &self.network),
+            (OptionName::NetworkMaxBytes, &self.network_max_bytes),
             (OptionName::LimitMemory, &self.limit_memory),
             (OptionName::LimitPids, &self.limit_pids),
             (OptionName::LimitOpenFiles, &self.limit_open_files),

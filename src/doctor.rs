@@ -189,7 +189,7 @@ pub(crate) fn examine(options: &Options) -> Vec<Row> {
             abi,
             probe::landlock_abstract_unix_scope(),
         ),
-        network_row(options.network == Network::None),
+        network_row(options.network.has_namespace()),
         seccomp_row(confined),
         ran(
             "no_new_privs",
@@ -332,6 +332,7 @@ fn network_row(requested: bool) -> Row {
             )
         }),
         network: true,
+        proxy: None,
     };
     let detail = Some(
         if !root {

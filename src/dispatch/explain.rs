@@ -250,7 +250,11 @@ fn confinement(options: &Options) -> Value {
     };
     json!({
         "run_as": run_as,
-        "network": match options.network { Network::Any => "any", Network::None => "none" },
+        "network": match options.network {
+            Network::Any => "any",
+            Network::None => "none",
+            Network::Allow => "allow",
+        },
         "fs_read": paths(&options.fs_read),
         "fs_write": paths(&options.fs_write),
         "limits": {

@@ -162,6 +162,7 @@ fn confine_flag_given(args: &DispatchArgs, name: OptionName) -> bool {
         OptionName::FsRead => !confine.fs_read.is_empty(),
         OptionName::FsWrite => !confine.fs_write.is_empty(),
         OptionName::Network => confine.network.is_some(),
+        OptionName::NetworkMaxBytes => confine.network_max_bytes.is_some(),
         OptionName::LimitMemory => confine.limit_memory.is_some(),
         OptionName::LimitPids => confine.limit_pids.is_some(),
         OptionName::LimitOpenFiles => confine.limit_open_files.is_some(),

@@ -13,7 +13,7 @@
 use super::attack::{self, Answer, Attack};
 use super::{row, unavailable, Row};
 use ptd_sys::confine::creds::{self, RunAs};
-use ptd_sys::confine::{Network, Options, Step};
+use ptd_sys::confine::{Options, Step};
 use ptd_sys::exec::{self, SpawnError, Spec, Unconfinable};
 use ptd_sys::interrupt::Interrupts;
 use ptd_sys::probe::{self, Outcome, Probe};
@@ -143,7 +143,7 @@ pub type Plan = Vec<(Attack, String)>;
 pub(crate) fn examine(options: &Options) -> Vec<Row> {
     let requested = options.is_requested();
     let options = probe_options(options);
-    let host = match host_side(options.network == Network::None) {
+    let host = match host_side(options.network.has_namespace()) {
         Ok(host) => host,
         Err(e) => {
             return all_unavailable(

@@ -7,7 +7,7 @@
 
 use crate::model::{Decision, Entry, Location, NetworkPolicy};
 use crate::value::{a_type, escape, Checker, Key, Value};
-use ptd_sys::confine::{OptionError, OptionName, Options, RawOptions};
+use ptd_sys::confine::{Network, OptionError, OptionName, Options, RawOptions};
 use std::ffi::OsString;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -253,12 +253,18 @@ impl Checker<'_> {
     fn network(&mut self, value: &Value<'_>) -> Option<NetworkPolicy> {
         match value.get_ref() {
             DeValue::String(mode) => {
-                let (mode, _) = self.confine_one(OptionName::Network, mode, &value.span(), None)?;
-                Some(if mode == "none" {
-                    NetworkPolicy::None
-                } else {
-                    NetworkPolicy::Any
-                })
+                let (_, options) =
+                    self.confine_one(OptionName::Network, mode, &value.span(), None)?;
+                match options.network {
+                    Network::None => Some(NetworkPolicy::None),
+                    Network::Any => Some(NetworkPolicy::Any),
+                    Network::Allow => {
+                        let message = "`network`: `allow:…` is the command line's spelling: \
+                                       write network = { allow = [\"host:port\", …] }";
+                        self.report(&value.span(), message);
+                        None
+                    }
+                }
             }
             DeValue::Table(table) => self.allow_list(table),
             _ => {
@@ -355,6 +361,7 @@ pub fn key_of(option: OptionName) -> &'static str {
         OptionName::FsRead => "fs_read",
         OptionName::FsWrite => "fs_write",
         OptionName::Network => "network",
+        OptionName::NetworkMaxBytes => "network_max_bytes",
         OptionName::LimitMemory => "limit_memory",
         OptionName::LimitPids => "limit_pids",
         OptionName::LimitOpenFiles => "limit_open_files",

@@ -57,6 +57,9 @@ pub struct Entry {
     pub fs_read: Option<Vec<PathBuf>>,
     pub fs_write: Option<Vec<PathBuf>>,
     pub network: Option<NetworkPolicy>,
+    /// A size as `--network-max-bytes` takes it (SPEC §17: the proxy's bound, with
+    /// `network = { allow = [...] }` only).
+    pub network_max_bytes: Option<String>,
     pub run_as: Option<String>,
     /// A size as `--limit-memory` takes it (`512M`, or digits).
     pub limit_memory: Option<String>,
@@ -87,6 +90,7 @@ impl Entry {
             fs_read: pick(&self.fs_read, &base.fs_read),
             fs_write: pick(&self.fs_write, &base.fs_write),
             network: pick(&self.network, &base.network),
+            network_max_bytes: pick(&self.network_max_bytes, &base.network_max_bytes),
             run_as: pick(&self.run_as, &base.run_as),
             limit_memory: pick(&self.limit_memory, &base.limit_memory),
             limit_pids: self.limit_pids.or(base.limit_pids),
@@ -105,8 +109,9 @@ impl Entry {
     /// `parse_beside_ledger`) to give them the command line's meaning. Call it on an effective
     /// entry ([`Route::effective`](crate::Route)) to have `[defaults]` merged.
     ///
-    /// `network = { allow = [...] }` adds nothing here: egress by name is SPEC §17's, which
-    /// reads [`Entry::network`] itself.
+    /// `network = { allow = [...] }` is `--network allow:` with the entries joined by `,`, and
+    /// `network_max_bytes` is `--network-max-bytes` (SPEC §17), so the rules are read by the
+    /// same `Options::parse` as the command line's.
     pub fn confine_raw(&self) -> RawOptions {
         let mut raw = RawOptions::default();
         for path in self.fs_read.iter().flatten() {
@@ -122,9 +127,13 @@ impl Entry {
             Some(NetworkPolicy::Any) => {
                 raw.flag(OptionName::Network, "any");
             }
-            Some(NetworkPolicy::Allow(_)) | None => {}
+            Some(NetworkPolicy::Allow(list)) => {
+                raw.flag(OptionName::Network, format!("allow:{}", list.join(",")));
+            }
+            None => {}
         }
         let spelled = [
+            (OptionName::NetworkMaxBytes, self.network_max_bytes.clone()),
             (OptionName::LimitMemory, self.limit_memory.clone()),
             (
                 OptionName::LimitPids,

@@ -267,13 +267,20 @@ fn confinement_values_are_checked_as_their_flags_at_the_key() {
             "p.toml:3:16: `limit_memory`: `5MB` has an ambiguous unit: sizes are binary, write \
              e.g. 256M or 256MiB",
             "p.toml:4:14: `limit_pids`: `0` would leave nothing able to run",
-            "p.toml:5:11: `network`: `some` is not a network mode (expected `none` or `any`)",
+            "p.toml:5:11: `network`: `some` is not a network mode (expected `none`, `any` or \
+             `allow:HOST:PORT,…`)",
             "p.toml:6:10: `run_as`: `no-such-user-zz`: there is no user `no-such-user-zz` on \
              this host",
             "p.toml:7:19: `limit_file_size`: `x` is not a size: digits (bytes), optionally \
              followed by K, M, G or T (binary units: 1K = 1024 bytes), e.g. 256M",
             "p.toml:8:20: `limit_open_files`: `-2` is not a whole number",
         ]
+    );
+    // The command line's `allow:` string is not the policy's spelling of an allow list.
+    assert_eq!(
+        one("version = 1\n[defaults]\nnetwork = \"allow:h:1\"\n"),
+        "p.toml:3:11: `network`: `allow:…` is the command line's spelling: write network = \
+         { allow = [\"host:port\", …] }"
     );
 }
 
@@ -615,12 +622,31 @@ fn a_confinement_key_means_what_its_flag_means() {
         .flag(OptionName::RunAs, "nobody");
     assert_eq!(from_policy, Options::parse(&cli).unwrap());
     assert_eq!(from_policy.limit_memory_bytes, Some(64 << 20));
-    // An allow list is §17's: no `--network` flag.
-    let allow = policy("version = 1\n[defaults]\nnetwork = { allow = [\"h:1\"] }\n");
-    assert_eq!(
-        Options::parse(&allow.defaults.confine_raw()).unwrap(),
-        Options::default()
-    );
+    // An allow list (SPEC §17) is `--network allow:` with its entries, read by the same parser.
+    let allow =
+        policy("version = 1\n[defaults]\nnetwork = { allow = [\"h:1\", \"*.Example.org:443\"] }\n");
+    let mut cli = RawOptions::default();
+    cli.flag(OptionName::Network, "allow:h:1,*.example.org:443");
+    let from_policy = Options::parse(&allow.defaults.confine_raw()).unwrap();
+    assert_eq!(from_policy, Options::parse(&cli).unwrap());
+    assert_eq!(from_policy.network.as_str(), "allow");
+    assert_eq!(from_policy.network_allow.len(), 2);
+    // `network_max_bytes` is `--network-max-bytes`, over `[defaults]`'s like every key.
+    let mut entry = allow.defaults.clone();
+    entry.network_max_bytes = Some("1M".into());
+    let tool = Entry::default().over(&entry);
+    let options = Options::parse(&tool.confine_raw()).unwrap();
+    assert_eq!(options.network_max_bytes, Some(1 << 20));
+    cli.flag(OptionName::NetworkMaxBytes, "1M");
+    assert_eq!(options, Options::parse(&cli).unwrap());
+    // Without an allow list it is refused, as on the command line.
+    let alone = Entry {
+        network_max_bytes: Some("1M".into()),
+        ..Entry::default()
+    };
+    let err = Options::parse(&alone.confine_raw()).unwrap_err();
+    assert_eq!(err.option, OptionName::NetworkMaxBytes);
+    assert_eq!(key_of(err.option), "network_max_bytes");
 }
 
 // ---- Never panics ----

@@ -147,6 +147,7 @@ pub fn network_namespace() -> Need {
     let netns = crate::confine::namespaces::PreparedNamespaces {
         user: (uid != 0).then(|| crate::confine::namespaces::UserMaps::identity(uid, gid)),
         network: true,
+        proxy: None,
     };
     match crate::probe::network(&netns) {
         Ok(probe) => match probe.outcome {

@@ -3,8 +3,10 @@
 //!
 //! Each mechanism has a file: [`options`] (the flags and variables, checked), [`landlock`]
 //! (+ [`interpreter`], the program's `#!` chain), [`seccomp`], [`cgroup`], [`rlimit`],
-//! [`namespaces`], [`creds`] (who the adapter runs as); `crate::probe` proves each on the running kernel (what `doctor` runs). [`Prepared`]
-//! gathers them for one run.
+//! [`namespaces`], [`proxy`] (the proxy's listener of `--network allow:`, SPEC §17, handed
+//! from the adapter's network namespace to the dispatcher), [`creds`] (who the adapter runs
+//! as); [`allow`] reads SPEC §17's allow rules. `crate::probe` proves each on the running
+//! kernel (what `doctor` runs). [`Prepared`] gathers them for one run.
 //!
 //! Invariants:
 //! - two halves per mechanism: a *prepare* step in the parent, before the fork, that does
@@ -17,10 +19,15 @@
 //!   missing ([`Unavailable::missing`]), before anything runs; a child step that fails is a
 //!   [`ChildError`] naming the step, and the adapter must not be executed then;
 //! - the child steps are called in SPEC §13.1's and §13.2's order: [`Prepared::join_cgroups`]
-//!   → [`Prepared::set_rlimits`] → [`Prepared::enter_namespaces`] → (`exec/` forks the PID
+//!   → [`Prepared::set_rlimits`] → [`Prepared::enter_namespaces`] (user, mount and PID,
+//!   network, then — `--network allow:` — the proxy's listener handed to the dispatcher, so
+//!   that the init never holds it) → (`exec/` forks the PID
 //!   namespace's init) → [`Prepared::in_pid_namespace`] → (the init forks the adapter's
 //!   process) → [`Prepared::drop_privileges`] → (`close_range`, `exec/`'s) →
-//!   [`set_no_new_privs`] → [`Prepared::restrict_landlock`] → [`Prepared::apply_seccomp`].
+//!   [`set_no_new_privs`] → [`Prepared::restrict_landlock`] → [`Prepared::apply_seccomp`];
+//! - what a child step gives the dispatcher travels over a descriptor prepared before the fork:
+//!   the refused step's code (`exec/`'s report pipe) and, under `--network allow:`, the
+//!   proxy's listener ([`Prepared::proxy_receiver`]), which the dispatcher checks before use.
 //!
 //! Must not: spawn, wait for or signal the adapter (that is `exec/`), know JSON or envelopes.
 
@@ -32,6 +39,7 @@ pub mod interpreter;
 pub mod landlock;
 pub mod namespaces;
 pub mod options;
+pub mod proxy;
 pub mod rlimit;
 pub mod seccomp;
 
@@ -41,6 +49,7 @@ use cgroup::{CallCgroup, Host, Limits};
 use creds::Credentials;
 use landlock::{FsRequest, PreparedLandlock};
 use namespaces::{PreparedNamespaces, UserMaps};
+use proxy::{ProxyChildEnd, ProxyParentEnd, ProxyReceiver};
 use rlimit::Rlimits;
 use rustix::io::Errno;
 use seccomp::Filter;
@@ -58,7 +67,7 @@ const TRANSPORT_ENTRIES: usize = 1024;
 pub enum Step {
     JoinCgroups,
     Rlimits,
-    /// The network namespace (`--network none`).
+    /// The network namespace (`--network none`, `--network allow:`).
     Namespaces,
     NoNewPrivs,
     Landlock,
@@ -71,6 +80,9 @@ pub enum Step {
     PidNamespace,
     /// Dropping to the run-as user with no capability (SPEC §13.2).
     Privileges,
+    /// `--network allow:`: the loopback brought up and the proxy's listener handed to the
+    /// dispatcher (SPEC §17).
+    NetworkProxy,
 }
 
 impl Step {
@@ -86,6 +98,7 @@ impl Step {
             Step::UserNamespace => "user_namespace",
             Step::PidNamespace => "pid_namespace",
             Step::Privileges => "privileges",
+            Step::NetworkProxy => "network_proxy",
         }
     }
 
@@ -100,6 +113,7 @@ impl Step {
             7 => Step::UserNamespace,
             8 => Step::PidNamespace,
             9 => Step::Privileges,
+            10 => Step::NetworkProxy,
             _ => Step::Control,
         }
     }
@@ -122,6 +136,7 @@ impl Step {
             Step::UserNamespace => "user_namespace",
             Step::PidNamespace => "pid_namespace",
             Step::Privileges => "user",
+            Step::NetworkProxy => "network_proxy",
         }
     }
 
@@ -231,6 +246,8 @@ pub struct Prepared {
     pub credentials: Credentials,
     /// The private `TMPDIR` (0700, the run-as user's; removed when this value is dropped).
     tmpdir: tempfile::TempDir,
+    /// `--network allow:`: the dispatcher's end of the proxy's handoff (SPEC §17).
+    proxy: Option<ProxyParentEnd>,
 }
 
 /// The limit SPEC §13's `error.details.limit` names.
@@ -290,6 +307,29 @@ pub(crate) fn give_to(dir: &Path, credentials: &Credentials) -> Result<(), Strin
             credentials.uid
         )
     })
+}
+
+/// `--network allow:`: both ends of the proxy's handoff (SPEC §17), or the missing piece.
+fn prepare_proxy(
+    network: Network,
+    missing: &mut Vec<(String, String)>,
+) -> (Option<ProxyParentEnd>, Option<ProxyChildEnd>) {
+    if network != Network::Allow {
+        return (None, None);
+    }
+    match proxy::handoff() {
+        Ok((parent, child)) => (Some(parent), Some(child)),
+        Err(errno) => {
+            missing.push((
+                "network_proxy".into(),
+                format!(
+                    "cannot make the socket pair that hands the proxy's listener to the \
+                     dispatcher: {errno}"
+                ),
+            ));
+            (None, None)
+        }
+    }
 }
 
 impl Prepared {
@@ -376,11 +416,13 @@ impl Prepared {
         } else {
             None
         };
+        let (proxy, proxy_child) = prepare_proxy(options.network, &mut missing);
         let namespaces = PreparedNamespaces {
             user: who
                 .needs_user_namespace()
                 .then(|| UserMaps::identity(who.uid, who.gid)),
-            network: options.network == Network::None,
+            network: options.network.has_namespace(),
+            proxy: proxy_child,
         };
         match (seccomp, credentials, tmpdir) {
             (Ok(seccomp), Some(credentials), Some(tmpdir)) if missing.is_empty() => {
@@ -395,6 +437,7 @@ impl Prepared {
                     namespaces,
                     credentials,
                     tmpdir,
+                    proxy,
                 }))
             }
             _ => Err(Unavailable { missing }),
@@ -417,9 +460,11 @@ impl Prepared {
                     .needs_user_namespace()
                     .then(|| UserMaps::identity(credentials.uid, credentials.gid)),
                 network: false,
+                proxy: None,
             },
             credentials,
             tmpdir,
+            proxy: None,
         }
     }
 
@@ -443,7 +488,8 @@ impl Prepared {
     }
 
     /// Child step 3: the new namespaces — user (not root), mount and PID, network (`--network
-    /// none`). After it the caller's next child is PID 1 of the new PID namespace.
+    /// none` and `allow:`), then under `allow:` the proxy's listener handed to the dispatcher.
+    /// After it the caller's next child is PID 1 of the new PID namespace.
     pub(crate) fn enter_namespaces(&self) -> Result<(), ChildError> {
         self.enter_namespaces_with(true)
     }
@@ -463,7 +509,10 @@ impl Prepared {
         }
         self.namespaces
             .enter_network()
-            .map_err(refused(Step::Namespaces))
+            .map_err(refused(Step::Namespaces))?;
+        self.namespaces
+            .hand_over_proxy()
+            .map_err(refused(Step::NetworkProxy))
     }
 
     /// Child step 4, in the PID namespace's init: its own `/proc`, and Landlock's rule for it.
@@ -530,6 +579,29 @@ impl Prepared {
         self.cgroup.as_ref().is_some_and(CallCgroup::kill)
     }
 
+    /// `--network allow:`: the dispatcher's side of the proxy's handoff (SPEC §17), which
+    /// receives the listener the child makes in the adapter's network namespace. Given out
+    /// once: a second call (and any call without `allow:`) gets `None`.
+    pub fn proxy_receiver(&self) -> Option<ProxyReceiver> {
+        self.proxy.as_ref().and_then(ProxyParentEnd::receiver)
+    }
+
+    /// After a spawn returned (started or not): the dispatcher's copy of the child's end of the
+    /// proxy's handoff closed, so the receiver reads end of file once the child's is gone.
+    pub(crate) fn spawn_returned(&self) {
+        if let Some(end) = &self.namespaces.proxy {
+            end.close();
+        }
+    }
+
+    /// Before a spawn is tried again (`ETXTBSY`): drop the listener the failed attempt sent
+    /// (its namespace has no adapter).
+    pub(crate) fn spawn_tried_again(&self) {
+        if let Some(end) = &self.proxy {
+            end.discard_sent();
+        }
+    }
+
     /// The private `TMPDIR`: the adapter's `TMPDIR`, removed when this value is dropped.
     pub fn tmpdir(&self) -> Option<&Path> {
         Some(self.tmpdir.path())
@@ -550,6 +622,9 @@ impl Prepared {
         in_force.push("pid_namespace");
         if self.namespaces.network {
             in_force.push("network_namespace");
+        }
+        if self.proxy.is_some() {
+            in_force.push("network_proxy");
         }
         in_force.push("no_privileges");
         in_force.push("no_new_privs");

@@ -1,5 +1,6 @@
 //! The adapter's namespaces (SPEC §13, §13.2): mount and PID always under confinement, network
-//! with `--network none`, and a user namespace when the dispatcher is not root.
+//! with `--network none` and `--network allow:` (SPEC §17), and a user namespace when the
+//! dispatcher is not root.
 //!
 //! Child side, after the rlimits (SPEC §13.1), in the process `exec/` forked:
 //! [`PreparedNamespaces::enter_user`] (not root: `unshare(CLONE_NEWUSER)`, then the child maps
@@ -10,7 +11,11 @@
 //! caller stays where it is, its next child is PID 1 of the new namespace), then
 //! [`PreparedNamespaces::enter_network`] (`unshare(CLONE_NEWNET)`: a new, empty network
 //! namespace whose only interface is a loopback that is down — no route to any host, the
-//! host's loopback services included). Three calls, so a refusal names the namespace.
+//! host's loopback services included). Three calls, so a refusal names the namespace. Under
+//! `--network allow:` the child then hands the proxy's listener to the dispatcher
+//! ([`ProxyChildEnd::hand_over`](super::proxy::ProxyChildEnd::hand_over), `confine/proxy.rs`:
+//! loopback up, a listener on `127.0.0.1:3128`, sent over a socket pair), still before the PID
+//! namespace's init is forked.
 //!
 //! [`mount_proc`] runs in the new PID namespace's first process (the init of `exec/`'s
 //! [`pidns`](super::pidns)): mounts stop propagating to the host (`/` recursively private),
@@ -19,6 +24,7 @@
 //!
 //! Everything that allocates (the map lines) is made before the fork.
 
+use super::proxy::ProxyChildEnd;
 use rustix::fd::OwnedFd;
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
@@ -27,12 +33,15 @@ use rustix::thread::UnshareFlags;
 use std::ffi::{CStr, CString};
 
 /// The namespaces the child enters.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct PreparedNamespaces {
     /// A user namespace of its own and the map lines (`None`: the dispatcher is root).
     pub user: Option<UserMaps>,
-    /// A new, empty network namespace (`--network none`).
+    /// A new, empty network namespace (`--network none`, `--network allow:`).
     pub network: bool,
+    /// `--network allow:`: the child's end of the proxy's handoff (SPEC §17), used right after
+    /// the network namespace is entered.
+    pub proxy: Option<ProxyChildEnd>,
 }
 
 /// The uid and gid map lines of a new user namespace.
@@ -75,13 +84,23 @@ impl PreparedNamespaces {
         unsafe { rustix::thread::unshare_unsafe(UnshareFlags::NEWNS | UnshareFlags::NEWPID) }
     }
 
-    /// Child step: the new network namespace, with `--network none`.
+    /// Child step: the new network namespace, with `--network none` or `allow:`.
     pub(crate) fn enter_network(&self) -> Result<(), Errno> {
         if !self.network {
             return Ok(());
         }
         // SAFETY: as in `enter_user`.
         unsafe { rustix::thread::unshare_unsafe(UnshareFlags::NEWNET) }
+    }
+
+    /// Child step, right after [`PreparedNamespaces::enter_network`], with `--network allow:`:
+    /// the proxy's listener made in the new namespace and sent to the dispatcher. System calls
+    /// only.
+    pub(crate) fn hand_over_proxy(&self) -> Result<(), Errno> {
+        match &self.proxy {
+            Some(end) => end.hand_over(),
+            None => Ok(()),
+        }
     }
 }
 

@@ -1,5 +1,6 @@
-//! The confinement options of SPEC §13, as values: sizes, counts, paths and the network mode,
-//! parsed from the command line or from `PARENT_TOOL_DISPATCH_*` variables.
+//! The confinement options of SPEC §13, as values: sizes, counts, paths and the network mode
+//! (with SPEC §17's allow rules, read by [`AllowRule::parse_list`]), parsed from the command
+//! line or from `PARENT_TOOL_DISPATCH_*` variables.
 //!
 //! Pure apart from [`parse_path`] (which asks the file system whether the path exists and what
 //! it resolves to). Every error names the option (and the variable, when the value came from
@@ -12,6 +13,7 @@
 //! bytes. Values stop at `i64::MAX`: the kernel's limits are signed in places and
 //! `RLIM_INFINITY` is `u64::MAX`.
 
+use super::allow::AllowRule;
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -23,6 +25,9 @@ pub enum OptionName {
     FsRead,
     FsWrite,
     Network,
+    /// The proxy's bound on the bytes of a call's connections (SPEC §17, `--network allow:`
+    /// only).
+    NetworkMaxBytes,
     LimitMemory,
     LimitPids,
     LimitOpenFiles,
@@ -31,11 +36,13 @@ pub enum OptionName {
 }
 
 impl OptionName {
-    /// Every option, in the order of SPEC §13's table (then §13.2's).
-    pub const ALL: [OptionName; 8] = [
+    /// Every option, in the order of SPEC §13's table (then §13.2's), `--network-max-bytes`
+    /// (SPEC §17) after `--network`.
+    pub const ALL: [OptionName; 9] = [
         OptionName::FsRead,
         OptionName::FsWrite,
         OptionName::Network,
+        OptionName::NetworkMaxBytes,
         OptionName::LimitMemory,
         OptionName::LimitPids,
         OptionName::LimitOpenFiles,
@@ -49,6 +56,7 @@ impl OptionName {
             OptionName::FsRead => "--fs-read",
             OptionName::FsWrite => "--fs-write",
             OptionName::Network => "--network",
+            OptionName::NetworkMaxBytes => "--network-max-bytes",
             OptionName::LimitMemory => "--limit-memory",
             OptionName::LimitPids => "--limit-pids",
             OptionName::LimitOpenFiles => "--limit-open-files",
@@ -63,6 +71,7 @@ impl OptionName {
             OptionName::FsRead => "PARENT_TOOL_DISPATCH_FS_READ",
             OptionName::FsWrite => "PARENT_TOOL_DISPATCH_FS_WRITE",
             OptionName::Network => "PARENT_TOOL_DISPATCH_NETWORK",
+            OptionName::NetworkMaxBytes => "PARENT_TOOL_DISPATCH_NETWORK_MAX_BYTES",
             OptionName::LimitMemory => "PARENT_TOOL_DISPATCH_LIMIT_MEMORY",
             OptionName::LimitPids => "PARENT_TOOL_DISPATCH_LIMIT_PIDS",
             OptionName::LimitOpenFiles => "PARENT_TOOL_DISPATCH_LIMIT_OPEN_FILES",
@@ -92,6 +101,9 @@ pub enum Network {
     Any,
     /// A new, empty network namespace.
     None,
+    /// `allow:HOST:PORT,…` (SPEC §17): a new network namespace with loopback up, where the
+    /// dispatcher's proxy listens; the rules are [`Options::network_allow`].
+    Allow,
 }
 
 impl Network {
@@ -99,7 +111,13 @@ impl Network {
         match self {
             Network::Any => "any",
             Network::None => "none",
+            Network::Allow => "allow",
         }
+    }
+
+    /// Whether the adapter gets a network namespace of its own (`none` and `allow:`).
+    pub fn has_namespace(self) -> bool {
+        matches!(self, Network::None | Network::Allow)
     }
 }
 
@@ -111,6 +129,12 @@ pub struct Options {
     /// Canonical, existing paths the adapter may read, write, create and remove beneath.
     pub fs_write: Vec<PathBuf>,
     pub network: Network,
+    /// The hosts and ports the proxy may connect to: non-empty exactly when `network` is
+    /// [`Network::Allow`].
+    pub network_allow: Vec<AllowRule>,
+    /// `--network-max-bytes`: the proxy's bound on a call's bytes (only with
+    /// [`Network::Allow`]; `None`: the proxy's default).
+    pub network_max_bytes: Option<u64>,
     pub limit_memory_bytes: Option<u64>,
     pub limit_pids: Option<u64>,
     pub limit_open_files: Option<u64>,
@@ -133,7 +157,7 @@ impl Options {
         self.baseline
             || self.wants_landlock()
             || self.run_as.is_some()
-            || self.network == Network::None
+            || self.network.has_namespace()
             || self.wants_cgroup()
             || self.limit_open_files.is_some()
             || self.limit_file_size_bytes.is_some()
@@ -165,10 +189,13 @@ impl Options {
         for path in &self.fs_write {
             flag(OptionName::FsWrite, path.clone().into_os_string());
         }
-        if self.network == Network::None {
-            flag(OptionName::Network, Network::None.as_str().into());
+        match self.network {
+            Network::Any => {}
+            Network::None => flag(OptionName::Network, Network::None.as_str().into()),
+            Network::Allow => flag(OptionName::Network, allow_value(&self.network_allow).into()),
         }
         let numbers = [
+            (OptionName::NetworkMaxBytes, self.network_max_bytes),
             (OptionName::LimitMemory, self.limit_memory_bytes),
             (OptionName::LimitPids, self.limit_pids),
             (OptionName::LimitOpenFiles, self.limit_open_files),
@@ -212,7 +239,11 @@ impl Options {
             }
         }
         if let Some((value, source)) = raw.single(OptionName::Network) {
-            options.network = parse_network(source, value)?;
+            (options.network, options.network_allow) = parse_network(source, value)?;
+        }
+        if let Some((value, source)) = raw.single(OptionName::NetworkMaxBytes) {
+            options.network_max_bytes =
+                Some(parse_network_max_bytes(source, value, options.network)?);
         }
         if let Some((value, source)) = raw.single(OptionName::LimitMemory) {
             let bytes = parse_size(OptionName::LimitMemory, source, value)?;
@@ -384,8 +415,13 @@ pub enum Problem {
     TooLarge,
     /// Zero where it would stop anything from running.
     Zero,
-    /// Neither `none` nor `any`.
+    /// Neither `none`, `any` nor `allow:…`.
     NotANetworkMode,
+    /// An `allow:` list that cannot be read: the rule's reason.
+    BadAllowRule(String),
+    /// `--network-max-bytes` without `--network allow:` (it bounds the proxy, which only
+    /// that mode has).
+    NoProxy,
     /// An empty path (an empty list entry).
     EmptyPath,
     /// The path does not exist (or cannot be resolved): the error's text.
@@ -447,9 +483,18 @@ impl fmt::Display for OptionError {
             Problem::NotANetworkMode => {
                 write!(
                     f,
-                    ": `{value}` is not a network mode (expected `none` or `any`)"
+                    ": `{value}` is not a network mode (expected `none`, `any` or \
+                     `allow:HOST:PORT,…`)"
                 )
             }
+            Problem::BadAllowRule(why) => {
+                write!(f, ": `{value}` is not a list of allow rules: {why}")
+            }
+            Problem::NoProxy => write!(
+                f,
+                ": `{value}` bounds the proxy of `--network allow:HOST:PORT,…`, and the \
+                 network is not in that mode"
+            ),
             Problem::EmptyPath => write!(f, ": an empty path (an empty entry in a `:` list?)"),
             Problem::PathUnusable(why) => write!(f, ": `{value}` cannot be used: {why}"),
             Problem::WholeFileSystem => {
@@ -553,18 +598,47 @@ pub(crate) fn parse_run_as(
     super::creds::RunAs::parse(text, euid).map_err(err)
 }
 
-/// `none` or `any`, exactly.
-pub(crate) fn parse_network(source: Source, value: &OsStr) -> Result<Network, OptionError> {
+/// `none` or `any`, exactly, or `allow:` and a list of rules ([`AllowRule::parse_list`]).
+pub(crate) fn parse_network(
+    source: Source,
+    value: &OsStr,
+) -> Result<(Network, Vec<AllowRule>), OptionError> {
+    let err = |problem| OptionError::new(OptionName::Network, source, value, problem);
     match value.to_str() {
-        Some("none") => Ok(Network::None),
-        Some("any") => Ok(Network::Any),
-        _ => Err(OptionError::new(
-            OptionName::Network,
-            source,
-            value,
-            Problem::NotANetworkMode,
-        )),
+        Some("none") => Ok((Network::None, Vec::new())),
+        Some("any") => Ok((Network::Any, Vec::new())),
+        Some(text) => match text.strip_prefix("allow:") {
+            Some(list) => match AllowRule::parse_list(list) {
+                Ok(rules) => Ok((Network::Allow, rules)),
+                Err(why) => Err(err(Problem::BadAllowRule(why.0))),
+            },
+            None => Err(err(Problem::NotANetworkMode)),
+        },
+        None => Err(err(Problem::NotANetworkMode)),
     }
+}
+
+/// `--network allow:`'s value for `rules` (what [`parse_network`] reads back to them).
+fn allow_value(rules: &[AllowRule]) -> String {
+    let list: Vec<String> = rules.iter().map(ToString::to_string).collect();
+    format!("allow:{}", list.join(","))
+}
+
+/// `--network-max-bytes`: a size, not zero, and only beside `--network allow:`.
+fn parse_network_max_bytes(
+    source: Source,
+    value: &OsStr,
+    network: Network,
+) -> Result<u64, OptionError> {
+    let name = OptionName::NetworkMaxBytes;
+    let bytes = parse_size(name, source, value)?;
+    if bytes == 0 {
+        return Err(OptionError::new(name, source, value, Problem::Zero));
+    }
+    if network != Network::Allow {
+        return Err(OptionError::new(name, source, value, Problem::NoProxy));
+    }
+    Ok(bytes)
 }
 
 /// An existing path, canonicalised (symlinks resolved, relative paths against the current
@@ -612,6 +686,175 @@ mod tests {
         }
         assert_eq!(Options::parse(&again).unwrap(), options);
         assert!(Options::default().to_flags().is_empty());
+    }
+
+    /// `flags` (as [`Options::to_flags`] makes them) read back.
+    fn read_back(flags: &[OsString]) -> Options {
+        let mut again = RawOptions::default();
+        for pair in flags.chunks(2) {
+            let name = OptionName::ALL
+                .into_iter()
+                .find(|n| OsStr::new(n.flag()) == pair[0])
+                .unwrap();
+            again.flag(name, pair[1].clone());
+        }
+        Options::parse(&again).unwrap()
+    }
+
+    #[test]
+    fn allow_mode_reads_back_to_the_same_options() {
+        let mut raw = RawOptions::default();
+        raw.flag(
+            OptionName::Network,
+            "allow:API.github.com:443,*.pythonhosted.org:443,203.0.113.7:8080,[::1]:80,\
+             api.github.com:443",
+        )
+        .flag(OptionName::NetworkMaxBytes, "64M");
+        let options = Options::parse(&raw).unwrap();
+        assert_eq!(options.network, Network::Allow);
+        assert_eq!(options.network.as_str(), "allow");
+        assert!(options.is_requested() && options.network.has_namespace());
+        assert_eq!(options.network_max_bytes, Some(64 << 20));
+        let rules: Vec<String> = options
+            .network_allow
+            .iter()
+            .map(|r| r.to_string())
+            .collect();
+        assert_eq!(
+            rules,
+            [
+                "api.github.com:443",
+                "*.pythonhosted.org:443",
+                "203.0.113.7:8080",
+                "[::1]:80"
+            ],
+            "lower case, a repeated rule kept once"
+        );
+        let flags = options.to_flags();
+        assert_eq!(
+            flags,
+            [
+                "--network",
+                "allow:api.github.com:443,*.pythonhosted.org:443,203.0.113.7:8080,[::1]:80",
+                "--network-max-bytes",
+                "67108864"
+            ]
+            .map(OsString::from)
+        );
+        assert_eq!(read_back(&flags), options);
+        // Without a bound, none is written.
+        let mut only = RawOptions::default();
+        only.flag(OptionName::Network, "allow:example.com:80");
+        let options = Options::parse(&only).unwrap();
+        assert_eq!(options.network_max_bytes, None);
+        assert_eq!(options.to_flags().len(), 2);
+        assert_eq!(read_back(&options.to_flags()), options);
+    }
+
+    #[test]
+    fn a_malformed_allow_rule_names_the_option_the_value_and_why() {
+        for (value, why) in [
+            ("allow:", "no port"),
+            ("allow:example.com", "port"),
+            ("allow:example.com:0", "port"),
+            ("allow:example.com:65536", "port"),
+            ("allow:*:443", "`*` alone"),
+            ("allow:a.*.com:443", "first label"),
+            ("allow:ok.com:443,", "`"),
+        ] {
+            let mut raw = RawOptions::default();
+            raw.flag(OptionName::Network, value);
+            let err = Options::parse(&raw).unwrap_err();
+            assert!(
+                matches!(&err.problem, Problem::BadAllowRule(reason) if !reason.is_empty()),
+                "{value}: {err:?}"
+            );
+            let text = err.to_string();
+            assert!(
+                text.starts_with(&format!(
+                    "--network: `{value}` is not a list of allow rules: "
+                )),
+                "{text}"
+            );
+            assert!(text.contains(why), "{value}: {text}");
+        }
+        // From the variable, named as such.
+        let env = |name: &str| {
+            (name == "PARENT_TOOL_DISPATCH_NETWORK").then(|| OsString::from("allow:nope"))
+        };
+        let err = Options::parse(&RawOptions::from_env(env)).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("PARENT_TOOL_DISPATCH_NETWORK (--network): `allow:nope` is not"),
+            "{err}"
+        );
+        // `allow` without its colon, or in another case, is no mode at all.
+        for value in ["allow", "Allow:example.com:443", "allow=example.com:443"] {
+            let mut raw = RawOptions::default();
+            raw.flag(OptionName::Network, value);
+            let err = Options::parse(&raw).unwrap_err();
+            assert_eq!(err.problem, Problem::NotANetworkMode, "{value}");
+        }
+    }
+
+    #[test]
+    fn network_max_bytes_is_a_size_beside_allow_mode_only() {
+        let parse = |network: Option<&str>, bytes: &str| {
+            let mut raw = RawOptions::default();
+            if let Some(network) = network {
+                raw.flag(OptionName::Network, network);
+            }
+            raw.flag(OptionName::NetworkMaxBytes, bytes);
+            Options::parse(&raw)
+        };
+        let allow = Some("allow:example.com:443");
+        assert_eq!(parse(allow, "1G").unwrap().network_max_bytes, Some(1 << 30));
+        assert_eq!(parse(allow, "4096").unwrap().network_max_bytes, Some(4096));
+        let err = parse(allow, "0").unwrap_err();
+        assert_eq!(
+            (err.option, err.problem),
+            (OptionName::NetworkMaxBytes, Problem::Zero)
+        );
+        assert_eq!(
+            parse(allow, "1MB").unwrap_err().problem,
+            Problem::AmbiguousUnit
+        );
+        assert_eq!(parse(allow, "lots").unwrap_err().problem, Problem::NotASize);
+        for network in [None, Some("none"), Some("any")] {
+            let err = parse(network, "64M").unwrap_err();
+            assert_eq!(
+                (err.option, &err.problem),
+                (OptionName::NetworkMaxBytes, &Problem::NoProxy),
+                "{network:?}"
+            );
+            assert_eq!(
+                err.to_string(),
+                "--network-max-bytes: `64M` bounds the proxy of `--network allow:HOST:PORT,…`, \
+                 and the network is not in that mode"
+            );
+        }
+        // The variables, the flag of one and the variable of the other together.
+        let env = |name: &str| match name {
+            "PARENT_TOOL_DISPATCH_NETWORK" => Some(OsString::from("allow:example.com:443")),
+            "PARENT_TOOL_DISPATCH_NETWORK_MAX_BYTES" => Some(OsString::from("2M")),
+            _ => None,
+        };
+        let options = Options::parse(&RawOptions::from_env(env)).unwrap();
+        assert_eq!(options.network_max_bytes, Some(2 << 20));
+        let mut flags = RawOptions::default();
+        flags.flag(OptionName::Network, "none");
+        let err = Options::parse(&flags.or_env(RawOptions::from_env(env))).unwrap_err();
+        assert_eq!(err.problem, Problem::NoProxy);
+        assert!(
+            err.to_string()
+                .starts_with("PARENT_TOOL_DISPATCH_NETWORK_MAX_BYTES (--network-max-bytes): `2M`"),
+            "{err}"
+        );
+        let i = OptionName::ALL
+            .iter()
+            .position(|n| *n == OptionName::Network)
+            .unwrap();
+        assert_eq!(OptionName::ALL[i + 1], OptionName::NetworkMaxBytes);
     }
 
     fn size(text: &str) -> Result<u64, Problem> {
@@ -667,18 +910,25 @@ mod tests {
     fn network_is_none_or_any() {
         assert_eq!(
             parse_network(Source::Flag, OsStr::new("none")),
-            Ok(Network::None)
+            Ok((Network::None, Vec::new()))
         );
         assert_eq!(
             parse_network(Source::Flag, OsStr::new("any")),
-            Ok(Network::Any)
+            Ok((Network::Any, Vec::new()))
+        );
+        assert_eq!(
+            parse_network(Source::Flag, OsStr::new("allow:127.0.0.1:8080")),
+            Ok((
+                Network::Allow,
+                vec![AllowRule::parse("127.0.0.1:8080").unwrap()]
+            ))
         );
         let err = parse_network(Source::Env, OsStr::new("None")).unwrap_err();
         assert_eq!(err.problem, Problem::NotANetworkMode);
         assert_eq!(
             err.to_string(),
             "PARENT_TOOL_DISPATCH_NETWORK (--network): `None` is not a network mode \
-             (expected `none` or `any`)"
+             (expected `none`, `any` or `allow:HOST:PORT,…`)"
         );
     }
 
@@ -914,7 +1164,22 @@ mod tests {
                 let _ = parse_count(name, Source::Flag, value);
             }
             let _ = parse_network(Source::Flag, value);
+            let mut allow = b"allow:".to_vec();
+            allow.extend_from_slice(&bytes);
+            let allow = OsStr::from_bytes(&allow);
+            if let Ok((network, rules)) = parse_network(Source::Env, allow) {
+                prop_assert_eq!(network, Network::Allow);
+                prop_assert!(!rules.is_empty());
+            }
+            let _ = parse_network_max_bytes(Source::Flag, value, Network::Allow);
             let env = |_: &str| Some(value.to_os_string());
+            if let Err(err) = Options::parse(&RawOptions::from_env(env)) {
+                prop_assert!(!err.to_string().is_empty());
+            }
+            let env = |name: &str| match name {
+                "PARENT_TOOL_DISPATCH_NETWORK" => Some(allow.to_os_string()),
+                _ => Some(value.to_os_string()),
+            };
             if let Err(err) = Options::parse(&RawOptions::from_env(env)) {
                 prop_assert!(!err.to_string().is_empty());
             }

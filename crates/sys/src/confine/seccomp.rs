@@ -17,7 +17,8 @@
 //!   `personality` only to query or to keep `PER_LINUX`; `clone` and `unshare` with no
 //!   `CLONE_NEW*` flag (no new user namespace, nor any other); `ioctl` except `TIOCSTI` and
 //!   `TIOCLINUX`; `socket` only for `AF_INET`, `AF_INET6`, `AF_NETLINK` with `NETLINK_ROUTE`, and
-//!   `AF_UNIX` unless the network is [`Network::None`] (pathname unix sockets are the host's);
+//!   `AF_UNIX` unless the network is [`Network::None`] or [`Network::Allow`] (pathname unix
+//!   sockets are the host's: under `allow:` one would be a way around the proxy);
 //!   `socketpair` only for `AF_UNIX`. `clone3` is answered `ENOSYS`: its flags are in a struct
 //!   seccomp cannot read, and glibc then falls back to `clone`, whose flags the rule reads.
 //! - [`REFUSED`]: the calls the kernel headers (as `libc` knows them) have and the lists above
@@ -438,7 +439,8 @@ pub(crate) const HIGHEST_KNOWN: i64 = highest_known();
 
 /// The families `socket` may open on its own (besides `AF_NETLINK` with `NETLINK_ROUTE`):
 /// `AF_UNIX` only when the adapter may reach the host's network, for a pathname unix socket is
-/// the host's too (`--network none` leaves the adapter `socketpair`).
+/// the host's too (`--network none` leaves the adapter `socketpair`); under `--network allow:`
+/// it would be a way around the proxy, so it is refused there as well.
 pub(crate) fn socket_families(network: Network) -> &'static [u64] {
     const ANY: &[u64] = &[
         libc::AF_UNIX as u64,
@@ -447,7 +449,7 @@ pub(crate) fn socket_families(network: Network) -> &'static [u64] {
     ];
     match network {
         Network::Any => ANY,
-        Network::None => &ANY[1..],
+        Network::None | Network::Allow => &ANY[1..],
     }
 }
 
@@ -500,7 +502,8 @@ pub fn supported() -> bool {
 pub(crate) const BPF_MAXINSNS: usize = 4096;
 
 /// Build the filter (before the fork). `network` decides `socket(AF_UNIX)`: refused under
-/// [`Network::None`], where a pathname unix socket would be a way out to the host.
+/// [`Network::None`] and [`Network::Allow`], where a pathname unix socket would be a way out
+/// to the host (around the proxy).
 pub fn compile(network: Network) -> Result<Filter, SeccompError> {
     if !supported() {
         return Err(SeccompError::Unsupported);

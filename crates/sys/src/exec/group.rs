@@ -155,8 +155,14 @@ impl ProcessGroup {
         let mut refused = None;
         let spawned = super::child::spawn_unless_busy(&mut command, |err| {
             refused = report.as_ref().and_then(|r| r.refused(err.raw_os_error()));
+            if let (None, Some(prepared)) = (&refused, launch.confinement) {
+                prepared.spawn_tried_again();
+            }
             refused.is_none()
         });
+        if let Some(prepared) = launch.confinement {
+            prepared.spawn_returned();
+        }
         let mut child = spawned.map_err(|err| {
             match refused
                 .take()

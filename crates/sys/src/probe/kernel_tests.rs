@@ -90,6 +90,7 @@ fn a_new_network_namespace_has_no_route_to_the_hosts_loopback() {
     let report = probe::network(&PreparedNamespaces {
         user: None,
         network: true,
+        proxy: None,
     })
     .unwrap();
     assert_eq!(
@@ -109,6 +110,7 @@ fn an_unprivileged_child_makes_its_own_user_and_network_namespace() {
     let netns = PreparedNamespaces {
         user: Some(UserMaps::identity(65534, 65534)),
         network: true,
+        proxy: None,
     };
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let target = listener.local_addr().unwrap();

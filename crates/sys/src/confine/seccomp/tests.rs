@@ -248,7 +248,7 @@ fn the_program_starts_with_the_arch_check_then_the_guard() {
 
 #[test]
 fn the_program_is_well_under_the_kernel_limit() {
-    for network in [Network::Any, Network::None] {
+    for network in [Network::Any, Network::None, Network::Allow] {
         let len = compile(network).unwrap().len();
         // About 370 instructions on x86_64 (1,522 when seccompiler tested every allowed
         // number one after another): the kernel runs the program for every call number
@@ -259,7 +259,7 @@ fn the_program_is_well_under_the_kernel_limit() {
 
 #[test]
 fn the_program_answers_each_call_as_the_tables_say() {
-    for network in [Network::Any, Network::None] {
+    for network in [Network::Any, Network::None, Network::Allow] {
         let program = compile(network).unwrap().program;
         for allowed in ALLOWED {
             assert_eq!(
@@ -403,7 +403,7 @@ fn the_socket_families_follow_the_network() {
             &[family as u64, kind as u64, protocol as u64],
         )
     };
-    for network in [Network::Any, Network::None] {
+    for network in [Network::Any, Network::None, Network::Allow] {
         let p = compile(network).unwrap().program;
         let unix_answer = if network == Network::Any {
             RET_ALLOW
@@ -548,7 +548,7 @@ fn a_child_under_the_filter_gets_these_answers_from_the_kernel() {
             )
         })
         .collect();
-    for network in [Network::Any, Network::None] {
+    for network in [Network::Any, Network::None, Network::Allow] {
         let out = run_filtered(compile(network).unwrap(), SYSCALLS, &args);
         let got: BTreeMap<&str, &str> = out.lines().filter_map(|l| l.split_once('=')).collect();
         for (label, _, _, answer) in &calls {
@@ -571,7 +571,7 @@ spawned = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 a, b = socket.socketpair(); a.sendall(b"x")
 print(subprocess.run(["/bin/true"]).returncode, spawned, b.recv(1).decode(), json.dumps([1]))
 "#;
-    for network in [Network::Any, Network::None] {
+    for network in [Network::Any, Network::None, Network::Allow] {
         let out = run_filtered(compile(network).unwrap(), script, &[]);
         assert_eq!(out, "0 0 x [1]\n", "{network:?}");
     }
