@@ -5,7 +5,9 @@
 //!
 //! In the child, in this order: `setsid` → parent-death signal (SIGKILL), then a check that
 //! the parent did not die before it was armed → *confinement, first half* (join the cgroups,
-//! rlimits, new namespaces, the PID namespace's init and the adapter's own process forked
+//! rlimits, new namespaces — under `--network allow:` with the proxy's listener made in the
+//! new network namespace and sent to the dispatcher —, the PID namespace's init and the
+//! adapter's own process forked
 //! ([`super::init`]), no privilege left) → `close_range(3, ~0, CLOSE_RANGE_CLOEXEC)` →
 //! *confinement, second half* (`no_new_privs`, Landlock, seccomp — with TIOCSTI/TIOCLINUX
 //! refused) → `execve`. The confinement steps are the slots of [`Confinement`], filled from
@@ -95,7 +97,8 @@ pub(crate) struct Confinement {
 
 impl Confinement {
     /// Slot between the parent-death signal and `close_range`: join the cgroups, set the
-    /// rlimits, enter new namespaces, fork the PID namespace's init (which puts its own `/proc`
+    /// rlimits, enter new namespaces (and hand the proxy's listener over, under `--network
+    /// allow:`), fork the PID namespace's init (which puts its own `/proc`
     /// in place) and the adapter's process ([`super::init`]), and there drop every privilege.
     /// Returns in the adapter's process only. Runs in the child: system calls only.
     fn before_close(&self) -> Result<(), io::Error> {
