@@ -172,7 +172,19 @@ fn delegate<'f>(
             learned.redactor.add_host_path(&path.to_string_lossy());
         }
     }
-    let ran = exec::run(spec, interrupts).map_err(|error| not_started(error, &args.argv[0]))?;
+    // SPEC §17: with `--network allow:`, the egress proxy serves the adapter for the run (its
+    // report has no place in delegation's envelope).
+    let proxy = match confinement.as_deref() {
+        Some(prepared) => {
+            let timeout_ms = u64::try_from(spec.timeout.as_millis()).unwrap_or(u64::MAX);
+            crate::dispatch::egress::start(prepared, run.confine, timeout_ms, host)
+                .map_err(|err| confinement_unavailable(&err))?
+        }
+        None => None,
+    };
+    let ran = exec::run(spec, interrupts);
+    drop(proxy);
+    let ran = ran.map_err(|error| not_started(error, &args.argv[0]))?;
     learned.resources = ran.resources_used();
     let finished: &'f Finished = finished.insert(ran);
     judge(finished, &scope, args)

@@ -11,6 +11,7 @@
 //! boundary.
 
 mod deadline;
+pub(crate) mod egress;
 pub(crate) mod explain;
 mod gate;
 mod notify;
@@ -762,10 +763,18 @@ fn run_adapter(
     spec.stdout_watch = prescan.clone().map(|p| exec::Viewer(p));
     let (path_var, cwd) = (exec::path_var(&spec.env).cloned(), spec.cwd.clone());
     let program_path = spec.program.clone();
-    let finished = exec::run(spec, run.interrupts).map_err(|error| match error {
+    let proxy = match &confinement {
+        Some(prepared) => egress::start(prepared, confine, timeout_ms, run.env)?,
+        None => None,
+    };
+    let finished = exec::run(spec, run.interrupts);
+    // The adapter's tree is reaped: the proxy ends with it (SPEC §17).
+    learned.dispatch.network = proxy.map(egress::Egress::finish);
+    let finished = finished.map_err(|error| match error {
         exec::SpawnError::Confinement(refused) => {
             // Nothing was in force: the child gave up before the adapter ran.
             learned.dispatch.confinement = None;
+            learned.dispatch.network = None;
             DispatchError::from(refused)
         }
         error => DispatchError::Spawn { program, error },

@@ -23,6 +23,7 @@ mod confinement_root;
 mod core;
 mod delegation;
 mod doctor;
+mod egress;
 mod endpoint;
 mod envelopes;
 mod file_transport;

@@ -20,9 +20,6 @@ use std::time::{Duration, Instant};
 /// The bound of each step of a request (reading its head, the lookup, each connect), within
 /// the call's deadline.
 pub(crate) const STEP_BOUND: Duration = Duration::from_secs(10);
-/// A connect is tried in slices of this length (a slice that times out is tried again, until
-/// the step's bound) so that a stop never waits for more than one slice.
-const CONNECT_SLICE: Duration = Duration::from_secs(1);
 
 /// Why a request is not served: the status to answer and the one-line reason.
 pub(crate) type Refused = (Status, String);
@@ -101,18 +98,13 @@ pub(crate) fn connect(
     })
 }
 
+/// One connect, within `until`; a stop ends the wait for the handshake within 100 ms
+/// (`ptd_sys::net::connect_until`), and a slow handshake is never started again.
 fn connect_one(shared: &Shared, addr: SocketAddr, until: Instant) -> io::Result<TcpStream> {
-    loop {
-        if let Some(reason) = shared.stopped() {
-            return Err(io::Error::other(reason));
+    ptd_sys::net::connect_until(addr, until, &|| shared.stopped().is_some()).map_err(|e| {
+        match (e.kind(), shared.stopped()) {
+            (ErrorKind::Interrupted, Some(reason)) => io::Error::other(reason),
+            _ => e,
         }
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(ErrorKind::TimedOut.into());
-        }
-        match TcpStream::connect_timeout(&addr, left.min(CONNECT_SLICE)) {
-            Err(e) if e.kind() == ErrorKind::TimedOut => continue,
-            other => return other,
-        }
-    }
+    })
 }

@@ -34,7 +34,6 @@ mod head;
 mod relay;
 mod response;
 mod state;
-mod stop;
 
 use conn::Slot;
 use ptd_endpoint::resolve::Sources;
@@ -75,7 +74,7 @@ pub struct Config {
 }
 
 /// What happened to the proxy's connections.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
     /// The first [`MAX_REPORTED`] connections, in order of arrival.
     pub connections: Vec<Connection>,

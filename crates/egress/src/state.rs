@@ -128,7 +128,7 @@ impl Shared {
         }
         self.stopping.notify_all();
         if let Some(listener) = lock(&self.listener).as_ref() {
-            let _ = crate::stop::wake_acceptor(listener);
+            let _ = ptd_sys::confine::proxy::wake_acceptor(listener);
         }
     }
 

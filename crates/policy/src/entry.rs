@@ -7,6 +7,7 @@
 
 use crate::model::{Decision, Entry, Location, NetworkPolicy};
 use crate::value::{a_type, escape, Checker, Key, Value};
+use ptd_sys::confine::allow::{AllowRule, MAX_RULES};
 use ptd_sys::confine::{Network, OptionError, OptionName, Options, RawOptions};
 use std::ffi::OsString;
 use std::ops::Range;
@@ -15,7 +16,7 @@ use std::time::Duration;
 use toml::de::{DeTable, DeValue};
 
 /// Every key an entry may set (SPEC §16), in the spec's order.
-pub const ENTRY_KEYS: [&str; 18] = [
+pub const ENTRY_KEYS: [&str; 19] = [
     "adapter",
     "cwd",
     "timeout_ms",
@@ -24,6 +25,7 @@ pub const ENTRY_KEYS: [&str; 18] = [
     "fs_read",
     "fs_write",
     "network",
+    "network_max_bytes",
     "run_as",
     "limit_memory",
     "limit_pids",
@@ -112,6 +114,9 @@ impl Checker<'_> {
                         read.allow_at = Some(self.at(&value.span()));
                     }
                 }
+                "network_max_bytes" => {
+                    e.network_max_bytes = self.size(OptionName::NetworkMaxBytes, value);
+                }
                 "run_as" => {
                     e.run_as = self
                         .string(name, value)
@@ -149,7 +154,25 @@ impl Checker<'_> {
                 _ => self.unknown(key, is_tool, within),
             }
         }
+        self.max_bytes_beside_allow(&read);
         read
+    }
+
+    /// `network_max_bytes` bounds the egress proxy, which only an allow list has: in a table
+    /// that says `network = "none"` or `"any"` it is a mistake. (Set in `[defaults]` and not
+    /// overridden, it applies to the entries that allow hosts.)
+    fn max_bytes_beside_allow(&mut self, read: &EntryRead<'_>) {
+        let network = &read.entry.network;
+        let plain = matches!(network, Some(NetworkPolicy::None | NetworkPolicy::Any));
+        let at = read
+            .confine_keys
+            .iter()
+            .find(|(key, _)| *key == "network_max_bytes");
+        if let (true, Some((_, at))) = (plain, at) {
+            let message = "`network_max_bytes` bounds the egress proxy of `network = { allow = \
+                           [...] }`, and this table's `network` is not an allow list";
+            self.report_at(*at, message);
+        }
     }
 
     fn unknown(&mut self, key: &Key<'_>, is_tool: bool, within: &str) {
@@ -211,9 +234,24 @@ impl Checker<'_> {
         paths.into_iter().map(|p| p.map(PathBuf::from)).collect()
     }
 
-    /// A size key (`limit_memory`, `limit_file_size`), as its flag spells it.
+    /// A size key (`limit_memory`, `limit_file_size`, `network_max_bytes`), as its flag
+    /// spells it. `network_max_bytes` is checked as a size only: that it stands beside an allow
+    /// list is the table's check ([`Checker::entry`]), and an effective entry without one does
+    /// not pass it on (`Entry::confine_raw`).
     fn size(&mut self, option: OptionName, value: &Value<'_>) -> Option<String> {
         let text = self.size_text(key_of(option), value)?;
+        if option == OptionName::NetworkMaxBytes {
+            let mut raw = RawOptions::default();
+            raw.flag(OptionName::Network, "allow:size.check:1");
+            raw.flag(option, OsString::from(&text));
+            return match Options::parse(&raw) {
+                Ok(_) => Some(text),
+                Err(err) => {
+                    self.report(&value.span(), confine_message(&err));
+                    None
+                }
+            };
+        }
         self.confine_one(option, &text, &value.span(), None)
             .map(|(s, _)| s)
     }
@@ -286,14 +324,35 @@ impl Checker<'_> {
                 self.unknown_key(key, "`network`", &["allow"]);
                 continue;
             }
-            allow = self.strings_that(
-                "network.allow",
-                value,
-                is_host_port,
-                "host:port (a port from 1 to 65535)",
-            );
+            allow = self.allow_rules(value);
         }
         allow.map(NetworkPolicy::Allow)
+    }
+
+    /// `network.allow`: each entry an allow rule as `--network allow:` reads it (SPEC §17), at
+    /// least one, at most `MAX_RULES`; each refusal at its entry.
+    fn allow_rules(&mut self, value: &Value<'_>) -> Option<Vec<String>> {
+        let items = self.strings("network.allow", value)?;
+        if items.is_empty() {
+            let message =
+                "`network.allow` is empty: it would allow nothing (write network = \"none\")";
+            self.report(&value.span(), message);
+            return None;
+        }
+        if items.len() > MAX_RULES {
+            let message = format!("`network.allow` has more than {MAX_RULES} entries");
+            self.report(&value.span(), message);
+            return None;
+        }
+        let mut all = true;
+        for (item, span) in &items {
+            if let Err(why) = AllowRule::parse(item) {
+                let message = format!("`network.allow`: `{}`: {why}", escape(item));
+                self.report(span, message);
+                all = false;
+            }
+        }
+        all.then(|| items.iter().map(|(s, _)| (*s).to_string()).collect())
     }
 
     fn decision(&mut self, value: &Value<'_>) -> Option<Decision> {
@@ -394,16 +453,4 @@ fn parse_duration(text: &str) -> Option<u64> {
         return None;
     }
     digits.parse::<u64>().ok()?.checked_mul(multiplier)
-}
-
-/// `host:port`: a non-empty host without spaces, a port from 1 to 65535.
-fn is_host_port(text: &str) -> bool {
-    let Some((host, port)) = text.rsplit_once(':') else {
-        return false;
-    };
-    !host.is_empty()
-        && host.bytes().all(|b| b.is_ascii_graphic())
-        && !port.is_empty()
-        && port.bytes().all(|b| b.is_ascii_digit())
-        && port.parse::<u16>().is_ok_and(|p| p > 0)
 }

@@ -132,8 +132,14 @@ impl Entry {
             }
             None => {}
         }
+        // Only an allow list has a proxy to bound: a `[defaults]` bound applies to the entries
+        // that allow hosts, and to no other.
+        let allows = matches!(self.network, Some(NetworkPolicy::Allow(_)));
         let spelled = [
-            (OptionName::NetworkMaxBytes, self.network_max_bytes.clone()),
+            (
+                OptionName::NetworkMaxBytes,
+                self.network_max_bytes.clone().filter(|_| allows),
+            ),
             (OptionName::LimitMemory, self.limit_memory.clone()),
             (
                 OptionName::LimitPids,

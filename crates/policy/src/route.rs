@@ -31,11 +31,6 @@ impl Policy {
     /// whole rather than half obeyed. The binary adds these to the loader's problems.
     pub fn not_yet_supported(&self) -> Vec<Problem> {
         let file = self.file.display().to_string();
-        let allows = self.allow_lists.iter().map(|at| {
-            let message = "`network = { allow = [...] }` is not supported yet by this \
-                           dispatcher (egress by name, SPEC §17): use \"none\" or \"any\"";
-            Problem::new(&file, *at, message)
-        });
         let url = self
             .ledger
             .as_ref()
@@ -46,7 +41,7 @@ impl Policy {
                                supported yet by this dispatcher: name a file";
                 Problem::new(&file, at, message)
             });
-        let mut problems: Vec<Problem> = allows.chain(url).collect();
+        let mut problems: Vec<Problem> = url.into_iter().collect();
         problems.sort_by_key(Problem::location);
         problems
     }

@@ -132,6 +132,7 @@ fn entry() -> Value {
             "fs_read": grants("read and execute"),
             "fs_write": grants("read, write, create and remove"),
             "network": network(),
+            "network_max_bytes": size(1),
             "run_as": {"type": "string", "pattern": r"^[^:\x00]+(?::[^:\x00]+)?$", "description": "USER or USER:GROUP, names or numbers. The loader resolves it on the host: never root, and a dispatcher that is not root may only name itself."},
             "limit_memory": size(1),
             "limit_pids": counts("Processes of the adapter's tree."),
@@ -159,19 +160,23 @@ fn var_name(description: &str) -> Value {
 
 /// `network`: `"none"`, `"any"`, or `{ allow = ["host:port", …] }`.
 fn network() -> Value {
-    let host_port = format!(
-        r"^[\x21-\x7E]+:0*(?:{})$",
-        numbers_up_to(u64::from(u16::MAX))
+    let port = format!("0*(?:{})", numbers_up_to(u64::from(u16::MAX)));
+    let octet = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
+    let label = "[A-Za-z0-9_-]{1,63}";
+    // The last label of a name is not a number (`127.1` is another spelling of an address).
+    let last = "(?=[A-Za-z0-9_-]{1,63}\\.?:)[A-Za-z0-9_-]*[A-Za-z_-][A-Za-z0-9_-]*";
+    let rule = format!(
+        r"^(?:{octet}(?:\.{octet}){{3}}|\[[0-9A-Fa-f:.]+\]|(?:\*\.)?(?:{label}\.)*{last}\.?):{port}$"
     );
     json!({
-        "description": "\"none\", \"any\", or { allow = [\"host:port\", ...] }: egress by name to these (a host in printable ASCII without spaces, a port from 1 to 65535). An empty table sets nothing.",
+        "description": "\"none\", \"any\", or { allow = [\"host:port\", ...] } (SPEC 17): egress by name to these hosts only, through the dispatcher's proxy. A rule is NAME:PORT, *.NAME:PORT (one or more labels under NAME) or ADDRESS:PORT (IPv6 in brackets); a port from 1 to 65535. The loader also refuses a name longer than 253 bytes, a last label in hexadecimal (0x7f) and a bracketed text that is not an IPv6 address. An empty table sets nothing.",
         "oneOf": [
             {"type": "string", "enum": ["none", "any"]},
             {
                 "type": "object",
                 "additionalProperties": false,
                 "properties": {
-                    "allow": {"type": "array", "items": {"type": "string", "pattern": host_port}}
+                    "allow": {"type": "array", "minItems": 1, "maxItems": 256, "items": {"type": "string", "pattern": rule}}
                 }
             }
         ]

@@ -384,7 +384,7 @@ fn entry_values_network_ttl_budget_and_variables() {
              deny = 1 }\napproval_ttl = \"2d\"\nbudget_calls = -3\npass_env = [\"A=1\"]\n"
         ),
         [
-            "p.toml:3:44: `network.allow`: `x` is not host:port (a port from 1 to 65535)",
+            "p.toml:3:44: `network.allow`: `x`: no port: write `HOST:PORT`",
             "p.toml:3:50: unknown key `deny` in `network` (expected one of: allow)",
             "p.toml:4:16: `approval_ttl`: expected a duration from 1s to 31622400s, written \
              like 30s, 15m, 1h or as an integer number of seconds",
@@ -639,14 +639,26 @@ fn a_confinement_key_means_what_its_flag_means() {
     assert_eq!(options.network_max_bytes, Some(1 << 20));
     cli.flag(OptionName::NetworkMaxBytes, "1M");
     assert_eq!(options, Options::parse(&cli).unwrap());
-    // Without an allow list it is refused, as on the command line.
-    let alone = Entry {
-        network_max_bytes: Some("1M".into()),
+    // Without an allow list there is no proxy to bound: a `[defaults]` bound is not passed on
+    // to an entry that says `network = "none"`, and the same keys in one table are refused.
+    let none = Entry {
+        network: Some(NetworkPolicy::None),
         ..Entry::default()
-    };
-    let err = Options::parse(&alone.confine_raw()).unwrap_err();
-    assert_eq!(err.option, OptionName::NetworkMaxBytes);
-    assert_eq!(key_of(err.option), "network_max_bytes");
+    }
+    .over(&entry);
+    let options = Options::parse(&none.confine_raw()).unwrap();
+    assert_eq!(options.network_max_bytes, None);
+    assert_eq!(
+        problems("version = 1\n[defaults]\nnetwork = \"any\"\nnetwork_max_bytes = \"1M\"\n"),
+        [
+            "p.toml:4:1: `network_max_bytes` bounds the egress proxy of `network = { allow = \
+          [...] }`, and this table's `network` is not an allow list"
+        ]
+    );
+    assert!(problems(
+        "version = 1\n[defaults]\nnetwork = { allow = [\"a.b:1\"] }\nnetwork_max_bytes = 0\n"
+    )[0]
+    .contains("would leave nothing"));
 }
 
 // ---- Never panics ----
@@ -727,14 +739,8 @@ fn what_is_not_supported_yet_is_located() {
         .iter()
         .map(ToString::to_string)
         .collect();
-    // Approvals (SPEC §18) are supported: only the allow list is refused.
-    assert_eq!(
-        found,
-        [
-            "p.toml:7:11: `network = { allow = [...] }` is not supported yet by this dispatcher \
-          (egress by name, SPEC §17): use \"none\" or \"any\""
-        ]
-    );
+    // Approvals (SPEC §18) and egress by name (SPEC §17) are supported.
+    assert!(found.is_empty(), "{found:?}");
     let url = policy("version = 1\n[ledger]\npath = \"postgres://db/ptd\"\n");
     let found: Vec<String> = url
         .not_yet_supported()

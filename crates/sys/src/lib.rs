@@ -26,6 +26,7 @@ pub mod fault;
 pub mod fs;
 pub mod hostenv;
 pub mod interrupt;
+pub mod net;
 pub mod probe;
 pub mod signal;
 /// Test scaffolding (the unit tests here and, with `test-support`, the layers above): tests

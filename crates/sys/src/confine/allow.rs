@@ -211,7 +211,7 @@ fn looks_numeric(label: &str) -> bool {
         .is_some_and(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
-/// `HOST:PORT` → (`HOST`, port), the port 1–65535 in plain digits.
+/// `HOST:PORT` → (`HOST`, port), the port 1–65535 in plain digits (leading zeros allowed).
 fn split_port(text: &str) -> Result<(&str, u16), AllowError> {
     let Some((host, port)) = text.rsplit_once(':') else {
         return refuse("no port: write `HOST:PORT`");
@@ -219,10 +219,10 @@ fn split_port(text: &str) -> Result<(&str, u16), AllowError> {
     if host.contains(':') && !host.starts_with('[') {
         return refuse("an IPv6 address is written in brackets: `[::1]:PORT`");
     }
-    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) || port.len() > 5 {
+    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
         return refuse(format!("`{port}` is not a port (1 to 65535)"));
     }
-    match port.parse::<u16>() {
+    match port.trim_start_matches('0').parse::<u16>() {
         Ok(0) | Err(_) => refuse(format!("`{port}` is not a port (1 to 65535)")),
         Ok(n) => Ok((host, n)),
     }

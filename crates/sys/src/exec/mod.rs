@@ -141,7 +141,8 @@ pub enum Unconfinable {
 /// Prepare the confinement `options` ask for (SPEC §13) for a child that runs `program`
 /// (resolved through the `PATH` of `env`, as the child will) in `cwd`, before anything
 /// starts; `Ok(None)` when nothing is asked for. With Landlock, `env`'s `TMPDIR` becomes the
-/// private one. `transport_dir` is the file transport's private folder, granted in full.
+/// private one; with `--network allow:`, the proxy variables point at the egress proxy
+/// ([`PROXY_VARS`]). `transport_dir` is the file transport's private folder, granted in full.
 pub fn prepare_confinement(
     options: &Options,
     program: &Path,
@@ -176,7 +177,37 @@ pub fn prepare_confinement(
         env.retain(|(k, _)| k != "TMPDIR");
         env.push(("TMPDIR".into(), tmpdir.to_string_lossy().into_owned()));
     }
+    if options.network == crate::confine::Network::Allow {
+        set_proxy_env(env);
+    }
     Ok(Some(Arc::new(prepared)))
+}
+
+/// The variables that send an HTTP client through the egress proxy (SPEC §17), over whatever
+/// the environment had: every spelling clients read points at the proxy on the namespace's
+/// loopback, and nothing is exempt from it.
+pub const PROXY_VARS: [&str; 8] = [
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "NO_PROXY",
+    "no_proxy",
+];
+
+fn set_proxy_env(env: &mut Vec<(String, String)>) {
+    let proxy = format!("http://127.0.0.1:{}", crate::confine::proxy::PROXY_PORT);
+    env.retain(|(k, _)| !PROXY_VARS.contains(&k.as_str()));
+    for name in PROXY_VARS {
+        let value = if name.eq_ignore_ascii_case("no_proxy") {
+            String::new()
+        } else {
+            proxy.clone()
+        };
+        env.push((name.to_string(), value));
+    }
 }
 
 impl Spec {
