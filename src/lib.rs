@@ -380,6 +380,16 @@ pub fn run(cli: Cli) -> u8 {
         })) => {
             let host = hostenv::HostEnv::process();
             match dispatch::confine_options(&confine, &host, None) {
+                // The server of `adapter mcp` gets no egress proxy (SPEC §17): run the adapter
+                // itself under `--network allow:` in the main job instead.
+                Ok(confine) if confine.network == ptd_sys::confine::Network::Allow => {
+                    stderr_line!(
+                        "error[usage]: --network allow: is not available for adapter mcp's \
+                         server: give it to the main job that runs adapter mcp (the server \
+                         inherits its network)"
+                    );
+                    error::exit::USAGE
+                }
                 Ok(confine) => {
                     let options = adapter::mcp::Options {
                         tool_map,

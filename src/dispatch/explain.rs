@@ -251,9 +251,13 @@ fn confinement(options: &Options) -> Value {
     json!({
         "run_as": run_as,
         "network": match options.network {
-            Network::Any => "any",
-            Network::None => "none",
-            Network::Allow => "allow",
+            Network::Any => json!("any"),
+            Network::None => json!("none"),
+            // SPEC §17: the rules as the proxy reads them, and its byte bound.
+            Network::Allow => json!({
+                "allow": options.network_allow.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "max_bytes": options.network_max_bytes.unwrap_or(ptd_egress::DEFAULT_MAX_BYTES),
+            }),
         },
         "fs_read": paths(&options.fs_read),
         "fs_write": paths(&options.fs_write),
@@ -392,7 +396,20 @@ fn render_adapter(
     line(format!(
         "confinement: run as {}, network {}",
         text(&c["run_as"]),
-        text(&c["network"])
+        match &c["network"] {
+            Value::Object(allow) => format!(
+                "allow {} (at most {} bytes each way)",
+                allow["allow"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(text)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                allow["max_bytes"]
+            ),
+            other => text(other),
+        }
     ));
     for key in ["fs_read", "fs_write"] {
         for path in c[key].as_array().into_iter().flatten() {

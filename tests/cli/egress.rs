@@ -535,6 +535,18 @@ fn a_policy_entry_allows_by_name_and_the_audit_record_counts() {
         let record: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
         assert_eq!(record["network"], json!({"allowed": 1, "refused": 1}));
     });
+    // `policy explain` shows the rules and the bound the proxy will use.
+    let explained = Cmd::new(["policy", "explain", "--policy", policy.to_str().unwrap()])
+        .args(["--parent-tool-bridge", &bridge(&[]).to_string(), "--json"])
+        .stdin(request().to_string())
+        .run();
+    explained.exit(0).stderr_empty().stdout_json(|report| {
+        assert_eq!(
+            report["confinement"]["network"],
+            json!({"allow": [format!("127.0.0.1:{}", up.port)], "max_bytes": 1 << 20}),
+            "{report:#}"
+        );
+    });
 }
 
 #[test]
@@ -591,4 +603,20 @@ fn malformed_allow_lists_are_usage_errors() {
         .exit(2)
         .stdout_empty()
         .stderr_contains("--network-max-bytes");
+}
+
+#[test]
+fn adapter_mcp_refuses_an_allow_list_for_its_server() {
+    Cmd::new([
+        "adapter",
+        "mcp",
+        "--network",
+        "allow:127.0.0.1:9",
+        "--",
+        "/bin/true",
+    ])
+    .run()
+    .exit(2)
+    .stdout_empty()
+    .stderr_contains("error[usage]: --network allow: is not available for adapter mcp's server");
 }

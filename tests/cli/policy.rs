@@ -462,7 +462,7 @@ fn a_timeout_above_the_bridges_is_found_once_the_bridge_is_read() {
 }
 
 #[test]
-fn what_is_not_supported_yet_is_refused_at_its_line_and_ask_is_not_among_it() {
+fn what_is_not_supported_yet_is_refused_at_its_line_and_ask_and_allow_are_not_among_it() {
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger.db");
     let text = format!(
@@ -474,11 +474,18 @@ fn what_is_not_supported_yet_is_refused_at_its_line_and_ask_is_not_among_it() {
     let file = policy.arg();
     Cmd::new(["policy", "check", &file])
         .run()
+        .exit(0)
+        .stdout_contains("valid")
+        .stderr_empty();
+    let url = PolicyFile::new("version = 1\n[ledger]\npath = \"postgres://db/ptd\"\n");
+    let file = url.arg();
+    Cmd::new(["policy", "check", &file])
+        .run()
         .exit(65)
         .stdout_empty()
         .stderr_eq(format!(
-            "error[policy]: {file}:9:11: `network = {{ allow = [...] }}` is not supported yet by \
-             this dispatcher (egress by name, SPEC §17): use \"none\" or \"any\"\n"
+            "error[policy]: {file}:3:8: `[ledger] path` as a URL (a PostgreSQL ledger, SPEC §19) \
+             is not supported yet by this dispatcher: name a file\n"
         ));
     assert!(!ledger.exists());
 }

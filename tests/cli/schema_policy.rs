@@ -157,8 +157,8 @@ fn entry_values() -> Vec<(&'static str, String, bool)> {
             r#""none""#,
             r#""any""#,
             r#"{ allow = ["api.github.com:443"] }"#,
-            r#"{ allow = [] }"#,
             r#"{ allow = ["[::1]:8080", "h:065535", "10.0.0.1:1"] }"#,
+            r#"{ allow = ["*.pythonhosted.org:443", "API.GitHub.com.:443", "a_b-c.d:1"] }"#,
             // The loader takes an empty table as saying nothing; the schema agrees.
             "{}",
         ],
@@ -177,6 +177,14 @@ fn entry_values() -> Vec<(&'static str, String, bool)> {
             r#"{ allow = ["é:443"] }"#,
             r#"{ allow = "h:443" }"#,
             r#"{ allow = [1] }"#,
+            r#"{ allow = [] }"#,
+            r#"{ allow = ["*:443"] }"#,
+            r#"{ allow = ["a*.b:443"] }"#,
+            r#"{ allow = ["*.*.b:443"] }"#,
+            r#"{ allow = ["127.1:80"] }"#,
+            r#"{ allow = ["*.10.0.0.1:80"] }"#,
+            r#"{ allow = ["::1:80"] }"#,
+            r#"{ allow = ["a..b:80"] }"#,
             r#"{ deny = [] }"#,
             r#"{ allow = [], deny = [] }"#,
         ],
@@ -197,6 +205,19 @@ fn entry_values() -> Vec<(&'static str, String, bool)> {
             r#""a:b:c""#,
             "1",
             r#""a\u0000""#,
+        ],
+    );
+    add(
+        "network_max_bytes",
+        &[r#""64M""#, r#""1GiB""#, "1", "1048576"],
+        &[
+            r#""0""#,
+            "0",
+            r#""5MB""#,
+            r#""x""#,
+            "-1",
+            "true",
+            r#"["1M"]"#,
         ],
     );
     add(
