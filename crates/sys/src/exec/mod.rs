@@ -49,6 +49,8 @@ pub use child::path_var;
 mod group;
 mod init;
 mod ladder;
+#[cfg(test)]
+mod proxy_tests;
 mod sink;
 mod supervise;
 mod sweep;
