@@ -15,6 +15,7 @@
 
 pub mod adapter;
 pub mod attack;
+pub mod egress;
 
 use crate::cli::DoctorArgs;
 use ptd_sys::confine::cgroup::{Controller, Host, Version};
@@ -225,6 +226,7 @@ pub(crate) fn examine(options: &Options) -> Vec<Row> {
     }
     // Last: `exec` sweeps every child of this process once its adapter is gone.
     rows.extend(adapter::examine(options));
+    rows.push(egress::examine(options));
     rows
 }
 
@@ -464,6 +466,7 @@ pub(crate) fn render_human(rows: &[Row]) -> String {
     let width = MECHANISMS
         .iter()
         .chain(adapter::ROWS.iter().map(|(name, _, _)| name))
+        .chain([&egress::NAME])
         .map(|m| m.len())
         .max()
         .unwrap_or(0);
@@ -849,6 +852,57 @@ mod tests {
             "x",
         );
         assert_eq!(exit_status(&rows), exit::SUCCESS);
+    }
+
+    #[test]
+    fn the_egress_row_fails_when_the_unlisted_port_or_a_direct_connect_worked() {
+        use attack::{Answer, Attack};
+        let lines = |refused: Answer, direct: Answer| {
+            egress::Lines::Ran(vec![
+                (Attack::EgressProxy, Answer::Worked),
+                (Attack::EgressRefused, refused),
+                (Attack::EgressDirect, direct),
+            ])
+        };
+        let econnrefused = Answer::Refused(libc::ECONNREFUSED);
+        assert_eq!(
+            egress::judge_lines(&lines(Answer::Refused(403), econnrefused)),
+            Ok(Outcome::Refused {
+                errno: libc::ECONNREFUSED
+            })
+        );
+        for (refused, direct) in [
+            (Answer::Worked, econnrefused),
+            (Answer::Refused(403), Answer::Worked),
+        ] {
+            let r = egress::row_from(true, "x".into(), lines(refused, direct));
+            assert!(matches!(r.finding, Finding::Failed { .. }), "{r:?}");
+            assert_eq!(exit_status(&[r]), exit::INTERNAL);
+        }
+        // The control failed, or the proxy answered something else: nothing proven.
+        let r = egress::row_from(
+            true,
+            "x".into(),
+            egress::Lines::Ran(vec![
+                (Attack::EgressProxy, Answer::Refused(libc::ECONNREFUSED)),
+                (Attack::EgressRefused, Answer::Refused(403)),
+                (Attack::EgressDirect, econnrefused),
+            ]),
+        );
+        assert!(
+            matches!(&r.finding, Finding::Unavailable { missing, .. } if missing == "network_proxy"),
+            "{r:?}"
+        );
+        assert_eq!(exit_status(&[r]), exit::UNAVAILABLE);
+        let r = egress::row_from(false, "x".into(), lines(Answer::Refused(502), econnrefused));
+        assert!(matches!(r.finding, Finding::Unavailable { .. }), "{r:?}");
+        // An answer missing: lost, which fails.
+        let r = egress::row_from(
+            false,
+            "x".into(),
+            egress::Lines::Ran(vec![(Attack::EgressProxy, Answer::Worked)]),
+        );
+        assert!(matches!(r.finding, Finding::Failed { .. }), "{r:?}");
     }
 
     #[test]

@@ -6,17 +6,19 @@
 
 use super::host_reach::{copies_for_nobody, NOBODY};
 use super::*;
-use parent_tool_dispatch::doctor::{adapter, MECHANISMS};
+use parent_tool_dispatch::doctor::{adapter, egress, MECHANISMS};
 use ptd_sys::confine::OptionName;
 
-/// Whether `names` is the host's ten rows, then `adapter_*` rows in their order.
+/// Whether `names` is the host's ten rows, then `adapter_*` rows in their order, then
+/// `egress`.
 #[track_caller]
 fn check_names(names: &[&str], context: &str) {
-    assert!(names.len() > MECHANISMS.len(), "{context}");
+    assert!(names.len() > MECHANISMS.len() + 1, "{context}");
     assert_eq!(names[..MECHANISMS.len()], MECHANISMS, "{context}");
+    assert_eq!(names.last(), Some(&egress::NAME), "{context}");
     let order: Vec<&str> = adapter::ROWS.iter().map(|(n, _, _)| *n).collect();
     let mut at = 0;
-    for name in &names[MECHANISMS.len()..] {
+    for name in &names[MECHANISMS.len()..names.len() - 1] {
         let found = order[at..].iter().position(|n| n == name);
         assert!(found.is_some(), "{name} out of order: {context}");
         at += found.unwrap_or(0) + 1;
@@ -111,7 +113,7 @@ fn as_root_every_mechanism_is_there_and_every_probe_is_refused() {
             assert_eq!(state, "ok", "{name}: {stdout}");
             assert_eq!(asked, "-", "{name}: nothing was asked for");
         }
-        assert!(stdout.ends_with("17 ok, 0 unavailable, 0 failed\n"));
+        assert!(stdout.ends_with("18 ok, 0 unavailable, 0 failed\n"));
     });
 }
 
@@ -168,6 +170,30 @@ fn as_root_the_adapter_probe_runs_as_the_run_as_user_and_every_attack_is_refused
             row(&rows, "adapter_proc_environ")["probe"]["errno"],
             libc::ENOENT
         );
+    }
+}
+
+/// SPEC §17.3: the `egress` row reaches a loopback server of doctor's own through the proxy,
+/// is refused (403) on another port and finds nothing directly; asked for by `--network
+/// allow:`.
+#[test]
+fn the_egress_row_reaches_its_server_through_the_proxy_and_nothing_else() {
+    require!(confinable());
+    for (args, asked) in [
+        (&[][..], false),
+        (&["--network", "allow:example.com:443"][..], true),
+    ] {
+        let out = doctor(&[&["--json"][..], args].concat()).run();
+        out.exit(0).stderr_empty();
+        let json = out.json();
+        let rows = rows_of(&json);
+        let r = row(&rows, "egress");
+        assert_eq!(r["state"], "ok", "{args:?}: {r:#}");
+        assert_eq!(r["requested"], asked, "{args:?}: {r:#}");
+        assert_eq!(r["probe"]["result"], "refused", "{r:#}");
+        assert_eq!(r["probe"]["errno"], libc::ECONNREFUSED, "{r:#}");
+        let detail = r["detail"].as_str().unwrap();
+        assert!(detail.contains("127.0.0.1:3128"), "{detail}");
     }
 }
 
@@ -245,9 +271,10 @@ fn with_every_option_the_json_report_says_what_was_asked_and_proved() {
             probe["result"] == "refused" || probe["result"] == "killed",
             "{r:#}"
         );
-        // The scopes come with Landlock; no option asks for them alone.
+        // The scopes come with Landlock; no option asks for them alone. `egress` is asked
+        // for by `--network allow:`, not `none`.
         let scope = name.ends_with("_scope");
-        assert_eq!(r["requested"], !scope, "{r:#}");
+        assert_eq!(r["requested"], !scope && name != "egress", "{r:#}");
     }
     for name in ["landlock_fs", "landlock_signal_scope"] {
         assert!(row(&rows, name)["abi"].as_u64().unwrap() >= 6);

@@ -8,12 +8,18 @@
 //! - `NAME=refused(ERRNO)` — the kernel refused it;
 //! - `NAME=error(ERRNO)` — it could not even be tried (nothing proven).
 //!
+//! The three `egress_*` attacks (the `egress` row, SPEC §17.3) speak HTTP to the proxy; a
+//! proxy that answers with another status than `200` is written `refused(STATUS)` (the HTTP
+//! status in place of an errno: `egress_refused=refused(403)`). Every socket operation they
+//! make is bounded by [`EGRESS_TIMEOUT`], and their only target is `127.0.0.1`.
+//!
 //! An attack is `NAME` or `NAME:ARG`; one line per attack, in order. The words are
 //! [`Attack::word`]'s. Product code, not a test tool: `doctor` ships it, and it does nothing
 //! but the attempts listed (a chmod to the mode the file already has, a `prlimit64` that
 //! writes back the limit it read, a device node removed at once if it was made).
 
 use std::ffi::CString;
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 
 /// One attack of the probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,10 +43,22 @@ pub enum Attack {
     CgroupEscape,
     /// Connect to the host's pathname unix socket ARG.
     UnixConnect,
+    /// Through the egress proxy (`127.0.0.1:`[`PROXY_PORT`]): `CONNECT 127.0.0.1:ARG`, then
+    /// one byte written that the server there must echo back. The control of the `egress` row.
+    EgressProxy,
+    /// The same `CONNECT` to `127.0.0.1:ARG`, a port the allow list does not name: the proxy
+    /// must answer `403` (`refused(403)`).
+    EgressRefused,
+    /// A direct TCP connect to `127.0.0.1:ARG`, ignoring the proxy: the namespace's own
+    /// loopback has nothing there (`refused(ECONNREFUSED)`).
+    EgressDirect,
 }
 
+/// The bound on every socket operation of the `egress_*` attacks.
+pub const EGRESS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Attack {
-    pub const ALL: [Attack; 9] = [
+    pub const ALL: [Attack; 12] = [
         Attack::SetuidRoot,
         Attack::Capabilities,
         Attack::Chmod,
@@ -50,6 +68,9 @@ impl Attack {
         Attack::Prlimit,
         Attack::CgroupEscape,
         Attack::UnixConnect,
+        Attack::EgressProxy,
+        Attack::EgressRefused,
+        Attack::EgressDirect,
     ];
 
     /// The word on the probe's command line and at the start of its line.
@@ -64,6 +85,9 @@ impl Attack {
             Attack::Prlimit => "prlimit",
             Attack::CgroupEscape => "cgroup_escape",
             Attack::UnixConnect => "unix_connect",
+            Attack::EgressProxy => "egress_proxy",
+            Attack::EgressRefused => "egress_refused",
+            Attack::EgressDirect => "egress_direct",
         }
     }
 
@@ -212,7 +236,84 @@ pub fn attempt(attack: Attack, value: &str) -> Answer {
         }
         Attack::CgroupEscape => from_io(std::fs::write(value, "0\n")),
         Attack::UnixConnect => from_io(std::os::unix::net::UnixStream::connect(value)),
+        Attack::EgressProxy | Attack::EgressRefused => {
+            let Some(port) = port_arg(value) else {
+                return Answer::NotTried(libc::EINVAL);
+            };
+            through_proxy(port)
+        }
+        Attack::EgressDirect => {
+            let Some(port) = port_arg(value) else {
+                return Answer::NotTried(libc::EINVAL);
+            };
+            let target = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+            from_io(TcpStream::connect_timeout(&target, EGRESS_TIMEOUT))
+        }
     }
+}
+
+fn port_arg(value: &str) -> Option<u16> {
+    value.parse::<u16>().ok().filter(|&p| p > 0)
+}
+
+/// `CONNECT 127.0.0.1:PORT` through the proxy, then one byte there and back: `Worked` when
+/// the byte came back, `Refused(STATUS)` when the proxy answered another status than `200`,
+/// `Refused(ERRNO)` when the proxy itself cannot be reached, `NotTried` for anything else.
+fn through_proxy(port: u16) -> Answer {
+    use std::io::{Read, Write};
+    let proxy = SocketAddr::from((Ipv4Addr::LOCALHOST, super::proxy::PROXY_PORT));
+    let mut stream = match TcpStream::connect_timeout(&proxy, EGRESS_TIMEOUT) {
+        Ok(stream) => stream,
+        Err(e) => return Answer::Refused(errno_of(&e)),
+    };
+    let bounded = stream
+        .set_read_timeout(Some(EGRESS_TIMEOUT))
+        .and_then(|()| stream.set_write_timeout(Some(EGRESS_TIMEOUT)));
+    if let Err(e) = bounded {
+        return Answer::NotTried(errno_of(&e));
+    }
+    let request = format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+    if let Err(e) = stream.write_all(request.as_bytes()) {
+        return Answer::NotTried(errno_of(&e));
+    }
+    // The head of the answer, one byte at a time so nothing past it is taken.
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if head.len() > 16 * 1024 {
+            return Answer::NotTried(libc::EPROTO);
+        }
+        match stream.read(&mut byte) {
+            Ok(0) => break,
+            Ok(_) => head.push(byte[0]),
+            Err(e) => return Answer::NotTried(errno_of(&e)),
+        }
+    }
+    let Some(status) = status_of(&head) else {
+        return Answer::NotTried(libc::EPROTO);
+    };
+    if status != 200 {
+        return Answer::Refused(i32::from(status));
+    }
+    if let Err(e) = stream.write_all(b"P") {
+        return Answer::NotTried(errno_of(&e));
+    }
+    match stream.read(&mut byte) {
+        Ok(1) if byte[0] == b'P' => Answer::Worked,
+        Ok(_) => Answer::NotTried(libc::EPROTO),
+        Err(e) => Answer::NotTried(errno_of(&e)),
+    }
+}
+
+/// The status of an HTTP answer's head (`HTTP/1.1 403 Forbidden`).
+fn status_of(head: &[u8]) -> Option<u16> {
+    let line = head.split(|&b| b == b'\n').next()?;
+    let line = std::str::from_utf8(line).ok()?;
+    let mut words = line.split_whitespace();
+    if !words.next()?.starts_with("HTTP/") {
+        return None;
+    }
+    words.next()?.parse().ok()
 }
 
 /// `Worked` when `ok`, else the errno the last call left.
@@ -276,6 +377,18 @@ mod tests {
             parse_line("prlimit=error(22)"),
             Some((Attack::Prlimit, Answer::NotTried(22)))
         );
+        assert_eq!(
+            parse_line("egress_refused=refused(403)"),
+            Some((Attack::EgressRefused, Answer::Refused(403)))
+        );
+        assert_eq!(
+            parse_line("egress_direct=refused(111)"),
+            Some((Attack::EgressDirect, Answer::Refused(libc::ECONNREFUSED)))
+        );
+        assert_eq!(
+            parse_line("egress_proxy=ok"),
+            Some((Attack::EgressProxy, Answer::Worked))
+        );
         for bad in ["chmod", "chmod=maybe", "nope=ok", "mknod=refused(x)", ""] {
             assert_eq!(parse_line(bad), None, "{bad}");
         }
@@ -285,6 +398,24 @@ mod tests {
                 let line = format!("{}={}", attack.word(), answer.text());
                 assert_eq!(parse_line(&line), Some((attack, answer)));
             }
+        }
+    }
+
+    #[test]
+    fn the_proxy_status_line_is_read() {
+        assert_eq!(
+            status_of(b"HTTP/1.1 200 Connection established\r\n\r\n"),
+            Some(200)
+        );
+        assert_eq!(
+            status_of(b"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\n\r\n"),
+            Some(403)
+        );
+        assert_eq!(status_of(b"SSH-2.0\r\n"), None);
+        assert_eq!(status_of(b""), None);
+        assert_eq!(port_arg("8080"), Some(8080));
+        for bad in ["0", "", "65536", "x"] {
+            assert_eq!(port_arg(bad), None, "{bad}");
         }
     }
 }
