@@ -620,3 +620,58 @@ fn adapter_mcp_refuses_an_allow_list_for_its_server() {
     .stdout_empty()
     .stderr_contains("error[usage]: --network allow: is not available for adapter mcp's server");
 }
+
+#[test]
+fn a_proxy_that_cannot_be_set_up_fails_closed() {
+    require!(confinable());
+    // One open file per process: the child's listener for the proxy cannot be made, so the
+    // handoff step fails in the child and the adapter never runs.
+    let run = Dispatch::adapter(&["echo"])
+        .args(&["--network", "allow:127.0.0.1:1", "--limit-open-files", "3"])
+        .run();
+    run.expect("unavailable", Some("confinement_unavailable"), 69);
+    assert_eq!(run.envelope["error"]["details"]["missing"], json!(["network_proxy"]));
+    assert_eq!(run.dispatch()["adapter_started"], false);
+    assert!(run.dispatch().get("network").is_none());
+    run.output()
+        .stderr_contains("confinement step network_proxy failed: Too many open files");
+}
+
+#[test]
+fn delegation_run_gets_the_same_namespace_and_proxy() {
+    require!(confinable());
+    let up = Upstream::start();
+    let ptd_test = test_bin().display().to_string();
+    let request = json!({"goal": "g", "request_id": "hd-1"}).to_string();
+    let allow = format!("allow:127.0.0.1:{}", up.port);
+    let proxy = "connect:127.0.0.1:3128".to_string();
+    let direct = format!("connect:127.0.0.1:{}", up.port);
+    let out = Cmd::new([
+        "delegation",
+        "run",
+        "--network",
+        &allow,
+        "--",
+        &ptd_test,
+        "adapter",
+        &proxy,
+        &direct,
+        "exit:4",
+    ])
+    .stdin(request)
+    .run();
+    out.exit(1).stderr_starts_with(
+        "error[wp_codebox_host_delegation_provider_result_invalid]: the host adapter exited with \
+         status 4",
+    );
+    let envelope = out.json();
+    assert_eq!(
+        envelope["error"]["data"]["stderr_tail"],
+        format!(
+            "host-reach: connect=ok\nhost-reach: connect=refused({})\n",
+            libc::ECONNREFUSED
+        ),
+        "{envelope:#}"
+    );
+    assert_eq!(up.connections(), 0);
+}

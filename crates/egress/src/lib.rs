@@ -15,8 +15,9 @@
 //! It must not:
 //! - connect anywhere before the checks passed, look a name up twice, or resolve through the C
 //!   library;
-//! - make a system call of its own beyond std's networking and threads (`ptd-sys` owns them;
-//!   the one stand-in, waking the acceptor, is in `stop.rs` until `ptd-sys` has it);
+//! - make a system call of its own beyond std's networking and threads (`ptd-sys` owns them:
+//!   waking the acceptor is `ptd_sys::confine::proxy::wake_acceptor`, a connect a stop
+//!   interrupts `ptd_sys::net::connect_until`);
 //! - leave a thread or a socket behind [`Proxy::finish`], or panic on any input;
 //! - know the command line, the policy file, JSON or envelopes (the dispatcher turns the
 //!   [`Report`] into `diagnostics.dispatch.network`).
