@@ -1,4 +1,4 @@
-//! Relaying a served connection both ways: one thread a direction, 64 KiB at a time, every
+//! Relaying a served connection both ways: one thread a direction, 256 KiB at a time, every
 //! byte taken from the call's budget of its direction.
 //!
 //! An end of file on one side is passed on as a half-close of the other (`shutdown(Write)`)
@@ -12,7 +12,7 @@ use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::AtomicU64;
 
 /// The size of each direction's buffer.
-const BUFFER: usize = 64 * 1024;
+const BUFFER: usize = 256 * 1024;
 
 /// One direction: where it reads, where it writes, its counter, and its ends' names for a
 /// reason.
