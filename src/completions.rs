@@ -67,6 +67,42 @@ fn at_file_function_name() -> String {
     format!("__{}_at_file", BIN.replace('-', "_"))
 }
 
+fn after_at_function_name() -> String {
+    format!("__{}_after_at", BIN.replace('-', "_"))
+}
+
+/// The bash function completing a file name after an `@` that bash split off as a word of its
+/// own: `@` is in bash's default `COMP_WORDBREAKS`, so `--parent-tool-bridge @fix` reaches the
+/// completion function as `--parent-tool-bridge`, `@`, `fix` — while readline still replaces
+/// `@fix` whole, so each answer keeps its `@`. Answers (and returns 0) only then.
+fn after_at_function() -> String {
+    let name = after_at_function_name();
+    let options: Vec<&str> = AT_FILE_OPTIONS.iter().map(|(o, _)| *o).collect();
+    let options = options.join("|");
+    format!(
+        r#"
+{name}() {{
+    local cword=${{COMP_CWORD}} f
+    (( cword >= 2 )) || return 1
+    [[ ${{COMP_WORDS[cword-1]}} == @ ]] || return 1
+    case ${{COMP_WORDS[cword-2]}} in
+        {options}) ;;
+        *) return 1 ;;
+    esac
+    COMPREPLY=()
+    while IFS= read -r f; do
+        [[ -d ${{f}} ]] && f="${{f}}/"
+        COMPREPLY+=("@${{f}}")
+    done < <(compgen -f -- "${{COMP_WORDS[cword]}}")
+    if [[ ${{#COMPREPLY[@]}} -eq 1 && ${{COMPREPLY[0]}} == */ ]]; then
+        compopt -o nospace 2>/dev/null
+    fi
+    return 0
+}}
+"#
+    )
+}
+
 /// clap_complete's bash script with its `case` arms spelt as its word walk spells the states,
 /// and the `@FILE` options completing `@` file names.
 fn repair_bash(script: &str) -> String {
@@ -75,9 +111,15 @@ fn repair_bash(script: &str) -> String {
     let script = script.replace(&wrong, &right);
     let mut out = String::with_capacity(script.len() + 1024);
     let mut lines = script.lines().peekable();
+    let mut first_function = true;
     while let Some(line) = lines.next() {
         out.push_str(line);
         out.push('\n');
+        // The completion function's first line: a file name after a split-off `@` first.
+        if first_function && line.trim_start().starts_with("local i cur prev opts cmd") {
+            first_function = false;
+            out.push_str(&format!("    {} && return 0\n", after_at_function_name()));
+        }
         let option = line.trim().strip_suffix(')');
         let Some((_, words)) = AT_FILE_OPTIONS.iter().find(|(o, _)| Some(*o) == option) else {
             continue;
@@ -95,9 +137,10 @@ fn repair_bash(script: &str) -> String {
         }
     }
     // The helper goes before the `complete` lines that register the function.
+    let helpers = at_file_function() + &after_at_function();
     match out.find("\nif [[ \"${BASH_VERSINFO[0]}\"") {
-        Some(at) => out.insert_str(at, &at_file_function()),
-        None => out.push_str(&at_file_function()),
+        Some(at) => out.insert_str(at, &helpers),
+        None => out.push_str(&helpers),
     }
     out
 }

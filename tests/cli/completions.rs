@@ -1,4 +1,5 @@
-//! Shell completion, tried in the shells themselves: the bash script is sourced in a real bash
+//! Shell completion, tried in the shells themselves: an interactive bash under tmux completes a
+//! typed line with its Tab; the bash script is also sourced in a real bash
 //! and its completion function called as bash calls it (COMP_WORDS, COMP_CWORD), for the words
 //! past the first; fish, where it is installed, answers `complete -C`.
 
@@ -123,6 +124,67 @@ fn bash_completes_past_the_first_word() {
     );
 }
 
+/// What an interactive bash shows after typing `line` and a Tab, with the script sourced: a
+/// real bash under tmux (readline splits the words itself, `COMP_WORDBREAKS` and all).
+fn interactive_bash_completes(script: &Path, line: &str) -> String {
+    let socket = format!("ptd-completion-{}", std::process::id());
+    let tmux = |args: &[&str]| {
+        std::process::Command::new("tmux")
+            .args(["-L", &socket])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let started = tmux(&[
+        "new-session",
+        "-d",
+        "-x",
+        "200",
+        "-y",
+        "10",
+        "-c",
+        env!("CARGO_MANIFEST_DIR"),
+        "env -i PATH=/usr/bin:/bin TERM=xterm HOME=/nonexistent bash --norc --noprofile",
+    ]);
+    assert!(started.status.success(), "{started:?}");
+    let setup = format!("source {}; clear", script.display());
+    tmux(&["send-keys", &setup, "Enter"]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    tmux(&["send-keys", "-l", line]);
+    tmux(&["send-keys", "Tab"]);
+    let mut screen = String::new();
+    for _ in 0..50 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let shown = tmux(&["capture-pane", "-p"]);
+        screen = String::from_utf8_lossy(&shown.stdout).into_owned();
+        if screen
+            .lines()
+            .any(|l| l.contains(line) && l.trim_end() != line.trim_end())
+        {
+            break;
+        }
+    }
+    tmux(&["kill-server"]);
+    screen
+}
+
+#[test]
+fn an_interactive_bash_completes_a_file_name_after_an_at() {
+    require!(skip::program("tmux", &["-V"]));
+    let dir = tempfile::tempdir().unwrap();
+    let script = script_file("bash", dir.path());
+    // `@` is in bash's COMP_WORDBREAKS: readline splits `@fixtures/bri` into `@` and
+    // `fixtures/bri`, and only the part after the `@` is replaced.
+    let screen = interactive_bash_completes(
+        &script,
+        "parent-tool-dispatch --parent-tool-bridge @fixtures/bri",
+    );
+    assert!(
+        screen.contains("parent-tool-dispatch --parent-tool-bridge @fixtures/bridge.json"),
+        "{screen}"
+    );
+}
+
 #[test]
 fn bash_completes_file_names_after_an_at() {
     let dir = tempfile::tempdir().unwrap();
@@ -134,6 +196,20 @@ fn bash_completes_file_names_after_an_at() {
                 "parent-tool-dispatch",
                 "--parent-tool-bridge",
                 "@fixtures/bri"
+            ]
+        ),
+        ["@fixtures/bridge.json"]
+    );
+    // As bash splits it for the function (`@` is a word break); readline still replaces the
+    // `@` with the rest, so the answer keeps it.
+    assert_eq!(
+        bash_offers(
+            &script,
+            &[
+                "parent-tool-dispatch",
+                "--parent-tool-bridge",
+                "@",
+                "fixtures/bri"
             ]
         ),
         ["@fixtures/bridge.json"]

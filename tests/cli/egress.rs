@@ -630,7 +630,10 @@ fn a_proxy_that_cannot_be_set_up_fails_closed() {
         .args(&["--network", "allow:127.0.0.1:1", "--limit-open-files", "3"])
         .run();
     run.expect("unavailable", Some("confinement_unavailable"), 69);
-    assert_eq!(run.envelope["error"]["details"]["missing"], json!(["network_proxy"]));
+    assert_eq!(
+        run.envelope["error"]["details"]["missing"],
+        json!(["network_proxy"])
+    );
     assert_eq!(run.dispatch()["adapter_started"], false);
     assert!(run.dispatch().get("network").is_none());
     run.output()
