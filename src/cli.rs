@@ -15,7 +15,16 @@ pub const BRIDGE_ENV: &str = "PARENT_TOOL_DISPATCH_BRIDGE";
 /// Every variable clap reads for the main job's options (a test holds this list equal to the
 /// `env` of [`DispatchArgs`]' arguments): `plain_main_job` leaves a command line to clap when one
 /// of them is set.
-pub const DISPATCH_ENV: &[&str] = &[BRIDGE_ENV, LEDGER_ENV, SESSION_ENV, POLICY_ENV];
+pub const DISPATCH_ENV: &[&str] = &[
+    BRIDGE_ENV,
+    LEDGER_ENV,
+    SESSION_ENV,
+    POLICY_ENV,
+    BUDGET_CALLS_ENV,
+    BUDGET_TOOL_ENV,
+    BUDGET_ADAPTER_MS_ENV,
+    MAX_CONCURRENT_ENV,
+];
 
 /// Environment variable that may name the host policy instead of `--policy`.
 pub const POLICY_ENV: &str = "PARENT_TOOL_DISPATCH_POLICY";
@@ -239,19 +248,26 @@ pub struct LedgerArgs {
     pub session: Option<String>,
     /// Admit at most N calls per host session (replays do not count); then
     /// `budget_exhausted`.
-    #[arg(long, hide_short_help = true, value_name = "N")]
+    #[arg(long, hide_short_help = true, value_name = "N", env = BUDGET_CALLS_ENV)]
     pub budget_calls: Option<String>,
     /// Admit at most N calls of TOOL (its canonical id) per host session (repeatable, one
     /// per tool). A tool the bridge does not allow is accepted: its calls are denied anyway.
-    #[arg(long, hide_short_help = true, value_name = "TOOL=N")]
+    /// The variable takes a `,`-separated list.
+    #[arg(
+        long,
+        hide_short_help = true,
+        value_name = "TOOL=N",
+        env = BUDGET_TOOL_ENV,
+        value_delimiter = ','
+    )]
     pub budget_tool: Vec<String>,
     /// At most N ms of adapter wall time per host session; each call's timeout is also cut
     /// to what is left.
-    #[arg(long, hide_short_help = true, value_name = "N")]
+    #[arg(long, hide_short_help = true, value_name = "N", env = BUDGET_ADAPTER_MS_ENV)]
     pub budget_adapter_ms: Option<String>,
     /// At most N calls of the host session in flight at once (held by live dispatchers);
     /// over it, `concurrency_limited` (retryable).
-    #[arg(long, hide_short_help = true, value_name = "N")]
+    #[arg(long, hide_short_help = true, value_name = "N", env = MAX_CONCURRENT_ENV)]
     pub max_concurrent: Option<String>,
 }
 
@@ -927,6 +943,13 @@ pub const LEDGER_ENV: &str = "PARENT_TOOL_DISPATCH_LEDGER";
 
 /// Environment variable that may name the host's session instead of `--session`.
 pub(crate) const SESSION_ENV: &str = "PARENT_TOOL_DISPATCH_SESSION";
+
+/// Environment variables that may set the budgets instead of their flags (SPEC §14.2), like
+/// every other host option.
+pub(crate) const BUDGET_CALLS_ENV: &str = "PARENT_TOOL_DISPATCH_BUDGET_CALLS";
+pub(crate) const BUDGET_TOOL_ENV: &str = "PARENT_TOOL_DISPATCH_BUDGET_TOOL";
+pub(crate) const BUDGET_ADAPTER_MS_ENV: &str = "PARENT_TOOL_DISPATCH_BUDGET_ADAPTER_MS";
+pub(crate) const MAX_CONCURRENT_ENV: &str = "PARENT_TOOL_DISPATCH_MAX_CONCURRENT";
 
 /// The `audit` subcommands (SPEC 14.3).
 #[derive(Debug, Subcommand)]

@@ -51,6 +51,16 @@ fn context(ledger: Option<&Path>, bridge_timeout_ms: Option<u64>, env: &HostEnv)
     }
 }
 
+/// The variable that stands for a budget flag.
+fn budget_env(flag: &str) -> &'static str {
+    match flag {
+        "--budget-calls" => crate::cli::BUDGET_CALLS_ENV,
+        "--budget-tool" => crate::cli::BUDGET_TOOL_ENV,
+        "--budget-adapter-ms" => crate::cli::BUDGET_ADAPTER_MS_ENV,
+        _ => crate::cli::MAX_CONCURRENT_ENV,
+    }
+}
+
 /// The main job's options beside a policy, checked (usage errors, exit 2): the policy owns
 /// confinement and budgets, so their options — flags and `PARENT_TOOL_DISPATCH_*` variables —
 /// are refused; `--ledger`, `--session`, `--pass-env` and `--secret-env` are refused when the
@@ -101,9 +111,10 @@ pub(super) fn refuse_beside(
         ),
     ];
     if let Some((flag, _, key)) = budgets.iter().find(|(_, given, _)| *given) {
+        let var = budget_env(flag);
         return Err(UsageError(format!(
-            "{flag} cannot be used with --policy: the policy keeps the budgets; write it as \
-             {key}"
+            "{flag} (or {var}) cannot be used with --policy: the policy keeps the budgets; \
+             write it as {key}"
         )));
     }
     let Some(policy) = policy else {

@@ -399,6 +399,51 @@ fn budget_tool_counts_one_tool_and_a_tool_the_bridge_does_not_allow_is_accepted(
 }
 
 #[test]
+fn the_budgets_and_the_session_are_also_read_from_their_variables() {
+    let s = Setup::new();
+    let with_env = |d: Dispatch| {
+        d.env("PARENT_TOOL_DISPATCH_SESSION", "sandbox_123")
+            .env("PARENT_TOOL_DISPATCH_BUDGET_CALLS", "3")
+            .env(
+                "PARENT_TOOL_DISPATCH_BUDGET_TOOL",
+                "workspace.read=2,never.allowed=5",
+            )
+    };
+    for n in 0..2 {
+        with_env(s.dispatch(&["echo"]).request(id(n)))
+            .run()
+            .expect("succeeded", None, 0);
+    }
+    let over = with_env(s.dispatch(&["echo"]).request(id(2))).run();
+    over.expect("denied", Some("budget_exhausted"), 77);
+    assert_eq!(
+        over.envelope["error"]["details"],
+        json!({"budget": "tool", "limit": 2, "used": 2, "tool": "workspace.read"})
+    );
+    // A flag beats its variable, as everywhere.
+    with_env(s.dispatch(&["echo"]).request(id(3)))
+        .args(&["--budget-tool", "workspace.read=5"])
+        .run()
+        .expect("succeeded", None, 0);
+    let calls = with_env(s.dispatch(&["echo"]).request(id(4)))
+        .args(&["--budget-tool", "workspace.read=5"])
+        .run();
+    calls.expect("denied", Some("budget_exhausted"), 77);
+    assert_eq!(calls.envelope["error"]["details"]["budget"], "calls");
+    // A bad value in a variable is a usage error naming it.
+    let bad = s
+        .dispatch(&["echo"])
+        .env("PARENT_TOOL_DISPATCH_SESSION", "sandbox_123")
+        .env("PARENT_TOOL_DISPATCH_MAX_CONCURRENT", "zero")
+        .run();
+    bad.output()
+        .exit(2)
+        .stdout_empty()
+        .stderr_contains("--max-concurrent");
+    assert_eq!(s.runs(), 3);
+}
+
+#[test]
 fn the_adapter_is_told_the_cut_timeout_in_its_variable() {
     let s = Setup::new();
     let budget = ["--session", "sandbox_123", "--budget-adapter-ms", "1500"];

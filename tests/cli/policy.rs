@@ -501,7 +501,7 @@ fn options_the_policy_holds_are_usage_errors_beside_it() {
     let policy = PolicyFile::new(&text);
     // (arguments, variables, the usage error's start)
     type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
-    let cases: [Case; 7] = [
+    let cases: [Case; 8] = [
         (
             &["--fs-read", "/usr"],
             &[],
@@ -516,8 +516,14 @@ fn options_the_policy_holds_are_usage_errors_beside_it() {
         (
             &["--budget-calls", "3"],
             &[],
-            "--budget-calls cannot be used with --policy: the policy keeps the budgets; write it \
-             as [ledger] budget_calls",
+            "--budget-calls (or PARENT_TOOL_DISPATCH_BUDGET_CALLS) cannot be used with --policy: \
+             the policy keeps the budgets; write it as [ledger] budget_calls",
+        ),
+        (
+            &[],
+            &[("PARENT_TOOL_DISPATCH_MAX_CONCURRENT", "2")],
+            "--max-concurrent (or PARENT_TOOL_DISPATCH_MAX_CONCURRENT) cannot be used with \
+             --policy",
         ),
         (
             &["--ledger", "/tmp/other.db"],
