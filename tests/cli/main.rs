@@ -46,6 +46,7 @@ mod named_files;
 mod policy;
 mod policy_docs;
 mod properties;
+mod python_adapter;
 mod readme;
 mod redaction;
 mod replay;

@@ -195,7 +195,7 @@ fn documents_show_the_example_files_verbatim() {
             "json",
             "docs/guide.md",
         ),
-        ("fixtures/tutorial/clock-adapter", "sh", "README.md"),
+        ("fixtures/tutorial/clock-adapter", "python", "README.md"),
         ("fixtures/tutorial/bridge.json", "json", "README.md"),
         ("fixtures/tutorial/request.json", "json", "README.md"),
     ] {
@@ -207,14 +207,14 @@ fn documents_show_the_example_files_verbatim() {
     }
 }
 
-/// The tutorial's adapter runs as the README says: executable, a `#!/bin/sh` script.
+/// The tutorial's adapter runs as the README says: executable, a Python script.
 #[test]
 fn the_tutorial_adapter_is_an_executable_script() {
     use std::os::unix::fs::PermissionsExt;
     let path = root().join("fixtures/tutorial/clock-adapter");
     let mode = std::fs::metadata(&path).unwrap().permissions().mode();
     assert_eq!(mode & 0o111, 0o111, "{mode:o}");
-    assert!(document("fixtures/tutorial/clock-adapter").starts_with("#!/bin/sh\n"));
+    assert!(document("fixtures/tutorial/clock-adapter").starts_with("#!/usr/bin/env python3\n"));
 }
 
 /// The README's section `## TITLE`, to the next one.
@@ -383,40 +383,51 @@ fn the_tutorial_s_things_to_try_end_as_it_says() {
     let bridge: Value = serde_json::from_str(&document("fixtures/tutorial/bridge.json")).unwrap();
     let request: Value = serde_json::from_str(&document("fixtures/tutorial/request.json")).unwrap();
     let dir = tempfile::tempdir().unwrap();
+    // Each change is made in `clock`, before it returns.
     for (n, (change, said, status, code, exit)) in [
         (
-            "echo hello",
-            "print `hello` before the JSON",
+            "print(\"hello\")",
+            "`print(\"hello\")` before the answer",
             "failed",
             "result_invalid",
             1,
         ),
         (
-            "exit 3",
-            "`exit 3` (`adapter_exit_nonzero`)",
+            "import os; os._exit(3)",
+            "`os._exit(3)`\n(`adapter_exit_nonzero`",
             "failed",
             "adapter_exit_nonzero",
             1,
         ),
         (
-            "sleep 10",
-            "`sleep 10` in the adapter (`timeout` at\n5 s, exit 124",
+            "import time; time.sleep(10)",
+            "`time.sleep(10)`\n(`timeout` at 5 s, exit 124",
             "timeout",
             "dispatch_timeout",
             124,
+        ),
+        (
+            "raise pta.Failure(\"no_clock\", \"the clock is unset\")",
+            "`raise pta.Failure(\"no_clock\", \"the clock is\nunset\")` (a `failed` envelope with that code, exit 1)",
+            "failed",
+            "no_clock",
+            1,
         ),
     ]
     .into_iter()
     .enumerate()
     {
         assert!(readme.contains(said), "the README no longer says {said:?}");
-        let changed = adapter.replacen("printf '", &format!("{change}\nprintf '"), 1);
+        let at = "    return {\"utc\"";
+        let changed = adapter.replacen(at, &format!("    {change}\n{at}"), 1);
         assert_ne!(changed, adapter);
         let path = dir.path().join(format!("adapter-{n}"));
         std::fs::write(&path, changed).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         let mut bridge = bridge.clone();
         bridge["dispatcher"]["command"]["argv"] = json!([path.display().to_string()]);
+        bridge["dispatcher"]["command"]["env"]["PYTHONPATH"] =
+            json!(root().join("adapters/python").display().to_string());
         let request = request.clone();
         super::Dispatch::with_bridge(bridge)
             .request(|r| *r = request)
