@@ -208,10 +208,12 @@ impl DispatchArgs {
 /// How much the main job says on stderr (docs/cli-notes.md, "Messages on stderr").
 #[derive(Debug, Args, Clone, Default)]
 pub struct MessageArgs {
-    /// Stream the adapter's stderr to this stderr as it arrives, line by line, each line
-    /// redacted like `diagnostics.dispatch.stderr_tail` and escaped, after `  | `.
+    /// Stream the adapter's stderr here as it arrives, after `  | ` (secrets scrubbed).
     ///
-    /// The tail is then not printed again under a failure's `error[code]:` line.
+    /// On a terminal only the exact secrets are scrubbed and host paths are shown (the
+    /// operator's own view); elsewhere each line is redacted like
+    /// `diagnostics.dispatch.stderr_tail`. The tail is then not printed again under a
+    /// failure's `error[code]:` line.
     #[arg(short, long, conflicts_with = "quiet")]
     pub verbose: bool,
     /// Print nothing on stderr: no warnings, no `error[code]:` line, no adapter stderr, no

@@ -264,6 +264,10 @@ fn stderr_tail(stderr: &[u8], redactor: &Redactor) -> (String, bool) {
 /// stays bounded whatever the adapter writes.
 pub(super) struct LiveStderr {
     redactor: Redactor,
+    /// stderr is a terminal: the operator's own view, where only the exact secrets are
+    /// scrubbed (host paths shown: a traceback names the operator's own files). Anywhere else
+    /// (a log, CI) the full rules apply, as for everything that leaves.
+    terminal: bool,
     held: std::cell::RefCell<ptd_wire::terminal::HeldLines>,
 }
 
@@ -273,15 +277,22 @@ const LIVE_LINE_BYTES: usize = 4096;
 impl LiveStderr {
     /// Redacting with what is known when the adapter starts (`learned.redactor` then).
     pub(super) fn new(redactor: &Redactor) -> LiveStderr {
+        use std::io::IsTerminal;
         LiveStderr {
             redactor: redactor.clone(),
+            terminal: std::io::stderr().is_terminal(),
             held: std::cell::RefCell::default(),
         }
     }
 
     fn show(&self, line: &[u8]) {
         let text = String::from_utf8_lossy(line);
-        let shown = stderr_line(&self.redactor.redact_str(&text), usize::MAX);
+        let scrubbed = if self.terminal {
+            self.redactor.scrub_secrets_str(&text)
+        } else {
+            self.redactor.redact_str(&text)
+        };
+        let shown = stderr_line(&scrubbed, usize::MAX);
         // A closed stderr loses the line, and nothing else: the envelope is what matters.
         let _ = writeln!(std::io::stderr().lock(), "{shown}");
     }

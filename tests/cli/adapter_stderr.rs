@@ -287,3 +287,58 @@ fn a_crlf_shebang_through_env_is_named_under_the_exit_status() {
     assert!(lines[2].starts_with("  adapter stderr"), "{}", run.stderr);
     assert!(lines[3].contains("sh\\r"), "{}", run.stderr);
 }
+
+#[test]
+fn verbose_on_a_terminal_shows_host_paths_but_never_a_secret() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let place = std::fs::canonicalize(dir.path()).unwrap();
+    let line = format!(
+        "eprint:Traceback: File \"{}/tool.py\", token hunter2-secret\n",
+        place.display()
+    );
+    let bridge = bridge(&["read-stdin", &line, "echo"]);
+    let (mut master, slave) = super::pty();
+    let mut child = std::process::Command::new(bin())
+        .args([
+            "-v",
+            "--secret-env",
+            "PTD_TEST_SECRET",
+            "--parent-tool-bridge",
+        ])
+        .arg(bridge.to_string())
+        .current_dir(&place)
+        .env_remove("PARENT_TOOL_DISPATCH_BRIDGE")
+        .env("PTD_TEST_SECRET", "hunter2-secret")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(slave)
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(request().to_string().as_bytes()).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    // The terminal: the operator's own view, with the path, without the secret.
+    let mut shown = vec![0u8; 4096];
+    let n = master.read(&mut shown).unwrap();
+    let shown = String::from_utf8_lossy(&shown[..n]).replace('\r', "");
+    assert_eq!(
+        shown,
+        format!(
+            "  | Traceback: File \"{}/tool.py\", token [redacted]\n",
+            place.display()
+        )
+    );
+    // The envelope keeps every rule: no path, no secret.
+    let envelope: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tail = envelope["diagnostics"]["dispatch"]["stderr_tail"]
+        .as_str()
+        .unwrap();
+    assert!(!tail.contains(place.to_str().unwrap()), "{tail}");
+    assert!(tail.contains("[host-path]"), "{tail}");
+    assert!(!tail.contains("hunter2-secret"), "{tail}");
+}

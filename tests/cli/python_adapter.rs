@@ -95,7 +95,11 @@ fn a_request_that_is_not_the_one_passed_never_reaches_the_handler() {
     );
     let mut req = request();
     let cases = [
-        (req.to_string(), "ptr_other", "request_id is not the one the dispatcher passed"),
+        (
+            req.to_string(),
+            "ptr_other",
+            "request_id is not the one the dispatcher passed",
+        ),
         (
             req.to_string().replacen("{", "{\"tool\":\"x\",", 1),
             "ptr_123",
