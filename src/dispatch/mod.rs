@@ -790,6 +790,16 @@ fn run_adapter(
             )));
         }
     }
+    let silent = finished.stdout_bytes == 0 && plan.files.is_none();
+    let ended_badly =
+        finished.stopped.is_some() || !matches!(finished.termination, Termination::Exited(0));
+    if confinement.is_some() && silent && ended_badly {
+        // A confined program that needed more than it got often fails or hangs saying
+        // nothing on stdout (npx fetching a package under `--network none`): say what it had.
+        learned
+            .notes
+            .push(ptd_wire::terminal::note_line(&confined_silence(confine)));
+    }
     learned.dispatch.adapter_started = finished.termination != Termination::NotStarted;
     learned.dispatch.run = Some(report::run_diagnostics(&finished, &learned.redactor));
     let result_file = match &plan.files {
@@ -834,6 +844,44 @@ pub(crate) fn confine_step(
             },
             exec::Unconfinable::Unavailable(unavailable) => DispatchError::from(unavailable),
         })
+}
+
+/// What a confined adapter that printed nothing was allowed, for the note under its failure:
+/// the network and the grants, and where to look next.
+pub(crate) fn confined_silence(options: &ptd_sys::confine::Options) -> String {
+    use ptd_sys::confine::Network;
+    let network = match options.network {
+        Network::Any => "the host's network".to_string(),
+        Network::None => "no network".to_string(),
+        Network::Allow => format!(
+            "the network only through the egress proxy, to {}",
+            options
+                .network_allow
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let grants = |paths: &[PathBuf]| match paths.len() {
+        0 => String::new(),
+        n => format!(" and {n} granted folder{}", if n == 1 { "" } else { "s" }),
+    };
+    let files = if options.wants_landlock() {
+        format!(
+            "it could read only the base{} and write only its private TMPDIR{}",
+            grants(&options.fs_read),
+            grants(&options.fs_write)
+        )
+    } else {
+        "its file access was not restricted".to_string()
+    };
+    format!(
+        "the adapter ran confined and printed nothing: it had {network}; {files}. A program \
+         that needs more (npx fetching a package, a file elsewhere) fails or hangs there: grant \
+         it (--network, --fs-read, --fs-write, or the policy's keys: docs/confinement.md), and \
+         see its stderr with -v"
+    )
 }
 
 /// The host paths a confined run reveals (SPEC §13: they join §5's host paths): the listed

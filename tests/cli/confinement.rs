@@ -707,3 +707,65 @@ fn the_file_transports_folder_is_granted_under_landlock() {
         in_force(&[], false)
     );
 }
+
+#[test]
+fn a_confined_adapter_that_fails_saying_nothing_gets_a_note_of_what_it_had() {
+    require!(confinable());
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let step = format!("connect:{}", listener.local_addr().unwrap());
+    let work = work();
+    let run = Dispatch::adapter(&[&step, "exit:3"])
+        .args(&[
+            "--network",
+            "none",
+            "--fs-write",
+            work.path().to_str().unwrap(),
+        ])
+        .run();
+    run.expect("failed", Some("adapter_exit_nonzero"), 1);
+    run.output().stderr_contains(
+        "  note: the adapter ran confined and printed nothing: it had no network; it could read \
+         only the base and write only its private TMPDIR and 1 granted folder. A program that \
+         needs more (npx fetching a package, a file elsewhere) fails or hangs there: grant it \
+         (--network, --fs-read, --fs-write, or the policy's keys: docs/confinement.md), and see \
+         its stderr with -v",
+    );
+    // An adapter that answered, or one not confined, gets no such note.
+    let answered = Dispatch::adapter(&["read-stdin", "echo:failed:tool_broke"])
+        .args(&["--network", "none"])
+        .run();
+    answered.expect("failed", Some("tool_broke"), 1);
+    answered.output().stderr_lacks("printed nothing");
+    let unconfined = Dispatch::adapter(&["exit:3"]).run();
+    unconfined.expect("failed", Some("adapter_exit_nonzero"), 1);
+    unconfined.output().stderr_lacks("note:");
+}
+
+#[test]
+fn a_confined_mcp_server_that_never_answers_is_explained() {
+    require!(confinable());
+    let argv = json!([
+        bin().display().to_string(),
+        "adapter",
+        "mcp",
+        "--network",
+        "none",
+        "--",
+        test_bin().display().to_string(),
+        "mcp-server",
+        "on:initialize",
+        "exit:1",
+    ]);
+    let run = Dispatch::adapter(&[])
+        .bridge(move |b| b["dispatcher"]["command"]["argv"] = argv)
+        .run();
+    run.expect("unavailable", Some("mcp_server_exited"), 69);
+    assert!(
+        run.dispatch()["stderr_tail"]
+            .as_str()
+            .unwrap()
+            .contains("adapter mcp: the MCP server ran confined (no network; files: the base and its grants) and did not answer"),
+        "{:#}",
+        run.envelope
+    );
+}

@@ -381,11 +381,31 @@ fn call_server(cx: &Context<'_>, name: &str, arguments: &str) -> Result<String, 
                     ),
                 )
                 .with_details(json!({ "limit": limit.as_str() })),
-                None => failure,
+                None => {
+                    confined_hint(&cx.options.confine);
+                    failure
+                }
             })
         }
         (outcome, _) => outcome,
     }
+}
+
+/// Say on stderr what a confined server that ended or hung without answering had: the
+/// usual cause is a server that needs more than it got (`npx` fetching its package under
+/// `--network none`).
+fn confined_hint(options: &ptd_sys::confine::Options) {
+    let network = match options.network {
+        ptd_sys::confine::Network::Any => "the host's network",
+        ptd_sys::confine::Network::None => "no network",
+        ptd_sys::confine::Network::Allow => "the network only through the egress proxy",
+    };
+    stderr_line!(
+        "adapter mcp: the MCP server ran confined ({network}; files: the base and its grants) \
+         and did not answer: a server that needs more fails or hangs there — `npx` fetches its \
+         package from the network: install the server first and run it directly \
+         (docs/mcp.md); see its stderr with the dispatcher's -v"
+    );
 }
 
 /// Failures that a server killed by a limit (or starved by one) leaves behind.
