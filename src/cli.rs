@@ -86,9 +86,8 @@ pub fn after_help() -> String {
 /// with the request on its stdin, bounded in time and output, validates the adapter's answer and
 /// prints exactly one wp-codebox/parent-tool-result/v1 envelope on stdout.
 ///
-/// Before an envelope of 1 MiB or more, a pipe on stdout is asked for a 1 MiB buffer
-/// (F_SETPIPE_SZ): the reader gets the same bytes in fewer reads. It is never shrunk, and a
-/// refusal (the user's pipe quota, a lower /proc/sys/fs/pipe-max-size) is ignored.
+/// Start with `request` (a request envelope for a tool), `doctor` (what this host can
+/// confine), and the README's five-minute tutorial; docs/guide.md has the whole main job.
 #[derive(Debug, Parser)]
 #[command(
     name = "parent-tool-dispatch",
