@@ -27,6 +27,11 @@ pub mod fs;
 pub mod hostenv;
 pub mod interrupt;
 pub mod net;
+/// A throwaway PostgreSQL cluster for the PostgreSQL ledger's tests (test scaffolding, as
+/// [`skip`]).
+#[cfg(any(test, feature = "test-support"))]
+#[allow(clippy::disallowed_methods)] // it starts the cluster's programs directly
+pub mod pgtest;
 pub mod probe;
 pub mod signal;
 /// Test scaffolding (the unit tests here and, with `test-support`, the layers above): tests

@@ -209,6 +209,14 @@ pub(crate) fn cgroup_v1(controller: crate::confine::cgroup::Controller) -> Need 
     }
 }
 
+/// A real PostgreSQL for the PostgreSQL ledger's tests: the server's programs are installed,
+/// run as the cluster's owner (the `postgres` user when the tests run as root), and the
+/// process's throwaway cluster ([`crate::pgtest::cluster`]) started. The need's name:
+/// `postgres`.
+pub fn postgres() -> Need {
+    crate::pgtest::postgres()
+}
+
 /// A program found on `PATH` (or at this path) that runs: `args` must make it exit 0.
 pub fn program(name: &'static str, args: &[&str]) -> Need {
     match std::process::Command::new(name)
