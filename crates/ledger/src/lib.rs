@@ -1,6 +1,9 @@
 //! parent-tool-dispatch's ledger (SPEC §14): a request id runs once, a session's budgets hold,
-//! and every decision lands in a tamper-evident audit chain — behind the `Store` trait, whose
-//! implementation today is SQLite.
+//! and every decision lands in a tamper-evident audit chain — behind the `Store` trait, with
+//! two implementations: one SQLite file per host (`sqlite/`), or a PostgreSQL database many
+//! hosts share (`pg/`, SPEC §19.1: SERIALIZABLE transactions retried on conflict, a versioned
+//! schema only `migrate` changes, heartbeats for holders on other hosts). A [`Location`] names
+//! which; nothing outside this crate knows what a store is made of.
 //!
 //! It sees no command-line type: the binary parses the flags and hands over plain settings.
 

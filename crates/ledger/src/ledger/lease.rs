@@ -7,9 +7,13 @@
 use ptd_sys::exec::ProcStat;
 use std::io;
 use std::path::Path;
+use std::time::Duration;
 
 /// The holder of a `running` key.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Two leases are equal when they name the same holder (boot, pid, start time): the heartbeat
+/// is when a store last saw the holder renew it, not part of who holds.
+#[derive(Debug, Clone)]
 pub struct Lease {
     /// `/proc/sys/kernel/random/boot_id`: start ticks count from boot, so after a reboot every
     /// older lease is dead.
@@ -18,6 +22,32 @@ pub struct Lease {
     pub pid: u32,
     /// Field 22 of `/proc/<pid>/stat`.
     pub start_ticks: u64,
+    /// When the holder last renewed the lease (ms since the Unix epoch), as a store that
+    /// keeps heartbeats read it (PostgreSQL, SPEC §19.1); `None` for a lease made here or
+    /// read from a store without them (SQLite, one host). A holder on another host is
+    /// judged by it alone ([`Lease::is_live_within`]).
+    pub heartbeat_ms: Option<u64>,
+}
+
+impl PartialEq for Lease {
+    fn eq(&self, other: &Lease) -> bool {
+        self.boot_id == other.boot_id
+            && self.pid == other.pid
+            && self.start_ticks == other.start_ticks
+    }
+}
+
+impl Eq for Lease {}
+
+/// How long a holder on another host counts as alive after its last heartbeat, unless the
+/// ledger is told otherwise (`lease_ttl`, SPEC §19.1).
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+
+/// Whether a holder on another host is alive (pure): its heartbeat is younger than `ttl_ms`
+/// at `now_ms`. No heartbeat (a store without them): not alive — as a lease of an older
+/// boot of this host has always been judged.
+pub fn foreign_alive(heartbeat_ms: Option<u64>, now_ms: u64, ttl_ms: u64) -> bool {
+    heartbeat_ms.is_some_and(|beat| now_ms.saturating_sub(beat) < ttl_ms)
 }
 
 /// Where the kernel names this boot.
@@ -53,15 +83,26 @@ impl Lease {
             boot_id,
             pid,
             start_ticks: st.start_ticks,
+            heartbeat_ms: None,
         }))
     }
 
-    /// Whether the holder still runs: same boot, the pid exists with the same start time and
-    /// is not a zombie (`Z`) or dead (`X`). When `/proc` cannot be read at all the lease is
-    /// taken as live: declaring a running call dead on a doubt would let it run twice.
+    /// [`Lease::is_live_within`] with [`DEFAULT_LEASE_TTL`].
     pub fn is_live(&self) -> bool {
+        self.is_live_within(DEFAULT_LEASE_TTL)
+    }
+
+    /// Whether the holder still runs. On this boot: the pid exists with the same start time
+    /// and is not a zombie (`Z`) or dead (`X`). On another boot — another host sharing a
+    /// PostgreSQL ledger, or this host before a reboot — its heartbeat is younger than `ttl`
+    /// ([`foreign_alive`]). When `/proc` cannot be read at all the lease is taken as live:
+    /// declaring a running call dead on a doubt would let it run twice.
+    pub fn is_live_within(&self, ttl: Duration) -> bool {
         match boot_id() {
-            Ok(boot) if boot != self.boot_id => return false,
+            Ok(boot) if boot != self.boot_id => {
+                let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+                return foreign_alive(self.heartbeat_ms, super::now_ms(), ttl_ms);
+            }
             Ok(_) => {}
             Err(_) => return true,
         }

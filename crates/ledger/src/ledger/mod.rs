@@ -28,6 +28,9 @@ pub mod approval;
 pub mod audit;
 pub mod flags;
 pub mod lease;
+pub mod location;
+mod open;
+mod pg;
 mod sqlite;
 #[cfg(test)]
 mod tests;
@@ -40,7 +43,10 @@ pub use audit::{
     Verification,
 };
 pub use flags::{parse_budget_flag, parse_session, parse_since, FlagError};
-pub use lease::Lease;
+pub use lease::{Lease, DEFAULT_LEASE_TTL};
+pub use location::{Location, Password, PgUrl, SslMode, PASSWORD_FILE_VAR};
+pub use open::{migrate, restore, MigrateReport};
+use ptd_sys::hostenv::HostEnv;
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -539,6 +545,33 @@ pub enum LedgerError {
     /// read: what was read is not trusted; reading again uses the WAL the writer made.
     #[error("the ledger changed while it was being read")]
     ChangedWhileRead,
+    /// A `postgres://` ledger URL that cannot be used (a password in it, an unknown
+    /// parameter, …). The message never repeats the URL.
+    #[error("the ledger URL is invalid: {0}")]
+    Url(String),
+    /// The ledger's password cannot be read (the message never holds it).
+    #[error("the ledger's password cannot be read: {0}")]
+    Password(String),
+    /// TLS to the ledger's server cannot be set up as `sslmode` asks.
+    #[error("TLS to the ledger cannot be set up: {0}")]
+    Tls(String),
+    /// The database server could not be reached, refused the connection, or cannot take one
+    /// now: the one retryable case ([`LedgerError::is_unreachable`], SPEC §19.1).
+    #[error("the ledger's database cannot be reached: {0}")]
+    Unreachable(String),
+    /// The server answered but the connection was refused for good (authentication, a
+    /// missing database, TLS refused).
+    #[error("the ledger's database refused the connection: {0}")]
+    Connect(String),
+    /// The database holds no ledger schema, or a version this dispatcher does not know; the
+    /// message says to run `parent-tool-dispatch ledger migrate --ledger URL`.
+    #[error("{0}")]
+    Schema(String),
+    /// A transaction lost a race with another (a serialization failure or deadlock). Retried
+    /// by the store until its deadline, then answered as [`LedgerError::Locked`]: callers
+    /// never see it.
+    #[error("the ledger's transaction conflicted with another")]
+    Conflict,
     /// A stored envelope is not the one its audit record covers: the ledger was edited, and
     /// is never used to replay (SPEC §14.4).
     #[error("the ledger fails verification: {0}")]
@@ -549,6 +582,12 @@ impl LedgerError {
     /// The stable error code of SPEC §14.3 for every ledger failure.
     pub fn code(&self) -> &'static str {
         "ledger_unavailable"
+    }
+
+    /// Whether the database could not be reached or refused the connection: the one case
+    /// where `ledger_unavailable` is retryable (SPEC §19.1).
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, LedgerError::Unreachable(_))
     }
 }
 
@@ -602,6 +641,9 @@ pub trait Store: Send {
     fn append(&mut self, record: &AuditRecord) -> Result<(), LedgerError>;
     /// The key's row (for inspection and tests).
     fn call(&mut self, key: &Key) -> Result<Option<CallRow>, LedgerError>;
+    /// While the adapter runs: renew `lease`'s hold on `key` (its heartbeat, for a store
+    /// shared across hosts); false when `lease` no longer holds it.
+    fn renew(&mut self, key: &Key, lease: &Lease) -> Result<bool, LedgerError>;
 
     /// Visit the audit rows with `time_ms >= since_ms` in `seq` order, in one read snapshot;
     /// a row whose columns cannot be read is handed over as the reason. Returns the head
@@ -667,6 +709,7 @@ const MAX_POLL: Duration = Duration::from_millis(100);
 /// The ledger of SPEC §14.
 pub struct Ledger {
     store: Box<dyn Store>,
+    lease_ttl: Duration,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -679,18 +722,37 @@ impl Ledger {
     /// Open (creating it 0600 if missing) the ledger at `path` for the main job; wait for
     /// other writers until `deadline` at most.
     pub fn open(path: &Path, deadline: Instant) -> Result<Ledger, LedgerError> {
-        Ok(Ledger {
-            store: Box::new(sqlite::SqliteStore::open(path, deadline)?),
-        })
+        Ok(Ledger::with(Box::new(sqlite::SqliteStore::open(
+            path, deadline,
+        )?)))
+    }
+
+    pub(crate) fn with(store: Box<dyn Store>) -> Ledger {
+        Ledger {
+            store,
+            lease_ttl: DEFAULT_LEASE_TTL,
+        }
+    }
+
+    /// How long a holder on another host counts as alive after its last heartbeat
+    /// (`lease_ttl`, [`DEFAULT_LEASE_TTL`] unless set).
+    pub fn set_lease_ttl(&mut self, ttl: Duration) {
+        self.lease_ttl = ttl;
+    }
+
+    /// Renew `lease`'s hold on `key` (the caller does it every third of `lease_ttl` while the
+    /// adapter runs): false when `lease` no longer holds the key. On SQLite it only looks.
+    pub fn renew(&mut self, key: &Key, lease: &Lease) -> Result<bool, LedgerError> {
+        self.store.renew(key, lease)
     }
 
     /// Open an existing ledger only to read it (for `audit` and `ledger backup`; SPEC §14.4):
     /// no file is made or changed beside it, and any user who can read it may. A missing one
     /// is [`LedgerError::Missing`].
     pub fn open_existing(path: &Path, deadline: Instant) -> Result<Ledger, LedgerError> {
-        Ok(Ledger {
-            store: Box::new(sqlite::SqliteStore::open_read_only(path, deadline)?),
-        })
+        Ok(Ledger::with(Box::new(sqlite::SqliteStore::open_read_only(
+            path, deadline,
+        )?)))
     }
 
     /// Move the deadline for waiting on other writers.
@@ -705,8 +767,9 @@ impl Ledger {
         if let Some(ask) = call.ask {
             ask.check()?;
         }
+        let ttl = self.lease_ttl;
         self.store.begin(call, lease, &mut |snap| {
-            decide(call, snap, &|l| l.is_live())
+            decide(call, snap, &|l| l.is_live_within(ttl))
         })
     }
 

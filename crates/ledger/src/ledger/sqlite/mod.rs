@@ -756,6 +756,15 @@ impl Store for SqliteStore {
         read_call(&self.conn, key)
     }
 
+    /// One host shares an SQLite ledger, where a holder is judged by its process: there is
+    /// no heartbeat to write. Answers whether `lease` still holds the key, as PostgreSQL's
+    /// renewal does.
+    fn renew(&mut self, key: &Key, lease: &Lease) -> Result<bool, LedgerError> {
+        self.arm()?;
+        Ok(read_call(&self.conn, key)?
+            .is_some_and(|row| row.state == CallState::Running && row.lease == *lease))
+    }
+
     fn scan(
         &mut self,
         since_ms: u64,

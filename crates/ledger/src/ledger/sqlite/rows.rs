@@ -60,6 +60,7 @@ pub(super) fn read_call(tx: &Connection, key: &Key) -> Result<Option<CallRow>, L
             boot_id,
             pid: u32::try_from(pid).map_err(|_| corrupt("lease"))?,
             start_ticks: u64::try_from(start).map_err(|_| corrupt("lease"))?,
+            heartbeat_ms: None,
         },
         outcome,
     }))
@@ -202,6 +203,7 @@ pub(super) fn read_snapshot(
                         boot_id: r.get(0)?,
                         pid: u32::try_from(r.get::<_, i64>(1)?).unwrap_or(u32::MAX),
                         start_ticks: u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
+                        heartbeat_ms: None,
                     })
                 },
             )

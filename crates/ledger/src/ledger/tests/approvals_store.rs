@@ -5,6 +5,12 @@
 use super::approvals::{an_ask, asking, decided};
 use super::*;
 
+// The shared suite: these run unchanged against SQLite and PostgreSQL.
+both!(
+    an_approval_past_its_expiry_ends_the_key,
+    a_pending_key_starts_once_its_session_has_a_grant,
+);
+
 /// The approvals table's row count.
 fn approval_rows(path: &Path) -> i64 {
     rusqlite::Connection::open(path)
@@ -254,10 +260,9 @@ fn an_approved_key_runs_once_then_replays_and_a_denied_one_never_runs() {
     );
 }
 
-#[test]
-fn an_approval_past_its_expiry_ends_the_key() {
-    let dir = tempfile::tempdir().unwrap();
-    let (_, mut ledger) = ledger_in(dir.path());
+fn an_approval_past_its_expiry_ends_the_key(backend: Backend) {
+    let Some(db) = Db::new(backend) else { return };
+    let mut ledger = db.open();
     let me = Lease::current().unwrap();
     let none = Budgets::default();
     // Pending until it expired.
@@ -359,10 +364,9 @@ fn a_grant_for_the_session_starts_its_tool_in_that_session_only() {
     ));
 }
 
-#[test]
-fn a_pending_key_starts_once_its_session_has_a_grant() {
-    let dir = tempfile::tempdir().unwrap();
-    let (_, mut ledger) = ledger_in(dir.path());
+fn a_pending_key_starts_once_its_session_has_a_grant(backend: Backend) {
+    let Some(db) = Db::new(backend) else { return };
+    let mut ledger = db.open();
     let me = Lease::current().unwrap();
     let none = Budgets::default();
     let ask = an_ask(60_000);

@@ -84,6 +84,7 @@ fn decide_checks_every_budget_and_counts_only_live_calls_in_flight() {
         boot_id: "b".into(),
         pid,
         start_ticks: 1,
+        heartbeat_ms: None,
     };
     snap.running = vec![lease(1), lease(2), lease(1)];
     assert_eq!(

@@ -10,6 +10,7 @@ mod approvals;
 mod approvals_store;
 mod audit;
 mod decide;
+mod pg;
 mod processes;
 mod sqlite;
 mod store;
@@ -126,3 +127,87 @@ pub(super) fn verify(path: &Path) -> Verification {
         .verify()
         .unwrap()
 }
+
+/// Which store a test of the shared suite runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Backend {
+    /// A new SQLite file in a temporary folder.
+    Sqlite,
+    /// A new database of the process's throwaway PostgreSQL cluster (`ptd_sys::pgtest`),
+    /// migrated.
+    Postgres,
+}
+
+/// A fresh ledger of one backend: open it as many times (connections) as a test needs.
+pub(super) struct Db {
+    _dir: Option<tempfile::TempDir>,
+    pub(super) location: Location,
+}
+
+/// The environment that gives the test cluster's password.
+pub(super) fn pg_env() -> ptd_sys::hostenv::HostEnv {
+    let password = ptd_sys::pgtest::cluster()
+        .map(|c| c.password.clone())
+        .unwrap_or_default();
+    ptd_sys::hostenv::HostEnv::with([("PGPASSWORD".to_string(), password)])
+}
+
+impl Db {
+    /// A new ledger; `None` (the skip reported) when PostgreSQL is asked for and this host
+    /// cannot run it.
+    pub(super) fn new(backend: Backend) -> Option<Db> {
+        match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().unwrap();
+                let location = Location::File(dir.path().join("ledger.db"));
+                Some(Db {
+                    _dir: Some(dir),
+                    location,
+                })
+            }
+            Backend::Postgres => {
+                if let Err(unmet) = ptd_sys::skip::postgres() {
+                    ptd_sys::skip::report(&unmet);
+                    return None;
+                }
+                let location = Location::parse(&ptd_sys::pgtest::fresh_database()).unwrap();
+                migrate(&location, &pg_env(), soon()).unwrap();
+                Some(Db {
+                    _dir: None,
+                    location,
+                })
+            }
+        }
+    }
+
+    /// A new connection to it, for the main job.
+    pub(super) fn open(&self) -> Ledger {
+        Ledger::open_at(&self.location, &pg_env(), soon()).unwrap()
+    }
+
+    /// `audit verify` of it, through a reader.
+    pub(super) fn verify(&self) -> Verification {
+        Ledger::open_existing_at(&self.location, &pg_env(), soon())
+            .unwrap()
+            .verify()
+            .unwrap()
+    }
+}
+
+/// The test `$name(backend: Backend)` of the shared suite, run as `$name::sqlite` and
+/// `$name::postgres` (skipped, and said so, where PostgreSQL cannot run).
+macro_rules! both {
+    ($($name:ident),+ $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn sqlite() {
+                super::$name(super::Backend::Sqlite);
+            }
+            #[test]
+            fn postgres() {
+                super::$name(super::Backend::Postgres);
+            }
+        }
+    )+};
+}
+pub(super) use both;

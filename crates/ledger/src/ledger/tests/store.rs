@@ -4,6 +4,12 @@
 use super::*;
 use std::process::Command;
 
+// The shared suite: these run unchanged against SQLite and PostgreSQL.
+both!(
+    retryable_outcomes_run_again_and_dead_holders_are_indeterminate,
+    budgets_are_counted_in_the_ledger_and_replays_do_not_spend,
+);
+
 #[test]
 fn a_new_ledger_is_0600_and_a_call_runs_once_then_replays() {
     let dir = tempfile::tempdir().unwrap();
@@ -60,10 +66,9 @@ fn a_new_ledger_is_0600_and_a_call_runs_once_then_replays() {
     assert_eq!(mode, "wal");
 }
 
-#[test]
-fn retryable_outcomes_run_again_and_dead_holders_are_indeterminate() {
-    let dir = tempfile::tempdir().unwrap();
-    let (_, mut ledger) = ledger_in(dir.path());
+fn retryable_outcomes_run_again_and_dead_holders_are_indeterminate(backend: Backend) {
+    let Some(db) = Db::new(backend) else { return };
+    let mut ledger = db.open();
     let me = Lease::current().unwrap();
     let none = Budgets::default();
     let k = key("r");
@@ -206,10 +211,9 @@ fn wait_returns_when_the_holder_finishes_or_dies_and_gives_up_at_the_deadline() 
     assert!(matches!(got, Decision::Indeterminate { .. }), "{got:?}");
 }
 
-#[test]
-fn budgets_are_counted_in_the_ledger_and_replays_do_not_spend() {
-    let dir = tempfile::tempdir().unwrap();
-    let (_, mut ledger) = ledger_in(dir.path());
+fn budgets_are_counted_in_the_ledger_and_replays_do_not_spend(backend: Backend) {
+    let Some(db) = Db::new(backend) else { return };
+    let mut ledger = db.open();
     let me = Lease::current().unwrap();
     let budgets = Budgets {
         calls: Some(2),
