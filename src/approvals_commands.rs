@@ -15,10 +15,6 @@ use ptd_wire::stdout;
 use ptd_wire::terminal::{error_line, escape};
 use serde_json::{json, Value};
 use std::path::Path;
-use std::time::{Duration, Instant};
-
-/// How long a command waits for a ledger other writers hold locked.
-const LOCK_WAIT: Duration = Duration::from_secs(30);
 
 /// How much of the input `list` shows in its table.
 const INPUT_COLUMN: usize = 60;
@@ -35,7 +31,7 @@ pub(crate) fn main(command: &ApprovalsCommand) -> u8 {
 
 /// The ledger, only to read it; the error line and exit 69 when it cannot be.
 fn reading(path: &Path) -> Result<Ledger, u8> {
-    Ledger::open_existing(path, Instant::now() + LOCK_WAIT).map_err(|err| {
+    crate::ledger_commands::reading(path).map_err(|err| {
         stderr_line!("{}", error_line(err.code(), &err.to_string()));
         exit::UNAVAILABLE
     })
@@ -101,12 +97,13 @@ fn decide(args: &ApprovalsDecideArgs, approve: bool) -> u8 {
     let path = &args.ledger.ledger;
     // Deciding never makes a ledger: a missing one is no ledger to decide in. (A folder this
     // user cannot look into is not "missing": opening it says why.)
-    if matches!(path.try_exists(), Ok(false)) {
+    let is_url = path.to_str().is_some_and(|p| p.contains("://"));
+    if !is_url && matches!(path.try_exists(), Ok(false)) {
         let err = ptd_ledger::LedgerError::Missing;
         stderr_line!("{}", error_line(err.code(), &err.to_string()));
         return exit::UNAVAILABLE;
     }
-    let mut ledger = match Ledger::open(path, Instant::now() + LOCK_WAIT) {
+    let mut ledger = match crate::ledger_commands::writing(path) {
         Ok(ledger) => ledger,
         Err(err) => {
             stderr_line!("{}", error_line(err.code(), &err.to_string()));

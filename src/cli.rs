@@ -24,6 +24,7 @@ pub const DISPATCH_ENV: &[&str] = &[
     BUDGET_TOOL_ENV,
     BUDGET_ADAPTER_MS_ENV,
     MAX_CONCURRENT_ENV,
+    LEASE_TTL_ENV,
 ];
 
 /// Environment variable that may name the host policy instead of `--policy`.
@@ -270,6 +271,11 @@ pub struct LedgerArgs {
     /// over it, `concurrency_limited` (retryable).
     #[arg(long, hide_short_help = true, value_name = "N", env = MAX_CONCURRENT_ENV)]
     pub max_concurrent: Option<String>,
+    /// How long a call held by a dispatcher on another host counts as running without a
+    /// heartbeat (a PostgreSQL ledger, SPEC 19.1): then `dispatch_indeterminate`. The holder
+    /// renews it every third of this while its adapter runs. 3s to 24h; default 30s.
+    #[arg(long, hide_short_help = true, value_name = "DURATION", env = LEASE_TTL_ENV)]
+    pub lease_ttl: Option<String>,
 }
 
 /// Options of every adapter run the dispatcher starts from its command line: the main job's and
@@ -951,6 +957,8 @@ pub(crate) const BUDGET_CALLS_ENV: &str = "PARENT_TOOL_DISPATCH_BUDGET_CALLS";
 pub(crate) const BUDGET_TOOL_ENV: &str = "PARENT_TOOL_DISPATCH_BUDGET_TOOL";
 pub(crate) const BUDGET_ADAPTER_MS_ENV: &str = "PARENT_TOOL_DISPATCH_BUDGET_ADAPTER_MS";
 pub(crate) const MAX_CONCURRENT_ENV: &str = "PARENT_TOOL_DISPATCH_MAX_CONCURRENT";
+/// Environment variable that may set `--lease-ttl`.
+pub(crate) const LEASE_TTL_ENV: &str = "PARENT_TOOL_DISPATCH_LEASE_TTL";
 
 /// The `audit` subcommands (SPEC 14.3).
 #[derive(Debug, Subcommand)]
@@ -990,8 +998,21 @@ pub enum LedgerCommand {
     /// `error[destination_exists]`, exit 2; a ledger that cannot be read:
     /// `error[ledger_unavailable]`, exit 69; a copy that cannot be written (DEST's folder
     /// missing or not writable, the disk full): `error[backup_failed]`, exit 74, nothing left
-    /// behind.
+    /// behind. A PostgreSQL ledger is written as JSON Lines (every table, one snapshot), which
+    /// `ledger restore` loads.
     Backup(LedgerBackupArgs),
+    /// Create or upgrade the ledger's schema (SPEC 19.1); the only command that changes it.
+    ///
+    /// A PostgreSQL ledger (`--ledger postgres://USER@HOST[:PORT]/DB`) gets its versioned
+    /// tables; the main job refuses a database without them, or of a version it does not
+    /// know (`ledger_unavailable`). An SQLite file is made or upgraded as a dispatcher would.
+    /// Prints `{"from":N|null,"to":M}`; exit 0, or 69 when the ledger cannot be used. Run it
+    /// again at will: an up-to-date schema is left as it is.
+    Migrate(LedgerMigrateArgs),
+    /// Load a `ledger backup` of a PostgreSQL ledger (JSON Lines) into a migrated, empty
+    /// PostgreSQL ledger, in one transaction; prints `{"rows":N}`, exit 0; 69 when it cannot
+    /// (a database that is not empty, an SQLite target, a file that is not such a backup).
+    Restore(LedgerRestoreArgs),
 }
 
 /// `policy` subcommands (SPEC 16).
@@ -1183,6 +1204,26 @@ pub struct LedgerBackupArgs {
     /// The copy to make: a new file, never replaced.
     #[arg(value_name = "DEST")]
     pub dest: PathBuf,
+}
+
+/// Arguments of `ledger migrate`.
+#[derive(Debug, Args)]
+pub struct LedgerMigrateArgs {
+    /// The ledger: an SQLite file, or `postgres://USER@HOST[:PORT]/DB[?sslmode=…]` (the
+    /// password from PARENT_TOOL_DISPATCH_LEDGER_PASSWORD_FILE, PGPASSWORD or ~/.pgpass).
+    #[arg(long, value_name = "PATH|URL", env = LEDGER_ENV)]
+    pub ledger: PathBuf,
+}
+
+/// Arguments of `ledger restore`.
+#[derive(Debug, Args)]
+pub struct LedgerRestoreArgs {
+    /// The PostgreSQL ledger to fill (migrated, empty).
+    #[arg(long, value_name = "URL", env = LEDGER_ENV)]
+    pub ledger: PathBuf,
+    /// The backup to load (what `ledger backup` wrote of a PostgreSQL ledger).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
 }
 
 /// Arguments of `audit verify`.

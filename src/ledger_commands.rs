@@ -29,13 +29,77 @@ const EXPORT: &str = "the audit records";
 /// may, while another process recovers the WAL after a crash).
 const LOCK_WAIT: Duration = Duration::from_secs(30);
 
+/// The ledger `path` names (a file, or a PostgreSQL URL: SPEC §19.1), opened only to read it.
+pub(crate) fn reading(path: &std::path::Path) -> Result<Ledger, LedgerError> {
+    let location = location(path)?;
+    let env = ptd_sys::hostenv::HostEnv::process();
+    Ledger::open_existing_at(&location, &env, Instant::now() + LOCK_WAIT)
+}
+
+/// The ledger `path` names, opened to write it (a file is made if missing).
+pub(crate) fn writing(path: &std::path::Path) -> Result<Ledger, LedgerError> {
+    let location = location(path)?;
+    let env = ptd_sys::hostenv::HostEnv::process();
+    Ledger::open_at(&location, &env, Instant::now() + LOCK_WAIT)
+}
+
+/// A `postgres://` URL is a PostgreSQL ledger; anything else a file.
+fn location(path: &std::path::Path) -> Result<ptd_ledger::Location, LedgerError> {
+    match path.to_str() {
+        Some(text) => ptd_ledger::Location::parse(text),
+        None => Ok(ptd_ledger::Location::File(path.to_path_buf())),
+    }
+}
+
+/// `ledger migrate`: the schema made or brought up to date; `{"from":…,"to":…}` on stdout.
+fn migrate(args: &crate::cli::LedgerMigrateArgs) -> u8 {
+    let env = ptd_sys::hostenv::HostEnv::process();
+    let done = location(&args.ledger)
+        .and_then(|l| ptd_ledger::migrate(&l, &env, Instant::now() + LOCK_WAIT));
+    match done {
+        Ok(report) => {
+            let line = serde_json::json!({"from": report.from, "to": report.to});
+            ptd_wire::stdout::print(
+                format!("{line}\n").as_bytes(),
+                "the migration report",
+                exit::SUCCESS,
+            )
+        }
+        Err(err) => {
+            stderr_line!("{}", error_line(err.code(), &err.to_string()));
+            exit::UNAVAILABLE
+        }
+    }
+}
+
+/// `ledger restore`: a PostgreSQL backup loaded; `{"rows":N}` on stdout.
+fn restore(args: &crate::cli::LedgerRestoreArgs) -> u8 {
+    let env = ptd_sys::hostenv::HostEnv::process();
+    let done = location(&args.ledger)
+        .and_then(|l| ptd_ledger::restore(&l, &env, &args.file, Instant::now() + LOCK_WAIT));
+    match done {
+        Ok(rows) => {
+            let line = serde_json::json!({ "rows": rows });
+            ptd_wire::stdout::print(
+                format!("{line}\n").as_bytes(),
+                "the restore report",
+                exit::SUCCESS,
+            )
+        }
+        Err(err) => {
+            stderr_line!("{}", error_line(err.code(), &err.to_string()));
+            exit::UNAVAILABLE
+        }
+    }
+}
+
 /// Run `audit …`; returns the exit status.
 pub(crate) fn main(command: &AuditCommand) -> u8 {
     let (path, since) = match command {
         AuditCommand::Verify(args) => (&args.ledger, None),
         AuditCommand::Export(args) => (&args.ledger, Some(args.since.unwrap_or(0))),
     };
-    let open = || Ledger::open_existing(path, Instant::now() + LOCK_WAIT);
+    let open = || reading(path);
     match since {
         None => verify(open),
         Some(since) => match open() {
@@ -158,11 +222,15 @@ fn export(ledger: &mut Ledger, since: u64) -> u8 {
 /// `error[ledger_unavailable]` and 69, a copy that cannot be written `error[backup_failed]`
 /// and 74.
 pub(crate) fn ledger(command: &LedgerCommand) -> u8 {
-    let LedgerCommand::Backup(args) = command;
+    let args = match command {
+        LedgerCommand::Backup(args) => args,
+        LedgerCommand::Migrate(args) => return migrate(args),
+        LedgerCommand::Restore(args) => return restore(args),
+    };
     let mut read = 0;
     let done = loop {
         read += 1;
-        let backed_up = Ledger::open_existing(&args.ledger, Instant::now() + LOCK_WAIT)
+        let backed_up = reading(&args.ledger)
             .map_err(BackupError::from)
             .and_then(|mut ledger| ledger.backup(&args.dest));
         match backed_up {

@@ -54,7 +54,7 @@ pub(crate) fn run(args: &DispatchArgs, json: bool) -> u8 {
     learned.policy(&usage, &env);
     let admitted = admit(args, &env, &usage, bytes, &mut learned);
     let ledger = match &admitted {
-        Ok(admitted) => gate::preview(usage.ledger.as_ref(), admitted, &learned),
+        Ok(admitted) => gate::preview(usage.ledger.as_ref(), admitted, &learned, &env),
         Err(_) => None,
     };
     let report = explanation(&usage, &learned, &admitted, ledger, &env);

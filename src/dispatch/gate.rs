@@ -30,16 +30,17 @@ use ptd_wire::error::ErrorCode;
 use ptd_wire::json::raw::{self, Fields};
 use ptd_wire::json::Document;
 use ptd_wire::redact::Redactor;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// The ledger options of one main job, checked.
 #[derive(Debug, Clone)]
 pub(crate) struct Options {
-    /// `--ledger`, or the policy's `[ledger] path`.
-    pub(crate) path: PathBuf,
+    /// `--ledger`, or the policy's `[ledger] path`: a file, or a PostgreSQL URL (SPEC §19.1).
+    pub(crate) location: ledger::Location,
     /// The budgets and `--max-concurrent` (or the policy's `[ledger]` section's).
     pub(crate) budgets: Budgets,
+    /// How long a holder on another host counts as alive without a heartbeat (SPEC §19.1).
+    pub(crate) lease_ttl: Duration,
 }
 
 /// `--session` (or its variable), checked: `None` when not given; an empty or overlong id, or
@@ -85,10 +86,126 @@ pub(super) fn options(args: &LedgerArgs) -> Result<Option<Options>, UsageError> 
             "{flag} needs the host's session: pass --session ID or set {SESSION_ENV}"
         ))),
         (Some(path), _) => Ok(Some(Options {
-            path: path.clone(),
+            location: location_of(path)?,
             budgets,
+            lease_ttl: lease_ttl(args)?,
         })),
         (None, None) => Ok(None),
+    }
+}
+
+/// `--lease-ttl` (or its variable): whole seconds, or digits with `s`, `m` or `h`; at least
+/// 3 s (a third of it is the heartbeat's period). The default: 30 s.
+pub(crate) fn lease_ttl(args: &LedgerArgs) -> Result<Duration, UsageError> {
+    let Some(text) = args.lease_ttl.as_deref() else {
+        return Ok(ledger::DEFAULT_LEASE_TTL);
+    };
+    let split = text
+        .bytes()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let scale = match unit {
+        "" | "s" => Some(1),
+        "m" => Some(60),
+        "h" => Some(3600),
+        _ => None,
+    };
+    let seconds = digits
+        .parse::<u64>()
+        .ok()
+        .zip(scale)
+        .and_then(|(n, scale)| n.checked_mul(scale))
+        .filter(|s| (3..=86_400).contains(s));
+    seconds.map(Duration::from_secs).ok_or_else(|| {
+        UsageError(format!(
+            "--lease-ttl: `{text}` is not a duration from 3s to 24h (write 30s, 5m or whole \
+             seconds)"
+        ))
+    })
+}
+
+/// The ledger `path` names: a `postgres://` URL is a PostgreSQL ledger (SPEC §19.1), anything
+/// else a file. A URL that cannot be used (a password in it, a parameter this dispatcher does
+/// not take) is a usage error.
+pub(crate) fn location_of(path: &std::path::Path) -> Result<ledger::Location, UsageError> {
+    match path.to_str() {
+        Some(text) => {
+            ledger::Location::parse(text).map_err(|err| UsageError(format!("--ledger: {err}")))
+        }
+        None => Ok(ledger::Location::File(path.to_path_buf())),
+    }
+}
+
+/// The ledger's file, when it is one (a grant must neither hold nor lie in its folder).
+pub(crate) fn ledger_file(options: &Options) -> Option<&std::path::Path> {
+    match &options.location {
+        ledger::Location::File(path) => Some(path),
+        ledger::Location::Postgres(_) => None,
+    }
+}
+
+/// A running call's lease kept fresh on a PostgreSQL ledger (SPEC §19.1): a thread with a
+/// connection of its own renews the hold every third of `lease_ttl`, so that dispatchers on
+/// other hosts count this one alive while its adapter runs; it stops when dropped. An SQLite
+/// ledger needs none (a holder on this host is judged by its process).
+pub(super) struct Heartbeat {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Heartbeat {
+    /// Start one for `gate`'s held key, when its ledger is PostgreSQL.
+    pub(super) fn start(
+        options: &Options,
+        gate: &Gate,
+        env: &ptd_sys::hostenv::HostEnv,
+    ) -> Option<Heartbeat> {
+        if !matches!(options.location, ledger::Location::Postgres(_)) {
+            return None;
+        }
+        let lease = gate.held.clone()?;
+        let key = gate.key.clone();
+        let location = options.location.clone();
+        let env = env.clone();
+        let period = options.lease_ttl / 3;
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("ptd-heartbeat".into())
+            .spawn(move || {
+                let mut ledger: Option<Ledger> = None;
+                // Until the call ends (the sender dropped): renew, then wait a period.
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(period)
+                {
+                    let deadline = Instant::now() + period;
+                    if ledger.is_none() {
+                        ledger = Ledger::open_at(&location, &env, deadline).ok();
+                    }
+                    let renewed = ledger.as_mut().map(|l| l.renew(&key, &lease));
+                    match renewed {
+                        // Lost the key (another took it over after a stale heartbeat): stop.
+                        Some(Ok(false)) => return,
+                        // Try a fresh connection next time.
+                        Some(Err(_)) => ledger = None,
+                        _ => {}
+                    }
+                }
+            })
+            .ok()?;
+        Some(Heartbeat {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 
@@ -145,6 +262,8 @@ pub(super) struct Asked<'a> {
     pub(super) request: Option<&'a Document>,
     /// For what the step reports of the ledger's own failures.
     pub(super) redactor: &'a Redactor,
+    /// The host's variables (a PostgreSQL ledger's password sources).
+    pub(super) env: &'a ptd_sys::hostenv::HostEnv,
 }
 
 /// What the ledger knows of one main job, from the step to the recording.
@@ -187,7 +306,10 @@ pub(super) fn gate(
         return Gated::through(admitted.map(|a| Pass::Run(Box::new(a))));
     };
     let deadline = asked.started + asked.timeout;
-    let opened = Ledger::open(&options.path, deadline);
+    let opened = Ledger::open_at(&options.location, asked.env, deadline).map(|mut ledger| {
+        ledger.set_lease_ttl(options.lease_ttl);
+        ledger
+    });
     let (decision, rule) = match &admitted {
         Err(err) => rule_of(err),
         Ok(_) => (Verdict::Admit, Rule::BridgeAllowedTools),
@@ -323,6 +445,7 @@ pub(crate) fn preview(
     options: Option<&Options>,
     admitted: &Admitted,
     learned: &Learned,
+    env: &ptd_sys::hostenv::HostEnv,
 ) -> Option<Preview> {
     let options = options?;
     let request = learned.request.as_deref();
@@ -345,13 +468,13 @@ pub(crate) fn preview(
     };
     let wait = admitted.expected.deadline.timeout_ms().max(1000);
     let deadline = Instant::now() + Duration::from_millis(wait);
-    let snapshot = match Ledger::open_existing(&options.path, deadline) {
+    let snapshot = match Ledger::open_existing_at(&options.location, env, deadline) {
         Ok(mut ledger) => ledger.peek(&call),
         // No ledger yet: the main job makes it, empty.
         Err(LedgerError::Missing) => Ok(ledger::Snapshot::default()),
         Err(err) => Err(err),
     };
-    let path = options.path.display().to_string();
+    let path = options.location.to_string();
     let snapshot = match snapshot {
         Ok(snapshot) => snapshot,
         Err(err) => {

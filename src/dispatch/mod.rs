@@ -298,6 +298,7 @@ fn steps(job: &Job<'_>, learned: &mut Learned) -> Result<Obtained, DispatchError
         echo: &learned.echo,
         request: learned.request.as_deref(),
         redactor: &learned.redactor,
+        env: job.env,
     };
     let gated = gate::gate(job.usage.ledger.as_ref(), job.interrupts, admitted, &asked);
     learned.gate = gated.gate;
@@ -318,7 +319,13 @@ fn steps(job: &Job<'_>, learned: &mut Learned) -> Result<Obtained, DispatchError
         interrupts: job.interrupts,
     };
     let started = std::time::Instant::now();
+    // A PostgreSQL ledger's lease is kept fresh while the call runs (SPEC §19.1).
+    let heartbeat = match (job.usage.ledger.as_ref(), learned.gate.as_ref()) {
+        (Some(options), Some(gate)) => gate::Heartbeat::start(options, gate, job.env),
+        _ => None,
+    };
     let answer = obtain(admitted, &run, learned);
+    drop(heartbeat);
     if let Some(gate) = learned.gate.as_mut() {
         gate.ran(started.elapsed());
     }
@@ -467,7 +474,7 @@ fn admit(
     let settings = match policy {
         None => usage.settings.clone(),
         Some(policy) => {
-            let ledger = usage.ledger.as_ref().map(|l| l.path.as_path());
+            let ledger = usage.ledger.as_ref().and_then(gate::ledger_file);
             let (diagnostics, settings) =
                 policy::routed(policy, &canonical_tool, &usage.settings, ledger);
             learned.dispatch.policy = Some(diagnostics);

@@ -18,9 +18,8 @@ use ptd_sys::hostenv::HostEnv;
 use ptd_wire::envelope::result::PolicyDiagnostics;
 use std::path::{Path, PathBuf};
 
-/// Load the host policy at `path` as `policy check` does: every check of the loader, what this
-/// dispatcher does not do yet among them ([`Policy::not_yet_supported`]). `ledger` is the
-/// command line's `--ledger`; `bridge_timeout_ms` the bridge's, when it is known.
+/// Load the host policy at `path` as `policy check` does: every check of the loader. `ledger`
+/// is the command line's `--ledger`; `bridge_timeout_ms` the bridge's, when it is known.
 pub(crate) fn load(
     path: &Path,
     ledger: Option<&Path>,
@@ -47,7 +46,6 @@ fn context(ledger: Option<&Path>, bridge_timeout_ms: Option<u64>, env: &HostEnv)
         bridge_timeout_ms,
         ledger: ledger.map(Path::to_path_buf),
         path: env.var_os("PATH"),
-        refuse_unsupported: true,
     }
 }
 
@@ -222,7 +220,16 @@ pub(super) fn ledger_and_session(
         .path
         .map(PathBuf::from)
         .or_else(|| args.ledger.ledger.clone());
-    Ok((path.map(|path| gate::Options { path, budgets }), session))
+    let location = path.as_deref().map(gate::location_of).transpose()?;
+    let lease_ttl = gate::lease_ttl(&args.ledger)?;
+    Ok((
+        location.map(|location| gate::Options {
+            location,
+            budgets,
+            lease_ttl,
+        }),
+        session,
+    ))
 }
 
 /// What the policy's entry for `tool` (a canonical id the bridge and the request allow) gives

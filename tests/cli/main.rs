@@ -45,6 +45,7 @@ mod mcp;
 mod named_files;
 mod policy;
 mod policy_docs;
+mod postgres;
 mod properties;
 mod python_adapter;
 mod readme;

@@ -62,7 +62,6 @@ fn context() -> LoadContext {
         bridge_timeout_ms: None,
         ledger: Some("/var/lib/ptd-test-ledger/l.db".into()),
         path: Some("/usr/bin:/bin".into()),
-        refuse_unsupported: false,
     }
 }
 

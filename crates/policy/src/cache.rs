@@ -52,7 +52,7 @@ pub const SETTLE: Duration = Duration::from_secs(2);
 const MAX_ENTRY_BYTES: u64 = 16 << 20;
 
 /// The format of an entry.
-const FORMAT: &str = "parent-tool-dispatch/policy-cache/v5";
+const FORMAT: &str = "parent-tool-dispatch/policy-cache/v6";
 
 /// A file's identity as far as a change to it shows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -337,7 +337,6 @@ mod tests {
     fn cx() -> LoadContext {
         LoadContext {
             path: Some("/usr/bin:/bin".into()),
-            refuse_unsupported: true,
             ..LoadContext::default()
         }
     }

@@ -61,8 +61,6 @@ pub(crate) struct EntryRead<'v> {
     pub(crate) ask_at: Option<Location>,
     /// Where `budget_calls` is written.
     pub(crate) budget_at: Option<Location>,
-    /// Where `network = { allow = [...] }` is written.
-    pub(crate) allow_at: Option<Location>,
     /// Where `timeout_ms` is written.
     pub(crate) timeout_at: Option<Location>,
     /// The confinement keys this table writes, with where.
@@ -108,12 +106,7 @@ impl Checker<'_> {
                 "secret_env" => e.secret_env = self.var_names(name, value),
                 "fs_read" => e.fs_read = self.grants(OptionName::FsRead, value, cx.ledger),
                 "fs_write" => e.fs_write = self.grants(OptionName::FsWrite, value, cx.ledger),
-                "network" => {
-                    e.network = self.network(value);
-                    if matches!(e.network, Some(NetworkPolicy::Allow(_))) {
-                        read.allow_at = Some(self.at(&value.span()));
-                    }
-                }
+                "network" => e.network = self.network(value),
                 "network_max_bytes" => {
                     e.network_max_bytes = self.size(OptionName::NetworkMaxBytes, value);
                 }

@@ -27,10 +27,6 @@ pub struct LoadContext {
     pub ledger: Option<PathBuf>,
     /// `PATH`, to find an adapter's program by name (`None`: the default search path).
     pub path: Option<OsString>,
-    /// Whether what this dispatcher reads but does not do yet ([`Policy::not_yet_supported`])
-    /// is refused among the file's other problems (the binary's loads), rather than left to
-    /// the caller.
-    pub refuse_unsupported: bool,
 }
 
 /// The keys of the policy's top level.
@@ -176,9 +172,6 @@ pub fn parse(file: &Path, text: &str, cx: &LoadContext) -> Result<Policy, Vec<Pr
         return Err(sorted(checker.problems));
     }
     let policy = checker.document(root.get_ref(), cx, file, text);
-    if cx.refuse_unsupported {
-        checker.problems.extend(policy.not_yet_supported());
-    }
     if checker.problems.is_empty() {
         Ok(policy)
     } else {
@@ -196,7 +189,6 @@ fn sorted(mut problems: Vec<Problem>) -> Vec<Problem> {
 struct Needs {
     asks: Vec<Location>,
     budgets: Vec<Location>,
-    allow_lists: Vec<Location>,
     timeouts: Vec<(u64, Location)>,
 }
 
@@ -204,7 +196,6 @@ impl Needs {
     fn add(&mut self, read: &EntryRead<'_>) {
         self.asks.extend(read.ask_at);
         self.budgets.extend(read.budget_at);
-        self.allow_lists.extend(read.allow_at);
         if let (Some(ms), Some(at)) = (read.entry.timeout_ms, read.timeout_at) {
             self.timeouts.push((ms, at));
         }
@@ -235,10 +226,17 @@ impl Checker<'_> {
         self.version(find(root, "version"));
         let ledger = find(root, "ledger").and_then(|v| self.ledger(v));
         let section_path = ledger.as_ref().and_then(|l| l.path.as_deref());
-        let ledger_path = section_path
-            .filter(|p| !p.contains("://"))
-            .map(Path::new)
-            .or(cx.ledger.as_deref());
+        // The ledger's file, when it is one: no grant may hold its folder or lie in it. A
+        // PostgreSQL ledger (SPEC §19.1) has no folder here.
+        let is_url = |p: &str| p.contains("://");
+        let ledger_path = match section_path {
+            Some(p) if is_url(p) => None,
+            Some(p) => Some(Path::new(p)),
+            None => cx
+                .ledger
+                .as_deref()
+                .filter(|p| !p.to_str().is_some_and(is_url)),
+        };
         let ecx = EntryContext {
             path: cx.path.as_deref(),
             ledger: ledger_path,
@@ -270,7 +268,6 @@ impl Checker<'_> {
             tools,
             timeouts: needs.timeouts,
             asks: needs.asks,
-            allow_lists: needs.allow_lists,
         };
         if let Some(bridge_ms) = cx.bridge_timeout_ms {
             self.problems.extend(policy.above_bridge(bridge_ms));
@@ -336,6 +333,12 @@ impl Checker<'_> {
                 "path" => {
                     section.path = self.nonempty(name, value).map(str::to_string);
                     section.path_at = Some(self.at(&value.span()));
+                    // A URL is a PostgreSQL ledger (SPEC §19.1), read as `--ledger` reads it.
+                    let url = section.path.as_deref().filter(|p| p.contains("://"));
+                    if let Some(Err(err)) = url.map(ptd_ledger::Location::parse) {
+                        self.report(&value.span(), format!("`[ledger] path`: {err}"));
+                        section.path = None;
+                    }
                     continue;
                 }
                 "session_env" => {

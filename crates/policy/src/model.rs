@@ -248,8 +248,6 @@ pub struct Policy {
     pub timeouts: Vec<(u64, Location)>,
     /// Where `decision = "ask"` is written (SPEC §18).
     pub asks: Vec<Location>,
-    /// Where `network = { allow = [...] }` is written (SPEC §17).
-    pub allow_lists: Vec<Location>,
 }
 
 /// Which entry decides a tool, and what the tool gets.

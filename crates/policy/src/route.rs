@@ -25,27 +25,6 @@ impl Policy {
         above(&self.file, &self.timeouts, bridge_timeout_ms)
     }
 
-    /// What the policy asks that this dispatcher reads but does not do yet — egress by name
-    /// (`network = { allow = [...] }`, SPEC §17) and a PostgreSQL ledger (`[ledger] path =
-    /// "postgres://…"`, SPEC §19): one problem at each place, so that a policy relying on them is refused as a
-    /// whole rather than half obeyed. The binary adds these to the loader's problems.
-    pub fn not_yet_supported(&self) -> Vec<Problem> {
-        let file = self.file.display().to_string();
-        let url = self
-            .ledger
-            .as_ref()
-            .filter(|l| l.path.as_deref().is_some_and(|p| p.contains("://")))
-            .and_then(|l| l.path_at)
-            .map(|at| {
-                let message = "`[ledger] path` as a URL (a PostgreSQL ledger, SPEC §19) is not \
-                               supported yet by this dispatcher: name a file";
-                Problem::new(&file, at, message)
-            });
-        let mut problems: Vec<Problem> = url.into_iter().collect();
-        problems.sort_by_key(Problem::location);
-        problems
-    }
-
     /// The warnings of `policy check` for a bridge that allows `bridge_allowed_tools`: a tool
     /// no entry covers (none when a `*` entry covers them all), an entry no allowed tool
     /// matches, an `unconfined = true` entry. Without a bridge (`None`), only the last. Sorted

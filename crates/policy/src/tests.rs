@@ -11,7 +11,6 @@ fn cx() -> LoadContext {
         bridge_timeout_ms: Some(30_000),
         ledger: None,
         path: Some(OsString::from("/usr/bin:/bin")),
-        refuse_unsupported: false,
     }
 }
 
@@ -730,29 +729,22 @@ fn budgets_need_a_ledger() {
 }
 
 #[test]
-fn what_is_not_supported_yet_is_located() {
-    let text = "version = 1\n[ledger]\npath = \"/tmp/x/l.db\"\n[[tool]]\nmatch = \"a\"\n\
-                decision = \"ask\"\nnetwork = { allow = [\"api.example.com:443\"] }\n";
-    let loaded = policy(text);
-    let found: Vec<String> = loaded
-        .not_yet_supported()
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    // Approvals (SPEC §18) and egress by name (SPEC §17) are supported.
-    assert!(found.is_empty(), "{found:?}");
-    let url = policy("version = 1\n[ledger]\npath = \"postgres://db/ptd\"\n");
-    let found: Vec<String> = url
-        .not_yet_supported()
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    assert_eq!(found.len(), 1);
+fn a_ledger_url_is_a_postgresql_ledger_checked_at_its_line() {
+    let text = "version = 1\n[ledger]\npath = \"postgres://ptd@db.internal:5432/ptd\"\n\
+                [[tool]]\nmatch = \"a\"\ndecision = \"ask\"\nfs_read = [\"/tmp\"]\n";
+    assert!(problems(text).is_empty(), "{:?}", problems(text));
+    assert_eq!(
+        policy(text).ledger.unwrap().path.as_deref(),
+        Some("postgres://ptd@db.internal:5432/ptd")
+    );
+    let secret = "version = 1\n[ledger]\npath = \"postgres://ptd:hunter2@db/ptd\"\n";
+    let found = problems(secret);
+    assert_eq!(found.len(), 1, "{found:?}");
     assert!(
-        found[0].starts_with("p.toml:3:8: `[ledger] path` as a URL"),
+        found[0].starts_with("p.toml:3:8: `[ledger] path`: "),
         "{found:?}"
     );
-    assert!(policy("version = 1\n").not_yet_supported().is_empty());
+    assert!(!found[0].contains("hunter2"), "{found:?}");
 }
 
 #[test]

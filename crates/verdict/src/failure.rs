@@ -267,6 +267,9 @@ impl DispatchError {
     pub fn retryable(&self) -> bool {
         match self {
             DispatchError::EndpointHttpStatus { status, .. } => http_status_class(*status).1,
+            // SPEC §19.1: a database that could not be reached, or refused the connection, may
+            // answer next time — the one retryable case of `ledger_unavailable`.
+            DispatchError::LedgerUnavailable(err) => err.is_unreachable(),
             other => other.code().retryable(),
         }
     }

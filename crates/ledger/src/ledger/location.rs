@@ -28,6 +28,16 @@ pub enum Location {
     Postgres(PgUrl),
 }
 
+impl std::fmt::Display for Location {
+    /// The file's path, or the URL without any secret (`postgres://user@host:port/db`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::File(path) => write!(f, "{}", path.display()),
+            Location::Postgres(url) => write!(f, "{url}"),
+        }
+    }
+}
+
 impl Location {
     /// A `postgres://` or `postgresql://` URL is PostgreSQL (checked here: a password in it
     /// is an error), anything else a file path.

@@ -15,7 +15,6 @@ pub fn policy(data: &[u8]) {
         bridge_timeout_ms: Some(30_000),
         ledger: Some("/var/lib/ptd-test-ledger/l.db".into()),
         path: Some("/usr/bin:/bin".into()),
-        refuse_unsupported: false,
     };
     let file = Path::new("fuzz.toml");
     match parse(file, text, &cx) {
