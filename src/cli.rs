@@ -9,6 +9,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use ptd_sys::confine::{OptionError, OptionName, Options, RawOptions};
 use std::path::PathBuf;
 
+mod serve;
+pub use serve::ServeArgs;
+
 /// Environment variable that may carry the bridge instead of `--parent-tool-bridge`.
 pub const BRIDGE_ENV: &str = "PARENT_TOOL_DISPATCH_BRIDGE";
 
@@ -488,10 +491,10 @@ pub enum Command {
     /// read the ledger. See docs/approvals.md.
     #[command(subcommand)]
     Approvals(ApprovalsCommand),
-    /// Say which confinement mechanisms this host supports, each proved by a live probe that
-    /// must be refused (SPEC 13); exit 0, 69 or 70.
+    /// Prove this host's confinement mechanisms by live probes (SPEC 13); exit 0, 69 or 70.
     ///
-    /// One row per mechanism: landlock_fs (Landlock, with the kernel's ABI), the Landlock
+    /// Says which confinement mechanisms this host supports, each proved by a live probe that
+    /// must be refused. One row per mechanism: landlock_fs (Landlock, with the kernel's ABI), the Landlock
     /// scopes landlock_signal_scope and landlock_abstract_unix_scope (ABI 6+), network (a new
     /// network namespace), seccomp, no_new_privs, memory and pids (a cgroup; which hierarchy,
     /// v1 or v2), open_files and file_size (rlimits). For each, a child placed under the
@@ -526,6 +529,16 @@ pub enum Command {
     /// not_refused, setup_failed or lost; errno, error, signal, step, counter), every key
     /// always present (null when it does not apply). See docs/doctor.md.
     Doctor(DoctorArgs),
+
+    /// Serve the main job over HTTP(S) (SPEC 19.2): the other end of `host_endpoint`.
+    ///
+    /// POST /v1/dispatch takes one request envelope (bearer token from --token-file) and
+    /// answers exactly the envelope the main job would print, each request run by a child
+    /// dispatcher with this command's host options. GET /healthz needs no token; GET
+    /// /metrics (Prometheus text) does. SIGTERM or SIGINT drains and exits 0; SIGHUP reloads
+    /// the token file and checks the policy again. Every stderr line is one JSON object.
+    /// docs/serve.md has the whole story.
+    Serve(Box<ServeArgs>),
 }
 
 /// Arguments of `doctor`.

@@ -31,6 +31,7 @@ pub mod plan;
 mod policy_commands;
 pub mod replay;
 pub mod schema;
+mod serve;
 pub mod settings;
 
 use clap::{CommandFactory, FromArgMatches};
@@ -107,6 +108,7 @@ pub const SUBCOMMAND_NAMES: &[&str] = &[
     "ledger",
     "policy",
     "approvals",
+    "serve",
     "help",
 ];
 
@@ -414,6 +416,7 @@ pub fn run(cli: Cli) -> u8 {
         Some(Command::Audit(command)) => ledger_commands::main(&command),
         Some(Command::Ledger(command)) => ledger_commands::ledger(&command),
         Some(Command::Doctor(args)) => doctor::run(&args),
+        Some(Command::Serve(args)) => serve::run(&args),
         Some(Command::Approvals(command)) => approvals_commands::main(&command),
         Some(Command::Policy(cli::PolicyCommand::Check(args))) => policy_commands::check(&args),
         Some(Command::Policy(cli::PolicyCommand::Explain(args))) => policy_commands::explain(&args),
