@@ -56,6 +56,7 @@ mod resources;
 mod robustness;
 mod schema;
 mod schema_policy;
+mod serve;
 mod spec_refs;
 mod stdout_lost;
 mod subcommands;
