@@ -290,7 +290,7 @@ fn read_ca_cert(path: &Path) -> Result<Vec<Certificate<'static>>, Unconfigured> 
 /// The platform's roots (what `rustls-native-certs` finds: the system store, or
 /// `SSL_CERT_FILE`/`SSL_CERT_DIR`) plus `extra`. A store that cannot be read adds nothing:
 /// verification then fails closed.
-fn trust_anchors(extra: &[Certificate<'static>]) -> Vec<Certificate<'static>> {
+pub fn trust_anchors(extra: &[Certificate<'static>]) -> Vec<Certificate<'static>> {
     let platform = rustls_native_certs::load_native_certs();
     let mut roots: Vec<Certificate<'static>> = platform
         .certs
