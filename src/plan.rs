@@ -198,6 +198,23 @@ pub fn adapter_env<'m>(
     env
 }
 
+/// The dispatcher's span passed on to the adapter (SPEC §20), with telemetry on only: its
+/// `TRACEPARENT`, and `TRACESTATE` when the host's parent had a valid one. Set last, over
+/// whatever `--pass-env` or `command.env` gave the adapter under those names, and a stale
+/// `TRACESTATE` is removed. With telemetry off the adapter gets neither (unless passed by
+/// name): the dispatcher is then no part of the trace.
+pub(crate) fn pass_trace_context(
+    env: &mut Vec<(String, String)>,
+    traceparent: String,
+    tracestate: Option<&str>,
+) {
+    env.retain(|(k, _)| k != "TRACEPARENT" && k != "TRACESTATE");
+    env.push(("TRACEPARENT".to_string(), traceparent));
+    if let Some(state) = tracestate {
+        env.push(("TRACESTATE".to_string(), state.to_string()));
+    }
+}
+
 /// The redactor as the command line and the host set it up, before anything is read (SPEC §5):
 /// the `--secret-env` values and the sensitive `--pass-env` ones as secrets; the working
 /// directory, `HOME`, `TMPDIR` and the temp dir as host paths. The main job and `delegation

@@ -340,6 +340,7 @@ fn dispatch_diagnostics() -> Value {
             },
             "network": network_diagnostics(),
             "duration_ms": int,
+            "trace_id": {"type": "string", "pattern": "^[0-9a-f]{32}$", "description": "With telemetry on (SPEC 20): the trace id of the call's span, so that a host can find the trace of an envelope. Changes from run to run: replay never compares it."},
             "transcript_error": text,
             "result_file_error": text
         }
@@ -672,6 +673,7 @@ mod tests {
             }),
             network: Some(full_network()),
             duration_ms: 1,
+            trace_id: Some("0".repeat(32)),
             transcript_error: Some(String::new()),
             result_file_error: Some(String::new()),
             ..DispatchDiagnostics::default()
@@ -813,6 +815,7 @@ mod own_keys {
                 line: Some(1),
             }),
             network: Some(super::tests::full_network()),
+            trace_id: Some(String::new()),
             transcript_error: Some(String::new()),
             result_file_error: Some(String::new()),
             ..DispatchDiagnostics::default()

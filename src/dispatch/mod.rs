@@ -18,6 +18,7 @@ mod notify;
 mod panics;
 pub(crate) mod policy;
 mod report;
+mod trace;
 
 pub use crate::settings::CallSettings;
 pub use deadline::Deadline;
@@ -92,37 +93,53 @@ pub(crate) fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
     let panics = PanicNote::install();
     let mut learned = Learned::new(args, &env);
     learned.policy(&usage, &env);
+    learned.trace = trace::start(&env);
+    learned.dispatch.trace_id = learned.trace.as_ref().map(|t| t.context().trace_id_hex());
     // Phase 1: the steps, then the judge. What was obtained outlives a panic in judging: it
     // is cleaned up after the envelope.
     let stepped = panics.catch(|| steps(&job, &mut learned)).and_then(|s| s);
     let mut obtained = None;
     let outcome = match stepped {
         Ok(answer) => {
+            let since = learned.clock();
             let answer = &*obtained.insert(answer);
-            panics
+            let outcome = panics
                 .catch(|| answer.judge())
-                .unwrap_or_else(Outcome::from)
+                .unwrap_or_else(Outcome::from);
+            learned.traced("judge", since);
+            outcome
         }
         Err(err) => Outcome::from(err),
     };
     // Phase 2: the report, built once, recorded, printed; then the cleanup.
     let mut gate = learned.gate.take();
     let wrote = Cell::new(false);
+    let replayed = outcome.replayed.is_some();
     let concluded = panics.catch(|| conclude(args, &learned, gate.as_mut(), outcome, &wrote));
-    let exit = match concluded {
-        Ok(exit) => exit,
+    let (exit, ended) = match concluded {
+        Ok(concluded) => concluded,
         Err(err) => {
             let failed = last_resort(&learned.echo, &learned.redactor, &err, args.pretty);
+            let ended = learned.trace.as_ref().map(|_| trace::Ended {
+                status: failed.status,
+                code: Some(err.code().as_str().to_string()),
+                exit: failed.exit,
+                replayed,
+                at: std::time::SystemTime::now(),
+            });
             // Nothing on stdout yet: the last resort is the one envelope.
-            if !wrote.get() {
-                return failed.print();
-            }
-            // stdout is cut short and no second envelope may follow it; stderr and the exit
-            // status still say what happened.
-            for line in &failed.stderr {
-                stderr_line!("{line}");
-            }
-            return failed.exit;
+            let exit = if wrote.get() {
+                // stdout is cut short and no second envelope may follow it; stderr and the
+                // exit status still say what happened.
+                for line in &failed.stderr {
+                    stderr_line!("{line}");
+                }
+                failed.exit
+            } else {
+                failed.print()
+            };
+            export_spans(&panics, &learned, ended, &env);
+            return exit;
         }
     };
     let told = Tell {
@@ -134,7 +151,25 @@ pub(crate) fn main_job(args: &DispatchArgs, interrupts: &Interrupts) -> u8 {
     if let Err(DispatchError::Panicked { what }) = cleaned {
         stderr_line!("warning[internal_error]: cleaning up after the run: {what}");
     }
+    let ended = ended.map(|mut ended| {
+        ended.replayed = replayed;
+        ended
+    });
+    export_spans(&panics, &learned, ended, &env);
     exit
+}
+
+/// After the envelope and the cleanup, with telemetry on: the call's spans exported
+/// (SPEC §20). Nothing here changes the exit status; a panic is a warning.
+fn export_spans(panics: &PanicNote, learned: &Learned, ended: Option<trace::Ended>, env: &HostEnv) {
+    let Some(ended) = ended else {
+        return;
+    };
+    if let Err(DispatchError::Panicked { what }) =
+        panics.catch(|| trace::export(learned, &ended, env))
+    {
+        stderr_line!("warning[internal_error]: exporting the call's spans: {what}");
+    }
 }
 
 /// Concluding a main job that ended in `outcome`: the report is built once, recorded in the
@@ -146,7 +181,7 @@ fn conclude(
     gate: Option<&mut gate::Gate>,
     outcome: Outcome<'_>,
     wrote: &Cell<bool>,
-) -> u8 {
+) -> (u8, Option<trace::Ended>) {
     panic_point::reach(PanicPoint::Concluding);
     let mut report = Report::build(args, learned, outcome);
     if let Some(gate) = gate {
@@ -156,7 +191,20 @@ fn conclude(
     if learned.ledger.is_some() {
         report.write_pending(args);
     }
-    report.print(wrote)
+    // With telemetry on, how the call ended, for its span (SPEC §20); nothing otherwise.
+    let ended = learned.trace.as_ref().map(|_| trace::Ended {
+        status: report.status(),
+        code: report.error_code(),
+        exit: report.exit(),
+        replayed: false,
+        at: std::time::SystemTime::now(),
+    });
+    let exit = report.print(wrote);
+    let ended = ended.map(|ended| trace::Ended {
+        at: std::time::SystemTime::now(),
+        ..ended
+    });
+    (exit, ended)
 }
 
 /// After the envelope, bounded, since nothing may delay it: the file transport's folder is
@@ -286,6 +334,8 @@ struct Job<'a> {
 fn steps(job: &Job<'_>, learned: &mut Learned) -> Result<Obtained, DispatchError> {
     let bytes = read_request(job.args, job.interrupts)?;
     let admitted = admit(job.args, job.env, job.usage, bytes, learned);
+    learned.traced("admit", learned.trace.as_ref().map(|_| learned.started_at));
+    let since = learned.clock();
     let asked = gate::Asked {
         started: learned.started,
         timeout: Duration::from_millis(
@@ -301,6 +351,9 @@ fn steps(job: &Job<'_>, learned: &mut Learned) -> Result<Obtained, DispatchError
         env: job.env,
     };
     let gated = gate::gate(job.usage.ledger.as_ref(), job.interrupts, admitted, &asked);
+    if job.usage.ledger.is_some() {
+        learned.traced("ledger", since);
+    }
     learned.gate = gated.gate;
     learned.warnings.extend(gated.warning);
     if gated.diagnostics.is_some() {
@@ -324,7 +377,9 @@ fn steps(job: &Job<'_>, learned: &mut Learned) -> Result<Obtained, DispatchError
         (Some(options), Some(gate)) => gate::Heartbeat::start(options, gate, job.env),
         _ => None,
     };
+    let since = learned.clock();
     let answer = obtain(admitted, &run, learned);
+    learned.traced_obtain(since);
     drop(heartbeat);
     if let Some(gate) = learned.gate.as_mut() {
         gate.ran(started.elapsed());
@@ -650,6 +705,10 @@ fn call_endpoint(
         env,
     )
     .map_err(DispatchError::EndpointUnconfigured)?;
+    let target = match learned.trace_context() {
+        Some((context, state)) => target.with_trace_context(context.traceparent(), state),
+        None => target,
+    };
     // The URL is a secret when it carries more than its origin (a path or query may hold a
     // credential); only the origin is shown.
     for part in target.secret_parts() {
@@ -739,6 +798,9 @@ fn run_adapter(
         run: &run.args.run,
     };
     let mut plan = plan::plan(&planned, &expected.sent, body, run.env)?;
+    if let Some((context, state)) = learned.trace_context() {
+        plan::pass_trace_context(&mut plan.spec.env, context.traceparent(), state);
+    }
     for path in &plan.host_paths {
         learned.redactor.add_host_path(&path.to_string_lossy());
     }

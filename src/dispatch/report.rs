@@ -67,6 +67,8 @@ pub struct Learned {
     pub(super) notes: Vec<String>,
     /// What the ledger step left to record once the report is built (with `--ledger`).
     pub(super) gate: Option<super::gate::Gate>,
+    /// The call's trace, with telemetry on (SPEC §20): the step spans so far.
+    pub(super) trace: Option<ptd_telemetry::Trace>,
 }
 
 impl Learned {
@@ -91,6 +93,7 @@ impl Learned {
             bridge_ref: None,
             notes: Vec::new(),
             gate: None,
+            trace: None,
         }
     }
 

@@ -39,6 +39,7 @@ pub struct Difference {
 /// Whether a place in an envelope changes from run to run by nature.
 pub(crate) fn is_volatile(pointer: &str) -> bool {
     if pointer == "/diagnostics/dispatch/duration_ms"
+        || pointer == "/diagnostics/dispatch/trace_id"
         || pointer == "/diagnostics/dispatch/resources"
         || pointer.starts_with("/diagnostics/dispatch/resources/")
         || pointer == "/diagnostics/dispatch/network"

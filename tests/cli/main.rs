@@ -61,6 +61,7 @@ mod spec_refs;
 mod stdout_lost;
 mod subcommands;
 mod support;
+mod telemetry;
 mod transcripts;
 mod whole_loop;
 mod workspace;

@@ -74,6 +74,8 @@ pub struct Target {
     /// `--ca-cert`'s certificates, trusted besides the platform's roots (which the exchange
     /// loads itself, within its deadline).
     extra_roots: Arc<Vec<Certificate<'static>>>,
+    /// `traceparent` and `tracestate` (SPEC §20), sent with the request when set.
+    trace_headers: Vec<(&'static str, String)>,
 }
 
 impl fmt::Debug for Target {
@@ -86,6 +88,16 @@ impl fmt::Debug for Target {
 }
 
 impl Target {
+    /// Send the caller's span context (SPEC §20): `traceparent`, and `tracestate` when
+    /// there is one.
+    pub fn with_trace_context(mut self, traceparent: String, tracestate: Option<&str>) -> Target {
+        self.trace_headers = vec![("traceparent", traceparent)];
+        if let Some(state) = tracestate {
+            self.trace_headers.push(("tracestate", state.to_string()));
+        }
+        self
+    }
+
     /// `scheme://host:port`: the only part of the URL that may be shown.
     pub fn origin(&self) -> &str {
         &self.origin
@@ -230,6 +242,7 @@ pub fn target(
         var,
         sources: sources(env),
         extra_roots: Arc::new(extra_roots),
+        trace_headers: Vec::new(),
     })
 }
 
@@ -643,6 +656,9 @@ impl Call {
             .header("Idempotency-Key", &self.key);
         if let Some(token) = &self.target.token {
             request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        for (name, value) in &self.target.trace_headers {
+            request = request.header(*name, value.as_str());
         }
         let response = request.send(&self.body[..]).map_err(classify)?;
         let status = response.status().as_u16();

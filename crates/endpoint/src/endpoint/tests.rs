@@ -104,6 +104,7 @@ fn the_secret_parts_are_the_url_its_target_its_path_and_its_query_values() {
             var: "PTD_UNIT_URL".into(),
             sources: resolve::Sources::system(),
             extra_roots: Arc::default(),
+            trace_headers: Vec::new(),
         }
         .secret_parts()
     };
@@ -171,6 +172,7 @@ fn the_debug_form_shows_neither_url_nor_token() {
         var: "PTD_UNIT_URL".into(),
         sources: resolve::Sources::system(),
         extra_roots: Arc::default(),
+        trace_headers: Vec::new(),
     };
     let text = format!("{t:?}");
     assert!(text.contains("https://h:443"));

@@ -207,6 +207,10 @@ pub struct DispatchDiagnostics {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkDiagnostics>,
     pub duration_ms: u64,
+    /// The call's span's trace id, 32 lower-case hex digits, when telemetry is on (SPEC §20):
+    /// how a host finds the trace of an envelope.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transcript_error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -229,6 +233,7 @@ impl Default for DispatchDiagnostics {
             policy: None,
             network: None,
             duration_ms: 0,
+            trace_id: None,
             transcript_error: None,
             result_file_error: None,
         }

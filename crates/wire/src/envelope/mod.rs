@@ -122,6 +122,7 @@ pub const OWN_KEYS: &[&str] = &[
     "tool_calls",
     "tool_name",
     "tool_type",
+    "trace_id",
     "transcript_error",
     "transcripts",
     "transport",

@@ -86,6 +86,9 @@ pub(super) struct Client<'s> {
     late_versions: Option<Vec<String>>,
     /// Server-initiated requests answered so far.
     answered: usize,
+    /// `TRACEPARENT` from this adapter's environment (the dispatcher's span, SPEC §20), when
+    /// well formed: sent as `params._meta.traceparent` of `tools/call`.
+    traceparent: Option<String>,
 }
 
 impl<'s> Client<'s> {
@@ -106,6 +109,9 @@ impl<'s> Client<'s> {
             abandoned: Vec::new(),
             late_versions: None,
             answered: 0,
+            traceparent: ptd_sys::hostenv::HostEnv::process()
+                .var("TRACEPARENT")
+                .filter(|t| well_formed_traceparent(t)),
         }
     }
 
@@ -205,7 +211,8 @@ impl<'s> Client<'s> {
     pub(super) fn call_tool(&mut self, name: &str, arguments: &str) -> Result<String, Failure> {
         let mut state: Option<String> = None;
         for _ in 0..=limits::MAX_INPUT_ROUNDS {
-            let params = self.params(|w| {
+            let traceparent = self.traceparent.as_deref();
+            let params = self.params_meta(self.revision, traceparent, |w| {
                 w.str("name", name).raw("arguments", arguments);
                 if let Some(state) = &state {
                     w.raw("requestState", state);
@@ -326,15 +333,32 @@ impl<'s> Client<'s> {
         revision: Option<Revision>,
         build: impl FnOnce(&mut ObjectWriter<'_>),
     ) -> String {
+        self.params_meta(revision, None, build)
+    }
+
+    /// Params with `_meta`: the modern revision's members, and `traceparent` when given
+    /// (W3C Trace Context in MCP's `_meta`, both revisions).
+    fn params_meta(
+        &self,
+        revision: Option<Revision>,
+        traceparent: Option<&str>,
+        build: impl FnOnce(&mut ObjectWriter<'_>),
+    ) -> String {
         let mut out = String::new();
         let mut w = ObjectWriter::new(&mut out);
         build(&mut w);
-        if revision == Some(Revision::Modern) {
+        let modern = revision == Some(Revision::Modern);
+        if modern || traceparent.is_some() {
             w.with("_meta", |o| {
                 let mut m = ObjectWriter::new(o);
-                m.str("io.modelcontextprotocol/protocolVersion", MODERN)
-                    .raw("io.modelcontextprotocol/clientInfo", &client_info())
-                    .raw("io.modelcontextprotocol/clientCapabilities", "{}");
+                if modern {
+                    m.str("io.modelcontextprotocol/protocolVersion", MODERN)
+                        .raw("io.modelcontextprotocol/clientInfo", &client_info())
+                        .raw("io.modelcontextprotocol/clientCapabilities", "{}");
+                }
+                if let Some(traceparent) = traceparent {
+                    m.str("traceparent", traceparent);
+                }
                 m.finish();
             });
         }
@@ -732,6 +756,24 @@ fn input_required(requests: Option<&str>) -> Failure {
          never gives: it declares no client capability",
     )
     .with_details(json!({ "requested": methods }))
+}
+
+/// A version-00 W3C `traceparent`: `00-` 32 and 16 lower-case hex digits, two flag digits.
+/// Anything else in the environment is not passed on.
+fn well_formed_traceparent(text: &str) -> bool {
+    let parts: Vec<&str> = text.split('-').collect();
+    let hex = |s: &str, n: usize| {
+        s.len() == n
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    parts.len() == 4
+        && parts[0] == "00"
+        && hex(parts[1], 32)
+        && hex(parts[2], 16)
+        && hex(parts[3], 2)
+        && parts[1].bytes().any(|b| b != b'0')
+        && parts[2].bytes().any(|b| b != b'0')
 }
 
 #[cfg(test)]
