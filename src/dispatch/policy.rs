@@ -221,7 +221,17 @@ pub(super) fn ledger_and_session(
         .map(PathBuf::from)
         .or_else(|| args.ledger.ledger.clone());
     let location = path.as_deref().map(gate::location_of).transpose()?;
-    let lease_ttl = gate::lease_ttl(&args.ledger)?;
+    let lease_ttl = match section.lease_ttl {
+        Some(_) if args.ledger.lease_ttl.is_some() => {
+            return Err(UsageError(
+                "--lease-ttl (or PARENT_TOOL_DISPATCH_LEASE_TTL) cannot be used with this \
+                 policy: it sets [ledger] lease_ttl itself"
+                    .into(),
+            ))
+        }
+        Some(seconds) => std::time::Duration::from_secs(seconds),
+        None => gate::lease_ttl(&args.ledger)?,
+    };
     Ok((
         location.map(|location| gate::Options {
             location,

@@ -190,3 +190,29 @@ fn a_policy_names_a_postgresql_ledger_and_approvals_are_kept_there() {
         assert!(text.contains("workspace.read"), "{text}");
     });
 }
+
+#[test]
+fn the_lease_ttl_is_checked_on_the_command_line_and_in_the_policy() {
+    let run = Dispatch::adapter(&["echo"])
+        .args(&["--ledger", "/tmp/ptd-unused.db", "--lease-ttl", "1s"])
+        .run();
+    run.output()
+        .exit(2)
+        .stdout_empty()
+        .stderr_starts_with("error[usage]: --lease-ttl: `1s` is not a duration from 3s to 24h");
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, "version = 1\n[ledger]\nlease_ttl = \"2s\"\n").unwrap();
+    Cmd::new(["policy", "check", policy.to_str().unwrap()])
+        .run()
+        .exit(65)
+        .stdout_empty()
+        .stderr_contains("`lease_ttl`: expected a duration from 3s to 24h");
+    std::fs::write(&policy, "version = 1\n[ledger]\nlease_ttl = \"45s\"\n").unwrap();
+    let beside = Dispatch::adapter(&["echo"])
+        .args(&["--policy", policy.to_str().unwrap(), "--lease-ttl", "30s"])
+        .run();
+    beside.output().exit(2).stdout_empty().stderr_contains(
+        "--lease-ttl (or PARENT_TOOL_DISPATCH_LEASE_TTL) cannot be used with this policy",
+    );
+}

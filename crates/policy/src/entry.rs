@@ -430,7 +430,7 @@ fn confine_message(err: &OptionError) -> String {
 }
 
 /// Digits then `s`, `m` or `h` (or nothing: seconds) → seconds.
-fn parse_duration(text: &str) -> Option<u64> {
+pub(crate) fn parse_duration(text: &str) -> Option<u64> {
     let split = text
         .bytes()
         .position(|b| !b.is_ascii_digit())

@@ -32,12 +32,13 @@ pub struct LoadContext {
 /// The keys of the policy's top level.
 pub const TOP_KEYS: [&str; 4] = ["version", "defaults", "ledger", "tool"];
 /// The keys of `[ledger]`.
-pub const LEDGER_KEYS: [&str; 5] = [
+pub const LEDGER_KEYS: [&str; 6] = [
     "path",
     "session_env",
     "budget_calls",
     "budget_adapter_ms",
     "max_concurrent",
+    "lease_ttl",
 ];
 
 /// Load and check the policy file at `path`: every problem of the file, or the policy.
@@ -323,6 +324,27 @@ impl Checker<'_> {
         }
     }
 
+    /// `[ledger] lease_ttl` (`--lease-ttl`, SPEC §19.1): a duration from 3 s to 24 h, written
+    /// like `30s`, `5m`, `1h`, or an integer number of seconds.
+    fn lease_ttl(&mut self, value: &Value<'_>) -> Option<u64> {
+        let seconds = match value.get_ref() {
+            DeValue::String(text) => crate::entry::parse_duration(text),
+            DeValue::Integer(_) => self
+                .integer_text("lease_ttl", value)
+                .and_then(|t| t.parse::<u64>().ok()),
+            _ => None,
+        };
+        let fine = seconds.filter(|s| (3..=86_400).contains(s));
+        if fine.is_none() {
+            self.report(
+                &value.span(),
+                "`lease_ttl`: expected a duration from 3s to 24h, written like 30s, 5m, 1h or as \
+                 an integer number of seconds",
+            );
+        }
+        fine
+    }
+
     fn ledger(&mut self, value: &Value<'_>) -> Option<LedgerSection> {
         let table = self.table("ledger", value)?;
         let mut section = LedgerSection::default();
@@ -343,6 +365,10 @@ impl Checker<'_> {
                 }
                 "session_env" => {
                     section.session_env = self.session_env(value);
+                    continue;
+                }
+                "lease_ttl" => {
+                    section.lease_ttl = self.lease_ttl(value);
                     continue;
                 }
                 "budget_calls" => "--budget-calls",

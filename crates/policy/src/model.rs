@@ -215,6 +215,8 @@ pub struct LedgerSection {
     pub budget_calls: Option<u64>,
     pub budget_adapter_ms: Option<u64>,
     pub max_concurrent: Option<u64>,
+    /// `lease_ttl`, in seconds (`--lease-ttl`, SPEC §19.1).
+    pub lease_ttl: Option<u64>,
 }
 
 impl LedgerSection {

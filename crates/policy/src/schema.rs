@@ -92,7 +92,8 @@ fn ledger() -> Value {
             "session_env": var_name("The variable the host's session id is read from."),
             "budget_calls": {"type": "integer", "minimum": 0, "description": "Admitted calls per session."},
             "budget_adapter_ms": {"type": "integer", "minimum": 0, "description": "Adapter wall time per session, in milliseconds."},
-            "max_concurrent": {"type": "integer", "minimum": 1, "description": "Calls of one session in flight at once."}
+            "max_concurrent": {"type": "integer", "minimum": 1, "description": "Calls of one session in flight at once."},
+            "lease_ttl": lease_ttl()
         }
     })
 }
@@ -191,6 +192,21 @@ fn size(min: u8) -> Value {
         "description": format!("Bytes, at least {min}: an integer, or digits optionally followed by K, M, G or T (binary units, optionally with iB: 512M, 1GiB). The loader also refuses more than 2^63 - 1 bytes."),
         "pattern": format!("^{digits}(?:[kKmMgGtT](?:iB)?)?$"),
         "minimum": min
+    })
+}
+
+/// `[ledger] lease_ttl`: 3 s to 24 h, as seconds (an integer or digits, optionally `s`), `m` or
+/// `h`.
+fn lease_ttl() -> Value {
+    let seconds = "(?:[3-9]|[1-9][0-9]{1,3}|[1-7][0-9]{4}|8[0-5][0-9]{3}|86[0-3][0-9]{2}|86400)";
+    let minutes = "(?:[1-9]|[1-9][0-9]{1,2}|1[0-3][0-9]{2}|14[0-3][0-9]|1440)";
+    let hours = "(?:[1-9]|1[0-9]|2[0-4])";
+    json!({
+        "type": ["string", "integer"],
+        "description": "How long a call held by a dispatcher on another host counts as running without a heartbeat (--lease-ttl, SPEC 19.1): an integer number of seconds, or digits followed by s, m or h; from 3 s to 24 h.",
+        "pattern": format!("^0*(?:{seconds}s?|{minutes}m|{hours}h)$"),
+        "minimum": 3,
+        "maximum": 86400
     })
 }
 
