@@ -216,3 +216,39 @@ fn the_lease_ttl_is_checked_on_the_command_line_and_in_the_policy() {
         "--lease-ttl (or PARENT_TOOL_DISPATCH_LEASE_TTL) cannot be used with this policy",
     );
 }
+
+#[test]
+fn tls_is_verified_up_to_the_server_s_name() {
+    require!(skip::postgres());
+    let (url, password) = database();
+    let Some(root) = pgtest::cluster().unwrap().tls_root.clone() else {
+        require!(skip::unmet(
+            "openssl",
+            "the test cluster has no TLS (no openssl to make its certificate)"
+        ));
+        return;
+    };
+    migrate(&url, &password);
+    let base = url.trim_end_matches("?sslmode=disable").to_string();
+    let verified = format!("{base}?sslmode=verify-full&sslrootcert={}", root.display());
+    Dispatch::adapter(&["echo"])
+        .args(&["--ledger", &verified])
+        .env("PGPASSWORD", &password)
+        .run()
+        .expect("succeeded", None, 0);
+    // A certificate nobody vouches for is refused under verify-ca (the platform's roots do not
+    // know the test's), and nothing runs.
+    let unverified = format!("{base}?sslmode=verify-ca");
+    let refused = Dispatch::adapter(&["echo"])
+        .args(&["--ledger", &unverified])
+        .env("PGPASSWORD", &password)
+        .run();
+    refused.expect("unavailable", Some("ledger_unavailable"), 69);
+    assert_eq!(refused.dispatch()["adapter_started"], false);
+    // `require` encrypts without checking the certificate.
+    Dispatch::adapter(&["echo"])
+        .args(&["--ledger", &format!("{base}?sslmode=require")])
+        .env("PGPASSWORD", &password)
+        .run()
+        .expect("succeeded", None, 0);
+}

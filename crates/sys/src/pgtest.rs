@@ -30,6 +30,9 @@ pub struct Cluster {
     /// [`USER`]'s password.
     pub password: String,
     bin: PathBuf,
+    /// The server's self-signed certificate, the root a TLS client trusts; `None` when the
+    /// cluster has no TLS (no `openssl` to make a certificate).
+    pub tls_root: Option<PathBuf>,
 }
 
 /// The newest `/usr/lib/postgresql/N/bin` that has `initdb`, `pg_ctl` and `createdb`.
@@ -151,11 +154,20 @@ fn start() -> Result<Cluster, String> {
                 .arg(format!("--pwfile={}", dir.join("pwfile").display())),
             "initdb",
         )?;
+        let tls_root = server_certificate(&dir, owner);
+        let tls = match &tls_root {
+            Some(_) => format!(
+                " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+                dir.join("server.crt").display(),
+                dir.join("server.key").display()
+            ),
+            None => String::new(),
+        };
         let mut last = String::new();
         for _ in 0..5 {
             let port = free_port()?;
             let opts = format!(
-                "-h 127.0.0.1 -p {port} -k {} -c fsync=off -c max_connections=200",
+                "-h 127.0.0.1 -p {port} -k {} -c fsync=off -c max_connections=200{tls}",
                 dir.join("sock").display()
             );
             let started = run(
@@ -174,6 +186,7 @@ fn start() -> Result<Cluster, String> {
                         port,
                         password,
                         bin: bin.clone(),
+                        tls_root: tls_root.clone(),
                     })
                 }
                 Err(e) => last = e,
@@ -195,6 +208,65 @@ fn start() -> Result<Cluster, String> {
             Err(format!("a PostgreSQL cluster cannot be started here ({e})"))
         }
     }
+}
+
+/// A test authority, and a certificate it signed for `127.0.0.1` (and `localhost`) with its key,
+/// made in `dir` by `openssl` and given to the cluster's owner (the key 0600, as the server
+/// demands), so that the server also speaks TLS; the authority's certificate (the root a client
+/// trusts), or `None` where `openssl` cannot make them (the cluster then has no TLS, and the TLS
+/// tests say so).
+fn server_certificate(dir: &Path, owner: Option<rustix::process::Uid>) -> Option<PathBuf> {
+    let (ca, ca_key) = (dir.join("ca.crt"), dir.join("ca.key"));
+    let (crt, key) = (dir.join("server.crt"), dir.join("server.key"));
+    let openssl = |args: &[&str], extra: &[&Path]| {
+        Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            ])
+            .args(args)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let authority = openssl(
+        &["-subj", "/CN=ptd-test-ca", "-keyout"],
+        &[&ca_key, Path::new("-out"), &ca],
+    );
+    let server = authority
+        && openssl(
+            &[
+                "-subj",
+                "/CN=127.0.0.1",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1,DNS:localhost",
+                "-addext",
+                "basicConstraints=critical,CA:FALSE",
+                "-CA",
+            ],
+            &[
+                &ca,
+                Path::new("-CAkey"),
+                &ca_key,
+                Path::new("-keyout"),
+                &key,
+                Path::new("-out"),
+                &crt,
+            ],
+        );
+    if !server {
+        return None;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).ok()?;
+    if let Some(uid) = owner {
+        for p in [&crt, &key] {
+            rustix::fs::chown(p, Some(uid), None).ok()?;
+        }
+    }
+    Some(ca)
 }
 
 /// The uid of the user `name` (from `/etc/passwd`).

@@ -313,13 +313,23 @@ fn a_wrong_password_is_not_retryable_and_never_shown_and_a_closed_port_is() {
         Location::parse(&format!("postgres://u@127.0.0.1:{port}/db?sslmode=disable")).unwrap();
     let err = Ledger::open_at(&closed, &ok_env, soon()).unwrap_err();
     assert!(err.is_unreachable(), "{err:?}");
-    // verify-full against a server without TLS is refused, not downgraded.
     let Location::Postgres(mut url) = location.clone() else {
         panic!()
     };
-    url.sslmode = SslMode::Require;
-    let err = Ledger::open_at(&Location::Postgres(url), &ok_env, soon()).unwrap_err();
-    assert!(!err.is_unreachable(), "{err:?}");
+    if ptd_sys::pgtest::cluster().unwrap().tls_root.is_some() {
+        // The test cluster speaks TLS: `require` gets it; `verify-ca` with no root that
+        // vouches for the test's authority is refused, not downgraded.
+        url.sslmode = SslMode::Require;
+        Ledger::open_at(&Location::Postgres(url.clone()), &ok_env, soon()).unwrap();
+        url.sslmode = SslMode::VerifyCa;
+        let err = Ledger::open_at(&Location::Postgres(url), &ok_env, soon()).unwrap_err();
+        assert!(!format!("{err}").contains(&real), "{err}");
+    } else {
+        // `require` against a server without TLS is refused, not downgraded.
+        url.sslmode = SslMode::Require;
+        let err = Ledger::open_at(&Location::Postgres(url), &ok_env, soon()).unwrap_err();
+        assert!(!err.is_unreachable(), "{err:?}");
+    }
 }
 
 #[test]
