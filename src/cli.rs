@@ -993,8 +993,17 @@ pub enum AuditCommand {
     /// record's fields, prev and hash.
     ///
     /// A record that cannot be read stops the export with `error[audit_unreadable]` on stderr
-    /// and exit 1 (the lines before it are printed).
+    /// and exit 1 (the lines before it are printed). --session, --tool and --status keep only
+    /// the records that match; each line is the record as stored, so it still verifies.
     Export(AuditExportArgs),
+    /// Add up the audit records per session and tool: calls admitted, replayed, denied and
+    /// refused (by rule), failures (by error code) and adapter ms
+    ///
+    /// Read in one snapshot; only reads, as `export`. A table by default; --json prints one
+    /// object with "records" and "rows", each row with session_id, tool, admitted, replays,
+    /// denied and refused (per rule), failures (per code) and adapter_ms (docs/ledger.md). A
+    /// record that cannot be read: `error[audit_unreadable]`, exit 1.
+    Stats(AuditStatsArgs),
 }
 
 /// The `ledger` subcommands (SPEC 14.4).
@@ -1026,6 +1035,22 @@ pub enum LedgerCommand {
     /// PostgreSQL ledger, in one transaction; prints `{"rows":N}`, exit 0; 69 when it cannot
     /// (a database that is not empty, an SQLite target, a file that is not such a backup).
     Restore(LedgerRestoreArgs),
+    /// What each budget of a host session has used and has left, and its calls in flight
+    ///
+    /// Takes the main job's --parent-tool-bridge, --session and budget options, and reads the
+    /// counters the next call's decision reads (only reads, as `audit`). A table by default;
+    /// --json prints one object. A budget option without --session is a usage error (exit 2);
+    /// a ledger that cannot be read: `error[ledger_unavailable]`, exit 69.
+    Status(LedgerStatusArgs),
+    /// Remove the audit records older than --before, keeping the rest verifiable
+    ///
+    /// In one transaction: a checkpoint record (rule `ledger:checkpoint`) naming the last
+    /// removed record's seq and hash is appended, then the records are removed. A record a
+    /// running call names, and everything after it, is kept; the budget counters are never
+    /// touched; a removed call's stored envelope is forgotten. Export first (`audit export`):
+    /// the removed records are gone. Prints {"removed":N,...}; a trail that does not verify is
+    /// left as it is: `error[audit_chain_broken]`, exit 1.
+    Prune(LedgerPruneArgs),
 }
 
 /// `policy` subcommands (SPEC 16).
@@ -1257,6 +1282,75 @@ pub struct AuditExportArgs {
     /// 2026-01-31T13:00:00+01:00.
     #[arg(long, value_name = "RFC3339", value_parser = ptd_ledger::flags::since_value)]
     pub since: Option<u64>,
+    #[command(flatten)]
+    pub filter: AuditFilterArgs,
+}
+
+/// Which records `audit export` and `audit stats` keep: a record must match every option
+/// given, any of its values.
+#[derive(Debug, Args, Clone, Default)]
+pub struct AuditFilterArgs {
+    /// Only the records of this sandbox session id (repeatable; not split at commas, which an
+    /// id may hold).
+    #[arg(long, value_name = "ID")]
+    pub session: Vec<String>,
+    /// Only the records of this canonical tool id (repeatable, or a `,`-separated list).
+    #[arg(long, value_name = "TOOL", value_delimiter = ',')]
+    pub tool: Vec<String>,
+    /// Only the records with this final status, e.g. succeeded, failed, denied (repeatable, or
+    /// a `,`-separated list).
+    #[arg(long, value_name = "STATUS", value_delimiter = ',')]
+    pub status: Vec<String>,
+}
+
+impl AuditFilterArgs {
+    /// The ledger's filter.
+    pub fn filter(&self) -> ptd_ledger::Filter {
+        ptd_ledger::Filter {
+            sessions: self.session.clone(),
+            tools: self.tool.clone(),
+            statuses: self.status.clone(),
+        }
+    }
+}
+
+/// Arguments of `audit stats`.
+#[derive(Debug, Args)]
+pub struct AuditStatsArgs {
+    /// The ledger.
+    #[arg(long, value_name = "PATH", env = LEDGER_ENV)]
+    pub ledger: PathBuf,
+    /// Only records at or after this time (as `export --since`).
+    #[arg(long, value_name = "RFC3339", value_parser = ptd_ledger::flags::since_value)]
+    pub since: Option<u64>,
+    #[command(flatten)]
+    pub filter: AuditFilterArgs,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `ledger status`: the main job's options that set a session's budgets.
+#[derive(Debug, Args)]
+pub struct LedgerStatusArgs {
+    #[command(flatten)]
+    pub bridge: BridgeArg,
+    #[command(flatten)]
+    pub ledger: LedgerArgs,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `ledger prune`.
+#[derive(Debug, Args)]
+pub struct LedgerPruneArgs {
+    /// The ledger: an SQLite file or a PostgreSQL URL.
+    #[arg(long, value_name = "PATH|URL", env = LEDGER_ENV)]
+    pub ledger: PathBuf,
+    /// Remove the records older than this time (as `audit export --since`).
+    #[arg(long, value_name = "RFC3339", value_parser = ptd_ledger::flags::since_value)]
+    pub before: u64,
 }
 
 impl ConfineArgs {

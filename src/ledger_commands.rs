@@ -95,26 +95,23 @@ fn restore(args: &crate::cli::LedgerRestoreArgs) -> u8 {
 
 /// Run `audit …`; returns the exit status.
 pub(crate) fn main(command: &AuditCommand) -> u8 {
-    let (path, since) = match command {
-        AuditCommand::Verify(args) => (&args.ledger, None),
-        AuditCommand::Export(args) => (&args.ledger, Some(args.since.unwrap_or(0))),
+    let (path, since, filter) = match command {
+        AuditCommand::Verify(args) => return verify(|| reading(&args.ledger)),
+        AuditCommand::Stats(args) => return crate::ledger_status::stats(args),
+        AuditCommand::Export(args) => (&args.ledger, args.since.unwrap_or(0), &args.filter),
     };
-    let open = || reading(path);
-    match since {
-        None => verify(open),
-        Some(since) => match open() {
-            Ok(mut ledger) => export(&mut ledger, since),
-            Err(err) => {
-                stderr_line!("{}", error_line(err.code(), &err.to_string()));
-                exit::UNAVAILABLE
-            }
-        },
+    match reading(path) {
+        Ok(mut ledger) => export(&mut ledger, since, &filter.filter()),
+        Err(err) => {
+            stderr_line!("{}", error_line(err.code(), &err.to_string()));
+            exit::UNAVAILABLE
+        }
     }
 }
 
 /// How often `verify` reads a ledger again that changed while it was read without SQLite's
 /// locks (the writer made a WAL: the next read uses it).
-const READS: usize = 3;
+pub(crate) const READS: usize = 3;
 
 fn verify(open: impl Fn() -> Result<Ledger, LedgerError>) -> u8 {
     let mut read = 0;
@@ -174,19 +171,25 @@ fn verify(open: impl Fn() -> Result<Ledger, LedgerError>) -> u8 {
     }
 }
 
-fn export(ledger: &mut Ledger, since: u64) -> u8 {
+fn export(ledger: &mut Ledger, since: u64, filter: &ptd_ledger::Filter) -> u8 {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut failure: Option<String> = None;
     let mut lost: Option<std::io::Error> = None;
     let scanned = ledger.scan(since, &mut |row| {
-        let line = row
+        let line = ptd_ledger::stats::read(row)
             .map_err(|at| format!("record {}: {}", at.seq, at.reason))
-            .and_then(|row| {
-                audit::export_line(&row).map_err(|reason| format!("record {}: {reason}", row.seq))
+            .and_then(|(row, record)| {
+                if !filter.matches(&record) {
+                    return Ok(None);
+                }
+                audit::export_line(&row)
+                    .map(Some)
+                    .map_err(|reason| format!("record {}: {reason}", row.seq))
             });
         let line = match line {
-            Ok(line) => line,
+            Ok(None) => return true,
+            Ok(Some(line)) => line,
             Err(message) => {
                 failure = Some(message);
                 return false;
@@ -226,6 +229,8 @@ pub(crate) fn ledger(command: &LedgerCommand) -> u8 {
         LedgerCommand::Backup(args) => args,
         LedgerCommand::Migrate(args) => return migrate(args),
         LedgerCommand::Restore(args) => return restore(args),
+        LedgerCommand::Status(args) => return crate::ledger_status::status(args),
+        LedgerCommand::Prune(args) => return crate::ledger_status::prune(args),
     };
     let mut read = 0;
     let done = loop {

@@ -56,7 +56,7 @@ pub(super) fn session(args: &LedgerArgs) -> Result<Option<String>, UsageError> {
 /// Check the ledger options: a value that does not parse, a budget without `--ledger`, or a
 /// budget without `--session` (SPEC §14.4: budgets are the host's session's, never an id the
 /// sandbox chose) is a usage error naming the option. `None` without `--ledger`.
-pub(super) fn options(args: &LedgerArgs) -> Result<Option<Options>, UsageError> {
+pub(crate) fn options(args: &LedgerArgs) -> Result<Option<Options>, UsageError> {
     let session = session(args)?;
     let mut budgets = Budgets::default();
     let single = [
@@ -854,6 +854,7 @@ impl Gate {
             transcript_ref: report.transcript_ref().map(|r| field(redactor, &r)),
             envelope_sha256: None,
             session_key: None,
+            checkpoint: None,
             network: learned
                 .dispatch
                 .network

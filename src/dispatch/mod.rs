@@ -22,7 +22,7 @@ mod trace;
 
 pub use crate::settings::CallSettings;
 pub use deadline::Deadline;
-pub(crate) use gate::id_digest;
+pub(crate) use gate::{id_digest, options as ledger_options};
 pub use ptd_verdict::DispatchError;
 pub(crate) use report::resources;
 pub use report::{Concluded, Learned, Outcome, Replayed, Report};

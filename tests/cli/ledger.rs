@@ -28,6 +28,7 @@ fn record(request_id: &str, time_ms: u64) -> AuditRecord {
         envelope_sha256: None,
         session_key: None,
         network: None,
+        checkpoint: None,
         admitted: false,
     }
 }

@@ -37,6 +37,8 @@ mod human;
 mod launcher;
 mod ledger;
 mod ledger_hardened;
+mod ledger_insight;
+mod ledger_prune;
 mod ledger_rules;
 mod ledger_stress;
 mod ledger_waits;

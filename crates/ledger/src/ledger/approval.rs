@@ -327,6 +327,7 @@ pub(crate) fn settle(
         envelope_sha256: None,
         session_key: None,
         network: None,
+        checkpoint: None,
         admitted: false,
     };
     record

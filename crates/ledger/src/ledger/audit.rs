@@ -17,6 +17,8 @@ use ptd_wire::envelope::canonical;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use super::prune::{Carried, Checkpoint};
+
 /// `prev` of the first record.
 pub(crate) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
@@ -144,11 +146,14 @@ pub enum Rule {
     ApprovalApprove,
     /// `approval:deny`: a person denied a pending approval (`approvals deny`).
     ApprovalDeny,
+    /// `ledger:checkpoint`: `ledger prune` removed the records before it; the record's
+    /// [`AuditRecord::checkpoint`] anchors what is left.
+    LedgerCheckpoint,
 }
 
 impl Rule {
     /// Every rule, in docs/ledger.md's order.
-    pub const ALL: [Rule; 23] = [
+    pub const ALL: [Rule; 24] = [
         Rule::BridgeAllowedTools,
         Rule::RequestAllowedTools,
         Rule::BridgeRef,
@@ -172,6 +177,7 @@ impl Rule {
         Rule::Approval,
         Rule::ApprovalApprove,
         Rule::ApprovalDeny,
+        Rule::LedgerCheckpoint,
     ];
 
     /// The rule's spelling in a stored record and in `audit export`.
@@ -200,6 +206,7 @@ impl Rule {
             Rule::Approval => "approval",
             Rule::ApprovalApprove => "approval:approve",
             Rule::ApprovalDeny => "approval:deny",
+            Rule::LedgerCheckpoint => "ledger:checkpoint",
         }
     }
 
@@ -430,6 +437,11 @@ pub struct AuditRecord {
     /// before the field existed included — keeps its bytes and its hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkCounts>,
+    /// What `ledger prune` removed (rule `ledger:checkpoint`): the anchor the kept chain starts
+    /// from and the budget use of the removed records. Absent from the stored body when
+    /// `None`, so that every other record keeps its bytes and its hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<Checkpoint>,
     /// The final status of the envelope.
     pub status: Name,
     /// The envelope's `error.code`, if any.
@@ -500,6 +512,9 @@ impl AuditRecord {
         }
         if let Some(approval) = &self.approval {
             approval.check()?;
+        }
+        if let Some(checkpoint) = &self.checkpoint {
+            checkpoint.check()?;
         }
         Ok(())
     }
@@ -624,10 +639,17 @@ pub enum Verification {
 pub(crate) struct Chain {
     next: u64,
     prev: String,
+    /// How many records were pushed.
+    count: u64,
     /// The envelope digest and exit status of every record that stored an envelope, by seq.
     covered: std::collections::HashMap<u64, (String, u8)>,
     /// What the records read so far imply for the budget counters.
     implied: Counters,
+    /// When the trail starts after a prune: the seq and hash the first record's `prev` names,
+    /// which a checkpoint record must anchor.
+    anchor: Option<(u64, String)>,
+    /// The budget use the anchoring checkpoint carries, once found.
+    anchored: Option<Counters>,
 }
 
 impl Default for Chain {
@@ -635,8 +657,11 @@ impl Default for Chain {
         Chain {
             next: 1,
             prev: GENESIS.to_string(),
+            count: 0,
             covered: std::collections::HashMap::new(),
             implied: Counters::default(),
+            anchor: None,
+            anchored: None,
         }
     }
 }
@@ -673,6 +698,21 @@ impl Counters {
                 .or_default();
             *entry = entry.saturating_add(1);
         }
+    }
+
+    /// The sum of both.
+    pub(crate) fn merged(&self, other: &Counters) -> Counters {
+        let mut out = self.clone();
+        for (key, (calls, ms)) in &other.sessions {
+            let entry = out.sessions.entry(key.clone()).or_default();
+            entry.0 = entry.0.saturating_add(*calls);
+            entry.1 = entry.1.saturating_add(*ms);
+        }
+        for (key, calls) in &other.tools {
+            let entry = out.tools.entry(key.clone()).or_default();
+            *entry = entry.saturating_add(*calls);
+        }
+        out
     }
 
     /// The first counter of `stored` that is not what `self` (the implied counters) says, as
@@ -719,6 +759,13 @@ impl Chain {
             seq: row.seq,
             reason,
         };
+        // A trail that starts after a prune: its first record links to the last removed
+        // one, which a checkpoint record further on must name ([`Chain::finish`] checks).
+        if self.count == 0 && row.seq > 1 {
+            self.anchor = Some((row.seq - 1, row.prev.clone()));
+            self.next = row.seq;
+            self.prev.clone_from(&row.prev);
+        }
         if row.seq != self.next {
             return Err(Break {
                 seq: self.next,
@@ -752,6 +799,14 @@ impl Chain {
         if let Some(digest) = record.envelope_sha256 {
             self.covered.insert(seq, (digest, record.exit_status));
         }
+        if let (Some(checkpoint), Some((anchor_seq, anchor_hash))) =
+            (&record.checkpoint, &self.anchor)
+        {
+            if checkpoint.seq == *anchor_seq && checkpoint.hash == *anchor_hash {
+                self.anchored = Some(checkpoint.counters());
+            }
+        }
+        self.count += 1;
         self.next += 1;
         self.prev = row.hash;
         Ok(())
@@ -791,23 +846,48 @@ impl Chain {
 
     /// What the records pushed so far imply for the budget counters: the admitted calls
     /// (records that closed a claim) and adapter ms (records of held calls) of each session.
-    pub(crate) fn implied(&self) -> &Counters {
+    pub(crate) fn implied(&self) -> Counters {
+        match &self.anchored {
+            Some(carried) => self.implied.merged(carried),
+            None => self.implied.clone(),
+        }
+    }
+
+    /// What the records pushed so far imply, without an anchoring checkpoint's carried use.
+    pub(crate) fn own(&self) -> &Counters {
         &self.implied
     }
 
+    /// The budget use the anchoring checkpoint carries (none for a trail from record 1).
+    pub(crate) fn anchored(&self) -> Option<&Counters> {
+        self.anchored.as_ref()
+    }
+
     /// The outcome, given the head (`seq`, hash) the store recorded with its last append.
+    /// A trail that starts after a prune must hold the checkpoint record that anchors it.
+    /// Returns how many records the trail holds and its last hash.
     pub(crate) fn finish(self, head: Option<(u64, String)>) -> Result<(u64, String), Break> {
-        let records = self.next - 1;
-        let (head_seq, head_hash) = head.unwrap_or((0, GENESIS.to_string()));
-        if head_seq != records || head_hash != self.prev {
+        let last = self.next - 1;
+        if let (Some((anchor, _)), None) = (&self.anchor, &self.anchored) {
             return Err(Break {
-                seq: records + 1,
+                seq: *anchor,
                 reason: format!(
-                    "missing: the ledger's head is record {head_seq}, the trail ends at {records}"
+                    "missing (the trail starts at record {}, and no checkpoint record anchors \
+                     it)",
+                    anchor + 1
                 ),
             });
         }
-        Ok((records, self.prev))
+        let (head_seq, head_hash) = head.unwrap_or((0, GENESIS.to_string()));
+        if head_seq != last || head_hash != self.prev {
+            return Err(Break {
+                seq: last + 1,
+                reason: format!(
+                    "missing: the ledger's head is record {head_seq}, the trail ends at {last}"
+                ),
+            });
+        }
+        Ok((self.count, self.prev))
     }
 }
 

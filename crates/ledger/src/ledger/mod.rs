@@ -31,7 +31,9 @@ pub mod lease;
 pub mod location;
 mod open;
 mod pg;
+pub mod prune;
 mod sqlite;
+pub mod stats;
 #[cfg(test)]
 mod tests;
 
@@ -46,7 +48,9 @@ pub use flags::{parse_budget_flag, parse_session, parse_since, FlagError};
 pub use lease::{Lease, DEFAULT_LEASE_TTL};
 pub use location::{Location, Password, PgUrl, SslMode, PASSWORD_FILE_VAR};
 pub use open::{migrate, restore, MigrateReport};
+pub use prune::Pruned;
 use ptd_sys::hostenv::HostEnv;
+pub use stats::{Filter, Stats};
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -363,13 +367,25 @@ pub fn decide_at(
             (CallState::Running, _) if is_live(&row.lease) => {
                 return (Decision::Held(row.lease.clone()), Claim::None)
             }
-            (CallState::Running, _) | (CallState::Final, None) => {
+            (CallState::Running, _) => {
                 return (
                     Decision::Indeterminate {
                         attempt: row.attempt,
                         holder: row.lease.clone(),
                     },
                     Claim::TakeOver,
+                )
+            }
+            // Final, its answer forgotten (`ledger prune` removed its record): nobody can say
+            // what it did, and its claim was closed (and counted) long ago, so nothing is
+            // taken over: the caller's outcome is only recorded, and every retry gets the same.
+            (CallState::Final, None) => {
+                return (
+                    Decision::Indeterminate {
+                        attempt: row.attempt,
+                        holder: row.lease.clone(),
+                    },
+                    Claim::None,
                 )
             }
             (CallState::Retryable, _) => row.attempt.saturating_add(1),
@@ -662,6 +678,15 @@ pub trait Store: Send {
         usage: Option<&mut Usage>,
     ) -> Result<Option<(u64, String)>, LedgerError>;
 
+    /// `ledger prune`: in ONE write transaction, read the lowest `record_seq` of the calls
+    /// still `running` and hand it to [`prune::Pruning::start`], visit every audit row in
+    /// `seq` order, then the head, and when [`prune::Pruning::finish`] answers a cut and a
+    /// checkpoint record: append the record, delete every audit row at or before the cut, and
+    /// forget the stored envelope of every call whose record was deleted (its `record_seq`,
+    /// envelope and exit status). The budget counters and the approvals are not touched.
+    /// Returns the checkpoint record's seq.
+    fn prune(&mut self, pruning: &mut dyn prune::Pruning) -> Result<Option<u64>, LedgerError>;
+
     /// Best effort, waiting for nobody: move what the store keeps beside its file into the
     /// file, so that a copy of the file alone is the whole ledger (SPEC §14.4). Nothing to do
     /// for a store without such a log.
@@ -938,16 +963,7 @@ impl Ledger {
         // The counters the records imply, and the claims still running (counted when they
         // were admitted; their record comes when they finish, or with the key's
         // `dispatch_indeterminate` when their dispatcher died).
-        let mut implied = chain.implied().clone();
-        for (key, (calls, ms)) in &usage.running.sessions {
-            let entry = implied.sessions.entry(key.clone()).or_default();
-            entry.0 = entry.0.saturating_add(*calls);
-            entry.1 = entry.1.saturating_add(*ms);
-        }
-        for (key, calls) in &usage.running.tools {
-            let entry = implied.tools.entry(key.clone()).or_default();
-            *entry = entry.saturating_add(*calls);
-        }
+        let implied = chain.implied().merged(&usage.running);
         Ok(match chain.finish(head) {
             Ok((records, head)) => match implied.first_difference(&usage.stored) {
                 None => Verification::Intact { records, head },
@@ -961,6 +977,45 @@ impl Ledger {
         })
     }
 
+    /// `ledger prune --before`: remove the audit records older than `before_ms` (the oldest
+    /// run of them, up to the first record a running call still names), after appending a
+    /// checkpoint record that anchors what is left (see [`prune`]), in one transaction. A
+    /// trail that does not verify is left as it is ([`Pruned::Broken`]).
+    pub fn prune(&mut self, before_ms: u64) -> Result<Pruned, LedgerError> {
+        let mut pruner = prune::Pruner::new(before_ms, now_ms());
+        let checkpoint = self.store.prune(&mut pruner)?;
+        Ok(pruner.outcome(checkpoint))
+    }
+
+    /// `audit stats`: the records at or after `since_ms` (those `filter` lets through) added
+    /// up per session and tool, in one read snapshot. A record that cannot be read is the
+    /// error.
+    pub fn stats(&mut self, since_ms: u64, filter: &Filter) -> Result<Stats, StatsError> {
+        let mut stats = Stats::default();
+        let mut bad = None;
+        self.store.scan(
+            since_ms,
+            &mut |row| match stats::read(row) {
+                Ok((_, record)) => {
+                    if filter.matches(&record) {
+                        stats.add(&record);
+                    }
+                    true
+                }
+                Err(at) => {
+                    bad = Some(at);
+                    false
+                }
+            },
+            None,
+            None,
+        )?;
+        match bad {
+            Some(at) => Err(StatsError::Unreadable(at)),
+            None => Ok(stats),
+        }
+    }
+
     /// Visit the records at or after `since_ms` as stored (`audit export`); `visit` returns
     /// false to stop.
     pub fn scan(
@@ -970,6 +1025,17 @@ impl Ledger {
     ) -> Result<(), LedgerError> {
         self.store.scan(since_ms, visit, None, None).map(|_| ())
     }
+}
+
+/// Why `audit stats` has no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum StatsError {
+    /// The ledger cannot be read.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    /// A record cannot be read.
+    #[error("record {}: {}", .0.seq, .0.reason)]
+    Unreadable(audit::Break),
 }
 
 /// Milliseconds since the Unix epoch, now (for [`AuditRecord::time_ms`]).

@@ -30,11 +30,13 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 mod export;
+mod prune;
 mod rows;
 mod schema;
 mod tls;
 
 pub(crate) use export::restore;
+use prune::*;
 use rows::*;
 pub(crate) use schema::{migrate, SCHEMA_VERSION};
 
@@ -272,6 +274,13 @@ impl Store for PgStore {
         let head = scan_in(&mut tx, since_ms, visit, &mut stored, &mut usage)?;
         tx.commit().map_err(db)?;
         Ok(head)
+    }
+
+    fn prune(
+        &mut self,
+        pruning: &mut dyn super::prune::Pruning,
+    ) -> Result<Option<u64>, LedgerError> {
+        self.serializable(false, |tx| prune_in(tx, pruning))
     }
 
     fn backup(&mut self, dest: &Path) -> Result<(), BackupError> {

@@ -11,7 +11,7 @@ pub(super) fn i64_of(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-fn u64_of(n: i64, what: &str) -> Result<u64, LedgerError> {
+pub(super) fn u64_of(n: i64, what: &str) -> Result<u64, LedgerError> {
     u64::try_from(n).map_err(|_| LedgerError::Corrupt(format!("a row has an invalid {what}")))
 }
 
@@ -73,7 +73,7 @@ pub(super) fn read_call(
     }))
 }
 
-fn head(tx: &mut Transaction<'_>) -> Result<Option<(u64, String)>, LedgerError> {
+pub(super) fn head(tx: &mut Transaction<'_>) -> Result<Option<(u64, String)>, LedgerError> {
     one(tx, "SELECT seq, hash FROM head WHERE only_one = 1", &[])?
         .map(|r| {
             Ok((
@@ -367,41 +367,8 @@ pub(super) fn scan_in(
     stored: &mut Option<&mut StoredVisit<'_>>,
     usage: &mut Option<&mut Usage>,
 ) -> Result<Option<(u64, String)>, LedgerError> {
-    let since = i64_of(since_ms);
-    let portal = tx
-        .bind(
-            "SELECT seq, time_ms, prev, hash, body FROM audit \
-             WHERE $1::bigint = 0 OR time_ms >= $1::bigint ORDER BY seq",
-            &[&since],
-        )
-        .map_err(db)?;
-    loop {
-        let rows = tx.query_portal(&portal, 512).map_err(db)?;
-        if rows.is_empty() {
-            break;
-        }
-        for row in &rows {
-            let read = || -> Result<StoredRecord, LedgerError> {
-                Ok(StoredRecord {
-                    seq: u64_of(row.try_get(0).map_err(db)?, "seq")?,
-                    time_ms: u64_of(row.try_get(1).map_err(db)?, "time")?,
-                    prev: row.try_get(2).map_err(db)?,
-                    hash: row.try_get(3).map_err(db)?,
-                    body: row.try_get(4).map_err(db)?,
-                })
-            };
-            let item = read().map_err(|e| Break {
-                seq: row
-                    .try_get::<_, i64>(0)
-                    .ok()
-                    .and_then(|s| u64::try_from(s).ok())
-                    .unwrap_or(0),
-                reason: format!("cannot be read: {e}"),
-            });
-            if !visit(item) {
-                return Ok(None);
-            }
-        }
+    if !visit_audit_in(tx, since_ms, visit)? {
+        return Ok(None);
     }
     if let Some(stored) = stored {
         let rows = tx

@@ -48,12 +48,14 @@ use std::time::{Duration, Instant};
 
 mod approvals;
 mod files;
+mod prune;
 mod rows;
 
 use approvals::*;
 use files::*;
 #[cfg(test)]
 pub(super) use files::{read_mode, uri_path, ReadMode};
+use prune::*;
 use rows::*;
 
 /// `PRAGMA application_id` of a ledger: "PTDL".
@@ -775,58 +777,8 @@ impl Store for SqliteStore {
         self.arm()?;
         // One read transaction: the rows and the head are one snapshot.
         let tx = self.conn.transaction().map_err(db)?;
-        {
-            let mut stmt = tx
-                .prepare(
-                    "SELECT seq, time_ms, prev, hash, body FROM audit \
-                     WHERE ?1 = 0 OR time_ms >= ?1 ORDER BY seq",
-                )
-                .map_err(db)?;
-            let mut rows = stmt.query(params![i64_of(since_ms)]).map_err(db)?;
-            let mut last = 0u64;
-            loop {
-                let row = match rows.next() {
-                    Ok(Some(row)) => row,
-                    Ok(None) => break,
-                    Err(e) => {
-                        visit(Err(Break {
-                            seq: last + 1,
-                            reason: format!("cannot be read: {e}"),
-                        }));
-                        return Ok(None);
-                    }
-                };
-                let seq = row
-                    .get::<_, i64>(0)
-                    .ok()
-                    .and_then(|s| u64::try_from(s).ok());
-                let read = || -> rusqlite::Result<StoredRecord> {
-                    Ok(StoredRecord {
-                        seq: seq.unwrap_or(0),
-                        time_ms: u64::try_from(row.get::<_, i64>(1)?).unwrap_or(u64::MAX),
-                        prev: row.get(2)?,
-                        hash: row.get(3)?,
-                        body: row.get(4)?,
-                    })
-                };
-                let item = match (seq, read()) {
-                    (Some(seq), Ok(record)) => {
-                        last = seq;
-                        Ok(record)
-                    }
-                    (seq, Err(e)) => Err(Break {
-                        seq: seq.unwrap_or(last + 1),
-                        reason: format!("cannot be read: {e}"),
-                    }),
-                    (None, Ok(_)) => Err(Break {
-                        seq: last + 1,
-                        reason: "its seq cannot be read".into(),
-                    }),
-                };
-                if !visit(item) {
-                    return Ok(None);
-                }
-            }
+        if !visit_audit(&tx, since_ms, visit)? {
+            return Ok(None);
         }
         if let Some(stored) = stored {
             visit_stored(&tx, stored)?;
@@ -843,6 +795,18 @@ impl Store for SqliteStore {
         tx.commit().map_err(db)?;
         self.check_guard()?;
         Ok(head.map(|(seq, hash)| (u64::try_from(seq).unwrap_or(u64::MAX), hash)))
+    }
+
+    fn prune(
+        &mut self,
+        pruning: &mut dyn super::prune::Pruning,
+    ) -> Result<Option<u64>, LedgerError> {
+        self.retrying(|store| {
+            let tx = store.immediate()?;
+            let done = prune_in(&tx, pruning)?;
+            tx.commit().map_err(db)?;
+            Ok(done)
+        })
     }
 
     fn backup(&mut self, dest: &Path) -> Result<(), BackupError> {

@@ -137,6 +137,7 @@ fn rules_keep_their_stored_spelling_and_an_unknown_one_is_an_error() {
             "approval",
             "approval:approve",
             "approval:deny",
+            "ledger:checkpoint",
         ]
     );
     for rule in Rule::ALL {
@@ -215,6 +216,7 @@ fn old_format_record() -> AuditRecord {
         envelope_sha256: Some("e".repeat(64)),
         session_key: Some("sha256:s".into()),
         network: None,
+        checkpoint: None,
         admitted: true,
     }
 }

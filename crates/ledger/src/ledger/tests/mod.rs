@@ -12,6 +12,7 @@ mod audit;
 mod decide;
 mod pg;
 mod processes;
+mod prune;
 mod sqlite;
 mod store;
 
@@ -57,6 +58,7 @@ pub(super) fn record(key: &Key, decision: Verdict, rule: &str, status: &str) -> 
         envelope_sha256: None,
         session_key: None,
         network: None,
+        checkpoint: None,
         admitted: false,
     }
 }
