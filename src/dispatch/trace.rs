@@ -1,7 +1,8 @@
 //! Telemetry's part of the main job (SPEC §20): the call's trace started from the host's
 //! `OTEL_*` variables and `TRACEPARENT`, the step spans the sequencer records as it passes
 //! them (admit, ledger, the adapter run or endpoint exchange, judge), the call's span built
-//! from what was learned and how the job ended, and the export after the envelope — stdout
+//! from what was learned and how the job ended, the call's metrics (one data point set), and
+//! the export after the envelope — stdout
 //! closed first, bounded, a failure one `warning[telemetry]` line.
 //!
 //! With telemetry off [`Learned::trace`] is `None` and every function here returns at once:
@@ -11,11 +12,11 @@
 
 use super::report::Learned;
 use ptd_sys::hostenv::HostEnv;
-use ptd_telemetry::{Config, Span, SpanContext, Trace, Value};
+use ptd_telemetry::{CallMetrics, Config, Span, SpanContext, Trace, Value};
 use ptd_wire::envelope::result::Transport;
 use ptd_wire::error::Status;
 use ptd_wire::json::raw::{self, Fields};
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 /// The call's trace when telemetry is on in `env`.
 pub(super) fn start(env: &HostEnv) -> Option<Trace> {
@@ -63,21 +64,44 @@ impl Learned {
 }
 
 /// After the envelope: close stdout (the host reads its end now), then export the call's
-/// spans within the configured bound. A failure is one warning on stderr; the exit status
-/// is the envelope's whatever happens here.
+/// spans, and its metrics where a metrics endpoint is set, all within the one configured
+/// bound. A failure is one warning on stderr (one line whatever failed); the exit status is
+/// the envelope's whatever happens here.
 pub(super) fn export(learned: &Learned, ended: &Ended, env: &HostEnv) {
     let Some(trace) = &learned.trace else {
         return;
     };
     ptd_wire::stdout::close();
+    let config = trace.config();
+    let deadline = Instant::now() + config.timeout;
     let span = call_span(trace, learned, ended);
     let body = trace.encode(&span, &learned.redactor);
-    if let Err(why) = ptd_telemetry::export(trace.config(), &body, env) {
-        stderr_line!(
-            "warning[telemetry]: the call's spans were not exported: {}",
-            ptd_wire::terminal::escape(&learned.redactor.redact_str(&why))
-        );
-    }
+    let spans = ptd_telemetry::export(config, &config.url, &body, env, deadline);
+    let metrics = config.metrics_url.as_deref().map(|url| {
+        let call = CallMetrics {
+            tool: learned.echo.tool.clone(),
+            status: ended.status.as_str().to_string(),
+            code: (ended.status != Status::Succeeded)
+                .then(|| ended.code.clone())
+                .map(|code| code.unwrap_or_else(|| ended.status.as_str().to_string())),
+            start: learned.started_at,
+            end: ended.at,
+        };
+        let body = call.encode(config, &learned.redactor);
+        ptd_telemetry::export(config, url, &body, env, deadline)
+    });
+    let why = match (spans, metrics) {
+        (Err(why), Some(Err(_))) => {
+            format!("the call's spans and metrics were not exported: {why}")
+        }
+        (Err(why), _) => format!("the call's spans were not exported: {why}"),
+        (Ok(()), Some(Err(why))) => format!("the call's metrics were not exported: {why}"),
+        (Ok(()), _) => return,
+    };
+    stderr_line!(
+        "warning[telemetry]: {}",
+        ptd_wire::terminal::escape(&learned.redactor.redact_str(&why))
+    );
 }
 
 /// The call's span (SPEC §20): `execute_tool {tool}` with the GenAI attributes and ours.

@@ -46,6 +46,45 @@ pub(crate) struct Launcher {
     pub(crate) stdout_cap: u64,
 }
 
+/// The caller's W3C trace context (the request's `traceparent` and `tracestate` headers,
+/// validated): the child dispatcher's `TRACEPARENT` and `TRACESTATE`, so that its call's
+/// span is a child of the caller's (SPEC §20).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TraceHeaders {
+    pub(crate) traceparent: Option<String>,
+    pub(crate) tracestate: Option<String>,
+}
+
+impl TraceHeaders {
+    /// The context of `traceparent` and `tracestate` header values: a malformed
+    /// `traceparent` is ignored (and the `tracestate` with it), as the main job ignores a
+    /// malformed `TRACEPARENT`; a malformed `tracestate` alone is dropped.
+    pub(crate) fn of(traceparent: Option<&[u8]>, tracestate: Option<&[u8]>) -> TraceHeaders {
+        fn text(v: Option<&[u8]>) -> Option<&str> {
+            v.and_then(|v| std::str::from_utf8(v).ok())
+        }
+        let Some(parent) = text(traceparent).and_then(ptd_telemetry::SpanContext::parse) else {
+            return TraceHeaders::default();
+        };
+        TraceHeaders {
+            traceparent: Some(parent.traceparent()),
+            tracestate: text(tracestate).and_then(ptd_telemetry::tracestate),
+        }
+    }
+
+    /// The child's environment: the server's own `TRACEPARENT`/`TRACESTATE` are never a
+    /// request's parent; the caller's are set when it sent valid ones.
+    fn apply(&self, env: &mut Vec<(OsString, OsString)>) {
+        env.retain(|(k, _)| k != "TRACEPARENT" && k != "TRACESTATE");
+        if let Some(parent) = &self.traceparent {
+            env.push(("TRACEPARENT".into(), parent.into()));
+            if let Some(state) = &self.tracestate {
+                env.push(("TRACESTATE".into(), state.into()));
+            }
+        }
+    }
+}
+
 /// What a dispatch answered: the envelope's bytes, exactly as the child printed them, and
 /// whether it had to be made here instead (the child died or printed nothing).
 #[derive(Debug)]
@@ -61,17 +100,17 @@ impl Launcher {
         exec::bound(timeout, grace) + MARGIN
     }
 
-    /// Run one request (`body`) for a caller of host session `session`; `stop` turns true
-    /// when the drain ran out. Call from a thread that may block (the child's parent-death
-    /// signal is tied to it).
+    /// Run one request (`body`) for a caller of host session `session`, in the caller's
+    /// trace context `trace`; `stop` turns true when the drain ran out. Call from a thread
+    /// that may block (the child's parent-death signal is tied to it).
     pub(crate) fn dispatch(
         &self,
         body: Vec<u8>,
         echo: &Echo,
-        session: Option<&str>,
+        (session, trace): (Option<&str>, &TraceHeaders),
         stop: &Arc<AtomicBool>,
     ) -> Answer {
-        match self.run_child(body, session, stop) {
+        match self.run_child(body, session, trace, stop) {
             Ok(stdout) if !stdout.is_empty() => Answer {
                 envelope: stdout,
                 made_here: false,
@@ -85,9 +124,11 @@ impl Launcher {
         &self,
         body: Vec<u8>,
         session: Option<&str>,
+        trace: &TraceHeaders,
         stop: &Arc<AtomicBool>,
     ) -> Result<Vec<u8>, String> {
         let mut env = self.env.clone();
+        trace.apply(&mut env);
         if let Some(session) = session {
             env.push((OsString::from(&self.session_var), OsString::from(session)));
         }

@@ -2,6 +2,7 @@
 //! other path 404, another method 405. The body is bounded before it is read (413 on a
 //! `Content-Length` over the limit, without reading it) and while it is read (size and time).
 
+use super::child::TraceHeaders;
 use super::metrics::log;
 use super::State;
 use http_body_util::{BodyExt, Full, Limited};
@@ -90,7 +91,7 @@ async fn route(state: &Arc<State>, req: Request<Incoming>) -> (Reply, Option<Lin
     match name {
         "/healthz" => (healthz(state), Some(line)),
         "/metrics" => match state.authenticate(&req) {
-            Some(_) => (metrics(state), Some(line)),
+            Some(_) => (metrics(state).await, Some(line)),
             None => (unauthorized(), Some(line)),
         },
         _ => dispatch(state, req, line).await,
@@ -113,8 +114,15 @@ fn healthz(state: &State) -> Reply {
     reply
 }
 
-fn metrics(state: &State) -> Reply {
-    let mut reply = Response::new(Full::new(Bytes::from(state.metrics.render())));
+async fn metrics(state: &State) -> Reply {
+    let pending = match state.metrics.ledger() {
+        Some(path) => tokio::task::spawn_blocking(move || super::metrics::approvals_pending(&path))
+            .await
+            .ok()
+            .flatten(),
+        None => None,
+    };
+    let mut reply = Response::new(Full::new(Bytes::from(state.metrics.render(pending))));
     reply.headers_mut().insert(
         CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
@@ -157,6 +165,8 @@ async fn dispatch(
         .headers()
         .get("idempotency-key")
         .map(|v| v.as_bytes().to_vec());
+    let header = |name| req.headers().get(name).map(HeaderValue::as_bytes);
+    let trace = TraceHeaders::of(header("traceparent"), header("tracestate"));
     let body = match read_body(state, req.into_body(), limit).await {
         Ok(body) => body,
         Err(reply) => return (reply, Some(line)),
@@ -187,9 +197,10 @@ async fn dispatch(
     // are released by the task itself.
     let joined = tokio::task::spawn_blocking(move || {
         worker.metrics.in_flight(true);
-        let answer = worker
-            .launcher
-            .dispatch(body, &echo, session.as_deref(), &worker.stop);
+        let answer =
+            worker
+                .launcher
+                .dispatch(body, &echo, (session.as_deref(), &trace), &worker.stop);
         worker.metrics.in_flight(false);
         drop(permit);
         answer
@@ -202,10 +213,13 @@ async fn dispatch(
         );
     };
     let outcome = Outcome::of(&answer.envelope);
-    state
-        .metrics
-        .dispatched(&outcome.status, &outcome.code, started.elapsed());
-    line.tool = outcome.tool.or(line.tool);
+    state.metrics.dispatched(
+        outcome.tool.as_deref().unwrap_or(""),
+        &outcome.status,
+        &outcome.code,
+        started.elapsed(),
+    );
+    line.tool = outcome.tool.clone().or(line.tool);
     line.status = Some(outcome.status);
     line.code = Some(outcome.code).filter(|c| !c.is_empty());
     if answer.made_here {

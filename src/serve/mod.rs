@@ -114,7 +114,7 @@ async fn serve(args: &ServeArgs, ready: setup::Ready) -> u8 {
     let state = Arc::new(State {
         tokens: RwLock::new(Arc::new(ready.tokens)),
         launcher: ready.launcher,
-        metrics: Metrics::default(),
+        metrics: Metrics::with_ledger(args.ledger.ledger.clone()),
         in_flight: Arc::new(Semaphore::new(args.max_in_flight as usize)),
         max_request_bytes: args.run.max_request_bytes,
         body_timeout: Duration::from_millis(args.body_timeout_ms),

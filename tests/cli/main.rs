@@ -64,6 +64,8 @@ mod stdout_lost;
 mod subcommands;
 mod support;
 mod telemetry;
+mod telemetry_mcp;
+mod telemetry_serve;
 mod transcripts;
 mod whole_loop;
 mod workspace;

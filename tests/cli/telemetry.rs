@@ -6,28 +6,30 @@
 //! a receiver that is down or hangs.
 
 use super::*;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value;
+use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point, Metric};
 use opentelemetry_proto::tonic::trace::v1::Span;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
-const PARENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
-const PARENT_SPAN: &str = "00f067aa0ba902b7";
+pub(crate) const PARENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+pub(crate) const PARENT_SPAN: &str = "00f067aa0ba902b7";
 const LINKED: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 
 /// One request as the receiver read it.
 #[derive(Debug, Clone)]
-struct Got {
-    path: String,
+pub(crate) struct Got {
+    pub(crate) path: String,
     /// Header names lower-cased.
     headers: Vec<(String, String)>,
     body: Vec<u8>,
 }
 
 impl Got {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k == name)
@@ -37,7 +39,7 @@ impl Got {
 
 /// What the receiver does with a request.
 #[derive(Clone, Copy, PartialEq)]
-enum Mode {
+pub(crate) enum Mode {
     /// `200 OK`, empty body.
     Accept,
     /// Read the request, never answer (for 10 s).
@@ -47,13 +49,13 @@ enum Mode {
 }
 
 /// A small HTTP/1.1 server on 127.0.0.1: one thread, one request per connection.
-struct Receiver {
+pub(crate) struct Receiver {
     port: u16,
     got: Arc<Mutex<Vec<Got>>>,
 }
 
 impl Receiver {
-    fn start(mode: Mode) -> Receiver {
+    pub(crate) fn start(mode: Mode) -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let got = Arc::new(Mutex::new(Vec::new()));
@@ -67,12 +69,25 @@ impl Receiver {
         Receiver { port, got }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    fn received(&self) -> Vec<Got> {
+    pub(crate) fn received(&self) -> Vec<Got> {
         self.got.lock().unwrap().clone()
+    }
+
+    /// The trace exports received (`/v1/traces`), in order.
+    pub(crate) fn traces(&self) -> Vec<Got> {
+        self.path("/v1/traces")
+    }
+
+    /// The requests received on `path`, in order.
+    pub(crate) fn path(&self, path: &str) -> Vec<Got> {
+        self.received()
+            .into_iter()
+            .filter(|g| g.path == path)
+            .collect()
     }
 }
 
@@ -154,7 +169,7 @@ fn serve(mut stream: TcpStream, mode: Mode, into: &Mutex<Vec<Got>>) {
 }
 
 /// The spans of one OTLP/HTTP protobuf body, decoded with the official messages.
-fn spans_of(got: &Got) -> Vec<Span> {
+pub(crate) fn spans_of(got: &Got) -> Vec<Span> {
     let request = match got.header("content-type") {
         Some("application/json") => {
             serde_json::from_slice::<ExportTraceServiceRequest>(&got.body).expect("OTLP/JSON body")
@@ -170,7 +185,38 @@ fn spans_of(got: &Got) -> Vec<Span> {
         .collect()
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// The metrics of one OTLP/HTTP metrics body, decoded with the official messages.
+pub(crate) fn metrics_of(got: &Got) -> Vec<Metric> {
+    let request = match got.header("content-type") {
+        Some("application/json") => {
+            serde_json::from_slice::<ExportMetricsServiceRequest>(&got.body)
+                .expect("OTLP/JSON body")
+        }
+        _ => <ExportMetricsServiceRequest as prost::Message>::decode(&got.body[..])
+            .expect("OTLP protobuf body"),
+    };
+    request
+        .resource_metrics
+        .into_iter()
+        .flat_map(|r| r.scope_metrics)
+        .flat_map(|s| s.metrics)
+        .collect()
+}
+
+/// A data point's attributes as `key=value` strings, sorted.
+fn labels(attributes: &[opentelemetry_proto::tonic::common::v1::KeyValue]) -> Vec<String> {
+    let mut out: Vec<String> = attributes
+        .iter()
+        .map(|kv| match kv.value.as_ref().and_then(|v| v.value.clone()) {
+            Some(any_value::Value::StringValue(s)) => format!("{}={s}", kv.key),
+            other => format!("{}={other:?}", kv.key),
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -182,7 +228,7 @@ fn attr(span: &Span, key: &str) -> Option<any_value::Value> {
         .and_then(|v| v.value)
 }
 
-fn text_attr(span: &Span, key: &str) -> Option<String> {
+pub(crate) fn text_attr(span: &Span, key: &str) -> Option<String> {
     match attr(span, key) {
         Some(any_value::Value::StringValue(s)) => Some(s),
         _ => None,
@@ -217,7 +263,7 @@ fn the_call_span_reaches_a_real_receiver_with_its_parent_link_children_and_conte
         .request(|r| r["metadata"]["traceparent"] = json!(LINKED))
         .run();
     run.expect("succeeded", None, 0);
-    let got = receiver.received();
+    let got = receiver.traces();
     assert_eq!(got.len(), 1, "one export");
     assert_eq!(got[0].path, "/v1/traces");
     assert_eq!(
@@ -292,7 +338,7 @@ fn a_malformed_traceparent_is_ignored_and_a_new_trace_starts() {
         .env("TRACEPARENT", "00-not-a-trace-01")
         .run();
     run.expect("succeeded", None, 0);
-    let spans = spans_of(&receiver.received()[0]);
+    let spans = spans_of(&receiver.traces()[0]);
     let call = spans
         .iter()
         .find(|s| s.name.starts_with("execute_tool"))
@@ -312,7 +358,7 @@ fn a_denied_call_gets_an_error_span_and_json_is_otlp_json() {
         })
         .run();
     run.expect("denied", Some("tool_not_allowed"), 77);
-    let got = receiver.received();
+    let got = receiver.traces();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].header("content-type"), Some("application/json"));
     let spans = spans_of(&got[0]);
@@ -362,14 +408,24 @@ fn no_secret_or_host_path_is_in_any_exported_byte() {
             .run();
         run.expect("succeeded", None, 0);
         let got = receiver.received();
-        assert_eq!(got.len(), 1, "{protocol}");
-        let body = &got[0].body;
-        let found = |needle: &str| body.windows(needle.len()).any(|w| w == needle.as_bytes());
-        assert!(!found(SECRET), "{protocol}: the secret was exported");
-        assert!(!found(&home_path), "{protocol}: a host path was exported");
-        assert!(!found("README"), "{protocol}: the input was exported");
-        // Still a valid export.
-        assert!(!spans_of(&got[0]).is_empty());
+        assert_eq!(got.len(), 2, "{protocol}: spans and metrics");
+        for export in &got {
+            let body = &export.body;
+            let found = |needle: &str| body.windows(needle.len()).any(|w| w == needle.as_bytes());
+            let path = &export.path;
+            assert!(!found(SECRET), "{protocol} {path}: the secret was exported");
+            assert!(
+                !found(&home_path),
+                "{protocol} {path}: a host path was exported"
+            );
+            assert!(
+                !found("README"),
+                "{protocol} {path}: the input was exported"
+            );
+        }
+        // Still valid exports.
+        assert!(!spans_of(&receiver.traces()[0]).is_empty());
+        assert_eq!(metrics_of(&receiver.path("/v1/metrics")[0]).len(), 2);
     }
 }
 
@@ -405,7 +461,7 @@ fn a_receiver_that_hangs_is_given_up_on_within_the_bound() {
         .env("OTEL_EXPORTER_OTLP_TIMEOUT", "60000")
         .run();
     run.expect("succeeded", None, 0);
-    assert_eq!(receiver.received().len(), 1);
+    assert_eq!(receiver.traces().len(), 1);
     assert_eq!(
         run.stderr
             .lines()
@@ -476,7 +532,7 @@ fn an_endpoint_gets_the_traceparent_header() {
         )
         .run();
     run.expect("succeeded", None, 0);
-    let spans = spans_of(&collector.received()[0]);
+    let spans = spans_of(&collector.traces()[0]);
     let call = spans
         .iter()
         .find(|s| s.name.starts_with("execute_tool"))
@@ -491,4 +547,93 @@ fn an_endpoint_gets_the_traceparent_header() {
         sent.header("traceparent"),
         Some(format!("00-{PARENT_TRACE}-{}-01", hex(&call.span_id)).as_str())
     );
+}
+
+#[test]
+fn the_calls_metrics_go_with_its_spans_by_tool_status_and_code() {
+    let receiver = Receiver::start(Mode::Accept);
+    let run = traced(Dispatch::adapter(&["echo"]), &receiver).run();
+    run.expect("succeeded", None, 0);
+    let got = receiver.path("/v1/metrics");
+    assert_eq!(got.len(), 1, "one metrics export");
+    assert_eq!(receiver.traces().len(), 1);
+    let metrics = metrics_of(&got[0]);
+    let duration = metrics
+        .iter()
+        .find(|m| m.name == "gen_ai.execute_tool.duration")
+        .expect("the duration histogram");
+    assert_eq!(duration.unit, "s");
+    let Some(metric::Data::Histogram(histogram)) = &duration.data else {
+        panic!("a histogram: {duration:?}");
+    };
+    let point = &histogram.data_points[0];
+    assert_eq!(point.count, 1);
+    assert_eq!(point.bucket_counts.iter().sum::<u64>(), 1);
+    assert!(point.sum.is_some_and(|s| s > 0.0 && s < 30.0));
+    assert_eq!(
+        labels(&point.attributes),
+        [
+            "gen_ai.tool.name=workspace.read",
+            "parent_tool.status=succeeded"
+        ]
+    );
+    let calls = metrics
+        .iter()
+        .find(|m| m.name == "parent_tool.calls")
+        .unwrap();
+    let Some(metric::Data::Sum(sum)) = &calls.data else {
+        panic!("a sum: {calls:?}");
+    };
+    assert!(sum.is_monotonic);
+    assert_eq!(
+        sum.data_points[0].value,
+        Some(number_data_point::Value::AsInt(1))
+    );
+    assert_eq!(
+        labels(&sum.data_points[0].attributes),
+        ["parent_tool.code="]
+    );
+
+    // A denied call, to a metrics endpoint of its own, in OTLP/JSON.
+    let elsewhere = Receiver::start(Mode::Accept);
+    let run = traced(Dispatch::adapter(&["echo"]), &receiver)
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+        .env(
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+            &format!("{}/custom", elsewhere.url()),
+        )
+        .request(|r| {
+            r["tool"] = json!("workspace.write");
+            r["authorization"]["allowed_tools"] = json!(["workspace.write"]);
+        })
+        .run();
+    run.expect("denied", Some("tool_not_allowed"), 77);
+    let got = elsewhere.path("/custom");
+    assert_eq!(got.len(), 1);
+    let metrics = metrics_of(&got[0]);
+    let Some(metric::Data::Histogram(histogram)) = &metrics[0].data else {
+        panic!("a histogram");
+    };
+    assert_eq!(
+        labels(&histogram.data_points[0].attributes),
+        [
+            "error.type=tool_not_allowed",
+            "gen_ai.tool.name=workspace.write",
+            "parent_tool.status=denied"
+        ]
+    );
+    assert_eq!(
+        receiver.path("/v1/metrics").len(),
+        1,
+        "not to the generic one"
+    );
+
+    // OTEL_METRICS_EXPORTER=none: spans only.
+    let quiet = Receiver::start(Mode::Accept);
+    traced(Dispatch::adapter(&["echo"]), &quiet)
+        .env("OTEL_METRICS_EXPORTER", "none")
+        .run()
+        .expect("succeeded", None, 0);
+    assert_eq!(quiet.received().len(), 1);
+    assert_eq!(quiet.traces().len(), 1);
 }

@@ -33,6 +33,10 @@ pub struct Config {
     pub service_name: String,
     /// `OTEL_RESOURCE_ATTRIBUTES`, percent-decoded.
     pub resource: Vec<(String, String)>,
+    /// The metrics URL: `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT` as given, else
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/metrics`; `None` when neither is set or
+    /// `OTEL_METRICS_EXPORTER=none`. Metrics go with the spans: only while traces are on.
+    pub metrics_url: Option<String>,
 }
 
 impl Config {
@@ -64,6 +68,13 @@ impl Config {
             .map_or(MAX_EXPORT_TIMEOUT, Duration::from_millis)
             .min(MAX_EXPORT_TIMEOUT);
         let service_name = set("OTEL_SERVICE_NAME").unwrap_or_else(|| DEFAULT_SERVICE_NAME.into());
+        let metrics_off = set("OTEL_METRICS_EXPORTER").is_some_and(|v| v.trim() == "none");
+        let metrics_url = match set("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") {
+            _ if metrics_off => None,
+            Some(url) => Some(url.trim().to_string()),
+            None => set("OTEL_EXPORTER_OTLP_ENDPOINT")
+                .map(|base| format!("{}/v1/metrics", base.trim().trim_end_matches('/'))),
+        };
         Some(Config {
             url,
             protocol,
@@ -71,6 +82,7 @@ impl Config {
             timeout,
             service_name,
             resource: pairs(set("OTEL_RESOURCE_ATTRIBUTES").as_deref()),
+            metrics_url,
         })
     }
 }
@@ -131,6 +143,8 @@ mod tests {
             "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
             "OTEL_SERVICE_NAME",
             "OTEL_RESOURCE_ATTRIBUTES",
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+            "OTEL_METRICS_EXPORTER",
         ]
         .iter()
         .map(|n| (n.to_string(), String::new()))
@@ -148,6 +162,10 @@ mod tests {
         assert_eq!(config.protocol, Protocol::Protobuf);
         assert_eq!(config.timeout, MAX_EXPORT_TIMEOUT);
         assert_eq!(config.service_name, "parent-tool-dispatch");
+        assert_eq!(
+            config.metrics_url.as_deref(),
+            Some("http://127.0.0.1:4318/v1/metrics")
+        );
         let off = [on[0], ("OTEL_SDK_DISABLED", "TRUE")];
         assert!(Config::from_env(&env(&off)).is_none());
     }
@@ -173,6 +191,20 @@ mod tests {
         assert_eq!(config.timeout, Duration::from_millis(150));
         assert_eq!(config.service_name, "svc");
         assert_eq!(config.resource.len(), 1);
+        assert_eq!(config.metrics_url.as_deref(), Some("http://a:1/v1/metrics"));
+        let metrics = [
+            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://b:2/t"),
+            ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://c:3/m"),
+        ];
+        let config = Config::from_env(&env(&metrics)).unwrap();
+        assert_eq!(config.metrics_url.as_deref(), Some("http://c:3/m"));
+        let none = [metrics[0], metrics[1], ("OTEL_METRICS_EXPORTER", "none")];
+        assert_eq!(Config::from_env(&env(&none)).unwrap().metrics_url, None);
+        let traces_only = [metrics[0]];
+        assert_eq!(
+            Config::from_env(&env(&traces_only)).unwrap().metrics_url,
+            None
+        );
         let long = [
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:1"),
             ("OTEL_EXPORTER_OTLP_TIMEOUT", "60000"),

@@ -7,20 +7,26 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use ureq::tls::{RootCerts, TlsConfig, TlsProvider};
 
-/// POST `body` to the configured traces URL, within `config.timeout` from now. `Err` says
-/// why in a few words of our own (never the HTTP client's text, which may quote the URL).
-pub fn export(config: &Config, body: &[u8], env: &HostEnv) -> Result<(), String> {
-    let deadline = Instant::now() + config.timeout;
-    let uri: ureq::http::Uri = config
-        .url
+/// POST `body` to `url` (the configured traces or metrics URL) with the configured protocol
+/// and headers, before `deadline` (the caller's: one bound for everything a call exports).
+/// `Err` says why in a few words of our own (never the HTTP client's text, which may quote
+/// the URL).
+pub fn export(
+    config: &Config,
+    url: &str,
+    body: &[u8],
+    env: &HostEnv,
+    deadline: Instant,
+) -> Result<(), String> {
+    let uri: ureq::http::Uri = url
         .parse()
-        .map_err(|_| "the traces endpoint is not a URL".to_string())?;
+        .map_err(|_| "the endpoint is not a URL".to_string())?;
     let https = match uri.scheme_str() {
         Some("https") => true,
         Some("http") => false,
-        _ => return Err("the traces endpoint is not an http or https URL".into()),
+        _ => return Err("the endpoint is not an http or https URL".into()),
     };
-    let host = uri.host().ok_or("the traces endpoint has no host")?;
+    let host = uri.host().ok_or("the endpoint has no host")?;
     let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
     let timed_out = || format!("no answer within {} ms", config.timeout.as_millis());
     let addrs = resolve::resolve(host, port, deadline, &ptd_endpoint::sources(env)).map_err(
@@ -30,7 +36,7 @@ pub fn export(config: &Config, body: &[u8], env: &HostEnv) -> Result<(), String>
         },
     )?;
     let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
+    if left < Duration::from_millis(1) {
         return Err(timed_out());
     }
     let mut tls = TlsConfig::builder()
@@ -58,7 +64,7 @@ pub fn export(config: &Config, body: &[u8], env: &HostEnv) -> Result<(), String>
         Protocol::Protobuf => "application/x-protobuf",
         Protocol::Json => "application/json",
     };
-    let mut request = agent.post(&config.url).header("Content-Type", content_type);
+    let mut request = agent.post(url).header("Content-Type", content_type);
     for (name, value) in &config.headers {
         request = request.header(name.as_str(), value.as_str());
     }

@@ -6,6 +6,7 @@
 //! `traceparent`/`tracestate` ([`SpanContext`], [`tracestate`]), new trace and span ids, the
 //! spans of one call ([`Trace`], [`Span`]) encoded as the OpenTelemetry project's own OTLP
 //! messages (`opentelemetry-proto`: protobuf by `prost`, or OTLP/JSON by `serde_json`), and
+//! one call's metrics ([`CallMetrics`], OTLP metrics messages), and
 //! the export: one POST through `ureq`, to addresses resolved by `ptd-endpoint`'s resolver,
 //! bounded by `OTEL_EXPORTER_OTLP_TIMEOUT` and at most [`MAX_EXPORT_TIMEOUT`] ([`export`]).
 //!
@@ -29,11 +30,13 @@
 mod config;
 mod context;
 mod export;
+mod metrics;
 mod span;
 
 pub use config::{Config, Protocol, MAX_EXPORT_TIMEOUT};
 pub use context::{tracestate, SpanContext};
 pub use export::export;
+pub use metrics::{CallMetrics, DURATION_BUCKETS};
 pub use span::{Span, Trace, Value};
 
 #[cfg(doc)]

@@ -128,28 +128,11 @@ impl Trace {
             .chain(&self.steps)
             .map(|s| self.message(s, redactor))
             .collect();
-        let mut resource = vec![key_value(
-            "service.name",
-            &Value::Str(self.config.service_name.clone()),
-            redactor,
-        )];
-        for (key, value) in &self.config.resource {
-            if key != "service.name" {
-                resource.push(key_value(key, &Value::Str(value.clone()), redactor));
-            }
-        }
         let request = ExportTraceServiceRequest {
             resource_spans: vec![ResourceSpans {
-                resource: Some(Resource {
-                    attributes: resource,
-                    ..Resource::default()
-                }),
+                resource: Some(resource(&self.config, redactor)),
                 scope_spans: vec![ScopeSpans {
-                    scope: Some(InstrumentationScope {
-                        name: "parent-tool-dispatch".into(),
-                        version: env!("CARGO_PKG_VERSION").into(),
-                        ..InstrumentationScope::default()
-                    }),
+                    scope: Some(scope()),
                     spans,
                     schema_url: String::new(),
                 }],
@@ -216,7 +199,34 @@ impl Trace {
     }
 }
 
-fn key_value(key: &str, value: &Value, redactor: &Redactor) -> KeyValue {
+/// The resource of every export: `service.name` and `OTEL_RESOURCE_ATTRIBUTES`, redacted.
+pub(crate) fn resource(config: &Config, redactor: &Redactor) -> Resource {
+    let mut attributes = vec![key_value(
+        "service.name",
+        &Value::Str(config.service_name.clone()),
+        redactor,
+    )];
+    for (key, value) in &config.resource {
+        if key != "service.name" {
+            attributes.push(key_value(key, &Value::Str(value.clone()), redactor));
+        }
+    }
+    Resource {
+        attributes,
+        ..Resource::default()
+    }
+}
+
+/// The instrumentation scope of every export: this program.
+pub(crate) fn scope() -> InstrumentationScope {
+    InstrumentationScope {
+        name: "parent-tool-dispatch".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        ..InstrumentationScope::default()
+    }
+}
+
+pub(crate) fn key_value(key: &str, value: &Value, redactor: &Redactor) -> KeyValue {
     let value = match value {
         Value::Str(text) => any_value::Value::StringValue(redactor.redact_str(text)),
         Value::Int(n) => any_value::Value::IntValue(*n),
@@ -229,7 +239,7 @@ fn key_value(key: &str, value: &Value, redactor: &Redactor) -> KeyValue {
     }
 }
 
-fn unix_nanos(at: SystemTime) -> u64 {
+pub(crate) fn unix_nanos(at: SystemTime) -> u64 {
     at.duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
@@ -247,6 +257,7 @@ mod tests {
             timeout: std::time::Duration::from_millis(100),
             service_name: "svc".into(),
             resource: vec![("host.dir".into(), "/srv/secret-place/x".into())],
+            metrics_url: None,
         };
         let mut vars = vec![("TRACESTATE".to_string(), "rojo=1".to_string())];
         vars.push((
