@@ -13,7 +13,7 @@
 mod deadline;
 pub(crate) mod egress;
 pub(crate) mod explain;
-mod gate;
+pub(crate) mod gate;
 mod notify;
 mod panics;
 pub(crate) mod policy;

@@ -89,7 +89,7 @@ async fn route(state: &Arc<State>, req: Request<Incoming>) -> (Reply, Option<Lin
         return (reply, Some(line));
     }
     match name {
-        "/healthz" => (healthz(state), Some(line)),
+        "/healthz" => (healthz(state).await, Some(line)),
         "/metrics" => match state.authenticate(&req) {
             Some(_) => (metrics(state).await, Some(line)),
             None => (unauthorized(), Some(line)),
@@ -98,15 +98,24 @@ async fn route(state: &Arc<State>, req: Request<Incoming>) -> (Reply, Option<Lin
     }
 }
 
-fn healthz(state: &State) -> Reply {
-    let (status, word) = if state.healthy() {
-        (StatusCode::OK, "ok")
+/// `GET /healthz`: 200 while the server serves and its ledger (if any) opens; 503 with the
+/// reason otherwise.
+async fn healthz(state: &State) -> Reply {
+    let (status, body) = if !state.healthy() {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({ "status": "unavailable", "reason": "the server is stopping" }),
+        )
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
+        match state.ledger.check().await {
+            Ok(()) => (StatusCode::OK, json!({ "status": "ok" })),
+            Err(mut why) => {
+                why["status"] = json!("unavailable");
+                (StatusCode::SERVICE_UNAVAILABLE, why)
+            }
+        }
     };
-    let mut reply = Response::new(Full::new(Bytes::from(
-        json!({ "status": word }).to_string(),
-    )));
+    let mut reply = Response::new(Full::new(Bytes::from(body.to_string())));
     *reply.status_mut() = status;
     reply
         .headers_mut()

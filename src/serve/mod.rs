@@ -10,6 +10,7 @@
 //! installed in a process: `serve` never calls `Interrupts::install`.
 
 mod child;
+mod health;
 mod http;
 mod metrics;
 mod setup;
@@ -40,9 +41,13 @@ pub(crate) struct State {
     body_timeout: Duration,
     /// Turned on when the drain ran out: waiting dispatches start their child's ladder.
     stop: Arc<AtomicBool>,
-    /// Off once the server is stopping, or while the policy does not load.
+    /// Off once the server is stopping.
     healthy: AtomicBool,
     default_session: Option<String>,
+    /// The private copy of the policy the children read (`setup::PolicyCopy`).
+    policy: Option<setup::PolicyCopy>,
+    /// The ledger `/healthz` opens, and its last answer.
+    ledger: health::LedgerCheck,
 }
 
 impl State {
@@ -121,6 +126,8 @@ async fn serve(args: &ServeArgs, ready: setup::Ready) -> u8 {
         stop: Arc::new(AtomicBool::new(false)),
         healthy: AtomicBool::new(true),
         default_session: args.ledger.session.clone(),
+        policy: ready.policy,
+        ledger: health::LedgerCheck::new(ready.ledger),
     });
     log(
         "start",
@@ -174,7 +181,7 @@ async fn drain(
 }
 
 /// SIGHUP: the token file and the policy read again; a file that does not load is refused
-/// and the old tokens kept (one log line either way).
+/// and the old one kept (one log line either way).
 fn reload(state: &State, args: &ServeArgs) {
     match Tokens::load(&args.token_file) {
         Ok(tokens) => {
@@ -192,16 +199,20 @@ fn reload(state: &State, args: &ServeArgs) {
             );
         }
     }
-    if args.policy.is_some() {
-        match setup::check_policy(args) {
-            Ok(_) => {
-                state.healthy.store(true, Ordering::SeqCst);
+    // The children read the server's copy of the last policy that loaded: a new file that
+    // does not load is refused and the copy kept, so calls go on under the old policy.
+    if let Some(copy) = &state.policy {
+        match copy.refresh(args) {
+            Ok(checked) => {
+                state.ledger.set(checked.ledger);
                 log("reload", json!({ "what": "policy" }));
             }
             Err(why) => {
                 state.metrics.reload_refused();
-                state.healthy.store(false, Ordering::SeqCst);
-                log("reload_refused", json!({ "what": "policy", "error": why }));
+                log(
+                    "reload_refused",
+                    json!({ "what": "policy", "error": why, "kept": "the previous policy" }),
+                );
             }
         }
     }

@@ -11,6 +11,7 @@ use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use ptd_sys::hostenv::HostEnv;
 use std::ffi::OsString;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -24,6 +25,17 @@ pub(super) struct Ready {
     pub(super) tokens: Tokens,
     pub(super) launcher: Launcher,
     pub(super) tls: Option<TlsAcceptor>,
+    /// The server's private copy of the last policy that loaded, which the children read.
+    pub(super) policy: Option<PolicyCopy>,
+    /// The ledger `/healthz` opens, when one is configured.
+    pub(super) ledger: Option<ptd_ledger::Location>,
+}
+
+/// What a policy check found: the variable the children read their host session from, and
+/// the ledger they use (the command line's, or the policy's `[ledger] path`).
+pub(super) struct Checked {
+    pub(super) session_var: String,
+    pub(super) ledger: Option<ptd_ledger::Location>,
 }
 
 /// The largest PEM file read for TLS.
@@ -40,7 +52,15 @@ pub(super) fn prepare(args: &ServeArgs) -> Result<Ready, String> {
     })?;
     let bridge = ptd_wire::envelope::bridge::Bridge::load(bridge_text)
         .map_err(|err| format!("the bridge does not load: {err}"))?;
-    let session_var = check_policy(args)?;
+    let policy = match &args.policy {
+        Some(_) => Some(PolicyCopy::create()?),
+        None => None,
+    };
+    let checked = match &policy {
+        Some(copy) => copy.refresh(args)?,
+        None => check_policy(args, None)?,
+    };
+    let session_var = checked.session_var;
     let exe = std::env::current_exe()
         .map_err(|err| format!("this program's own path is unknown: {err}"))?;
     let grace = Duration::from_millis(args.run.kill_grace_ms);
@@ -48,7 +68,7 @@ pub(super) fn prepare(args: &ServeArgs) -> Result<Ready, String> {
         .filter(|(name, _)| name != session_var.as_str() && name != crate::cli::SESSION_ENV)
         .collect();
     let launcher = Launcher {
-        argv: child_argv(&exe, args),
+        argv: child_argv(&exe, args, policy.as_ref().map(|p| p.path.as_path())),
         exe,
         env,
         session_var,
@@ -64,15 +84,18 @@ pub(super) fn prepare(args: &ServeArgs) -> Result<Ready, String> {
         tokens,
         launcher,
         tls,
+        policy,
+        ledger: checked.ledger,
     })
 }
 
-/// The main job's own usage checks on the options every child gets (a policy that does not
-/// load is refused here too); the variable the children read their host session from.
-pub(super) fn check_policy(args: &ServeArgs) -> Result<String, String> {
+/// The main job's own usage checks on the options every child gets, with the policy at
+/// `policy` (the operator's file when `None`; a policy that does not load is refused here too).
+pub(super) fn check_policy(args: &ServeArgs, policy: Option<&Path>) -> Result<Checked, String> {
     let process = HostEnv::process();
     let mut session_var = crate::cli::SESSION_ENV.to_string();
-    if let Some(path) = &args.policy {
+    let mut ledger = args.ledger.ledger.clone();
+    if let Some(path) = policy.or(args.policy.as_deref()) {
         let policy =
             crate::dispatch::policy::load(path, args.ledger.ledger.as_deref(), None, &process)
                 .map_err(|problems| {
@@ -85,15 +108,78 @@ pub(super) fn check_policy(args: &ServeArgs) -> Result<String, String> {
                         problems.len()
                     )
                 })?;
-        if let Some(var) = policy.ledger.as_ref().and_then(|l| l.session_env.clone()) {
-            session_var = var;
+        if let Some(section) = &policy.ledger {
+            if let Some(var) = section.session_env.clone() {
+                session_var = var;
+            }
+            if ledger.is_none() {
+                ledger = section.path.as_ref().map(PathBuf::from);
+            }
         }
     }
     // A token's session stands in for the variable, which the server itself may lack.
     let env = HostEnv::with([(session_var.clone(), "serve-start-check".to_string())]);
-    let dispatch = dispatch_args(args);
+    let mut dispatch = dispatch_args(args);
+    if session_var == crate::cli::SESSION_ENV {
+        // A child reads that variable as `--session` (clap's `env`), not through `env`.
+        dispatch.ledger.session = Some("serve-start-check".to_string());
+    }
+    if let Some(path) = policy {
+        dispatch.policy = Some(path.to_path_buf());
+    }
     crate::dispatch::check_usage(&dispatch, &env).map_err(|err| err.to_string())?;
-    Ok(session_var)
+    let ledger = match ledger {
+        Some(path) => {
+            Some(crate::dispatch::gate::location_of(&path).map_err(|err| err.to_string())?)
+        }
+        None => None,
+    };
+    Ok(Checked {
+        session_var,
+        ledger,
+    })
+}
+
+/// The largest policy file copied.
+const MAX_POLICY_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The server's private copy of the operator's policy file: a folder only the server may
+/// enter (0700, removed when the server stops), holding the last policy that loaded. The
+/// children read the copy, so an operator's broken edit reaches none of them: a SIGHUP replaces
+/// the copy only when the new file loads.
+pub(super) struct PolicyCopy {
+    dir: tempfile::TempDir,
+    pub(super) path: PathBuf,
+}
+
+impl PolicyCopy {
+    fn create() -> Result<PolicyCopy, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("ptd-serve-")
+            .tempdir()
+            .map_err(|err| format!("no private folder for the policy: {err}"))?;
+        let path = dir.path().join("policy.toml");
+        Ok(PolicyCopy { dir, path })
+    }
+
+    /// Check the operator's policy file, copy it (its bytes read once, written atomically to
+    /// a staging file that is loaded again, so that what the children read is what loaded),
+    /// then put it in place of the copy. On any error the copy is left as it was.
+    pub(super) fn refresh(&self, args: &ServeArgs) -> Result<Checked, String> {
+        let Some(operator) = &args.policy else {
+            return check_policy(args, None);
+        };
+        check_policy(args, None)?;
+        let bytes = ptd_sys::fs::read_file(operator, MAX_POLICY_BYTES)
+            .map_err(|err| format!("the policy cannot be read: {err}"))?;
+        let staging = self.dir.path().join("staging.toml");
+        ptd_sys::fs::write_atomic(&staging, &bytes)
+            .map_err(|err| format!("the policy cannot be copied: {err}"))?;
+        let checked = check_policy(args, Some(&staging))?;
+        rustix::fs::rename(&staging, &self.path)
+            .map_err(|err| format!("the policy cannot be copied: {err}"))?;
+        Ok(checked)
+    }
 }
 
 /// The main job's options that a child dispatcher of `args` runs with.
@@ -112,7 +198,7 @@ fn dispatch_args(args: &ServeArgs) -> DispatchArgs {
 
 /// The child dispatcher's argv: the server's host options as flags (each at its default left
 /// out); its host session travels in its environment.
-fn child_argv(exe: &std::path::Path, args: &ServeArgs) -> Vec<OsString> {
+fn child_argv(exe: &Path, args: &ServeArgs, policy: Option<&Path>) -> Vec<OsString> {
     let mut argv: Vec<OsString> = vec![exe.as_os_str().to_os_string()];
     let mut flag = |name: &str, value: OsString| {
         argv.push(OsString::from(name));
@@ -121,8 +207,10 @@ fn child_argv(exe: &std::path::Path, args: &ServeArgs) -> Vec<OsString> {
     if let Some(bridge) = &args.bridge.parent_tool_bridge {
         flag("--parent-tool-bridge", bridge.into());
     }
+    if let Some(path) = policy {
+        flag("--policy", path.into());
+    }
     let paths = [
-        ("--policy", &args.policy),
         ("--artifact-dir", &args.artifact_dir),
         ("--ca-cert", &args.ca_cert),
         ("--ledger", &args.ledger.ledger),
@@ -137,6 +225,7 @@ fn child_argv(exe: &std::path::Path, args: &ServeArgs) -> Vec<OsString> {
         ("--budget-calls", &args.ledger.budget_calls),
         ("--budget-adapter-ms", &args.ledger.budget_adapter_ms),
         ("--max-concurrent", &args.ledger.max_concurrent),
+        ("--lease-ttl", &args.ledger.lease_ttl),
     ];
     for (name, value) in texts {
         if let Some(text) = value {

@@ -59,6 +59,8 @@ mod robustness;
 mod schema;
 mod schema_policy;
 mod serve;
+mod serve_fleet;
+mod serve_reload;
 mod spec_refs;
 mod stdout_lost;
 mod subcommands;

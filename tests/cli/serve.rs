@@ -12,17 +12,17 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-const TOKEN: &str = "test-token-0123456789";
+pub(crate) const TOKEN: &str = "test-token-0123456789";
 const OTHER: &str = "other-token-0123456789";
 
 /// A running server and where it listens.
-struct Server {
-    running: Option<crate::Running>,
-    port: u16,
-    dir: tempfile::TempDir,
+pub(crate) struct Server {
+    pub(crate) running: Option<crate::Running>,
+    pub(crate) port: u16,
+    pub(crate) dir: tempfile::TempDir,
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -30,7 +30,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn write_private(path: &Path, text: &str) {
+pub(crate) fn write_private(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
 }
@@ -38,14 +38,24 @@ fn write_private(path: &Path, text: &str) {
 impl Server {
     /// `serve` with this bridge, token file text and extra options; returns once `/healthz`
     /// answers.
-    fn start(bridge: &Value, tokens: &str, extra: &[&str]) -> Server {
+    pub(crate) fn start(bridge: &Value, tokens: &str, extra: &[&str]) -> Server {
+        Server::start_with(bridge, tokens, extra, &[])
+    }
+
+    /// [`Server::start`] with these variables in the server's environment.
+    pub(crate) fn start_with(
+        bridge: &Value,
+        tokens: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
         let dir = tempfile::tempdir().unwrap();
         write_private(&dir.path().join("tokens"), tokens);
         std::fs::write(dir.path().join("bridge.json"), bridge.to_string()).unwrap();
-        Server::start_in(dir, extra)
+        Server::start_in(dir, extra, env)
     }
 
-    fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Server {
+    fn start_in(dir: tempfile::TempDir, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let port = free_port();
         let listen = format!("127.0.0.1:{port}");
         let bridge_arg = format!("@{}", dir.path().join("bridge.json").display());
@@ -57,21 +67,29 @@ impl Server {
         args.push(tokens.display().to_string());
         args.extend(["--parent-tool-bridge".to_string(), bridge_arg]);
         args.extend(extra.iter().map(|s| s.to_string()));
-        let running = Cmd::new(&args)
+        let mut cmd = Cmd::new(&args)
             .env_remove("PARENT_TOOL_DISPATCH_SESSION")
-            .watchdog(Duration::from_secs(120))
-            .spawn();
+            .watchdog(Duration::from_secs(120));
+        for (name, value) in env {
+            cmd = cmd.env(name, value);
+        }
+        let running = cmd.spawn();
         let server = Server {
             running: Some(running),
             port,
             dir,
         };
         let until = Instant::now() + Duration::from_secs(20);
+        let tls = extra.contains(&"--tls-cert");
         loop {
+            // Up: an HTTP answer (a 503 names an unreachable ledger), or over TLS a connection.
+            if tls && TcpStream::connect(("127.0.0.1", server.port)).is_ok() {
+                return server;
+            }
             if let Ok(reply) =
                 server.try_send(b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
             {
-                if reply.status == 200 {
+                if !tls && (reply.status == 200 || reply.status == 503) {
                     return server;
                 }
             }
@@ -80,11 +98,11 @@ impl Server {
         }
     }
 
-    fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         self.running.as_ref().unwrap().pid().as_raw_nonzero().get()
     }
 
-    fn connect(&self) -> TcpStream {
+    pub(crate) fn connect(&self) -> TcpStream {
         let stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
@@ -92,7 +110,7 @@ impl Server {
         stream
     }
 
-    fn try_send(&self, raw: &[u8]) -> std::io::Result<Reply> {
+    pub(crate) fn try_send(&self, raw: &[u8]) -> std::io::Result<Reply> {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
         stream.set_read_timeout(Some(Duration::from_secs(30)))?;
         stream.write_all(raw)?;
@@ -102,12 +120,12 @@ impl Server {
     }
 
     /// One raw request on its own connection, read to the connection's end.
-    fn send(&self, raw: &[u8]) -> Reply {
+    pub(crate) fn send(&self, raw: &[u8]) -> Reply {
         self.try_send(raw).unwrap()
     }
 
     /// `POST /v1/dispatch` with this token and body, and any extra header lines.
-    fn post(&self, token: Option<&str>, body: &[u8], headers: &str) -> Reply {
+    pub(crate) fn post(&self, token: Option<&str>, body: &[u8], headers: &str) -> Reply {
         let auth = token
             .map(|t| format!("Authorization: Bearer {t}\r\n"))
             .unwrap_or_default();
@@ -120,7 +138,7 @@ impl Server {
         self.send(&raw)
     }
 
-    fn get(&self, path: &str, token: Option<&str>) -> Reply {
+    pub(crate) fn get(&self, path: &str, token: Option<&str>) -> Reply {
         let auth = token
             .map(|t| format!("Authorization: Bearer {t}\r\n"))
             .unwrap_or_default();
@@ -130,7 +148,7 @@ impl Server {
     }
 
     /// A well-formed dispatch is answered within a few seconds, and no child is left after.
-    fn still_serves(&self) {
+    pub(crate) fn still_serves(&self) {
         let started = Instant::now();
         let reply = self.post(Some(TOKEN), request().to_string().as_bytes(), "");
         assert_eq!(reply.status, 200, "{}", reply.body);
@@ -140,7 +158,7 @@ impl Server {
     }
 
     /// No process whose parent is the server (within a short settling time).
-    fn no_children(&self) {
+    pub(crate) fn no_children(&self) {
         let until = Instant::now() + Duration::from_secs(5);
         loop {
             let left = children(self.pid());
@@ -152,13 +170,13 @@ impl Server {
         }
     }
 
-    fn signal(&self, signal: rustix::process::Signal) {
+    pub(crate) fn signal(&self, signal: rustix::process::Signal) {
         self.running.as_ref().unwrap().signal(signal);
     }
 
     /// SIGTERM; the server exits 0 with nothing on stdout and JSON lines on stderr, which
     /// are returned.
-    fn stop(mut self) -> Vec<Value> {
+    pub(crate) fn stop(mut self) -> Vec<Value> {
         let running = self.running.take().unwrap();
         running.signal(rustix::process::Signal::TERM);
         let out = running.wait();
@@ -176,7 +194,7 @@ impl Server {
     }
 }
 
-fn children(pid: i32) -> Vec<i32> {
+pub(crate) fn children(pid: i32) -> Vec<i32> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Some(n) = entry
@@ -202,14 +220,14 @@ fn children(pid: i32) -> Vec<i32> {
 }
 
 /// One HTTP response.
-struct Reply {
-    status: u16,
-    head: String,
-    body: String,
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    pub(crate) head: String,
+    pub(crate) body: String,
 }
 
 impl Reply {
-    fn parse(raw: &[u8]) -> Reply {
+    pub(crate) fn parse(raw: &[u8]) -> Reply {
         let text = String::from_utf8_lossy(raw).to_string();
         let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
         let status = head
@@ -224,13 +242,13 @@ impl Reply {
         }
     }
 
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
     }
 }
 
 /// The envelope without what differs from one run to the next.
-fn steady(mut envelope: Value) -> Value {
+pub(crate) fn steady(mut envelope: Value) -> Value {
     if let Some(d) = envelope["diagnostics"]["dispatch"].as_object_mut() {
         d.remove("duration_ms");
         d.remove("resources");
@@ -447,7 +465,7 @@ fn sighup_reloads_the_tokens_and_keeps_them_when_the_file_is_broken() {
     assert!(refused[0]["error"].as_str().unwrap().contains("line 1"));
 }
 
-fn wait_for(check: impl Fn() -> bool) {
+pub(crate) fn wait_for(check: impl Fn() -> bool) {
     let until = Instant::now() + Duration::from_secs(10);
     while !check() {
         assert!(Instant::now() < until, "the condition never held");
