@@ -4,7 +4,8 @@
 use super::*;
 use ptd_ledger::{AuditRecord, Ledger, Name, PolicyRef, Resources, Rule, Verdict};
 
-fn record(request_id: &str, time_ms: u64) -> AuditRecord {
+/// A denied call's audit record, as the main job writes one (`ledger_prune.rs` uses it too).
+pub(crate) fn record(request_id: &str, time_ms: u64) -> AuditRecord {
     AuditRecord {
         time_ms,
         bridge_ref: "sha256:b".into(),

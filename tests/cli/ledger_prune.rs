@@ -2,38 +2,10 @@
 //! anchors the rest, `audit verify` still passes (the budget counters included), and a trail
 //! cut without a checkpoint fails.
 
+use super::ledger::record;
 use super::ledger_rules::Setup;
 use super::*;
-use ptd_ledger::{AuditRecord, Ledger, Name, Resources, Rule, Verdict};
-
-fn record(request_id: &str, time_ms: u64) -> AuditRecord {
-    AuditRecord {
-        time_ms,
-        bridge_ref: "sha256:b".into(),
-        session_id: "s".into(),
-        request_id: request_id.into(),
-        tool: "workspace.read".into(),
-        operation: "call".into(),
-        request_digest: "d".into(),
-        attempt: 1,
-        decision: Verdict::Deny,
-        rule: Rule::BridgeAllowedTools,
-        policy: None,
-        approval: None,
-        status: Name::new("denied").unwrap(),
-        code: Some(Name::new("tool_not_allowed").unwrap()),
-        duration_ms: 1,
-        adapter_ms: None,
-        exit_status: 77,
-        resources: Resources::default(),
-        transcript_ref: None,
-        envelope_sha256: None,
-        session_key: None,
-        network: None,
-        checkpoint: None,
-        admitted: false,
-    }
-}
+use ptd_ledger::Ledger;
 
 const DAY: u64 = 86_400_000;
 const JAN_1_2020: u64 = 1_577_836_800_000;

@@ -701,9 +701,9 @@ fn is_loopback(ip: std::net::IpAddr) -> bool {
 }
 
 /// The HTTP client's resolver: the addresses [`resolve`] found (and checked) before the
-/// client was started, not the C library's (see its module docs).
+/// client was started, not the C library's (see its module docs). The OTLP export uses it too.
 #[derive(Debug)]
-struct Resolved(Vec<std::net::SocketAddr>);
+pub struct Resolved(pub Vec<std::net::SocketAddr>);
 
 impl ureq::unversioned::resolver::Resolver for Resolved {
     fn resolve(

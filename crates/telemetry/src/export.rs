@@ -1,7 +1,7 @@
 //! One bounded OTLP/HTTP export: POST the encoded spans, never past the configured timeout.
 
 use crate::config::{Config, Protocol};
-use ptd_endpoint::resolve;
+use ptd_endpoint::{resolve, Resolved};
 use ptd_sys::hostenv::HostEnv;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -87,31 +87,5 @@ fn describe(error: &ureq::Error, timeout: Duration) -> String {
         ureq::Error::Tls(_) | ureq::Error::Rustls(_) => "the TLS handshake failed".into(),
         ureq::Error::Http(_) => "a header of OTEL_EXPORTER_OTLP_HEADERS is invalid".into(),
         _ => "the request failed".into(),
-    }
-}
-
-/// The HTTP client's resolver: the addresses [`resolve`] found.
-#[derive(Debug)]
-struct Resolved(Vec<std::net::SocketAddr>);
-
-impl ureq::unversioned::resolver::Resolver for Resolved {
-    fn resolve(
-        &self,
-        _uri: &ureq::http::Uri,
-        config: &ureq::config::Config,
-        _timeout: ureq::unversioned::transport::NextTimeout,
-    ) -> Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
-        let mut out = self.empty();
-        for addr in config
-            .ip_family()
-            .keep_wanted(self.0.iter().copied())
-            .take(16)
-        {
-            out.push(addr);
-        }
-        if out.is_empty() {
-            return Err(ureq::Error::HostNotFound);
-        }
-        Ok(out)
     }
 }
