@@ -31,7 +31,7 @@ pub(crate) fn main(command: &ApprovalsCommand) -> u8 {
 
 /// The ledger, only to read it; the error line and exit 69 when it cannot be.
 fn reading(path: &Path) -> Result<Ledger, u8> {
-    crate::ledger_commands::reading(path).map_err(|err| {
+    crate::ledger_open::reading(path).map_err(|err| {
         stderr_line!("{}", error_line(err.code(), &err.to_string()));
         exit::UNAVAILABLE
     })
@@ -103,7 +103,7 @@ fn decide(args: &ApprovalsDecideArgs, approve: bool) -> u8 {
         stderr_line!("{}", error_line(err.code(), &err.to_string()));
         return exit::UNAVAILABLE;
     }
-    let mut ledger = match crate::ledger_commands::writing(path) {
+    let mut ledger = match crate::ledger_open::writing(path) {
         Ok(ledger) => ledger,
         Err(err) => {
             stderr_line!("{}", error_line(err.code(), &err.to_string()));

@@ -13,43 +13,18 @@
 //! may run them (SPEC §14.4).
 
 use crate::cli::{AuditCommand, LedgerCommand};
+use crate::ledger_open::{location, reading, LOCK_WAIT, READS};
 use ptd_ledger::{audit, BackupError, Ledger, LedgerError, Verification};
 use ptd_wire::error::exit;
 use ptd_wire::stdout;
 use ptd_wire::terminal::error_line;
 use serde_json::json;
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// What `audit verify` and `audit export` print, as a lost write names it.
 const REPORT: &str = "the audit report";
 const EXPORT: &str = "the audit records";
-
-/// How long `audit` waits for a ledger locked by writers (reads do not wait in WAL; opening
-/// may, while another process recovers the WAL after a crash).
-const LOCK_WAIT: Duration = Duration::from_secs(30);
-
-/// The ledger `path` names (a file, or a PostgreSQL URL: SPEC §19.1), opened only to read it.
-pub(crate) fn reading(path: &std::path::Path) -> Result<Ledger, LedgerError> {
-    let location = location(path)?;
-    let env = ptd_sys::hostenv::HostEnv::process();
-    Ledger::open_existing_at(&location, &env, Instant::now() + LOCK_WAIT)
-}
-
-/// The ledger `path` names, opened to write it (a file is made if missing).
-pub(crate) fn writing(path: &std::path::Path) -> Result<Ledger, LedgerError> {
-    let location = location(path)?;
-    let env = ptd_sys::hostenv::HostEnv::process();
-    Ledger::open_at(&location, &env, Instant::now() + LOCK_WAIT)
-}
-
-/// A `postgres://` URL is a PostgreSQL ledger; anything else a file.
-fn location(path: &std::path::Path) -> Result<ptd_ledger::Location, LedgerError> {
-    match path.to_str() {
-        Some(text) => ptd_ledger::Location::parse(text),
-        None => Ok(ptd_ledger::Location::File(path.to_path_buf())),
-    }
-}
 
 /// `ledger migrate`: the schema made or brought up to date; `{"from":…,"to":…}` on stdout.
 fn migrate(args: &crate::cli::LedgerMigrateArgs) -> u8 {
@@ -108,10 +83,6 @@ pub(crate) fn main(command: &AuditCommand) -> u8 {
         }
     }
 }
-
-/// How often `verify` reads a ledger again that changed while it was read without SQLite's
-/// locks (the writer made a WAL: the next read uses it).
-pub(crate) const READS: usize = 3;
 
 fn verify(open: impl Fn() -> Result<Ledger, LedgerError>) -> u8 {
     let mut read = 0;

@@ -6,7 +6,7 @@
 //! main job's decision makes, so what it says is left is what the next call gets.
 
 use crate::cli::{AuditStatsArgs, LedgerPruneArgs, LedgerStatusArgs};
-use crate::ledger_commands::{reading, writing, READS};
+use crate::ledger_open::{reading, writing, READS};
 use ptd_ledger::stats::Tally;
 use ptd_ledger::{Budgets, Call, Key, Lease, Ledger, LedgerError, Pruned, Snapshot, StatsError};
 use ptd_wire::envelope::bridge::Bridge;

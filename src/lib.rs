@@ -27,6 +27,7 @@ pub mod delegation;
 pub mod dispatch;
 pub mod doctor;
 mod ledger_commands;
+mod ledger_open;
 mod ledger_status;
 pub mod plan;
 mod policy_commands;

@@ -9,45 +9,9 @@
 //! as `audit verify` does, picks the cut and builds the checkpoint record. A trail that does not
 //! verify is not pruned.
 
-use super::audit::{is_sha256_hex, Verdict};
+use super::audit::{is_sha256_hex, Carried, Checkpoint, Verdict};
 use super::audit::{AuditRecord, Break, Chain, Counters, Name, Resources, Rule, StoredRecord};
 use super::LedgerError;
-use serde::{Deserialize, Serialize};
-
-/// A checkpoint (`ledger prune`, rule `ledger:checkpoint`): the last removed record's `seq`
-/// and `hash` (the first kept record's `prev`), how many records were removed, and the budget
-/// use those records implied (with an earlier checkpoint's), so that `audit verify` still
-/// checks the counters.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Checkpoint {
-    /// The last removed record's seq.
-    pub seq: u64,
-    /// The last removed record's hash.
-    pub hash: String,
-    /// How many records were removed.
-    pub removed: u64,
-    /// The budget use the removed records implied, per bridge ref and session key.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub carried: Vec<Carried>,
-}
-
-/// One session's budget use carried by a [`Checkpoint`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Carried {
-    /// The bridge ref.
-    pub bridge_ref: String,
-    /// The session key (as the counters name it).
-    pub session_key: String,
-    /// Admitted calls.
-    pub calls: i64,
-    /// Adapter ms.
-    pub adapter_ms: i64,
-    /// Admitted calls per tool.
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub tools: std::collections::BTreeMap<String, i64>,
-}
 
 impl Checkpoint {
     /// The checkpoint after removing records up to `seq` (hash `hash`), `removed` of them,
