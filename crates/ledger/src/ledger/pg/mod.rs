@@ -177,18 +177,26 @@ impl PgStore {
 }
 
 /// Bound the transaction's waits by `deadline`: a statement or lock wait past it is cancelled
-/// ([`LedgerError::Locked`]).
+/// ([`LedgerError::Locked`]). Past the deadline the transaction is still tried once without
+/// waiting for a lock (1 ms), as SQLite's busy timeout of 1 ms does: `Ledger::wait`'s last
+/// look at its deadline answers `Held`, not `Locked`, when nothing holds a lock.
 fn bound(tx: &mut Transaction<'_>, deadline: Instant) -> Result<(), LedgerError> {
     let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return Err(LedgerError::Locked);
-    }
-    let ms = left.as_millis().clamp(1, i32::MAX as u128);
+    let lock_ms = left.as_millis().clamp(1, i32::MAX as u128);
+    let statement_ms = if left.is_zero() {
+        PAST_DEADLINE_STATEMENT.as_millis()
+    } else {
+        lock_ms
+    };
     tx.batch_execute(&format!(
-        "SET LOCAL statement_timeout = {ms}; SET LOCAL lock_timeout = {ms}"
+        "SET LOCAL statement_timeout = {statement_ms}; SET LOCAL lock_timeout = {lock_ms}"
     ))
     .map_err(db)
 }
+
+/// How long one statement of a transaction tried past its deadline may run (it waits for no
+/// lock).
+const PAST_DEADLINE_STATEMENT: Duration = Duration::from_secs(1);
 
 impl Store for PgStore {
     fn set_deadline(&mut self, deadline: Instant) {

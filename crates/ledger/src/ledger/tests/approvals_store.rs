@@ -7,16 +7,23 @@ use super::*;
 
 // The shared suite: these run unchanged against SQLite and PostgreSQL.
 both!(
+    a_key_is_asked_once_and_a_retry_gets_the_same_approval,
+    an_ask_out_of_bounds_is_refused_before_anything_is_written,
+    an_approved_key_runs_once_then_replays_and_a_denied_one_never_runs,
     an_approval_past_its_expiry_ends_the_key,
+    a_grant_for_the_session_starts_its_tool_in_that_session_only,
     a_pending_key_starts_once_its_session_has_a_grant,
+    a_refused_decision_changes_nothing,
+    many_connections_racing_on_an_approved_key_start_it_once,
+    an_approval_on_a_record_is_bounded,
 );
 
-/// The approvals table's row count.
-fn approval_rows(path: &Path) -> i64 {
-    rusqlite::Connection::open(path)
+/// How many approvals the ledger holds, whatever their state.
+fn approval_rows(db: &Db) -> usize {
+    db.reader()
+        .approvals(&ApprovalFilter::default())
         .unwrap()
-        .query_row("SELECT count(*) FROM approvals", [], |r| r.get(0))
-        .unwrap()
+        .len()
 }
 
 /// `begin` that must answer `ApprovalRequired`: its id, expiry and `new`.
@@ -32,7 +39,7 @@ fn required(ledger: &mut Ledger, c: &Call<'_>) -> (String, u64, bool) {
     }
 }
 
-/// `audit verify`'s record count and head.
+/// `audit verify`'s record count and head, of a SQLite file.
 #[track_caller]
 fn intact(path: &Path) -> (u64, String) {
     match verify(path) {
@@ -41,10 +48,9 @@ fn intact(path: &Path) -> (u64, String) {
     }
 }
 
-#[test]
-fn a_key_is_asked_once_and_a_retry_gets_the_same_approval() {
-    let dir = tempfile::tempdir().unwrap();
-    let (path, mut ledger) = ledger_in(dir.path());
+fn a_key_is_asked_once_and_a_retry_gets_the_same_approval(backend: Backend) {
+    let Some(db) = Db::new(backend) else { return };
+    let mut ledger = db.open();
     let none = Budgets::default();
     let ask = an_ask(60_000);
     let k = key("r1");
@@ -54,9 +60,9 @@ fn a_key_is_asked_once_and_a_retry_gets_the_same_approval() {
     assert!(new);
     assert!(crate::ledger::audit::is_approval_id(&id), "{id}");
     // A retry, through another connection: the same approval, none added.
-    let mut other = Ledger::open(&path, soon()).unwrap();
+    let mut other = db.open();
     assert_eq!(required(&mut other, &c), (id.clone(), expires, false));
-    assert_eq!(approval_rows(&path), 1);
+    assert_eq!(approval_rows(&db), 1);
     // Nothing ran: no call row, nothing counted.
     assert_eq!(ledger.call(&k).unwrap(), None);
     assert_eq!(
@@ -105,7 +111,7 @@ fn a_key_is_asked_once_and_a_retry_gets_the_same_approval() {
         Decision::Reused
     );
     // Listed (pending, of its session), and through a read-only opening.
-    let mut reader = Ledger::open_existing(&path, soon()).unwrap();
+    let mut reader = db.reader();
     let pending = ApprovalFilter {
         pending_only: true,
         session_key: Some(k.session_id.clone()),
@@ -132,13 +138,12 @@ fn a_key_is_asked_once_and_a_retry_gets_the_same_approval() {
         Decision::ApprovalRequired { new: false, .. }
     ));
     // Asking wrote no record: the main job records its own answer.
-    assert_eq!(intact(&path).0, 0);
+    assert_eq!(db.intact().0, 0);
 }
 
-#[test]
-fn an_ask_out_of_bounds_is_refused_before_anything_is_written() {
-    let dir = tempfile::tempdir().unwrap();
-    let (path, mut ledger) = ledger_in(dir.path());
+fn an_ask_out_of_bounds_is_refused_before_anything_is_written(backend: Backend) {
+    let Some(db) = Db::new(backend) else { return };
+    let mut ledger = db.open();
     let none = Budgets::default();
     let k = key("r");
     let mut max = an_ask(1000);
@@ -168,13 +173,12 @@ fn an_ask_out_of_bounds_is_refused_before_anything_is_written() {
             other => panic!("{says}: {other:?}"),
         }
     }
-    assert_eq!(approval_rows(&path), 1);
+    assert_eq!(approval_rows(&db), 1);
 }
 
-#[test]
-fn an_approved_key_runs_once_then_replays_and_a_denied_one_never_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    let (path, mut ledger) = ledger_in(dir.path());
+fn an_approved_key_runs_once_then_replays_and_a_denied_one_never_runs(backend: Backend) {
+    let Some(db) = Db::new(backend) else { return };
+    let mut ledger = db.open();
     let me = Lease::current().unwrap();
     let none = Budgets::default();
     let ask = an_ask(60_000);
@@ -221,10 +225,9 @@ fn an_approved_key_runs_once_then_replays_and_a_denied_one_never_runs() {
     assert_eq!(ledger.call(&no).unwrap(), None);
 
     // The decisions are on the chain, which verifies; export prints who and why.
-    assert_eq!(intact(&path).0, 3);
+    assert_eq!(db.intact().0, 3);
     let mut lines = Vec::new();
-    Ledger::open_existing(&path, soon())
-        .unwrap()
+    db.reader()
         .scan(0, &mut |row| {
             let line = crate::ledger::audit::export_line(&row.unwrap()).unwrap();
             lines.push(serde_json::from_str::<serde_json::Value>(&line).unwrap());
@@ -304,10 +307,9 @@ fn an_approval_past_its_expiry_ends_the_key(backend: Backend) {
     assert!(required(&mut ledger, &asking(&k, "d", &none, &ask)).2);
 }
 
-#[test]
-fn a_grant_for_the_session_starts_its_tool_in_that_session_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let (path, mut ledger) = ledger_in(dir.path());
+fn a_grant_for_the_session_starts_its_tool_in_that_session_only(backend: Backend) {
+    let Some(db) = Db::new(backend) else { return };
+    let mut ledger = db.open();
     let me = Lease::current().unwrap();
     let none = Budgets::default();
     let ask = an_ask(60_000);
@@ -336,7 +338,7 @@ fn a_grant_for_the_session_starts_its_tool_in_that_session_only() {
             .unwrap(),
         Decision::Start { attempt: 1, .. }
     ));
-    assert_eq!(approval_rows(&path), 1);
+    assert_eq!(approval_rows(&db), 1);
     // Another tool, another session, another bridge: asked.
     let third = key("third");
     let write = Call {
@@ -354,7 +356,7 @@ fn a_grant_for_the_session_starts_its_tool_in_that_session_only() {
         ..key("fifth")
     };
     assert!(required(&mut ledger, &asking(&bridge, "d", &none, &ask)).2);
-    assert_eq!(approval_rows(&path), 4);
+    assert_eq!(approval_rows(&db), 4);
     // The grant's own key runs as approved.
     assert!(matches!(
         ledger
@@ -390,10 +392,9 @@ fn a_pending_key_starts_once_its_session_has_a_grant(backend: Backend) {
     );
 }
 
-#[test]
-fn a_refused_decision_changes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let (path, mut ledger) = ledger_in(dir.path());
+fn a_refused_decision_changes_nothing(backend: Backend) {
+    let Some(db) = Db::new(backend) else { return };
+    let mut ledger = db.open();
     let none = Budgets::default();
     let ask = an_ask(60_000);
     let (open_key, done_key) = (key("open"), key("done"));
@@ -405,7 +406,7 @@ fn a_refused_decision_changes_nothing() {
     let look = |ledger: &mut Ledger| {
         (
             ledger.approvals(&ApprovalFilter::default()).unwrap(),
-            intact(&path),
+            db.intact(),
         )
     };
     let before = look(&mut ledger);
@@ -466,7 +467,7 @@ fn a_refused_decision_changes_nothing() {
         ..decided(true, expires - 1)
     };
     ledger.decide_approval(&open, &bounds).unwrap();
-    assert_eq!(intact(&path).0, before.1 .0 + 1);
+    assert_eq!(db.intact().0, before.1 .0 + 1);
     assert!(matches!(
         ledger.decide_approval(&open, &decided(true, now_ms())),
         Err(ApprovalError::AlreadyDecided {
@@ -476,10 +477,9 @@ fn a_refused_decision_changes_nothing() {
     ));
 }
 
-#[test]
-fn many_connections_racing_on_an_approved_key_start_it_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let (path, mut ledger) = ledger_in(dir.path());
+fn many_connections_racing_on_an_approved_key_start_it_once(backend: Backend) {
+    let Some(db) = Db::new(backend) else { return };
+    let mut ledger = db.open();
     let none = Budgets::default();
     let ask = an_ask(600_000);
     let k = key("raced");
@@ -487,27 +487,30 @@ fn many_connections_racing_on_an_approved_key_start_it_once() {
     ledger
         .decide_approval(&id, &decided(true, now_ms()))
         .unwrap();
-    let gate = std::sync::Arc::new(std::sync::Barrier::new(20));
-    let threads: Vec<_> = (0..20)
-        .map(|_| {
-            let (path, gate, k, ask) = (path.clone(), gate.clone(), k.clone(), ask.clone());
-            std::thread::spawn(move || {
-                let mut ledger = Ledger::open(&path, soon()).unwrap();
-                let lease = Lease::current().unwrap();
-                let none = Budgets::default();
-                let c = asking(&k, "d", &none, &ask);
-                gate.wait();
-                let decision = ledger.begin(&c, &lease).unwrap();
-                if matches!(decision, Decision::Start { .. }) {
-                    let rec = record(&k, Verdict::Admit, "bridge.allowed_tools", "succeeded");
-                    let done = ledger.finish(&k, &lease, &outcome("{\"once\":1}", false), &rec);
-                    assert_eq!(done.unwrap(), Finished::Stored);
-                }
-                decision
+    let gate = std::sync::Barrier::new(20);
+    let decisions: Vec<Decision> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..20)
+            .map(|_| {
+                let (db, gate, k, ask) = (&db, &gate, &k, &ask);
+                s.spawn(move || {
+                    let mut ledger = db.open();
+                    let lease = Lease::current().unwrap();
+                    let none = Budgets::default();
+                    let c = asking(k, "d", &none, ask);
+                    gate.wait();
+                    let decision = ledger.begin(&c, &lease).unwrap();
+                    if matches!(decision, Decision::Start { .. }) {
+                        let rec = record(k, Verdict::Admit, "bridge.allowed_tools", "succeeded");
+                        let out = outcome("{\"once\":1}", false);
+                        let done = ledger.finish(k, &lease, &out, &rec);
+                        assert_eq!(done.unwrap(), Finished::Stored);
+                    }
+                    decision
+                })
             })
-        })
-        .collect();
-    let decisions: Vec<Decision> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
     let starts = decisions
         .iter()
         .filter(|d| matches!(d, Decision::Start { attempt: 1, .. }))
@@ -524,9 +527,10 @@ fn many_connections_racing_on_an_approved_key_start_it_once() {
         ledger.begin(&asking(&k, "d", &none, &ask), &Lease::current().unwrap()).unwrap(),
         Decision::Replay(r) if r.envelope == "{\"once\":1}"
     ));
-    assert_eq!(intact(&path).0, 2);
+    assert_eq!(db.intact().0, 2);
 }
 
+// SQLite-only: the backup is a copy of the file (PostgreSQL's, an export, is in `pg.rs`).
 #[test]
 fn a_backup_carries_the_approvals() {
     let dir = tempfile::tempdir().unwrap();
@@ -559,6 +563,7 @@ fn a_backup_carries_the_approvals() {
     ));
 }
 
+// SQLite-only: the migration of an old SQLite schema.
 #[test]
 fn a_version_3_ledger_is_read_as_it_is_and_migrated_when_written() {
     let dir = tempfile::tempdir().unwrap();
@@ -626,7 +631,7 @@ fn a_version_3_ledger_is_read_as_it_is_and_migrated_when_written() {
     // Opened by the main job: version 4, the calls and the chain as they were.
     let mut ledger = Ledger::open(&path, soon()).unwrap();
     assert_eq!(version(&path), 4);
-    assert_eq!(approval_rows(&path), 0);
+    assert_eq!(ledger.approvals(&ApprovalFilter::default()).unwrap(), []);
     assert_eq!(intact(&path), chain);
     assert!(matches!(
         ledger.begin(&call(&k, "d", &none), &me).unwrap(),
@@ -647,8 +652,14 @@ fn a_version_3_ledger_is_read_as_it_is_and_migrated_when_written() {
     assert_eq!(intact(&path).0, 3);
 }
 
-#[test]
-fn an_approval_on_a_record_is_bounded_and_verified() {
+fn an_approval_on_a_record_is_bounded(backend: Backend) {
+    let Some(db) = Db::new(backend) else { return };
+    refuse_approvals_out_of_bounds(&db);
+}
+
+/// Appends a record with an approval to the new ledger `db`, then each of the approvals out
+/// of bounds, which are refused; returns them.
+fn refuse_approvals_out_of_bounds(db: &Db) -> Vec<(ApprovalRef, &'static str)> {
     use crate::ledger::audit::{open, seal, GENESIS};
     let mut rec = record(&key("r"), Verdict::Deny, "approval", "denied");
     rec.approval = Some(ApprovalRef {
@@ -712,8 +723,7 @@ fn an_approval_on_a_record_is_bounded_and_verified() {
             "approval.note holds a control",
         ),
     ];
-    let dir = tempfile::tempdir().unwrap();
-    let (path, mut ledger) = ledger_in(dir.path());
+    let mut ledger = db.open();
     ledger.record(&rec).unwrap();
     for (approval, says) in &bad {
         let mut rec = rec.clone();
@@ -723,9 +733,18 @@ fn an_approval_on_a_record_is_bounded_and_verified() {
             other => panic!("{says}: {other:?}"),
         }
     }
-    assert_eq!(intact(&path).0, 1);
+    assert_eq!(db.intact().0, 1);
+    bad.to_vec()
+}
+
+// SQLite-only: the edit is made with rusqlite on the file (see `sqlite.rs`).
+#[test]
+fn an_approval_on_a_record_out_of_bounds_is_named_by_verify() {
+    let db = Db::new(Backend::Sqlite).unwrap();
+    let bad = refuse_approvals_out_of_bounds(&db);
+    let path = db.path();
     // Stored anyway (an edit with its hash recomputed): verify names it.
-    let conn = rusqlite::Connection::open(&path).unwrap();
+    let conn = rusqlite::Connection::open(path).unwrap();
     let body: String = conn
         .query_row("SELECT body FROM audit WHERE seq = 1", [], |r| r.get(0))
         .unwrap();
@@ -740,7 +759,7 @@ fn an_approval_on_a_record_is_bounded_and_verified() {
     .unwrap();
     conn.execute("UPDATE head SET hash = ?1", rusqlite::params![hash])
         .unwrap();
-    match verify(&path) {
+    match verify(path) {
         Verification::Broken { at, .. } => {
             assert!(at.reason.contains("approval.by is longer"), "{at:?}")
         }

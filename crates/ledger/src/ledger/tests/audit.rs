@@ -3,6 +3,14 @@
 
 use super::*;
 
+// The shared suite: these run unchanged against SQLite and PostgreSQL. The tests that edit
+// the file with rusqlite to break the chain are SQLite-only (see `sqlite.rs`).
+both!(
+    a_record_cannot_carry_control_characters_or_free_text_names,
+    a_record_with_a_policy_round_trips_verifies_and_is_exported_with_it,
+    a_policy_out_of_bounds_is_refused_on_append,
+);
+
 /// A ledger with three records in the new folder `dir`, and a raw connection to tamper with
 /// it.
 fn three_records(dir: &Path) -> (PathBuf, rusqlite::Connection) {
@@ -32,6 +40,7 @@ fn broken_at(path: &Path, seq: u64, says: &str) {
     }
 }
 
+// SQLite-only: the edits are made with rusqlite on the file.
 #[test]
 fn verify_names_the_first_edited_removed_or_unreadable_record() {
     let dir = tempfile::tempdir().unwrap();
@@ -88,10 +97,9 @@ fn verify_names_the_first_edited_removed_or_unreadable_record() {
     broken_at(&path, 1, "not an audit record");
 }
 
-#[test]
-fn a_record_cannot_carry_control_characters_or_free_text_names() {
-    let dir = tempfile::tempdir().unwrap();
-    let (_, mut ledger) = ledger_in(dir.path());
+fn a_record_cannot_carry_control_characters_or_free_text_names(backend: Backend) {
+    let Some(db) = Db::new(backend) else { return };
+    let mut ledger = db.open();
     let mut rec = record(&key("r"), Verdict::Deny, "bridge_ref", "denied");
     rec.request_id = "a\nb".into();
     assert!(matches!(ledger.record(&rec), Err(LedgerError::Record(m)) if m.contains("request_id")));
@@ -101,10 +109,7 @@ fn a_record_cannot_carry_control_characters_or_free_text_names() {
         assert!(Name::new(bad).is_err(), "{bad:?}");
     }
     assert!(Name::new("request.authorization.allowed_tools").is_ok());
-    assert!(matches!(
-        verify(&dir.path().join("ledger.db")),
-        Verification::Intact { records: 0, .. }
-    ));
+    assert_eq!(db.intact().0, 0);
 }
 
 #[test]
@@ -174,6 +179,7 @@ fn rules_keep_their_stored_spelling_and_an_unknown_one_is_an_error() {
     );
 }
 
+// SQLite-only: the edit is made with rusqlite on the file.
 #[test]
 fn verify_names_a_record_whose_rule_is_unknown() {
     let dir = tempfile::tempdir().unwrap();
@@ -291,8 +297,7 @@ fn a_record_with_network_counts_round_trips_and_an_old_one_keeps_its_hash() {
     assert_eq!(open(&sealed.body).unwrap().2, rec);
 }
 
-#[test]
-fn a_record_with_a_policy_round_trips_verifies_and_is_exported_with_it() {
+fn a_record_with_a_policy_round_trips_verifies_and_is_exported_with_it(backend: Backend) {
     use crate::ledger::audit::{export_line, open, seal, GENESIS};
     let mut rec = old_format_record();
     rec.policy = Some(a_policy());
@@ -321,8 +326,8 @@ fn a_record_with_a_policy_round_trips_verifies_and_is_exported_with_it() {
     assert_eq!(open(&sealed.body).unwrap().2, rec);
 
     // Through a ledger: appended by `record` and by `finish`, verified, exported as stored.
-    let dir = tempfile::tempdir().unwrap();
-    let (path, mut ledger) = ledger_in(dir.path());
+    let Some(db) = Db::new(backend) else { return };
+    let mut ledger = db.open();
     let me = Lease::current().unwrap();
     let none = Budgets::default();
     let mut denied = record(&key("a"), Verdict::Deny, "bridge.allowed_tools", "denied");
@@ -345,13 +350,9 @@ fn a_record_with_a_policy_round_trips_verifies_and_is_exported_with_it() {
     ledger
         .record(&record(&key("c"), Verdict::Deny, "bridge_ref", "denied"))
         .unwrap();
-    assert!(matches!(
-        verify(&path),
-        Verification::Intact { records: 3, .. }
-    ));
+    assert_eq!(db.intact().0, 3);
     let mut lines = Vec::new();
-    Ledger::open_existing(&path, soon())
-        .unwrap()
+    db.reader()
         .scan(0, &mut |row| {
             lines.push(export_line(&row.unwrap()).unwrap());
             true
@@ -406,10 +407,15 @@ fn bad_policies() -> Vec<(PolicyRef, &'static str)> {
     ]
 }
 
-#[test]
-fn a_policy_out_of_bounds_is_refused_on_append_and_named_by_verify() {
-    let dir = tempfile::tempdir().unwrap();
-    let (path, mut ledger) = ledger_in(dir.path());
+fn a_policy_out_of_bounds_is_refused_on_append(backend: Backend) {
+    let Some(db) = Db::new(backend) else { return };
+    refuse_policies_out_of_bounds(&db);
+}
+
+/// Appends a record with a policy at the bounds to the new ledger `db`, then each policy out
+/// of bounds, which is refused.
+fn refuse_policies_out_of_bounds(db: &Db) {
+    let mut ledger = db.open();
     let entry_max = PolicyRef {
         entry: "x".repeat(crate::ledger::audit::MAX_FIELD_BYTES),
         line: Some(1),
@@ -429,14 +435,18 @@ fn a_policy_out_of_bounds_is_refused_on_append_and_named_by_verify() {
         let err = crate::ledger::audit::seal(&rec, 2, crate::ledger::audit::GENESIS).unwrap_err();
         assert!(err.contains(says), "{err}");
     }
-    assert!(matches!(
-        verify(&path),
-        Verification::Intact { records: 1, .. }
-    ));
+    assert_eq!(db.intact().0, 1);
+}
 
+// SQLite-only: the edits are made with rusqlite on the file.
+#[test]
+fn a_policy_out_of_bounds_is_named_by_verify() {
+    let db = Db::new(Backend::Sqlite).unwrap();
+    refuse_policies_out_of_bounds(&db);
+    let path = db.path();
     // Stored anyway (an edit, or a writer that skipped the check), each is named by verify
     // even with a hash recomputed for the edited body.
-    let conn = rusqlite::Connection::open(&path).unwrap();
+    let conn = rusqlite::Connection::open(path).unwrap();
     let good: String = conn
         .query_row("SELECT body FROM audit WHERE seq = 1", [], |r| r.get(0))
         .unwrap();
@@ -455,7 +465,7 @@ fn a_policy_out_of_bounds_is_refused_on_append_and_named_by_verify() {
         .unwrap();
         conn.execute("UPDATE head SET hash = ?1", rusqlite::params![hash])
             .unwrap();
-        broken_at(&path, 1, says);
+        broken_at(path, 1, says);
     }
     conn.execute(
         "UPDATE audit SET body = ?1, hash = ?2 WHERE seq = 1",
@@ -465,7 +475,7 @@ fn a_policy_out_of_bounds_is_refused_on_append_and_named_by_verify() {
     conn.execute("UPDATE head SET hash = ?1", rusqlite::params![good_hash])
         .unwrap();
     assert!(matches!(
-        verify(&path),
+        verify(path),
         Verification::Intact { records: 1, .. }
     ));
 }

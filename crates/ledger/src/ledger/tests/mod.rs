@@ -187,12 +187,31 @@ impl Db {
         Ledger::open_at(&self.location, &pg_env(), soon()).unwrap()
     }
 
+    /// A new read-only connection to it, as `audit` and `approvals` open it.
+    pub(super) fn reader(&self) -> Ledger {
+        Ledger::open_existing_at(&self.location, &pg_env(), soon()).unwrap()
+    }
+
     /// `audit verify` of it, through a reader.
     pub(super) fn verify(&self) -> Verification {
-        Ledger::open_existing_at(&self.location, &pg_env(), soon())
-            .unwrap()
-            .verify()
-            .unwrap()
+        self.reader().verify().unwrap()
+    }
+
+    /// `audit verify`'s record count and head, which must be intact.
+    #[track_caller]
+    pub(super) fn intact(&self) -> (u64, String) {
+        match self.verify() {
+            Verification::Intact { records, head } => (records, head),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The SQLite file, for the tests whose subject is the file itself.
+    pub(super) fn path(&self) -> &Path {
+        match &self.location {
+            Location::File(path) => path,
+            other => panic!("not a file: {other:?}"),
+        }
     }
 }
 

@@ -101,48 +101,6 @@ fn the_password_comes_from_the_file_then_pgpassword_then_pgpass() {
 }
 
 #[test]
-fn a_call_runs_once_then_replays_across_connections_and_verifies() {
-    let Some(db) = pg_db() else { return };
-    let mut ledger = db.open();
-    let me = Lease::current().unwrap();
-    let none = Budgets::default();
-    let k = key("r1");
-    let c = call(&k, "d1", &none);
-    assert!(matches!(
-        ledger.begin(&c, &me).unwrap(),
-        Decision::Start { attempt: 1, .. }
-    ));
-    assert!(ledger.renew(&k, &me).unwrap());
-    assert!(!ledger.renew(&k, &dead_lease()).unwrap());
-    let rec = record(&k, Verdict::Admit, "bridge.allowed_tools", "succeeded");
-    assert_eq!(
-        ledger
-            .finish(&k, &me, &outcome("{\"env\":1}", false), &rec)
-            .unwrap(),
-        Finished::Stored
-    );
-    let mut again = db.open();
-    assert_eq!(
-        again.begin(&c, &me).unwrap(),
-        Decision::Replay(Recorded {
-            envelope: "{\"env\":1}".into(),
-            exit_status: 0
-        })
-    );
-    assert_eq!(
-        again.begin(&call(&k, "d2", &none), &me).unwrap(),
-        Decision::Reused
-    );
-    again
-        .record(&record(&k, Verdict::Replay, "ledger:replay", "succeeded"))
-        .unwrap();
-    match db.verify() {
-        Verification::Intact { records, .. } => assert_eq!(records, 2),
-        broken => panic!("{broken:?}"),
-    }
-}
-
-#[test]
 fn many_connections_racing_start_each_key_once_and_hold_the_budget() {
     let Some(db) = pg_db() else { return };
     let budgets = Budgets {

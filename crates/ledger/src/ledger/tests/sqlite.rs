@@ -5,6 +5,24 @@ use super::*;
 use std::os::unix::fs::PermissionsExt;
 
 #[test]
+fn a_new_ledger_file_is_0600_and_in_wal_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, mut ledger) = ledger_in(dir.path());
+    assert_eq!(ptd_sys::fs::test_support::mode(&path), 0o600);
+    ledger
+        .record(&record(&key("r"), Verdict::Deny, "bridge_ref", "denied"))
+        .unwrap();
+    drop(ledger);
+    // WAL mode persists in the file.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    assert_eq!(ptd_sys::fs::test_support::mode(&path), 0o600);
+}
+
+#[test]
 fn unusable_ledger_files_are_refused_without_being_changed() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

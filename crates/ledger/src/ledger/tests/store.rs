@@ -1,20 +1,22 @@
-//! The rules on a real SQLite file: a call runs once, then replays; retryable outcomes, dead
-//! holders, waiting for a live one; budgets; `peek` reads what `begin` decides on.
+//! The rules on a real store, SQLite and PostgreSQL alike (`both!`): a call runs once, then
+//! replays; retryable outcomes, dead holders, waiting for a live one; budgets; `peek` reads
+//! what `begin` decides on.
 
 use super::*;
 use std::process::Command;
 
 // The shared suite: these run unchanged against SQLite and PostgreSQL.
 both!(
+    a_call_runs_once_then_replays_across_connections,
     retryable_outcomes_run_again_and_dead_holders_are_indeterminate,
+    wait_returns_when_the_holder_finishes_or_dies_and_gives_up_at_the_deadline,
     budgets_are_counted_in_the_ledger_and_replays_do_not_spend,
+    decide_on_a_peek_answers_what_the_next_begin_answers,
 );
 
-#[test]
-fn a_new_ledger_is_0600_and_a_call_runs_once_then_replays() {
-    let dir = tempfile::tempdir().unwrap();
-    let (path, mut ledger) = ledger_in(dir.path());
-    assert_eq!(ptd_sys::fs::test_support::mode(&path), 0o600);
+fn a_call_runs_once_then_replays_across_connections(backend: Backend) {
+    let Some(db) = Db::new(backend) else { return };
+    let mut ledger = db.open();
     let me = Lease::current().unwrap();
     let none = Budgets::default();
     let k = key("r1");
@@ -36,7 +38,7 @@ fn a_new_ledger_is_0600_and_a_call_runs_once_then_replays() {
         Finished::Stored
     );
     // A second process (a second connection) sees the recorded envelope.
-    let mut again = Ledger::open(&path, soon()).unwrap();
+    let mut again = db.open();
     assert_eq!(
         again.begin(&c, &me).unwrap(),
         Decision::Replay(Recorded {
@@ -58,12 +60,8 @@ fn a_new_ledger_is_0600_and_a_call_runs_once_then_replays() {
         }
         broken => panic!("{broken:?}"),
     }
-    // WAL mode persists in the file.
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(mode, "wal");
+    // And through a reader.
+    assert_eq!(db.intact().0, 2);
 }
 
 fn retryable_outcomes_run_again_and_dead_holders_are_indeterminate(backend: Backend) {
@@ -126,10 +124,9 @@ fn retryable_outcomes_run_again_and_dead_holders_are_indeterminate(backend: Back
     );
 }
 
-#[test]
-fn wait_returns_when_the_holder_finishes_or_dies_and_gives_up_at_the_deadline() {
-    let dir = tempfile::tempdir().unwrap();
-    let (path, mut ledger) = ledger_in(dir.path());
+fn wait_returns_when_the_holder_finishes_or_dies_and_gives_up_at_the_deadline(backend: Backend) {
+    let Some(db) = Db::new(backend) else { return };
+    let mut ledger = db.open();
     let me = Lease::current().unwrap();
     let none = Budgets::default();
     let mut child = Command::new("sleep").arg("60").spawn().unwrap();
@@ -180,19 +177,19 @@ fn wait_returns_when_the_holder_finishes_or_dies_and_gives_up_at_the_deadline() 
     assert!(matches!(got.decision, Decision::Start { .. }), "{got:?}");
     assert!(!got.waited);
     // The holder finishes while we wait: we get its envelope.
-    let finisher = {
-        let (path, holder, k) = (path.clone(), holder.clone(), k.clone());
-        std::thread::spawn(move || {
+    let got = std::thread::scope(|s| {
+        let finisher = s.spawn(|| {
             std::thread::sleep(Duration::from_millis(200));
-            let mut other = Ledger::open(&path, soon()).unwrap();
+            let mut other = db.open();
             let rec = record(&k, Verdict::Admit, "bridge.allowed_tools", "succeeded");
             other
                 .finish(&k, &holder, &outcome("{\"done\":1}", false), &rec)
                 .unwrap()
-        })
-    };
-    let got = ledger.wait(&c, &me, soon(), &mut sleep).unwrap().decision;
-    assert_eq!(finisher.join().unwrap(), Finished::Stored);
+        });
+        let got = ledger.wait(&c, &me, soon(), &mut sleep).unwrap().decision;
+        assert_eq!(finisher.join().unwrap(), Finished::Stored);
+        got
+    });
     assert!(matches!(got, Decision::Replay(r) if r.envelope == "{\"done\":1}"));
     // A holder that dies while we wait: indeterminate.
     let k2 = key("dies");
@@ -316,15 +313,12 @@ fn write(c: Call<'_>) -> Call<'_> {
 }
 
 /// `decide` on what `peek` read for `c` — through `ledger` and through a read-only opening of
-/// the same file, which read the same — then the decision of a real `begin` under `lease`,
+/// the same ledger, which read the same — then the decision of a real `begin` under `lease`,
 /// which must be the same; returns it.
 #[track_caller]
-fn peeked_then_begun(path: &Path, ledger: &mut Ledger, c: &Call<'_>, lease: &Lease) -> Decision {
+fn peeked_then_begun(db: &Db, ledger: &mut Ledger, c: &Call<'_>, lease: &Lease) -> Decision {
     let snap = ledger.peek(c).unwrap();
-    let read_only = Ledger::open_existing(path, soon())
-        .unwrap()
-        .peek(c)
-        .unwrap();
+    let read_only = db.reader().peek(c).unwrap();
     assert_eq!(read_only, snap);
     let (peeked, _) = decide(c, &snap, &|l| l.is_live());
     // Peeking wrote nothing: a second look reads the same.
@@ -334,10 +328,9 @@ fn peeked_then_begun(path: &Path, ledger: &mut Ledger, c: &Call<'_>, lease: &Lea
     begun
 }
 
-#[test]
-fn decide_on_a_peek_answers_what_the_next_begin_answers() {
-    let dir = tempfile::tempdir().unwrap();
-    let (path, mut ledger) = ledger_in(dir.path());
+fn decide_on_a_peek_answers_what_the_next_begin_answers(backend: Backend) {
+    let Some(db) = Db::new(backend) else { return };
+    let mut ledger = db.open();
     let me = Lease::current().unwrap();
     let budgets = Budgets {
         calls: Some(3),
@@ -360,7 +353,7 @@ fn decide_on_a_peek_answers_what_the_next_begin_answers() {
     assert_eq!(ledger.peek(&c).unwrap(), snapshot(None));
     assert_eq!(ledger.call(fresh).unwrap(), None);
     assert_eq!(
-        peeked_then_begun(&path, &mut ledger, &c, &me),
+        peeked_then_begun(&db, &mut ledger, &c, &me),
         Decision::Start {
             attempt: 1,
             adapter_ms_left: Some(100),
@@ -369,28 +362,28 @@ fn decide_on_a_peek_answers_what_the_next_begin_answers() {
     );
     // Held by this (live) process while it runs.
     assert_eq!(
-        peeked_then_begun(&path, &mut ledger, &c, &me),
+        peeked_then_begun(&db, &mut ledger, &c, &me),
         Decision::Held(me.clone())
     );
     finish(&mut ledger, &c);
     // A recorded final key: Replay; the same id with another digest: Reused.
     assert!(matches!(
-        peeked_then_begun(&path, &mut ledger, &c, &me),
+        peeked_then_begun(&db, &mut ledger, &c, &me),
         Decision::Replay(Recorded { ref envelope, exit_status: 0 }) if envelope == "{\"done\":1}"
     ));
     assert_eq!(
-        peeked_then_begun(&path, &mut ledger, &call(fresh, "other", &budgets), &me),
+        peeked_then_begun(&db, &mut ledger, &call(fresh, "other", &budgets), &me),
         Decision::Reused
     );
     // Over a per-tool budget.
     let c = write(call(tool_1, "d", &budgets));
     assert!(matches!(
-        peeked_then_begun(&path, &mut ledger, &c, &me),
+        peeked_then_begun(&db, &mut ledger, &c, &me),
         Decision::Start { attempt: 1, .. }
     ));
     finish(&mut ledger, &c);
     assert_eq!(
-        peeked_then_begun(&path, &mut ledger, &write(call(tool_2, "d", &budgets)), &me),
+        peeked_then_begun(&db, &mut ledger, &write(call(tool_2, "d", &budgets)), &me),
         Decision::BudgetExhausted(OverBudget {
             budget: BudgetKind::Tool,
             limit: 1,
@@ -401,7 +394,7 @@ fn decide_on_a_peek_answers_what_the_next_begin_answers() {
     // Over `--budget-calls`, the snapshot saying what each budget used.
     let c = call(read, "d", &budgets);
     assert!(matches!(
-        peeked_then_begun(&path, &mut ledger, &c, &me),
+        peeked_then_begun(&db, &mut ledger, &c, &me),
         Decision::Start {
             adapter_ms_left: Some(90),
             ..
@@ -416,7 +409,7 @@ fn decide_on_a_peek_answers_what_the_next_begin_answers() {
         "{snap:?}"
     );
     assert_eq!(
-        peeked_then_begun(&path, &mut ledger, &c, &me),
+        peeked_then_begun(&db, &mut ledger, &c, &me),
         Decision::BudgetExhausted(OverBudget {
             budget: BudgetKind::Calls,
             limit: 3,
@@ -437,7 +430,7 @@ fn decide_on_a_peek_answers_what_the_next_begin_answers() {
         Decision::Start { .. }
     ));
     assert_eq!(
-        peeked_then_begun(&path, &mut ledger, &call(&crashed, "d", &none), &me),
+        peeked_then_begun(&db, &mut ledger, &call(&crashed, "d", &none), &me),
         Decision::Indeterminate {
             attempt: 1,
             holder: dead
@@ -454,14 +447,14 @@ fn decide_on_a_peek_answers_what_the_next_begin_answers() {
     let snap = ledger.peek(&call(&second, "d", &one)).unwrap();
     assert_eq!(snap.running, std::slice::from_ref(&me));
     assert!(matches!(
-        peeked_then_begun(&path, &mut ledger, &call(&second, "d", &one), &me),
+        peeked_then_begun(&db, &mut ledger, &call(&second, "d", &one), &me),
         Decision::ConcurrencyLimited(OverBudget {
             used: 1,
             limit: 1,
             ..
         })
     ));
-    let v = verify(&path);
+    let v = db.verify();
     assert!(
         matches!(v, Verification::Intact { records: 3, .. }),
         "{v:?}"
