@@ -1,7 +1,10 @@
-//! The ledger's tests: the rules of [`decide`] (`decide.rs`), the rules on a real SQLite
-//! file (`store.rs`), approvals (`approvals.rs`), the audit chain (`audit.rs`), the file and SQLite's use of it
-//! (`sqlite.rs`), and many real processes on one ledger (`processes.rs`, the test binary
-//! re-invoked on its ignored `worker` test). Here: what they share.
+//! The ledger's tests: the rules of [`decide`] (`decide.rs`), the rules on a real store
+//! (`store.rs`), approvals (`approvals.rs`, `approvals_store.rs`), the audit chain
+//! (`audit.rs`), pruning (`prune.rs`), many real processes on one ledger (`processes.rs`, the
+//! test binary re-invoked on its ignored `worker` test) — the tests on a store run on SQLite
+//! and PostgreSQL alike through `both!` — then what only the SQLite file has (`sqlite.rs`,
+//! which lists the SQLite-only tests and why) and what only PostgreSQL has (`pg.rs`). Here:
+//! what they share.
 
 use super::*;
 use std::path::PathBuf;
@@ -144,6 +147,8 @@ pub(super) enum Backend {
 pub(super) struct Db {
     _dir: Option<tempfile::TempDir>,
     pub(super) location: Location,
+    /// `location` as `--ledger` spells it, for a worker process.
+    pub(super) spelled: String,
 }
 
 /// The environment that gives the test cluster's password.
@@ -161,10 +166,11 @@ impl Db {
         match backend {
             Backend::Sqlite => {
                 let dir = tempfile::tempdir().unwrap();
-                let location = Location::File(dir.path().join("ledger.db"));
+                let path = dir.path().join("ledger.db");
                 Some(Db {
                     _dir: Some(dir),
-                    location,
+                    spelled: path.display().to_string(),
+                    location: Location::File(path),
                 })
             }
             Backend::Postgres => {
@@ -172,11 +178,13 @@ impl Db {
                     ptd_sys::skip::report(&unmet);
                     return None;
                 }
-                let location = Location::parse(&ptd_sys::pgtest::fresh_database()).unwrap();
+                let spelled = ptd_sys::pgtest::fresh_database();
+                let location = Location::parse(&spelled).unwrap();
                 migrate(&location, &pg_env(), soon()).unwrap();
                 Some(Db {
                     _dir: None,
                     location,
+                    spelled,
                 })
             }
         }

@@ -5,9 +5,16 @@ use super::*;
 use std::io::Write as _;
 use std::process::{Child, Command, Stdio};
 
+// The shared suite: these run unchanged against SQLite and PostgreSQL.
+both!(
+    many_processes_share_one_ledger_without_losing_a_record,
+    sigkill_at_any_moment_leaves_the_ledger_consistent_and_no_key_runs_twice,
+);
+
 const WORKER_LEDGER: &str = "PTD_LEDGER_TEST_WORKER";
 
-fn spawn_worker(ledger: &Path, side: &Path, keys: &str, extra: &[(&str, &str)]) -> Child {
+/// A worker process on the ledger `db` (its password, if any, in its environment).
+fn spawn_worker(db: &Db, side: &Path, keys: &str, extra: &[(&str, &str)]) -> Child {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
         "--exact",
@@ -18,11 +25,14 @@ fn spawn_worker(ledger: &Path, side: &Path, keys: &str, extra: &[(&str, &str)]) 
         "1",
         "-q",
     ])
-    .env(WORKER_LEDGER, ledger)
+    .env(WORKER_LEDGER, &db.spelled)
     .env("PTD_LEDGER_TEST_SIDE", side)
     .env("PTD_LEDGER_TEST_KEYS", keys)
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
+    if let Location::Postgres(_) = db.location {
+        cmd.env("PGPASSWORD", pg_env().var("PGPASSWORD").unwrap_or_default());
+    }
     for (k, v) in extra {
         cmd.env(k, v);
     }
@@ -34,7 +44,7 @@ fn spawn_worker(ledger: &Path, side: &Path, keys: &str, extra: &[(&str, &str)]) 
 #[test]
 #[ignore = "a worker process of the multi-process tests"]
 fn worker() {
-    let Some(path) = std::env::var_os(WORKER_LEDGER) else {
+    let Ok(ledger) = std::env::var(WORKER_LEDGER) else {
         return;
     };
     let side = std::env::var_os("PTD_LEDGER_TEST_SIDE").unwrap();
@@ -45,8 +55,12 @@ fn worker() {
         parse_budget_flag(&mut budgets, "--budget-calls", &n).unwrap();
     }
     let lease = Lease::current().unwrap();
-    let mut ledger =
-        Ledger::open(Path::new(&path), Instant::now() + Duration::from_secs(60)).unwrap();
+    let mut ledger = Ledger::open_at(
+        &Location::parse(&ledger).unwrap(),
+        &ptd_sys::hostenv::HostEnv::process(),
+        Instant::now() + Duration::from_secs(60),
+    )
+    .unwrap();
     for item in keys.split(',') {
         let (session, request) = item.split_once('/').unwrap();
         let k = Key {
@@ -130,16 +144,16 @@ fn side_counts(side: &Path) -> std::collections::BTreeMap<String, usize> {
     counts
 }
 
-#[test]
-fn many_processes_share_one_ledger_without_losing_a_record() {
+fn many_processes_share_one_ledger_without_losing_a_record(backend: Backend) {
     const PROCESSES: usize = 60;
+    let Some(db) = Db::new(backend) else { return };
     let dir = tempfile::tempdir().unwrap();
-    let (path, side) = (dir.path().join("ledger.db"), dir.path().join("ran"));
+    let side = dir.path().join("ran");
     let children: Vec<Child> = (0..PROCESSES)
         .map(|i| {
             // Four keys every process wants, one of its own, one on a session with a budget.
             let keys = format!("s/shared0,s/shared1,s/shared2,s/shared3,s/own{i},b/call{i}");
-            spawn_worker(&path, &side, &keys, &[("PTD_LEDGER_TEST_CALLS", "25")])
+            spawn_worker(&db, &side, &keys, &[("PTD_LEDGER_TEST_CALLS", "25")])
         })
         .collect();
     let mut said = std::collections::BTreeMap::<String, usize>::new();
@@ -166,7 +180,7 @@ fn many_processes_share_one_ledger_without_losing_a_record() {
     let ran = side_counts(&side);
     assert!(ran.values().all(|&n| n == 1), "a key ran twice: {ran:?}");
     assert_eq!(ran.len(), 4 + PROCESSES + 25);
-    match verify(&path) {
+    match db.verify() {
         Verification::Intact { records, .. } => assert_eq!(records as usize, 6 * PROCESSES),
         broken => panic!("{broken:?}"),
     }
@@ -180,21 +194,21 @@ fn xorshift(state: &mut u64) -> u64 {
     *state
 }
 
-#[test]
-fn sigkill_at_any_moment_leaves_the_ledger_consistent_and_no_key_runs_twice() {
+fn sigkill_at_any_moment_leaves_the_ledger_consistent_and_no_key_runs_twice(backend: Backend) {
     const ROUNDS: usize = 8;
     const WORKERS: usize = 8;
     let keys: Vec<String> = (0..6).map(|i| format!("s/k{i}")).collect();
+    let Some(db) = Db::new(backend) else { return };
     let dir = tempfile::tempdir().unwrap();
-    let (path, side) = (dir.path().join("ledger.db"), dir.path().join("ran"));
+    let side = dir.path().join("ran");
     let mut seed = now_ms() | 1;
-    let mut ledger = Ledger::open(&path, soon()).unwrap();
+    let mut ledger = db.open();
     for round in 0..ROUNDS {
         let round_keys: Vec<String> = keys.iter().map(|k| format!("{k}r{round}")).collect();
         let mut children: Vec<Child> = (0..WORKERS)
             .map(|_| {
                 spawn_worker(
-                    &path,
+                    &db,
                     &side,
                     &round_keys.join(","),
                     &[("PTD_LEDGER_TEST_PAUSE_MS", "3")],
@@ -218,9 +232,9 @@ fn sigkill_at_any_moment_leaves_the_ledger_consistent_and_no_key_runs_twice() {
             );
         }
         assert!(
-            matches!(verify(&path), Verification::Intact { .. }),
+            matches!(db.verify(), Verification::Intact { .. }),
             "round {round}: {:?}",
-            verify(&path)
+            db.verify()
         );
         for item in &round_keys {
             let (s, r) = item.split_once('/').unwrap();
@@ -243,7 +257,7 @@ fn sigkill_at_any_moment_leaves_the_ledger_consistent_and_no_key_runs_twice() {
     let all: Vec<String> = (0..ROUNDS)
         .flat_map(|round| keys.iter().map(move |k| format!("{k}r{round}")))
         .collect();
-    let out = spawn_worker(&path, &side, &all.join(","), &[])
+    let out = spawn_worker(&db, &side, &all.join(","), &[])
         .wait_with_output()
         .unwrap();
     assert!(
@@ -279,5 +293,5 @@ fn sigkill_at_any_moment_leaves_the_ledger_consistent_and_no_key_runs_twice() {
             assert_eq!(n, 1);
         }
     }
-    assert!(matches!(verify(&path), Verification::Intact { .. }));
+    assert!(matches!(db.verify(), Verification::Intact { .. }));
 }

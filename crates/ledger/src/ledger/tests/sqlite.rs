@@ -1,5 +1,30 @@
 //! The file and how the store uses SQLite: unusable files refused unchanged, a lock past the
 //! deadline, the partial index, the WAL's size, the folder's sync, a read-only `peek`.
+//!
+//! The rules of the `Store` and the `Ledger` (decisions, replay, retryable outcomes, budgets,
+//! leases and dead holders, waits, approvals, the audit chain through a ledger, `peek`, many
+//! connections and processes) are the shared suite's: `both!` runs each of them unchanged on
+//! SQLite and on PostgreSQL. These tests stay SQLite-only because their subject is the SQLite
+//! file itself, which PostgreSQL does not have:
+//!
+//! - here, every test: the file's 0600 mode and WAL journal; unusable, foreign, empty or
+//!   read-only files refused unchanged; SQLite's lock (`SQLITE_BUSY`) past the deadline; the
+//!   partial index SQLite's planner uses; the WAL checkpoint; the folder's fsync; the SQLite
+//!   build; a reader that uses the WAL as it is or opens the file immutable; a `peek` that
+//!   makes no `-wal`/`-shm` file;
+//! - `approvals_store.rs`: `a_backup_carries_the_approvals` (the backup is a copy of the file;
+//!   PostgreSQL's backup is an export, in `pg.rs`) and
+//!   `a_version_3_ledger_is_read_as_it_is_and_migrated_when_written` (an old SQLite schema,
+//!   `PRAGMA user_version`; PostgreSQL's versioned schema and `migrate` are in `pg.rs`);
+//!   `an_approval_on_a_record_out_of_bounds_is_named_by_verify`, whose first half (refused on
+//!   append) is the shared suite's;
+//! - `audit.rs`: `verify_names_the_first_edited_removed_or_unreadable_record`,
+//!   `verify_names_a_record_whose_rule_is_unknown` and
+//!   `a_policy_out_of_bounds_is_named_by_verify` (whose first half is the shared suite's): the
+//!   chain is broken by editing the file's rows with rusqlite. `verify` itself is the same code
+//!   on both stores (`audit::Chain` over the rows a `scan` reads).
+//!
+//! No test of the Ledger's behaviour stays SQLite-only for a difference between the stores.
 
 use super::*;
 use std::os::unix::fs::PermissionsExt;
