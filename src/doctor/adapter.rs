@@ -128,6 +128,24 @@ fn host_side(with_socket: bool) -> std::io::Result<HostSide> {
     })
 }
 
+/// How `doctor` runs its own binary as a probe inside a confinement (the attacks, the egress
+/// row): a minimal `PATH`, `/` as its folder, the probes' timeout, a small stdout.
+pub(crate) fn probe_spec(program: PathBuf, argv: Vec<String>) -> Spec {
+    Spec {
+        program,
+        argv,
+        env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
+        cwd: Some(PathBuf::from("/")),
+        stdin: None,
+        timeout: probe::PROBE_TIMEOUT,
+        kill_grace: Duration::from_millis(100),
+        max_stdout_bytes: 64 * 1024,
+        confinement: None,
+        stderr_tap: None,
+        stdout_watch: None,
+    }
+}
+
 /// When nothing could be run: the two rows every run has, `unavailable` with the reason.
 fn all_unavailable(requested: bool, missing: &str, reason: &str) -> Vec<Row> {
     ROWS.iter()
@@ -163,19 +181,7 @@ pub(crate) fn examine(options: &Options) -> Vec<Row> {
             )
         }
     };
-    let mut spec = Spec {
-        program,
-        argv: Vec::new(),
-        env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
-        cwd: Some(PathBuf::from("/")),
-        stdin: None,
-        timeout: probe::PROBE_TIMEOUT,
-        kill_grace: Duration::from_millis(100),
-        max_stdout_bytes: 64 * 1024,
-        confinement: None,
-        stderr_tap: None,
-        stdout_watch: None,
-    };
+    let mut spec = probe_spec(program, Vec::new());
     let prepared = match spec.confine(&options, None) {
         Ok(Some(prepared)) => prepared,
         Ok(None) => return all_unavailable(requested, MISSING, "no confinement was prepared"),

@@ -13,12 +13,11 @@ use super::attack::{self, Answer, Attack};
 use super::{row, unavailable, Row};
 use ptd_sys::confine::allow::AllowRule;
 use ptd_sys::confine::{Network, Options, Step};
-use ptd_sys::exec::{self, SpawnError, Spec, Unconfinable};
+use ptd_sys::exec::{self, SpawnError, Unconfinable};
 use ptd_sys::hostenv::HostEnv;
 use ptd_sys::interrupt::Interrupts;
 use ptd_sys::probe::{self, Outcome, Probe};
 use std::net::{Ipv4Addr, TcpListener};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -154,25 +153,14 @@ fn run(options: &Options) -> Result<(Lines, String), Setup> {
     let program = std::env::current_exe()
         .map_err(|e| setup(format!("cannot find the dispatcher's own program: {e}")))?;
     let (p, q) = (served.port, other.0);
-    let mut spec = Spec {
-        program,
-        argv: vec![
-            "parent-tool-dispatch".into(),
-            attack::PROBE_WORD.into(),
-            format!("{}:{p}", Attack::EgressProxy.word()),
-            format!("{}:{q}", Attack::EgressRefused.word()),
-            format!("{}:{p}", Attack::EgressDirect.word()),
-        ],
-        env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
-        cwd: Some(PathBuf::from("/")),
-        stdin: None,
-        timeout: probe::PROBE_TIMEOUT,
-        kill_grace: Duration::from_millis(100),
-        max_stdout_bytes: 64 * 1024,
-        confinement: None,
-        stderr_tap: None,
-        stdout_watch: None,
-    };
+    let argv = vec![
+        "parent-tool-dispatch".into(),
+        attack::PROBE_WORD.into(),
+        format!("{}:{p}", Attack::EgressProxy.word()),
+        format!("{}:{q}", Attack::EgressRefused.word()),
+        format!("{}:{p}", Attack::EgressDirect.word()),
+    ];
+    let mut spec = super::adapter::probe_spec(program, argv);
     let prepared = match spec.confine(&options, None) {
         Ok(Some(prepared)) => prepared,
         Ok(None) => return Err(setup("no confinement was prepared")),
