@@ -97,7 +97,7 @@ fn decide(args: &ApprovalsDecideArgs, approve: bool) -> u8 {
     let path = &args.ledger.ledger;
     // Deciding never makes a ledger: a missing one is no ledger to decide in. (A folder this
     // user cannot look into is not "missing": opening it says why.)
-    let is_url = path.to_str().is_some_and(|p| p.contains("://"));
+    let is_url = path.to_str().is_some_and(ptd_ledger::Location::is_url);
     if !is_url && matches!(path.try_exists(), Ok(false)) {
         let err = ptd_ledger::LedgerError::Missing;
         stderr_line!("{}", error_line(err.code(), &err.to_string()));

@@ -13,7 +13,7 @@
 //! may run them (SPEC §14.4).
 
 use crate::cli::{AuditCommand, LedgerCommand};
-use crate::ledger_open::{location, reading, LOCK_WAIT, READS};
+use crate::ledger_open::{reading, LOCK_WAIT, READS};
 use ptd_ledger::{audit, BackupError, Ledger, LedgerError, Verification};
 use ptd_wire::error::exit;
 use ptd_wire::stdout;
@@ -29,7 +29,7 @@ const EXPORT: &str = "the audit records";
 /// `ledger migrate`: the schema made or brought up to date; `{"from":…,"to":…}` on stdout.
 fn migrate(args: &crate::cli::LedgerMigrateArgs) -> u8 {
     let env = ptd_sys::hostenv::HostEnv::process();
-    let done = location(&args.ledger)
+    let done = ptd_ledger::Location::of_path(&args.ledger)
         .and_then(|l| ptd_ledger::migrate(&l, &env, Instant::now() + LOCK_WAIT));
     match done {
         Ok(report) => {
@@ -50,7 +50,7 @@ fn migrate(args: &crate::cli::LedgerMigrateArgs) -> u8 {
 /// `ledger restore`: a PostgreSQL backup loaded; `{"rows":N}` on stdout.
 fn restore(args: &crate::cli::LedgerRestoreArgs) -> u8 {
     let env = ptd_sys::hostenv::HostEnv::process();
-    let done = location(&args.ledger)
+    let done = ptd_ledger::Location::of_path(&args.ledger)
         .and_then(|l| ptd_ledger::restore(&l, &env, &args.file, Instant::now() + LOCK_WAIT));
     match done {
         Ok(rows) => {

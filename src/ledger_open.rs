@@ -13,24 +13,16 @@ pub(crate) const LOCK_WAIT: Duration = Duration::from_secs(30);
 
 /// The ledger `path` names (a file, or a PostgreSQL URL: SPEC §19.1), opened only to read it.
 pub(crate) fn reading(path: &std::path::Path) -> Result<Ledger, LedgerError> {
-    let location = location(path)?;
+    let location = ptd_ledger::Location::of_path(path)?;
     let env = ptd_sys::hostenv::HostEnv::process();
     Ledger::open_existing_at(&location, &env, Instant::now() + LOCK_WAIT)
 }
 
 /// The ledger `path` names, opened to write it (a file is made if missing).
 pub(crate) fn writing(path: &std::path::Path) -> Result<Ledger, LedgerError> {
-    let location = location(path)?;
+    let location = ptd_ledger::Location::of_path(path)?;
     let env = ptd_sys::hostenv::HostEnv::process();
     Ledger::open_at(&location, &env, Instant::now() + LOCK_WAIT)
-}
-
-/// A `postgres://` URL is a PostgreSQL ledger; anything else a file.
-pub(crate) fn location(path: &std::path::Path) -> Result<ptd_ledger::Location, LedgerError> {
-    match path.to_str() {
-        Some(text) => ptd_ledger::Location::parse(text),
-        None => Ok(ptd_ledger::Location::File(path.to_path_buf())),
-    }
 }
 
 /// How often `verify` reads a ledger again that changed while it was read without SQLite's

@@ -100,23 +100,7 @@ pub(crate) fn lease_ttl(args: &LedgerArgs) -> Result<Duration, UsageError> {
     let Some(text) = args.lease_ttl.as_deref() else {
         return Ok(ledger::DEFAULT_LEASE_TTL);
     };
-    let split = text
-        .bytes()
-        .position(|b| !b.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (digits, unit) = text.split_at(split);
-    let scale = match unit {
-        "" | "s" => Some(1),
-        "m" => Some(60),
-        "h" => Some(3600),
-        _ => None,
-    };
-    let seconds = digits
-        .parse::<u64>()
-        .ok()
-        .zip(scale)
-        .and_then(|(n, scale)| n.checked_mul(scale))
-        .filter(|s| (3..=86_400).contains(s));
+    let seconds = ptd_policy::parse_duration(text).filter(|s| (3..=86_400).contains(s));
     seconds.map(Duration::from_secs).ok_or_else(|| {
         UsageError(format!(
             "--lease-ttl: `{text}` is not a duration from 3s to 24h (write 30s, 5m or whole \
@@ -129,12 +113,7 @@ pub(crate) fn lease_ttl(args: &LedgerArgs) -> Result<Duration, UsageError> {
 /// else a file. A URL that cannot be used (a password in it, a parameter this dispatcher does
 /// not take) is a usage error.
 pub(crate) fn location_of(path: &std::path::Path) -> Result<ledger::Location, UsageError> {
-    match path.to_str() {
-        Some(text) => {
-            ledger::Location::parse(text).map_err(|err| UsageError(format!("--ledger: {err}")))
-        }
-        None => Ok(ledger::Location::File(path.to_path_buf())),
-    }
+    ledger::Location::of_path(path).map_err(|err| UsageError(format!("--ledger: {err}")))
 }
 
 /// The ledger's file, when it is one (a grant must neither hold nor lie in its folder).

@@ -429,8 +429,9 @@ fn confine_message(err: &OptionError) -> String {
     format!("`{}`{rest}", key_of(err.option))
 }
 
-/// Digits then `s`, `m` or `h` (or nothing: seconds) → seconds.
-pub(crate) fn parse_duration(text: &str) -> Option<u64> {
+/// Digits then `s`, `m` or `h` (or nothing: seconds) → seconds: how the policy writes a
+/// duration (`approval_ttl`, `lease_ttl`) and `--lease-ttl` reads one.
+pub fn parse_duration(text: &str) -> Option<u64> {
     let split = text
         .bytes()
         .position(|b| !b.is_ascii_digit())

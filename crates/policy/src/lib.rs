@@ -38,7 +38,7 @@ mod tests;
 
 pub use cache::{load_cached, CACHE_DIR, MAX_AGE, SETTLE};
 pub use compiled::{Compiled, Routed};
-pub use entry::{key_of, ENTRY_KEYS};
+pub use entry::{key_of, parse_duration, ENTRY_KEYS};
 pub use load::{
     access_problem, load, parse, LoadContext, LEDGER_KEYS, MAX_FILE_BYTES, MAX_TOOLS, TOP_KEYS,
 };

@@ -229,7 +229,7 @@ impl Checker<'_> {
         let section_path = ledger.as_ref().and_then(|l| l.path.as_deref());
         // The ledger's file, when it is one: no grant may hold its folder or lie in it. A
         // PostgreSQL ledger (SPEC §19.1) has no folder here.
-        let is_url = |p: &str| p.contains("://");
+        let is_url = ptd_ledger::Location::is_url;
         let ledger_path = match section_path {
             Some(p) if is_url(p) => None,
             Some(p) => Some(Path::new(p)),
@@ -356,7 +356,10 @@ impl Checker<'_> {
                     section.path = self.nonempty(name, value).map(str::to_string);
                     section.path_at = Some(self.at(&value.span()));
                     // A URL is a PostgreSQL ledger (SPEC §19.1), read as `--ledger` reads it.
-                    let url = section.path.as_deref().filter(|p| p.contains("://"));
+                    let url = section
+                        .path
+                        .as_deref()
+                        .filter(|p| ptd_ledger::Location::is_url(p));
                     if let Some(Err(err)) = url.map(ptd_ledger::Location::parse) {
                         self.report(&value.span(), format!("`[ledger] path`: {err}"));
                         section.path = None;

@@ -42,11 +42,25 @@ impl Location {
     /// A `postgres://` or `postgresql://` URL is PostgreSQL (checked here: a password in it
     /// is an error), anything else a file path.
     pub fn parse(text: &str) -> Result<Location, LedgerError> {
-        let lower = text.get(..13).unwrap_or(text).to_ascii_lowercase();
-        if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+        if Location::is_url(text) {
             PgUrl::parse(text).map(Location::Postgres)
         } else {
             Ok(Location::File(PathBuf::from(text)))
+        }
+    }
+
+    /// Whether `text` names a PostgreSQL ledger (a `postgres://` or `postgresql://` URL,
+    /// case-insensitive) rather than a file: the one test every reader of `--ledger` uses.
+    pub fn is_url(text: &str) -> bool {
+        let lower = text.get(..13).unwrap_or(text).to_ascii_lowercase();
+        lower.starts_with("postgres://") || lower.starts_with("postgresql://")
+    }
+
+    /// The ledger a command-line path names (a path that is not UTF-8 is a file).
+    pub fn of_path(path: &Path) -> Result<Location, LedgerError> {
+        match path.to_str() {
+            Some(text) => Location::parse(text),
+            None => Ok(Location::File(path.to_path_buf())),
         }
     }
 }
