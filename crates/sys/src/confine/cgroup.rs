@@ -14,13 +14,13 @@
 //!
 //! The join file is `cgroup.procs` on v2 and `tasks` on v1. Moving a whole thread group takes
 //! the kernel's global `cgroup_threadgroup_rwsem` for writing, which waits for an RCU grace
-//! period: 5 to 15 ms on every call here. Moving the calling thread alone through v1's
-//! `tasks` skips that lock (Linux 5.19 and later), and the child is one thread (a `fork`
-//! copies only the thread that called it), so it is the whole process that moves. v2 has no
-//! such file for a domain cgroup (`cgroup.threads` is for threaded ones); `clone3` with
-//! `CLONE_INTO_CGROUP` would start the child inside it instead. Afterwards: [`CallCgroup::counters`] reads
-//! the limit counters (v2 `memory.events` `oom_kill`, v1 `memory.oom_control` `oom_kill`,
-//! `pids.events` `max`), [`CallCgroup::kill`] uses `cgroup.kill` where the kernel has it, and
+//! period (what that costs a call: docs/PERFORMANCE.md). Moving the calling thread alone
+//! through v1's `tasks` skips that lock (Linux 5.19 and later), and the child is one thread (a
+//! `fork` copies only the thread that called it), so it is the whole process that moves. v2 has
+//! no such file for a domain cgroup (`cgroup.threads` is for threaded ones); `clone3` with
+//! `CLONE_INTO_CGROUP` would start the child inside it instead. Afterwards:
+//! [`CallCgroup::counters`] reads the limit counters (v2 `memory.events` `oom_kill`, v1
+//! `memory.oom_control` `oom_kill`, `pids.events` `max`), [`CallCgroup::kill`] uses `cgroup.kill` where the kernel has it, and
 //! `Drop` removes the folders (bounded retries while the last members are being reaped).
 //!
 //! Interface files are opened with `O_CREAT | O_TRUNC`, as a shell's `>` does: cgroupfs

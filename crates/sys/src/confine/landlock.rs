@@ -4,10 +4,12 @@
 //! [`prepare`] (parent, may allocate and fail) works out the grants — the base set, the
 //! program and its interpreters, the private `TMPDIR`, the file transport's folder, the
 //! `--fs-*` paths — opens each with `O_PATH`, creates the ruleset with the `landlock` crate
-//! (which checks the rights against the kernel's ABI), adds each path's rule with one
-//! `landlock_add_rule(2)` of its own ([`add_path_rule`]) and keeps only the descriptor. [`PreparedLandlock::enforce`] (child, after `no_new_privs`) is
-//! `landlock_restrict_self(fd, 0)` and nothing else: no allocation, no lock, safe between
-//! `fork` and `execve`. (The crate's own `RulesetCreated::restrict_self` does not allocate
+//! (which checks the rights against the kernel's ABI), adds each path's rule through the crate
+//! and keeps only the descriptor. The child's two Landlock calls are made directly on that
+//! descriptor, which every process of the run shares: [`PreparedLandlock::grant_proc`]'s rule
+//! for the run's own `/proc` ([`add_path_rule`]), and [`PreparedLandlock::enforce`] (after
+//! `no_new_privs`): `landlock_restrict_self(fd, 0)` and nothing else: no allocation, no lock,
+//! safe between `fork` and `execve`. (The crate's own `RulesetCreated::restrict_self` does not allocate
 //! either — 0.4.8: `prctl(PR_SET_NO_NEW_PRIVS)`, the system call, `io::Error::last_os_error`,
 //! `close` — but it consumes the ruleset and sets `no_new_privs` itself, which SPEC §13.1
 //! orders as a step of its own; so the child makes the call directly on the kept descriptor.)
@@ -33,8 +35,8 @@
 use super::interpreter::{self, InterpreterError};
 use crate::fs::EntryKind;
 use ::landlock::{
-    Access, AccessFs, BitFlags, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    Scope, ABI,
+    Access, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, Scope, ABI,
 };
 use rustix::fd::{AsRawFd, OwnedFd};
 use rustix::fs::{FileType, OFlags};
@@ -441,9 +443,7 @@ fn build(
     if scoped {
         ruleset = ruleset.scope(Scope::from_all(abi)).map_err(failed)?;
     }
-    let created = ruleset.create().map_err(failed)?.no_new_privs(false);
-    let ruleset = Option::<OwnedFd>::from(created)
-        .ok_or_else(|| LandlockError::Ruleset("the kernel gave no ruleset descriptor".into()))?;
+    let mut created = ruleset.create().map_err(failed)?.no_new_privs(false);
     for (path, grant) in grants {
         let opened = |error| LandlockError::Open {
             path: path.clone(),
@@ -456,7 +456,7 @@ fn build(
         )
         .map_err(opened)?;
         // A rename between the listing and this open could change what the path names:
-        // Landlock then grants the file-only rights of a directory, or the kernel refuses a
+        // Landlock then grants the file-only rights of a directory, or the crate refuses a
         // directory's rights on a file (an error here, the adapter not started).
         let is_dir = match kinds.get(path) {
             Some(&is_dir) => is_dir,
@@ -468,21 +468,24 @@ fn build(
         if !is_dir {
             allowed &= AccessFs::from_file(abi);
         }
-        add_path_rule(&ruleset, &fd, allowed).map_err(|errno| {
-            LandlockError::Ruleset(format!(
-                "the kernel refused the rule for {}: {errno}",
-                path.display()
-            ))
-        })?;
+        created = created
+            .add_rule(PathBeneath::new(fd, allowed))
+            .map_err(|e| {
+                LandlockError::Ruleset(format!(
+                    "the kernel refused the rule for {}: {e}",
+                    path.display()
+                ))
+            })?;
     }
-    Ok(ruleset)
+    Option::<OwnedFd>::from(created)
+        .ok_or_else(|| LandlockError::Ruleset("the kernel gave no ruleset descriptor".into()))
 }
 
-/// `landlock_add_rule(2)` for one path, with exactly `allowed`. The crate's `add_rule` would
-/// `fstat` the descriptor again to prune directory rights from a file, which [`build`] has
-/// already done from what it knew (the listing, or its own `fstat`): one system call fewer
-/// for each of the ~30 rules. The rights are the crate's (`AccessFs` of the kernel's ABI, checked
-/// when the ruleset was created with `HardRequirement`).
+/// `landlock_add_rule(2)` for one path, with exactly `allowed`: the child's one rule, added
+/// in the PID namespace to the descriptor every process of the run shares
+/// ([`PreparedLandlock::grant_proc`]) — the crate's `add_rule` takes the ruleset by value,
+/// which a forked child cannot give. The rights are the crate's (`AccessFs` of the kernel's
+/// ABI, checked when the ruleset was created with `HardRequirement`).
 fn add_path_rule(
     ruleset: &OwnedFd,
     parent: &OwnedFd,

@@ -99,11 +99,10 @@ const HUGE_PAGES_FROM: usize = 4 << 20;
 
 /// Ask for huge pages (`MADV_HUGEPAGE`) to back `data`'s spare capacity: one page fault and
 /// one page-table entry per 2 MiB instead of 512, for a large answer written once and read
-/// twice. On the benchmark's machine a 64 MiB answer took 20% less wall time and 30 ms less
-/// CPU. Only for a buffer that will not move again: moving huge pages to an address of another
-/// alignment splits them (a doubling buffer with this advice was slower than without). A system
-/// without transparent huge pages (`never`), or short of free 2 MiB blocks, refuses or falls
-/// back to small pages: nothing changes then but the speed.
+/// twice (what it saves: docs/PERFORMANCE.md). Only for a buffer that will not move again:
+/// moving huge pages to an address of another alignment splits them, so a buffer that still
+/// doubles gets no advice. A system without transparent huge pages (`never`), or short of free
+/// 2 MiB blocks, refuses or falls back to small pages: nothing changes then but the speed.
 fn advise_huge_pages(data: &mut Vec<u8>) {
     let page = rustix::param::page_size();
     let spare = data.spare_capacity_mut();
