@@ -469,6 +469,15 @@ pub struct Filter {
 }
 
 impl Filter {
+    /// A filter of no instruction, which the kernel refuses to install (`EINVAL`): tests of a
+    /// step refused in the adapter's own process.
+    #[cfg(test)]
+    pub(crate) fn refused_by_the_kernel() -> Filter {
+        Filter {
+            program: Vec::new(),
+        }
+    }
+
     /// The BPF instructions (for tests and `doctor`'s report).
     pub fn len(&self) -> usize {
         self.program.len()
@@ -634,9 +643,9 @@ fn guard() -> Vec<sock_filter> {
 ///
 /// Why not `seccompiler`'s table for them: it tests one number after another, about five
 /// instructions each — some 1,400 instructions for this list — and when a filter is installed
-/// the kernel runs it once for every call number to fill its per-call cache, so installing it
-/// cost about 0.9 ms on every confined call (docs/PERFORMANCE.md, round four). The runs are a
-/// few hundred instructions.
+/// the kernel runs it once for every call number to fill its per-call cache, so every confined
+/// call pays for the program's length when it is installed (docs/PERFORMANCE.md, "Round
+/// four"). The runs are a few hundred instructions.
 fn allowed_ranges() -> Vec<(u32, u32)> {
     let mut numbers: Vec<u32> = ALLOWED.iter().map(|a| a.nr as u32).collect();
     numbers.sort_unstable();

@@ -846,6 +846,67 @@ mod tests {
     }
 
     #[test]
+    fn a_step_refused_in_the_adapters_own_process_names_that_step() {
+        // The last step before `execve`, in the process the namespace's init started: its
+        // errno and its step come back through the init.
+        let mut prepared = Prepared::bare(None, Default::default());
+        prepared.seccomp = crate::confine::seccomp::Filter::refused_by_the_kernel();
+        let prepared = Arc::new(prepared);
+        let truth = argv(&["/bin/true"]);
+        let mut confined = launch(&truth, &[]);
+        confined.confinement = Some(&prepared);
+        match ProcessGroup::spawn(&confined) {
+            Err(SpawnError::Confinement(refused)) => {
+                assert_eq!(refused.step, crate::confine::Step::Seccomp);
+                assert_eq!(refused.errno, Errno::INVAL);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_adapter_runs_as_the_inits_child_with_no_signal_blocked() {
+        // `finish` sweeps every descendant of the test process: alone in a process of its own.
+        if !isolated(
+            "exec::group::tests::the_adapter_runs_as_the_inits_child_with_no_signal_blocked",
+        ) {
+            return;
+        }
+        // The init blocks every signal; the adapter's process, started from it, must run the
+        // program with the mask the dispatcher's child had (none blocked), as PID 2 of the
+        // namespace, child of its PID 1.
+        let prepared = Arc::new(Prepared::bare(None, Default::default()));
+        let script = argv(&[
+            "/bin/sh",
+            "-c",
+            "exec grep -E '^(Pid|PPid|SigBlk):' /proc/self/status",
+        ]);
+        let mut confined = launch(&script, &[]);
+        confined.confinement = Some(&prepared);
+        let (mut group, mut pipes) = ProcessGroup::spawn(&confined).unwrap();
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut pipes.stdout, &mut out).unwrap();
+        assert!(group
+            .wait_exit(Instant::now() + Duration::from_secs(5))
+            .is_some());
+        let swept = group.finish(Instant::now() + SWEEP_BUDGET);
+        assert_eq!(swept.termination, Termination::Exited(0), "{out}");
+        let fields: Vec<Vec<&str>> = out
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                vec!["Pid:", "2"],
+                vec!["PPid:", "1"],
+                vec!["SigBlk:", "0000000000000000"]
+            ],
+            "{out}"
+        );
+    }
+
+    #[test]
     fn spawn_errors_are_classified() {
         let env = [];
         let missing = argv(&["/nonexistent/adapter"]);
