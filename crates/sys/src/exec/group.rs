@@ -823,16 +823,9 @@ mod tests {
                 file_size_bytes: None,
             },
         ));
-        let truth = argv(&["/bin/true"]);
-        let mut confined = launch(&truth, &[]);
-        confined.confinement = Some(&prepared);
-        match ProcessGroup::spawn(&confined) {
-            Err(SpawnError::Confinement(refused)) => {
-                assert_eq!(refused.step, crate::confine::Step::Rlimits);
-                assert_eq!(refused.errno, Errno::PERM);
-            }
-            other => panic!("{other:?}"),
-        }
+        let refused = refused_at_spawn(&prepared);
+        assert_eq!(refused.step, crate::confine::Step::Rlimits);
+        assert_eq!(refused.errno, Errno::PERM);
         // A missing program under confinement is still a missing program.
         let missing = argv(&["/nonexistent/adapter"]);
         let mut confined = launch(&missing, &[]);
@@ -845,23 +838,26 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn a_step_refused_in_the_adapters_own_process_names_that_step() {
-        // The last step before `execve`, in the process the namespace's init started: its
-        // errno and its step come back through the init.
-        let mut prepared = Prepared::bare(None, Default::default());
-        prepared.seccomp = crate::confine::seccomp::Filter::refused_by_the_kernel();
-        let prepared = Arc::new(prepared);
+    /// What `spawn` says when `/bin/true` is started under `prepared` and a step is refused.
+    fn refused_at_spawn(prepared: &Arc<Prepared>) -> crate::confine::ChildError {
         let truth = argv(&["/bin/true"]);
         let mut confined = launch(&truth, &[]);
-        confined.confinement = Some(&prepared);
+        confined.confinement = Some(prepared);
         match ProcessGroup::spawn(&confined) {
-            Err(SpawnError::Confinement(refused)) => {
-                assert_eq!(refused.step, crate::confine::Step::Seccomp);
-                assert_eq!(refused.errno, Errno::INVAL);
-            }
+            Err(SpawnError::Confinement(refused)) => refused,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_step_refused_in_the_adapters_own_process_names_that_step() {
+        // The last step before `execve`, in the process the namespace's init started (not the
+        // one the dispatcher forked): its step and its errno still reach the dispatcher.
+        let mut prepared = Prepared::bare(None, Default::default());
+        prepared.seccomp = crate::confine::seccomp::Filter::refused_by_the_kernel();
+        let refused = refused_at_spawn(&Arc::new(prepared));
+        assert_eq!(refused.step, crate::confine::Step::Seccomp);
+        assert_eq!(refused.errno, Errno::INVAL);
     }
 
     #[test]
