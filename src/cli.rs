@@ -15,21 +15,6 @@ pub use serve::ServeArgs;
 /// Environment variable that may carry the bridge instead of `--parent-tool-bridge`.
 pub const BRIDGE_ENV: &str = "PARENT_TOOL_DISPATCH_BRIDGE";
 
-/// Every variable clap reads for the main job's options (a test holds this list equal to the
-/// `env` of [`DispatchArgs`]' arguments): `plain_main_job` leaves a command line to clap when one
-/// of them is set.
-pub const DISPATCH_ENV: &[&str] = &[
-    BRIDGE_ENV,
-    LEDGER_ENV,
-    SESSION_ENV,
-    POLICY_ENV,
-    BUDGET_CALLS_ENV,
-    BUDGET_TOOL_ENV,
-    BUDGET_ADAPTER_MS_ENV,
-    MAX_CONCURRENT_ENV,
-    LEASE_TTL_ENV,
-];
-
 /// Environment variable that may name the host policy instead of `--policy`.
 pub const POLICY_ENV: &str = "PARENT_TOOL_DISPATCH_POLICY";
 
@@ -181,7 +166,7 @@ pub struct DispatchArgs {
 
 impl DispatchArgs {
     /// The main job with this bridge and every other option at its default: what clap gives
-    /// for `--parent-tool-bridge VALUE` alone (`plain_main_job`; a test compares the two).
+    /// for `--parent-tool-bridge VALUE` alone (a test compares the two).
     pub fn with_bridge(bridge: String) -> DispatchArgs {
         DispatchArgs {
             bridge: BridgeArg {

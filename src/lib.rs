@@ -115,19 +115,14 @@ pub const SUBCOMMAND_NAMES: &[&str] = &[
 ];
 
 /// The main job's command line, parsed without building the whole command tree (every
-/// subcommand's options and help texts: about 0.1 ms of each call): only the top-level options,
-/// with a name for each subcommand so that one is never taken for the REQUEST. `None` — and the
-/// whole tree parses it, as before — for anything but a main job that parses cleanly: a
-/// subcommand, `--help`, `--version`, a mistyped subcommand, any error. The main job's
-/// arguments come from the same definition (`DispatchArgs`), so they are the same values.
+/// subcommand's options and help texts, a good part of a call's start: docs/PERFORMANCE.md):
+/// only the top-level options, with a name for each subcommand so that one is never taken for
+/// the REQUEST. `None` — and the whole tree parses it, as before — for anything but a main job
+/// that parses cleanly: a subcommand, `--help`, `--version`, a mistyped subcommand, any error.
+/// The main job's arguments come from the same definition (`DispatchArgs`), so they are the
+/// same values.
 pub fn main_job_command_line(args: &[OsString]) -> Option<Cli> {
     use clap::{Args, FromArgMatches};
-    if let Some(dispatch) = plain_main_job(args, |name| std::env::var_os(name)) {
-        return Some(Cli {
-            command: None,
-            dispatch,
-        });
-    }
     let mut light = clap::Command::new("parent-tool-dispatch")
         .args_conflicts_with_subcommands(true)
         .subcommand_negates_reqs(true)
@@ -153,73 +148,6 @@ pub fn main_job_command_line(args: &[OsString]) -> Option<Cli> {
         command: None,
         dispatch,
     })
-}
-
-/// The command line nearly every call has, read without clap at all: the bridge and, at most,
-/// the host policy — `--parent-tool-bridge VALUE` or `--parent-tool-bridge=VALUE` (or no such
-/// word, with the bridge in PARENT_TOOL_DISPATCH_BRIDGE), and `--policy FILE` or
-/// `--policy=FILE` (or its variable PARENT_TOOL_DISPATCH_POLICY), in either order. Building
-/// even the main job's options costs about 40 µs warm and more in a fresh process (clap's code
-/// is paged in); this is a compare of a few words. `None` for anything else — then clap parses
-/// it — and also when a variable clap would read for the main job is set
-/// ([`cli::DISPATCH_ENV`]) beside the flag that stands for it or beside an option this does
-/// not read, when a word is given twice, or when a value is empty, not UTF-8 or starts with
-/// `-` (clap's reading of those is left to clap). A test holds the result equal to clap's for
-/// every shape taken.
-pub fn plain_main_job(
-    args: &[OsString],
-    env: impl Fn(&str) -> Option<OsString>,
-) -> Option<cli::DispatchArgs> {
-    const BRIDGE: &str = "--parent-tool-bridge";
-    const POLICY: &str = "--policy";
-    let (mut bridge, mut policy): (Option<String>, Option<String>) = (None, None);
-    let mut words = args.get(1..)?.iter();
-    while let Some(word) = words.next() {
-        let word = word.to_str()?;
-        let (name, inline) = match word.split_once('=') {
-            Some((name, value)) => (name, Some(value)),
-            None => (word, None),
-        };
-        let slot = match name {
-            BRIDGE => &mut bridge,
-            POLICY => &mut policy,
-            _ => return None,
-        };
-        if slot.is_some() {
-            return None;
-        }
-        let value = match inline {
-            Some(value) => value,
-            None => words.next()?.to_str()?,
-        };
-        *slot = Some(value.to_owned());
-    }
-    // A variable stands for its flag only when the flag is absent; clap reads every other.
-    let (bridge_env, policy_env) = (bridge.is_none(), policy.is_none());
-    if bridge_env {
-        bridge = Some(env(cli::BRIDGE_ENV)?.into_string().ok()?);
-    }
-    if policy_env {
-        policy = match env(cli::POLICY_ENV) {
-            Some(value) => Some(value.into_string().ok()?),
-            None => None,
-        };
-    }
-    let clap_reads = |name: &&str| {
-        let stands_for_flag =
-            (bridge_env && *name == cli::BRIDGE_ENV) || (policy_env && *name == cli::POLICY_ENV);
-        !stands_for_flag && env(name).is_some()
-    };
-    if cli::DISPATCH_ENV.iter().any(clap_reads) {
-        return None;
-    }
-    let usable = |value: &str| !value.is_empty() && !value.starts_with('-');
-    if !bridge.iter().chain(&policy).all(|value| usable(value)) {
-        return None;
-    }
-    let mut dispatch = cli::DispatchArgs::with_bridge(bridge?);
-    dispatch.policy = policy.map(std::path::PathBuf::from);
-    Some(dispatch)
 }
 
 /// Make this process non-dumpable before it starts anything (docs/guide.md, "What an adapter cannot

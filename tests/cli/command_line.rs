@@ -473,7 +473,7 @@ fn the_main_jobs_quick_parse_agrees_with_the_whole_command_tree() {
             "-",
         ],
     ];
-    // The plain shapes, which skip clap altogether (`plain_main_job`), give the same too.
+    // The shapes nearly every call has give the same too.
     let plain: &[&[&str]] = &[
         &["--parent-tool-bridge", "{}"],
         &["--parent-tool-bridge", "@bridge.json"],
@@ -497,16 +497,19 @@ fn the_main_jobs_quick_parse_agrees_with_the_whole_command_tree() {
         let mut matches = cmd.try_get_matches_from_mut(&args).unwrap();
         let whole = Cli::from_arg_matches_mut(&mut matches).unwrap();
         assert_eq!(format!("{fast:?}"), format!("{whole:?}"), "{line:?}");
-        if plain.contains(line) {
-            let bare = parent_tool_dispatch::plain_main_job(&args, |_| None)
-                .unwrap_or_else(|| panic!("{line:?} was left to clap"));
-            assert_eq!(
-                format!("{bare:?}"),
-                format!("{:?}", whole.dispatch),
-                "{line:?}"
-            );
-        }
     }
+    // `DispatchArgs::with_bridge` is what clap gives for the bridge alone.
+    let mut matches = Cli::command()
+        .try_get_matches_from(argv(&["--parent-tool-bridge", "{}"]))
+        .unwrap();
+    let whole = Cli::from_arg_matches_mut(&mut matches).unwrap();
+    assert_eq!(
+        format!(
+            "{:?}",
+            parent_tool_dispatch::cli::DispatchArgs::with_bridge("{}".into())
+        ),
+        format!("{:?}", whole.dispatch)
+    );
     let left: &[&[&str]] = &[
         &["validate", "bridge"],
         &["help"],
@@ -524,101 +527,4 @@ fn the_main_jobs_quick_parse_agrees_with_the_whole_command_tree() {
     for line in left {
         assert!(main_job_command_line(&argv(line)).is_none(), "{line:?}");
     }
-}
-
-/// The plain shapes leave everything else to clap: a word that is neither the bridge nor the
-/// policy, either given twice, a value clap reads its own way (empty, or starting with `-`), a
-/// value that is not UTF-8, and a variable clap would read for the main job; the bridge's and
-/// the policy's variables, without their flags, are read like the flags.
-#[test]
-fn the_plain_main_job_takes_only_the_bridge_and_the_policy() {
-    use parent_tool_dispatch::cli::{DISPATCH_ENV, LEDGER_ENV};
-    use parent_tool_dispatch::plain_main_job;
-    use std::ffi::OsString;
-    use std::os::unix::ffi::OsStringExt;
-    let args = argv;
-    let none = |_: &str| None;
-    let left: &[&[&str]] = &[
-        &[],
-        &["--parent-tool-bridge"],
-        &["--parent-tool-bridge", ""],
-        &["--parent-tool-bridge="],
-        &["--parent-tool-bridge", "-v"],
-        &["--parent-tool-bridge=-v"],
-        &["--parent-tool-bridge", "{}", "request.json"],
-        &["--parent-tool-bridge={}", "--pretty"],
-        &["--parent-tool-bridgex={}"],
-        &["--parent-tool-bridge-file", "{}"],
-        &["--pretty", "{}"],
-        &["validate", "{}"],
-        &["--parent-tool-bridge", "{}", "--", "-"],
-        &["--policy", "p.toml"],
-        &["--parent-tool-bridge", "{}", "--policy"],
-        &["--parent-tool-bridge", "{}", "--policy", ""],
-        &["--parent-tool-bridge", "{}", "--policy", "-p"],
-        &["--parent-tool-bridge", "{}", "--policy=a", "--policy=b"],
-        &["--parent-tool-bridge={}", "--parent-tool-bridge={}"],
-        &["--parent-tool-bridge", "{}", "--policyx", "p"],
-    ];
-    for line in left {
-        assert!(plain_main_job(&args(line), none).is_none(), "{line:?}");
-    }
-    let mut not_utf8 = args(&["--parent-tool-bridge"]);
-    not_utf8.push(OsString::from_vec(b"{\xff}".to_vec()));
-    assert!(plain_main_job(&not_utf8, none).is_none());
-
-    // Each variable clap reads for the main job, set beside both flags, leaves it to clap.
-    for name in DISPATCH_ENV {
-        let set = |asked: &str| (asked == *name).then(|| OsString::from("x"));
-        let both = ["--parent-tool-bridge", "{}", "--policy", "p.toml"];
-        assert!(plain_main_job(&args(&both), set).is_none(), "{name}");
-    }
-    // The policy's variable without the flag reads as the flag would.
-    let policy_var = |asked: &str| {
-        (asked == parent_tool_dispatch::cli::POLICY_ENV).then(|| OsString::from("p.toml"))
-    };
-    let from_env = plain_main_job(&args(&["--parent-tool-bridge", "{}"]), policy_var).unwrap();
-    let from_flag = plain_main_job(
-        &args(&["--parent-tool-bridge", "{}", "--policy", "p.toml"]),
-        none,
-    )
-    .unwrap();
-    assert_eq!(format!("{from_env:?}"), format!("{from_flag:?}"));
-    // The bridge in its variable and no argument reads as the flag would.
-    let bridge_only = |asked: &str| {
-        (asked == parent_tool_dispatch::cli::BRIDGE_ENV).then(|| OsString::from("{\"b\": 2}"))
-    };
-    let from_env = plain_main_job(&args(&[]), bridge_only).expect("the bridge variable alone");
-    let from_flag = plain_main_job(&args(&["--parent-tool-bridge", "{\"b\": 2}"]), none).unwrap();
-    assert_eq!(format!("{from_env:?}"), format!("{from_flag:?}"));
-    // … but not beside the ledger's variable, nor when empty or not UTF-8.
-    let with_ledger = |asked: &str| match asked {
-        LEDGER_ENV => Some(OsString::from("l.db")),
-        parent_tool_dispatch::cli::BRIDGE_ENV => Some(OsString::from("{}")),
-        _ => None,
-    };
-    assert!(plain_main_job(&args(&[]), with_ledger).is_none());
-    let empty = |asked: &str| (asked == parent_tool_dispatch::cli::BRIDGE_ENV).then(OsString::new);
-    assert!(plain_main_job(&args(&[]), empty).is_none());
-    let bad = |asked: &str| {
-        (asked == parent_tool_dispatch::cli::BRIDGE_ENV).then(|| OsString::from_vec(vec![0xff]))
-    };
-    assert!(plain_main_job(&args(&[]), bad).is_none());
-}
-
-/// `DISPATCH_ENV` names every variable clap reads for the main job's options, and no other.
-#[test]
-fn the_main_jobs_variables_are_all_listed() {
-    use clap::Args;
-    use parent_tool_dispatch::cli::{DispatchArgs, DISPATCH_ENV};
-    let cmd = DispatchArgs::augment_args(clap::Command::new("x"));
-    let mut read: Vec<String> = cmd
-        .get_arguments()
-        .filter_map(|a| a.get_env())
-        .map(|v| v.to_string_lossy().into_owned())
-        .collect();
-    read.sort_unstable();
-    let mut listed: Vec<String> = DISPATCH_ENV.iter().map(|s| s.to_string()).collect();
-    listed.sort_unstable();
-    assert_eq!(read, listed);
 }

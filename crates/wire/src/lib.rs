@@ -36,7 +36,6 @@ macro_rules! stderr_line {
 pub mod authorize;
 pub mod envelope;
 pub mod error;
-pub mod find;
 pub mod json;
 pub mod redact;
 pub mod stdout;

@@ -12,7 +12,7 @@ impl Redactor {
     pub(super) fn scrub_paths(&self, s: &str, edits: &mut Edits<'_>) {
         let bytes = s.as_bytes();
         let mut pos = 0;
-        while let Some(off) = crate::find::byte(b'/', &bytes[pos..]) {
+        while let Some(off) = memchr::memchr(b'/', &bytes[pos..]) {
             let at = pos + off;
             pos = at + 1;
             if at < edits.done || !path_may_start(s, at) {

@@ -31,7 +31,7 @@ pub(super) fn scrub_assignments(s: &str, edits: &mut Edits<'_>) {
     let mut values = Values::new(s);
     let mut verdicts = LastKey::default();
     let mut pos = 0;
-    while let Some(off) = crate::find::byte2(b':', b'=', &bytes[pos..]) {
+    while let Some(off) = memchr::memchr2(b':', b'=', &bytes[pos..]) {
         let sep = pos + off;
         pos = sep + 1;
         // `scheme://` and a `user:pass@host` authority are URLs, which `scrub_credentials` owns.
@@ -298,7 +298,7 @@ impl<'a> Authorities<'a> {
 fn find_scheme_separator(s: &str, from: usize) -> Option<usize> {
     let b = s.as_bytes();
     let mut at = from;
-    while let Some(i) = crate::find::byte(b':', b.get(at..)?) {
+    while let Some(i) = memchr::memchr(b':', b.get(at..)?) {
         at += i;
         if b[at + 1..].starts_with(b"//") {
             return Some(at);
