@@ -18,10 +18,9 @@ pub const PIPE_BYTES: usize = 1 << 20;
 /// Before `len` bytes go to stdout: when `len` is at least [`PIPE_BYTES`] and stdout is a pipe
 /// whose buffer is smaller, ask the kernel for a buffer of [`PIPE_BYTES`]. A 64 MiB envelope
 /// then crosses in 64 fills of the pipe instead of 1,024 — each fill a wake-up of the reader
-/// and of this process — which took its write from about 150 ms to about 60 ms on the
-/// benchmark's machine. The reader sees the same bytes in fewer, larger reads. The buffer is
-/// never shrunk, and a refusal (the user's pipe quota, `pipe-max-size` lowered, not a pipe) is
-/// not an error: the write goes ahead as it is.
+/// and of this process (docs/PERFORMANCE.md has what that saves). The reader sees the same
+/// bytes in fewer, larger reads. The buffer is never shrunk, and a refusal (the user's pipe
+/// quota, `pipe-max-size` lowered, not a pipe) is not an error: the write goes ahead as it is.
 pub fn make_room(len: usize) {
     if len < PIPE_BYTES {
         return;

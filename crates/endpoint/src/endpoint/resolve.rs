@@ -4,12 +4,12 @@
 //!
 //! Why not `getaddrinfo`: a statically linked glibc resolves names only through NSS modules
 //! loaded at run time from the very glibc version it was linked with — the obstacle that kept
-//! the static build (faster to start) from being the one people get. Reading the two files
-//! ourselves works in every build, static or not, and is the same in both. What it gives up:
-//! name sources that only NSS knows (LDAP, NIS, mDNS, `myhostname`, systemd's `resolve` module
-//! — a host with systemd-resolved is still served, through the stub nameserver `resolv.conf`
-//! names), and `/etc/nsswitch.conf`'s order (the hosts file always comes first, as its default
-//! says).
+//! the static build (no dynamic loader to run at each start) from being the one people get.
+//! Reading the two files ourselves works in every build, static or not, and is the same in
+//! both. What it gives up: name sources that only NSS knows (LDAP, NIS, mDNS, `myhostname`,
+//! systemd's `resolve` module — a host with systemd-resolved is still served, through the stub
+//! nameserver `resolv.conf` names), and `/etc/nsswitch.conf`'s order (the hosts file always
+//! comes first, as its default says).
 //!
 //! What is ours and what is not: the DNS wire format (building queries, reading answers) is
 //! `hickory-proto`'s and `resolv.conf` is read by `resolv-conf` — the resolver project's own

@@ -526,8 +526,8 @@ pub(crate) fn find_special(bytes: &[u8], from: usize) -> Option<usize> {
     const HIGHS: u64 = 0x8080_8080_8080_8080;
     let mut i = from;
     // Long runs first, a block at a time: a fixed-size fold the compiler turns into vector
-    // compares, several times faster than the word loop below, which then finds the exact
-    // byte in the block that has one.
+    // compares (docs/PERFORMANCE.md, "the string scan"); the word loop below then finds the
+    // exact byte in the block that has one.
     while let Some(block) = bytes.get(i..i + SPECIAL_BLOCK) {
         let hit = block.iter().fold(false, |hit, &b| {
             hit | (b == b'"') | (b == b'\\') | (b < 0x20)
