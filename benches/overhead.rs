@@ -67,7 +67,7 @@
 #[path = "overhead/measure.rs"]
 mod measure;
 
-use measure::{run_checked, verdict, Expect, Sample, Series};
+use measure::{order, run_checked, verdict, Expect, Sample, Series};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::Command;
@@ -324,7 +324,7 @@ impl Bench {
         .collect()
     }
 
-    /// (a): one call, interleaved round by round (the order rotates): the adapter alone,
+    /// (a): one call, interleaved round by round (in a new order each round): the adapter alone,
     /// `timeout`, each build, and the first build with every confinement mechanism on.
     fn per_call(&self) {
         const ANSWER: usize = 1024;
@@ -352,8 +352,7 @@ impl Bench {
             }
         }
         for round in 0..self.runs {
-            for k in 0..variants {
-                let which = (round + k) % variants;
+            for which in order(variants, round) {
                 series[which].push(run_checked(&mut command(which), &req, small));
             }
         }
@@ -409,7 +408,7 @@ impl Bench {
         );
     }
 
-    /// (b): a big answer, the pipe floor and each build, the order rotating round by round.
+    /// (b): a big answer, the pipe floor and each build, in a new order each round.
     fn big_answer(&self) {
         let req = self.small_request();
         let big = Expect {
@@ -428,8 +427,7 @@ impl Bench {
             run_checked(&mut command(which), &req, big);
         }
         for round in 0..self.big_runs {
-            for k in 0..=builds {
-                let which = (round + k) % (builds + 1);
+            for which in order(builds + 1, round) {
                 series[which].push(run_checked(&mut command(which), &req, big));
             }
         }

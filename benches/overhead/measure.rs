@@ -229,3 +229,18 @@ pub(crate) fn verdict(ratio: f64, target: f64) -> &'static str {
         "NOT met"
     }
 }
+
+/// The order to run `n` variants in, in round `round`: a different shuffle each round, so that
+/// no variant always follows the same one (a run leaves the caches warm for the next run of
+/// the same binary, which a fixed order would hand to the same variant every round).
+pub(crate) fn order(n: usize, round: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut state = (round as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    for i in (1..n).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        order.swap(i, (state % (i as u64 + 1)) as usize);
+    }
+    order
+}
