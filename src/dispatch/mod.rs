@@ -14,6 +14,7 @@ mod deadline;
 pub(crate) mod egress;
 pub(crate) mod explain;
 pub(crate) mod gate;
+mod heartbeat;
 mod notify;
 mod panics;
 pub(crate) mod policy;
@@ -374,7 +375,7 @@ fn steps(job: &Job<'_>, learned: &mut Learned) -> Result<Obtained, DispatchError
     let started = std::time::Instant::now();
     // A PostgreSQL ledger's lease is kept fresh while the call runs (SPEC §19.1).
     let heartbeat = match (job.usage.ledger.as_ref(), learned.gate.as_ref()) {
-        (Some(options), Some(gate)) => gate::Heartbeat::start(options, gate, job.env),
+        (Some(options), Some(gate)) => heartbeat::Heartbeat::start(options, gate, job.env),
         _ => None,
     };
     let since = learned.clock();
