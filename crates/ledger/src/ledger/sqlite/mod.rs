@@ -301,12 +301,10 @@ impl SqliteStore {
             approvals: true,
         };
         store.arm()?;
+        distrust_schema(&store.conn)?;
         store
             .conn
-            .execute_batch(
-                "PRAGMA trusted_schema = OFF; PRAGMA cell_size_check = ON; \
-                 PRAGMA query_only = ON;",
-            )
+            .execute_batch("PRAGMA cell_size_check = ON; PRAGMA query_only = ON;")
             .map_err(db)?;
         // A reader never checkpoints, and so never deletes the WAL, when it closes.
         store
@@ -372,8 +370,9 @@ impl SqliteStore {
     /// synchronous FULL.
     fn prepare(&mut self) -> Result<(), LedgerError> {
         self.arm()?;
+        distrust_schema(&self.conn)?;
         self.conn
-            .execute_batch("PRAGMA trusted_schema = OFF; PRAGMA cell_size_check = ON;")
+            .execute_batch("PRAGMA cell_size_check = ON;")
             .map_err(db)?;
         let mut id = self.pragma_int("application_id")?;
         if id == 0 {
@@ -407,8 +406,8 @@ impl SqliteStore {
                 "schema version {version}, this dispatcher reads {SCHEMA_VERSION}"
             )));
         }
-        // WAL is kept in the file's header: asking costs little, setting it again (a no-op
-        // that still takes a fraction of a millisecond) is only done when it is not.
+        // WAL is kept in the file's header: it is asked, and set only when it is not (setting
+        // it again is a no-op that still does work).
         let mut mode: String = self
             .conn
             .query_row("PRAGMA journal_mode", [], |r| r.get(0))
@@ -619,6 +618,17 @@ impl SqliteStore {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(db)
     }
+}
+
+/// `trusted_schema = OFF`: a crafted file's views and triggers cannot call functions with
+/// side effects. Set through the connection's configuration: no statement to compile.
+fn distrust_schema(conn: &Connection) -> Result<(), LedgerError> {
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_TRUSTED_SCHEMA,
+        false,
+    )
+    .map(|_| ())
+    .map_err(db)
 }
 
 /// A read-only SQLite connection to the ledger at `path` (its URI form), immutable when `mode`
@@ -870,5 +880,24 @@ impl Store for SqliteStore {
                 .conn
                 .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_main_job_and_a_reader_distrust_the_schema_and_check_cells() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.db");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let writer = SqliteStore::open(&path, deadline).unwrap();
+        let reader = SqliteStore::open_read_only(&path, deadline).unwrap();
+        for store in [&writer, &reader] {
+            assert_eq!(store.pragma_int("trusted_schema").unwrap(), 0);
+            assert_eq!(store.pragma_int("cell_size_check").unwrap(), 1);
+        }
+        assert_eq!(writer.pragma_int("synchronous").unwrap(), 2, "FULL");
     }
 }

@@ -66,29 +66,31 @@ pub(super) fn read_call(tx: &Connection, key: &Key) -> Result<Option<CallRow>, L
     }))
 }
 
-/// The seq the next appended record gets.
-pub(super) fn next_seq(tx: &Connection) -> Result<u64, LedgerError> {
-    let head: Option<i64> = tx
-        .query_row("SELECT seq FROM head WHERE only = 1", [], |r| r.get(0))
+/// The chain's head: the last record's seq and hash (`0` and [`GENESIS`] for an empty chain).
+/// One compiled statement for [`next_seq`] and [`append`], which a call's outcome runs both.
+fn head(tx: &Connection) -> Result<(u64, String), LedgerError> {
+    let mut stmt = tx
+        .prepare_cached("SELECT seq, hash FROM head WHERE only = 1")
+        .map_err(db)?;
+    let head: Option<(i64, String)> = stmt
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()
         .map_err(db)?;
-    u64::try_from(head.unwrap_or(0))
-        .map(|seq| seq + 1)
-        .map_err(|_| LedgerError::Corrupt("the audit head is invalid".into()))
+    let (seq, hash) = head.unwrap_or((0, GENESIS.to_string()));
+    let seq =
+        u64::try_from(seq).map_err(|_| LedgerError::Corrupt("the audit head is invalid".into()))?;
+    Ok((seq, hash))
+}
+
+/// The seq the next appended record gets.
+pub(super) fn next_seq(tx: &Connection) -> Result<u64, LedgerError> {
+    Ok(head(tx)?.0 + 1)
 }
 
 /// Append `record` to the chain; returns its seq.
 pub(super) fn append(tx: &Connection, record: &AuditRecord) -> Result<u64, LedgerError> {
-    let head: Option<(i64, String)> = tx
-        .query_row("SELECT seq, hash FROM head WHERE only = 1", [], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
-        .optional()
-        .map_err(db)?;
-    let (seq, prev) = head.unwrap_or((0, GENESIS.to_string()));
-    let seq = u64::try_from(seq)
-        .map_err(|_| LedgerError::Corrupt("the audit head is invalid".into()))?
-        + 1;
+    let (seq, prev) = head(tx)?;
+    let seq = seq + 1;
     let sealed = audit::seal(record, seq, &prev).map_err(LedgerError::Record)?;
     tx.execute(
         "INSERT INTO audit (seq, time_ms, prev, hash, body) VALUES (?1, ?2, ?3, ?4, ?5)",
