@@ -252,3 +252,47 @@ fn tls_is_verified_up_to_the_server_s_name() {
         .run()
         .expect("succeeded", None, 0);
 }
+
+#[test]
+fn behind_a_session_pooler_each_key_still_runs_once() {
+    // docs/ledger.md recommends pgbouncer in session mode for a host that makes many calls:
+    // the ledger's rules hold through it — one run per key among racing dispatchers, the
+    // others waiting and replaying, one intact chain.
+    require!(skip::postgres());
+    require!(skip::pgbouncer());
+    let password = pgtest::cluster().unwrap().password.clone();
+    let url = pgtest::fresh_pooled_database();
+    assert_eq!(migrate(&url, &password), json!({"from": null, "to": 1}));
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let log = format!("pidfile:{}", ran.display());
+    let runs: Vec<Run> = std::thread::scope(|s| {
+        let racers: Vec<_> = (0..8)
+            .map(|_| {
+                s.spawn(|| {
+                    Dispatch::adapter(&[&log, "sleep:300", "echo"])
+                        .args(&["--ledger", &url])
+                        .env("PGPASSWORD", &password)
+                        .run()
+                })
+            })
+            .collect();
+        racers.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    for run in &runs {
+        run.expect("succeeded", None, 0);
+        assert!(!run.stderr.contains(&password));
+    }
+    let replayed = runs
+        .iter()
+        .filter(|r| r.envelope["diagnostics"]["ledger"]["replayed"] == true)
+        .count();
+    assert_eq!(replayed, runs.len() - 1, "all but one replay");
+    assert_eq!(pids(&ran).len(), 1, "the adapter ran once");
+    Cmd::new(["audit", "verify", "--ledger", &url])
+        .env("PGPASSWORD", &password)
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_contains("\"intact\"");
+}

@@ -281,6 +281,7 @@ fn users_id(name: &str) -> Option<u32> {
 }
 
 fn stop(bin: &Path, dir: &Path) {
+    stop_pooler(dir);
     let _ = as_owner(&bin.join("pg_ctl"))
         .arg("-D")
         .arg(dir.join("data"))
@@ -302,6 +303,7 @@ extern "C" fn stop_at_exit() {
 fn reaper(bin: &Path, dir: &Path) {
     let script = "while kill -0 \"$1\" 2>/dev/null; do sleep 1; done; \
                   [ -d \"$3\" ] || exit 0; \
+                  [ -f \"$3/pgbouncer.pid\" ] && kill \"$(cat \"$3/pgbouncer.pid\")\"; \
                   if [ \"$(id -u)\" = 0 ]; then \
                     setpriv --reuid=postgres --regid=postgres --clear-groups -- \
                       \"$2/pg_ctl\" -D \"$3/data\" -m immediate -w stop; \
@@ -345,6 +347,108 @@ impl Cluster {
             "postgres://{USER}@127.0.0.1:{}/{name}?sslmode=disable",
             self.port
         )
+    }
+}
+
+/// A connection pooler in front of the process's cluster: `pgbouncer` in session-pooling mode
+/// (docs/ledger.md), on a loopback port, SCRAM for its clients, the cluster's socket behind it.
+#[derive(Debug)]
+pub struct Pooler {
+    /// Its TCP port on 127.0.0.1.
+    pub port: u16,
+}
+
+static POOLER: OnceLock<Result<Pooler, String>> = OnceLock::new();
+
+/// The process's pooler, started the first time (after the cluster); stopped with it.
+pub fn pooler() -> Result<&'static Pooler, &'static String> {
+    POOLER.get_or_init(start_pooler).as_ref()
+}
+
+/// [`crate::skip::pgbouncer`].
+pub(crate) fn pgbouncer() -> Need {
+    match pooler() {
+        Ok(_) => Ok(()),
+        Err(reason) => unmet("pgbouncer", reason.clone()),
+    }
+}
+
+impl Pooler {
+    /// The URL of the cluster's database `name` through the pooler, without the password.
+    pub fn url(&self, name: &str) -> String {
+        format!(
+            "postgres://{USER}@127.0.0.1:{}/{name}?sslmode=disable",
+            self.port
+        )
+    }
+}
+
+/// The URL (without password) of a new database reached through the pooler; panics when there
+/// is none (a test asks [`crate::skip::pgbouncer`] first).
+pub fn fresh_pooled_database() -> String {
+    let (cluster, pooler) = match (cluster(), pooler()) {
+        (Ok(c), Ok(p)) => (c, p),
+        (Err(e), _) | (_, Err(e)) => panic!("no PostgreSQL pooler: {e}"),
+    };
+    match cluster.create_database() {
+        Ok(name) => pooler.url(&name),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn start_pooler() -> Result<Pooler, String> {
+    let cluster = cluster().map_err(Clone::clone)?;
+    let program = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .ok_or("needs `pgbouncer` (Debian's package) to test a ledger behind a pooler")?;
+    let dir = &cluster.dir;
+    let io = |e: std::io::Error| format!("the pooler's files: {e}");
+    let port = free_port()?;
+    // `*`: every database of the cluster, over its private socket (trusted there).
+    let config = format!(
+        "[databases]\n* = host={sock} port={server}\n\
+         [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n\
+         auth_type = scram-sha-256\nauth_file = {dir}/pgbouncer.users\npool_mode = session\n\
+         max_client_conn = 500\ndefault_pool_size = 40\n\
+         logfile = {dir}/pgbouncer.log\npidfile = {dir}/pgbouncer.pid\n",
+        sock = dir.join("sock").display(),
+        server = cluster.port,
+        dir = dir.display(),
+    );
+    let ini = dir.join("pgbouncer.ini");
+    std::fs::write(&ini, config).map_err(io)?;
+    let users = dir.join("pgbouncer.users");
+    std::fs::write(&users, format!("\"{USER}\" \"{}\"\n", cluster.password)).map_err(io)?;
+    if is_root() {
+        let uid = users_id("postgres").ok_or("needs the `postgres` user")?;
+        for p in [&ini, &users] {
+            rustix::fs::chown(p, Some(rustix::process::Uid::from_raw(uid)), None)
+                .map_err(|e| io(e.into()))?;
+        }
+    }
+    run(as_owner(&program).arg("-d").arg(&ini), "pgbouncer")?;
+    // `-d` returns once it forked; wait until it accepts.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if std::time::Instant::now() > until {
+            stop_pooler(dir);
+            return Err("pgbouncer did not start listening within 10 s".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok(Pooler { port })
+}
+
+/// Stop the pooler of the cluster in `dir`, if one was started.
+fn stop_pooler(dir: &Path) {
+    let pid = std::fs::read_to_string(dir.join("pgbouncer.pid"))
+        .ok()
+        .and_then(|text| text.trim().parse::<i32>().ok())
+        .and_then(rustix::process::Pid::from_raw);
+    if let Some(pid) = pid {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
     }
 }
 

@@ -217,6 +217,12 @@ pub fn postgres() -> Need {
     crate::pgtest::postgres()
 }
 
+/// A connection pooler in front of the PostgreSQL test cluster: `pgbouncer` installed and
+/// started ([`crate::pgtest::pooler`]). The need's name: `pgbouncer`.
+pub fn pgbouncer() -> Need {
+    crate::pgtest::pgbouncer()
+}
+
 /// A program found on `PATH` (or at this path) that runs: `args` must make it exit 0.
 pub fn program(name: &'static str, args: &[&str]) -> Need {
     match std::process::Command::new(name)

@@ -81,13 +81,17 @@ pub enum SslMode {
 }
 
 /// A PostgreSQL ledger's URL, without a password: `postgres://USER@HOST[:PORT]/DB?…` with
-/// `sslmode`, `sslrootcert`, `connect_timeout` and `application_name` understood (anything
-/// else is refused).
+/// `host`, `port`, `sslmode`, `sslrootcert`, `connect_timeout` and `application_name`
+/// understood (anything else is refused). As in libpq, a host that is an absolute path
+/// (`postgres://USER@%2Frun%2Fpostgresql/DB`, or `postgres://USER@/DB?host=/run/postgresql`)
+/// is the folder of the server's unix socket: no TCP, no TLS, and the server may authenticate
+/// the connecting process by its user (`peer`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PgUrl {
     /// The user.
     pub user: String,
-    /// The host name or address (an IPv6 address without its brackets).
+    /// The host name or address (an IPv6 address without its brackets), or the folder of
+    /// the server's unix socket (an absolute path).
     pub host: String,
     /// The port (5432 by default).
     pub port: u16,
@@ -105,7 +109,9 @@ pub struct PgUrl {
 
 impl std::fmt::Display for PgUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let host = if self.host.contains(':') {
+        let host = if self.is_socket() {
+            self.host.replace('/', "%2F")
+        } else if self.host.contains(':') {
             format!("[{}]", self.host)
         } else {
             self.host.clone()
@@ -187,11 +193,44 @@ impl PgUrl {
             connect_timeout: None,
             application_name: None,
         };
+        let named_host = !url.host.is_empty();
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            url.set(&decode(name)?, &decode(value)?)?;
+            let name = decode(name)?;
+            if name == "host" && (named_host || !url.host.is_empty()) {
+                return Err(bad("the URL names its host twice"));
+            }
+            url.set(&name, &decode(value)?)?;
         }
+        url.check_host()?;
         Ok(url)
+    }
+
+    /// Whether the host is the folder of the server's unix socket.
+    pub fn is_socket(&self) -> bool {
+        self.host.starts_with('/')
+    }
+
+    fn check_host(&self) -> Result<(), LedgerError> {
+        if self.host.is_empty() || self.host.contains(',') {
+            return Err(bad("the URL must name exactly one host"));
+        }
+        if self.is_socket() {
+            if matches!(
+                self.sslmode,
+                SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull
+            ) {
+                return Err(bad(
+                    "TLS is not used over a unix socket: sslmode require, verify-ca and \
+                     verify-full need a host name or address",
+                ));
+            }
+        } else if self.host.contains('/') {
+            return Err(bad(
+                "the host is neither a name, an address nor an absolute socket folder",
+            ));
+        }
+        Ok(())
     }
 
     fn set(&mut self, name: &str, value: &str) -> Result<(), LedgerError> {
@@ -219,6 +258,10 @@ impl PgUrl {
                 self.connect_timeout = Some(Duration::from_secs(secs));
             }
             "application_name" => self.application_name = Some(value.to_string()),
+            "host" => self.host = value.to_string(),
+            "port" => {
+                self.port = value.parse().map_err(|_| bad("the port is not a number"))?;
+            }
             "password" => {
                 return Err(bad(
                     "the URL carries a password, which would show in process lists: give it \
@@ -243,9 +286,6 @@ fn split_host_port(hostport: &str) -> Result<(String, u16), LedgerError> {
             None => (decode(hostport)?, None),
         }
     };
-    if host.is_empty() || host.contains(',') {
-        return Err(bad("the URL must name exactly one host"));
-    }
     let port = match port {
         None | Some("") => 5432,
         Some(p) => p.parse().map_err(|_| bad("the port is not a number"))?,
@@ -299,6 +339,8 @@ pub fn password_for(url: &PgUrl, env: &HostEnv) -> Result<Option<Password>, Ledg
 }
 
 /// The password of the first `~/.pgpass` line matching `url`.
+/// Over a unix socket the host field may also be `localhost`, as libpq allows for its default
+/// socket folder.
 pub(crate) fn pgpass_lookup(text: &str, url: &PgUrl) -> Option<Password> {
     let port = url.port.to_string();
     let want = [url.host.as_str(), &port, &url.dbname, &url.user];
@@ -309,10 +351,14 @@ pub(crate) fn pgpass_lookup(text: &str, url: &PgUrl) -> Option<Password> {
             if fields.len() < 5 {
                 return None;
             }
+            let host_is_localhost = url.is_socket() && fields[0] == "localhost";
             let matches = want
                 .iter()
                 .zip(&fields)
-                .all(|(want, field)| field == "*" || field == want);
+                .enumerate()
+                .all(|(i, (want, field))| {
+                    field == "*" || field == want || (i == 0 && host_is_localhost)
+                });
             matches.then(|| Password(fields[4..].join(":")))
         })
 }

@@ -104,6 +104,13 @@ pub(crate) fn connect(
     deadline: Instant,
 ) -> Result<Client, LedgerError> {
     let (tls, mode) = tls::connector(url)?;
+    // A unix socket carries no TLS (libpq's rule too); `check_host` refused the modes that
+    // would need it.
+    let mode = if url.is_socket() {
+        postgres::config::SslMode::Disable
+    } else {
+        mode
+    };
     let mut config = postgres::Config::new();
     config
         .user(&url.user)

@@ -4,7 +4,7 @@
 use super::*;
 use crate::ledger::audit::{self, GENESIS};
 use crate::ledger::{ApprovalState, Ask, CallState, Recorded};
-use postgres::types::ToSql;
+use postgres::types::{ToSql, Type};
 use postgres::Row;
 
 pub(super) fn i64_of(n: u64) -> i64 {
@@ -15,10 +15,55 @@ pub(super) fn u64_of(n: i64, what: &str) -> Result<u64, LedgerError> {
     u64::try_from(n).map_err(|_| LedgerError::Corrupt(format!("a row has an invalid {what}")))
 }
 
-type Params<'a> = [&'a (dyn ToSql + Sync)];
+/// The PostgreSQL type of a parameter's Rust type. Naming it lets each statement go to the
+/// server in one round trip (`query_typed`: parse, bind and execute together) where an untyped
+/// one needs two (a prepare first, for the server to infer the types); every process opens its
+/// own connection, so a prepared statement would never be used twice anyway.
+pub(super) trait PgType {
+    const TYPE: Type;
+}
+
+impl PgType for str {
+    const TYPE: Type = Type::TEXT;
+}
+
+impl PgType for String {
+    const TYPE: Type = Type::TEXT;
+}
+
+impl PgType for i64 {
+    const TYPE: Type = Type::INT8;
+}
+
+impl PgType for bool {
+    const TYPE: Type = Type::BOOL;
+}
+
+impl<T: PgType> PgType for Option<T> {
+    const TYPE: Type = T::TYPE;
+}
+
+impl<T: PgType + ?Sized> PgType for &T {
+    const TYPE: Type = T::TYPE;
+}
+
+/// The type of the value `_value` points at.
+pub(super) fn type_of<T: PgType + ?Sized>(_value: &T) -> Type {
+    T::TYPE
+}
+
+/// `typed![&a, &b]`: the parameters of a statement with their PostgreSQL types ([`Params`]).
+macro_rules! typed {
+    ($($param:expr),* $(,)?) => {
+        &[$(($param as &(dyn ToSql + Sync), type_of($param))),*]
+    };
+}
+
+/// A statement's parameters, each with its PostgreSQL type ([`typed!`]).
+pub(super) type Params<'a> = [(&'a (dyn ToSql + Sync), Type)];
 
 fn one(tx: &mut Transaction<'_>, sql: &str, p: &Params<'_>) -> Result<Option<Row>, LedgerError> {
-    tx.query_opt(sql, p).map_err(db)
+    tx.query_typed_opt(sql, p).map_err(db)
 }
 
 fn lease_of(row: &Row, at: usize) -> Result<Lease, LedgerError> {
@@ -41,7 +86,7 @@ pub(super) fn read_call(
         "SELECT digest, state, attempt, lease_boot, lease_pid, lease_start, heartbeat_ms, \
          envelope, exit_status FROM calls \
          WHERE bridge_ref = $1 AND session_id = $2 AND request_id = $3",
-        &[&key.bridge_ref, &key.session_id, &key.request_id],
+        typed![&key.bridge_ref, &key.session_id, &key.request_id],
     )?
     else {
         return Ok(None);
@@ -74,23 +119,37 @@ pub(super) fn read_call(
 }
 
 pub(super) fn head(tx: &mut Transaction<'_>) -> Result<Option<(u64, String)>, LedgerError> {
-    one(tx, "SELECT seq, hash FROM head WHERE only_one = 1", &[])?
-        .map(|r| {
-            Ok((
-                u64_of(r.try_get(0).map_err(db)?, "audit head")?,
-                r.try_get(1).map_err(db)?,
-            ))
-        })
-        .transpose()
+    one(
+        tx,
+        "SELECT seq, hash FROM head WHERE only_one = 1",
+        typed![],
+    )?
+    .map(|r| {
+        Ok((
+            u64_of(r.try_get(0).map_err(db)?, "audit head")?,
+            r.try_get(1).map_err(db)?,
+        ))
+    })
+    .transpose()
 }
 
 /// Append `record` to the chain; returns its seq.
 pub(super) fn append(tx: &mut Transaction<'_>, record: &AuditRecord) -> Result<u64, LedgerError> {
-    let (seq, prev) = head(tx)?.unwrap_or((0, GENESIS.to_string()));
+    let current = head(tx)?;
+    append_after(tx, record, current)
+}
+
+/// Append `record` after `current`, the chain's head this transaction read.
+fn append_after(
+    tx: &mut Transaction<'_>,
+    record: &AuditRecord,
+    current: Option<(u64, String)>,
+) -> Result<u64, LedgerError> {
+    let (seq, prev) = current.unwrap_or((0, GENESIS.to_string()));
     let sealed = audit::seal(record, seq + 1, &prev).map_err(LedgerError::Record)?;
-    tx.execute(
+    tx.execute_typed(
         "INSERT INTO audit (seq, time_ms, prev, hash, body) VALUES ($1, $2, $3, $4, $5)",
-        &[
+        typed![
             &i64_of(sealed.seq),
             &i64_of(sealed.time_ms),
             &sealed.prev,
@@ -99,10 +158,10 @@ pub(super) fn append(tx: &mut Transaction<'_>, record: &AuditRecord) -> Result<u
         ],
     )
     .map_err(db)?;
-    tx.execute(
+    tx.execute_typed(
         "INSERT INTO head (only_one, seq, hash) VALUES (1, $1, $2) \
          ON CONFLICT (only_one) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
-        &[&i64_of(sealed.seq), &sealed.hash],
+        typed![&i64_of(sealed.seq), &sealed.hash],
     )
     .map_err(db)?;
     Ok(sealed.seq)
@@ -120,18 +179,26 @@ pub(super) fn check_covered(
         tx,
         "SELECT record_seq FROM calls WHERE bridge_ref = $1 AND session_id = $2 \
          AND request_id = $3",
-        &[&key.bridge_ref, &key.session_id, &key.request_id],
+        typed![&key.bridge_ref, &key.session_id, &key.request_id],
     )?
     .map(|r| r.try_get(0).map_err(db))
     .transpose()?
     .flatten();
     let seq = seq.ok_or_else(|| tampered("a stored envelope has no audit record"))?;
-    let row = one(tx, "SELECT hash, body FROM audit WHERE seq = $1", &[&seq])?
-        .ok_or_else(|| tampered("the stored envelope's audit record is missing"))?;
+    let row = one(
+        tx,
+        "SELECT hash, body FROM audit WHERE seq = $1",
+        typed![&seq],
+    )?
+    .ok_or_else(|| tampered("the stored envelope's audit record is missing"))?;
     let (hash, body): (String, String) = (row.try_get(0).map_err(db)?, row.try_get(1).map_err(db)?);
     audit::covers(&body, &hash, &recorded.envelope, recorded.exit_status)
         .map_err(|why| LedgerError::Tampered(format!("record {seq}: {why}")))?;
-    let next = one(tx, "SELECT prev FROM audit WHERE seq = $1", &[&(seq + 1)])?;
+    let next = one(
+        tx,
+        "SELECT prev FROM audit WHERE seq = $1",
+        typed![&(seq + 1)],
+    )?;
     let linked = match next {
         Some(r) => r.try_get::<_, String>(0).map_err(db)? == hash,
         None => head(tx)?.is_some_and(|(h, hh)| i64_of(h) == seq && hh == hash),
@@ -154,7 +221,7 @@ pub(super) fn read_snapshot(
     let (calls, adapter_ms) = match one(
         tx,
         "SELECT calls, adapter_ms FROM session_usage WHERE bridge_ref = $1 AND session_id = $2",
-        &[&key.bridge_ref, &key.session_id],
+        typed![&key.bridge_ref, &key.session_id],
     )? {
         Some(r) => (
             r.try_get::<_, i64>(0).map_err(db)?,
@@ -165,17 +232,17 @@ pub(super) fn read_snapshot(
     let tool_calls: i64 = match one(
         tx,
         "SELECT calls FROM tool_usage WHERE bridge_ref = $1 AND session_id = $2 AND tool = $3",
-        &[&key.bridge_ref, &key.session_id, &call.tool],
+        typed![&key.bridge_ref, &key.session_id, &call.tool],
     )? {
         Some(r) => r.try_get(0).map_err(db)?,
         None => 0,
     };
     let running = tx
-        .query(
+        .query_typed(
             "SELECT lease_boot, lease_pid, lease_start, heartbeat_ms FROM calls \
              WHERE bridge_ref = $1 AND session_id = $2 AND state = 'running' \
              AND request_id <> $3",
-            &[&key.bridge_ref, &key.session_id, &key.request_id],
+            typed![&key.bridge_ref, &key.session_id, &key.request_id],
         )
         .map_err(db)?
         .iter()
@@ -206,7 +273,7 @@ pub(super) fn write_admit(
     now: i64,
 ) -> Result<(), LedgerError> {
     let key = call.key;
-    tx.execute(
+    tx.execute_typed(
         "INSERT INTO calls (bridge_ref, session_id, request_id, digest, tool, state, attempt, \
          lease_boot, lease_pid, lease_start, heartbeat_ms, envelope, exit_status, updated_ms) \
          VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9, $10, NULL, NULL, $10) \
@@ -215,7 +282,7 @@ pub(super) fn write_admit(
          lease_pid = excluded.lease_pid, lease_start = excluded.lease_start, \
          heartbeat_ms = excluded.heartbeat_ms, envelope = NULL, exit_status = NULL, \
          updated_ms = excluded.updated_ms",
-        &[
+        typed![
             &key.bridge_ref,
             &key.session_id,
             &key.request_id,
@@ -229,18 +296,18 @@ pub(super) fn write_admit(
         ],
     )
     .map_err(db)?;
-    tx.execute(
+    tx.execute_typed(
         "INSERT INTO session_usage (bridge_ref, session_id, calls, adapter_ms) \
          VALUES ($1, $2, 1, 0) ON CONFLICT (bridge_ref, session_id) \
          DO UPDATE SET calls = session_usage.calls + 1",
-        &[&key.bridge_ref, &key.session_id],
+        typed![&key.bridge_ref, &key.session_id],
     )
     .map_err(db)?;
-    tx.execute(
+    tx.execute_typed(
         "INSERT INTO tool_usage (bridge_ref, session_id, tool, calls) \
          VALUES ($1, $2, $3, 1) ON CONFLICT (bridge_ref, session_id, tool) \
          DO UPDATE SET calls = tool_usage.calls + 1",
-        &[&key.bridge_ref, &key.session_id, &call.tool],
+        typed![&key.bridge_ref, &key.session_id, &call.tool],
     )
     .map_err(db)?;
     Ok(())
@@ -253,11 +320,11 @@ pub(super) fn write_takeover(
     lease: &Lease,
     now: i64,
 ) -> Result<(), LedgerError> {
-    tx.execute(
+    tx.execute_typed(
         "UPDATE calls SET lease_boot = $4, lease_pid = $5, lease_start = $6, heartbeat_ms = $7, \
          state = 'running', updated_ms = $7 \
          WHERE bridge_ref = $1 AND session_id = $2 AND request_id = $3",
-        &[
+        typed![
             &key.bridge_ref,
             &key.session_id,
             &key.request_id,
@@ -278,11 +345,11 @@ pub(super) fn renew_in(
     lease: &Lease,
 ) -> Result<bool, LedgerError> {
     let changed = tx
-        .execute(
+        .execute_typed(
             "UPDATE calls SET heartbeat_ms = $7 \
              WHERE bridge_ref = $1 AND session_id = $2 AND request_id = $3 \
              AND state = 'running' AND lease_boot = $4 AND lease_pid = $5 AND lease_start = $6",
-            &[
+            typed![
                 &key.bridge_ref,
                 &key.session_id,
                 &key.request_id,
@@ -304,19 +371,20 @@ pub(super) fn finish_in(
     outcome: &Outcome<'_>,
     record: &AuditRecord,
 ) -> Result<Finished, LedgerError> {
-    let seq = head(tx)?.map_or(0, |(s, _)| s) + 1;
+    let current = head(tx)?;
+    let seq = current.as_ref().map_or(0, |(s, _)| *s) + 1;
     let state = if outcome.retryable {
         "retryable"
     } else {
         "final"
     };
     let changed = tx
-        .execute(
+        .execute_typed(
             "UPDATE calls SET state = $4, envelope = $5, exit_status = $6, updated_ms = $7, \
              record_seq = $11 \
              WHERE bridge_ref = $1 AND session_id = $2 AND request_id = $3 \
              AND state = 'running' AND lease_boot = $8 AND lease_pid = $9 AND lease_start = $10",
-            &[
+            typed![
                 &key.bridge_ref,
                 &key.session_id,
                 &key.request_id,
@@ -336,15 +404,13 @@ pub(super) fn finish_in(
         admitted: changed == 1,
         ..record.clone()
     };
-    if append(tx, &record)? != seq {
-        return Err(LedgerError::Corrupt("the audit head moved".into()));
-    }
+    append_after(tx, &record, current)?;
     if outcome.adapter_ms > 0 {
-        tx.execute(
+        tx.execute_typed(
             "INSERT INTO session_usage (bridge_ref, session_id, calls, adapter_ms) \
              VALUES ($1, $2, 0, $3) ON CONFLICT (bridge_ref, session_id) \
              DO UPDATE SET adapter_ms = session_usage.adapter_ms + excluded.adapter_ms",
-            &[
+            typed![
                 &key.bridge_ref,
                 &key.session_id,
                 &i64_of(outcome.adapter_ms),
@@ -372,9 +438,9 @@ pub(super) fn scan_in(
     }
     if let Some(stored) = stored {
         let rows = tx
-            .query(
+            .query_typed(
                 "SELECT record_seq, envelope, exit_status FROM calls WHERE envelope IS NOT NULL",
-                &[],
+                typed![],
             )
             .map_err(db)?;
         for row in &rows {
@@ -395,9 +461,9 @@ pub(super) fn scan_in(
 
 fn read_usage(tx: &mut Transaction<'_>, usage: &mut Usage) -> Result<(), LedgerError> {
     for row in tx
-        .query(
+        .query_typed(
             "SELECT bridge_ref, session_id, calls, adapter_ms FROM session_usage",
-            &[],
+            typed![],
         )
         .map_err(db)?
     {
@@ -406,9 +472,9 @@ fn read_usage(tx: &mut Transaction<'_>, usage: &mut Usage) -> Result<(), LedgerE
         usage.stored.sessions.insert(key, counted);
     }
     for row in tx
-        .query(
+        .query_typed(
             "SELECT bridge_ref, session_id, tool, calls FROM tool_usage",
-            &[],
+            typed![],
         )
         .map_err(db)?
     {
@@ -420,9 +486,9 @@ fn read_usage(tx: &mut Transaction<'_>, usage: &mut Usage) -> Result<(), LedgerE
         usage.stored.tools.insert(key, row.try_get(3).map_err(db)?);
     }
     for row in tx
-        .query(
+        .query_typed(
             "SELECT bridge_ref, session_id, tool FROM calls WHERE state = 'running'",
-            &[],
+            typed![],
         )
         .map_err(db)?
     {
@@ -480,7 +546,7 @@ fn approvals_where(
     rest: &str,
     p: &Params<'_>,
 ) -> Result<Vec<Approval>, LedgerError> {
-    tx.query(&format!("SELECT {COLUMNS} FROM approvals {rest}"), p)
+    tx.query_typed(&format!("SELECT {COLUMNS} FROM approvals {rest}"), p)
         .map_err(db)?
         .iter()
         .map(approval_of)
@@ -491,7 +557,7 @@ fn read_for_key(tx: &mut Transaction<'_>, key: &Key) -> Result<Option<Approval>,
     Ok(approvals_where(
         tx,
         "WHERE bridge_ref = $1 AND session_key = $2 AND request_key = $3",
-        &[&key.bridge_ref, &key.session_id, &key.request_id],
+        typed![&key.bridge_ref, &key.session_id, &key.request_id],
     )?
     .pop())
 }
@@ -505,7 +571,7 @@ fn read_grant(
         tx,
         "WHERE bridge_ref = $1 AND session_key = $2 AND tool = $3 AND state = 'approved' \
          AND for_session ORDER BY expires_ms DESC, id LIMIT 1",
-        &[&key.bridge_ref, &key.session_id, &tool],
+        typed![&key.bridge_ref, &key.session_id, &tool],
     )?
     .pop())
 }
@@ -514,7 +580,7 @@ pub(super) fn read_by_id(
     tx: &mut Transaction<'_>,
     id: &str,
 ) -> Result<Option<Approval>, LedgerError> {
-    Ok(approvals_where(tx, "WHERE id = $1", &[&id])?.pop())
+    Ok(approvals_where(tx, "WHERE id = $1", typed![&id])?.pop())
 }
 
 pub(super) fn read_list(
@@ -526,7 +592,7 @@ pub(super) fn read_list(
         "WHERE (NOT $1::bool OR state = 'pending') \
          AND ($2::text IS NULL OR session_key = $2::text) \
          ORDER BY created_ms DESC, id DESC",
-        &[&filter.pending_only, &filter.session_key],
+        typed![&filter.pending_only, &filter.session_key],
     )
 }
 
@@ -539,12 +605,12 @@ pub(super) fn insert_pending(
 ) -> Result<(), LedgerError> {
     let key = call.key;
     let created_ms = expires_ms.saturating_sub(ask.ttl_ms);
-    tx.execute(
+    tx.execute_typed(
         &format!(
             "INSERT INTO approvals ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
              $11, $12, $13, $14, $15, 'pending', false, NULL, NULL, NULL)"
         ),
-        &[
+        typed![
             &approval_id,
             &key.bridge_ref,
             &key.session_id,
@@ -571,10 +637,10 @@ pub(super) fn write_decision(
     updated: &Approval,
 ) -> Result<bool, LedgerError> {
     let changed = tx
-        .execute(
+        .execute_typed(
             "UPDATE approvals SET state = $2, for_session = $3, decided_by = $4, note = $5, \
              decided_ms = $6 WHERE id = $1 AND state = 'pending'",
-            &[
+            typed![
                 &updated.id,
                 &updated.state.as_str(),
                 &updated.for_session,

@@ -95,7 +95,8 @@ CREATE INDEX approvals_grant ON approvals (bridge_ref, session_key, tool, state)
 
 /// The version the database holds: `None` without our meta table.
 fn version(client: &mut Client) -> Result<Option<i64>, LedgerError> {
-    let rows = client.query(
+    // Typed (here: no parameter), so that it is one round trip (rows.rs, `PgType`).
+    let rows = client.query_typed(
         "SELECT application, version FROM ptd_ledger_meta WHERE only_one = 1",
         &[],
     );

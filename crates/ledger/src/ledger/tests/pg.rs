@@ -47,6 +47,107 @@ fn a_location_is_a_url_or_a_file_and_a_password_in_the_url_is_refused() {
 }
 
 #[test]
+fn a_host_that_is_an_absolute_path_is_the_servers_unix_socket_folder() {
+    let socket = |text: &str| match Location::parse(text).unwrap() {
+        Location::Postgres(url) => url,
+        Location::File(_) => panic!("not postgres"),
+    };
+    let encoded = socket("postgres://ann@%2Frun%2Fpostgresql:5433/led");
+    let query = socket("postgresql://ann@/led?host=/run/postgresql&port=5433");
+    assert_eq!(encoded, query);
+    assert_eq!(
+        (query.host.as_str(), query.port, query.dbname.as_str()),
+        ("/run/postgresql", 5433, "led")
+    );
+    assert!(query.is_socket());
+    assert!(!socket("postgres://ann@db.example/led").is_socket());
+    assert_eq!(
+        query.to_string(),
+        "postgres://ann@%2Frun%2Fpostgresql:5433/led"
+    );
+    // `prefer` (the default) and `disable` mean no TLS over a socket; the modes that need
+    // TLS are refused rather than silently dropped.
+    assert_eq!(
+        socket("postgres://ann@/led?host=/s&sslmode=disable").sslmode,
+        SslMode::Disable
+    );
+    for refused in [
+        "postgres://ann@/led",
+        "postgres://ann@h/led?host=/run/postgresql",
+        "postgres://ann@/led?host=/a&host=/b",
+        "postgres://ann@/led?host=relative/folder",
+        "postgres://ann@/led?host=/s&sslmode=require",
+        "postgres://ann@/led?host=/s&sslmode=verify-ca",
+        "postgres://ann@/led?host=/s&sslmode=verify-full",
+        "postgres://ann@/led?host=/s&port=http",
+    ] {
+        assert!(Location::parse(refused).is_err(), "{refused}");
+    }
+    // `.pgpass`: the folder itself, or `localhost` as libpq allows for a socket.
+    assert_eq!(
+        pgpass_lookup("localhost:5433:led:ann:by-name\n", &query),
+        Some(Password("by-name".into()))
+    );
+    assert_eq!(
+        pgpass_lookup("/run/postgresql:5433:led:ann:by-folder\n", &query),
+        Some(Password("by-folder".into()))
+    );
+    assert_eq!(
+        pgpass_lookup(
+            "localhost:5433:led:ann:tcp-only\n",
+            &socket("postgres://ann@h:5433/led")
+        ),
+        None
+    );
+}
+
+#[test]
+fn the_ledger_reaches_the_server_over_its_unix_socket_without_a_password() {
+    if let Err(unmet) = ptd_sys::skip::postgres() {
+        ptd_sys::skip::report(&unmet);
+        return;
+    }
+    let Location::Postgres(tcp) = Location::parse(&ptd_sys::pgtest::fresh_database()).unwrap()
+    else {
+        panic!()
+    };
+    let cluster = ptd_sys::pgtest::cluster().unwrap();
+    let folder = cluster.dir.join("sock");
+    let location = Location::parse(&format!(
+        "postgres://{}@/{}?host={}&port={}",
+        tcp.user,
+        tcp.dbname,
+        folder.display(),
+        tcp.port
+    ))
+    .unwrap();
+    // The test cluster trusts its socket (`--auth-local=trust`): no password is given.
+    let none = ptd_sys::hostenv::HostEnv::with(std::iter::empty::<(String, String)>());
+    migrate(&location, &none, soon()).unwrap();
+    let mut ledger = Ledger::open_at(&location, &none, soon()).unwrap();
+    let k = key("over-the-socket");
+    let me = Lease::current().unwrap();
+    assert!(matches!(
+        ledger
+            .begin(&call(&k, "d", &Budgets::default()), &me)
+            .unwrap(),
+        Decision::Start { .. }
+    ));
+    // A folder with no server in it is unreachable (retryable), like a closed port.
+    let empty = tempfile::tempdir().unwrap();
+    let nobody_there = Location::parse(&format!(
+        "postgres://{}@/{}?host={}&port={}",
+        tcp.user,
+        tcp.dbname,
+        empty.path().display(),
+        tcp.port
+    ))
+    .unwrap();
+    let err = Ledger::open_at(&nobody_there, &none, soon()).unwrap_err();
+    assert!(err.is_unreachable(), "{err:?}");
+}
+
+#[test]
 fn pgpass_lines_match_with_wildcards_and_escapes() {
     let Location::Postgres(url) = Location::parse("postgres://ann@db.example:5433/ledger").unwrap()
     else {
