@@ -8,10 +8,10 @@
 //! new sandbox session each time, so each is an admitted call: the claim and the outcome, two
 //! transactions) and on a recorded key (a replay); PostgreSQL over its unix socket; and, where
 //! `pgbouncer` is installed, PostgreSQL through it in session mode (`ptd_sys::pgtest::pooler`).
-//! `PTD_BENCH_DISPATCHER` names another build to measure. **Every run is checked before it counts**: exit 0,
-//! a succeeded envelope of the call, and `diagnostics.ledger.replayed` as the variant expects.
-//! Nothing is asserted about times: they belong to the machine. The adapter is the dispatcher's
-//! own workspace adapter on `fixtures/workspace`.
+//! `PTD_BENCH_DISPATCHER` names another build to measure. **Every run is checked before it
+//! counts**: exit 0, a succeeded envelope of the call, and `diagnostics.ledger.replayed` as the
+//! variant expects. Nothing is asserted about times: they belong to the machine. The adapter is
+//! this benchmark's own binary (`ledger __bench-adapter`), which answers at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(
     clippy::disallowed_methods,
@@ -24,12 +24,31 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The argument that makes this benchmark's binary the adapter.
+const ADAPTER_ROLE: &str = "__bench-adapter";
+
+/// The adapter: read the request to its end, answer a succeeded envelope.
+fn adapter() -> i32 {
+    use std::io::Read;
+    let mut request = Vec::new();
+    if std::io::stdin().read_to_end(&mut request).is_err() {
+        return 3;
+    }
+    let answer = r#"{"schema":"wp-codebox/parent-tool-result/v1","version":1,"request_id":"bench-1","tool":"bench.tool","operation":"call","status":"succeeded","output":"ok"}"#;
+    match std::io::stdout().lock().write_all(answer.as_bytes()) {
+        Ok(()) => 0,
+        Err(_) => 4,
+    }
+}
+
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some(ADAPTER_ROLE) {
+        std::process::exit(adapter());
+    }
     if let Err(unmet) = ptd_sys::skip::postgres() {
         println!("ledger: skipped: {}", unmet.reason);
         return;
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dispatcher = std::env::var_os("PTD_BENCH_DISPATCHER").map_or_else(
         || PathBuf::from(env!("CARGO_BIN_EXE_parent-tool-dispatch")),
         PathBuf::from,
@@ -55,6 +74,26 @@ fn main() {
     };
     let dir = tempfile::tempdir().unwrap();
     let sqlite = dir.path().join("ledger.db");
+    // This binary is the adapter: a compiled program that answers at once, so that the
+    // differences are the ledger's.
+    let me = std::env::current_exe().unwrap();
+    let bridge = dir.path().join("bridge.json");
+    std::fs::write(
+        &bridge,
+        serde_json::json!({
+            "schema": "wp-codebox/parent-tool-bridge/v1", "version": 1,
+            "allowed_tools": ["bench.tool"],
+            "dispatcher": {
+                "owner": "wp-codebox", "mode": "host_command",
+                "command": {"argv": [me, ADAPTER_ROLE]},
+                "request_schema": "wp-codebox/parent-tool-request/v1",
+                "result_schema": "wp-codebox/parent-tool-result/v1", "timeout_ms": 30000
+            },
+            "sandbox_env": {}, "authorization": {}, "redaction": {}, "metadata": {}
+        })
+        .to_string(),
+    )
+    .unwrap();
     let migrated = Command::new(&dispatcher)
         .args(["ledger", "migrate", "--ledger", &url])
         .env("PGPASSWORD", &cluster.password)
@@ -68,7 +107,7 @@ fn main() {
         .max(1);
     let call = Call {
         dispatcher: &dispatcher,
-        root,
+        bridge: &bridge,
         password: &cluster.password,
     };
     // The recorded key of the replay variant.
@@ -125,7 +164,7 @@ fn main() {
 
 struct Call<'a> {
     dispatcher: &'a Path,
-    root: &'a Path,
+    bridge: &'a Path,
     password: &'a str,
 }
 
@@ -135,14 +174,16 @@ impl Call<'_> {
     fn run(&self, ledger: Option<&str>, session: &str, replayed: bool) -> Duration {
         let request = serde_json::json!({
             "schema": "wp-codebox/parent-tool-request/v1", "version": 1,
-            "request_id": "bench-1", "tool": "workspace.read", "operation": "call",
+            "request_id": "bench-1", "tool": "bench.tool", "operation": "call",
             "input": {"path": "docs/hello.txt"},
             "sandbox_session": {"sandbox_session_id": session},
-            "authorization": {"allowed_tools": ["workspace.read"]}, "metadata": {}
+            "authorization": {"allowed_tools": ["bench.tool"]}, "metadata": {}
         });
         let mut cmd = Command::new(self.dispatcher);
-        cmd.current_dir(self.root)
-            .args(["--parent-tool-bridge", "@fixtures/bridge.json"])
+        let mut bridge = std::ffi::OsString::from("@");
+        bridge.push(self.bridge);
+        cmd.arg("--parent-tool-bridge")
+            .arg(bridge)
             .env("PGPASSWORD", self.password)
             .env_remove("PARENT_TOOL_DISPATCH_LEDGER")
             .stdin(Stdio::piped())

@@ -419,8 +419,33 @@ fn start_pooler() -> Result<Pooler, String> {
     );
     let ini = dir.join("pgbouncer.ini");
     std::fs::write(&ini, config).map_err(io)?;
+    // The user's SCRAM secret, as the server keeps it, not the password: with a plain password
+    // pgbouncer would derive the key anew (4,096 rounds of PBKDF2) at every connection — the
+    // set-up docs/ledger.md recommends.
+    let secret = Command::new(cluster.bin.join("psql"))
+        .arg("-h")
+        .arg(dir.join("sock"))
+        .args([
+            "-p",
+            &cluster.port.to_string(),
+            "-U",
+            USER,
+            "-d",
+            "postgres",
+            "-tAc",
+        ])
+        .arg(format!(
+            "SELECT rolpassword FROM pg_authid WHERE rolname = '{USER}'"
+        ))
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("psql: {e}"))?;
+    let secret = String::from_utf8_lossy(&secret.stdout).trim().to_string();
+    if !secret.starts_with("SCRAM-SHA-256$") {
+        return Err("the test user has no SCRAM secret to give pgbouncer".into());
+    }
     let users = dir.join("pgbouncer.users");
-    std::fs::write(&users, format!("\"{USER}\" \"{}\"\n", cluster.password)).map_err(io)?;
+    std::fs::write(&users, format!("\"{USER}\" \"{secret}\"\n")).map_err(io)?;
     if is_root() {
         let uid = users_id("postgres").ok_or("needs the `postgres` user")?;
         for p in [&ini, &users] {
