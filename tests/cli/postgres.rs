@@ -25,6 +25,16 @@ fn migrate(url: &str, password: &str) -> Value {
     report
 }
 
+/// `audit verify` of the ledger at `url` says it is intact.
+fn verify_intact(url: &str, password: &str) {
+    Cmd::new(["audit", "verify", "--ledger", url])
+        .env("PGPASSWORD", password)
+        .run()
+        .exit(0)
+        .stderr_empty()
+        .stdout_contains("\"intact\"");
+}
+
 #[test]
 fn the_main_job_runs_a_call_once_then_replays_it_from_postgresql() {
     require!(skip::postgres());
@@ -56,12 +66,7 @@ fn the_main_job_runs_a_call_once_then_replays_it_from_postgresql() {
     assert_eq!(again.envelope["diagnostics"]["ledger"]["replayed"], true);
     assert_eq!(pids(&ran).len(), 1, "the adapter ran once");
     // The audit trail is there, and intact.
-    Cmd::new(["audit", "verify", "--ledger", &url])
-        .env("PGPASSWORD", &password)
-        .run()
-        .exit(0)
-        .stderr_empty()
-        .stdout_contains("\"intact\"");
+    verify_intact(&url, &password);
     let out = Cmd::new(["audit", "export", "--ledger", &url])
         .env("PGPASSWORD", &password)
         .run();
@@ -289,10 +294,5 @@ fn behind_a_session_pooler_each_key_still_runs_once() {
         .count();
     assert_eq!(replayed, runs.len() - 1, "all but one replay");
     assert_eq!(pids(&ran).len(), 1, "the adapter ran once");
-    Cmd::new(["audit", "verify", "--ledger", &url])
-        .env("PGPASSWORD", &password)
-        .run()
-        .exit(0)
-        .stderr_empty()
-        .stdout_contains("\"intact\"");
+    verify_intact(&url, &password);
 }
