@@ -55,8 +55,8 @@
 //! `PTD_BENCH_DISPATCHER` (another build of the dispatcher to measure, e.g. the static one
 //! `cargo install-static` installs; default: the one cargo built for the benchmark; several
 //! builds separated by `:`, such as a build before a change and after it, are measured in the
-//! same rounds by (a) and (b), each against `timeout` and against the first; the other parts
-//! measure the first). The ledger lives in the benchmark's temporary folder (under `TMPDIR`):
+//! same rounds by (a) and (b), each against `timeout` and against the first, and by (c) in
+//! blocks of their own; the other parts measure the first). The ledger lives in the benchmark's temporary folder (under `TMPDIR`):
 //! its cost is mostly that file system's `fsync`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 // a bench that cannot set up fails loudly
@@ -496,16 +496,18 @@ impl Bench {
             tail: None,
         };
         let per_block = self.sequential / BLOCKS;
-        let mut totals = [Duration::ZERO; 3];
+        let builds = self.dispatchers.len();
+        let variants = builds + 2;
+        let mut totals = vec![Duration::ZERO; variants];
         for block in 0..BLOCKS {
-            for k in 0..3 {
-                let which = (block + k) % 3;
+            for k in 0..variants {
+                let which = (block + k) % variants;
                 let start = Instant::now();
                 for _ in 0..per_block {
                     let mut cmd = match which {
                         0 => self.alone(ANSWER),
                         1 => self.under_timeout(ANSWER),
-                        _ => self.dispatched(ANSWER, &[]),
+                        w => self.dispatched_by(w - 2, ANSWER, &[]),
                     };
                     run_checked(&mut cmd, &req, small);
                 }
@@ -514,21 +516,24 @@ impl Bench {
         }
         let calls = per_block * BLOCKS;
         println!("(c) {calls} sequential calls each, in {BLOCKS} alternating blocks (s)");
-        for (name, total) in ["adapter alone", "timeout 30 ADAPTER", "dispatcher"]
-            .iter()
-            .zip(totals)
-        {
+        let mut names = vec!["adapter alone".to_string(), "timeout 30 ADAPTER".into()];
+        names.extend((0..builds).map(|i| self.build_name(i)));
+        for (name, total) in names.iter().zip(&totals) {
             println!(
                 "    {name:<30} {:>8.2} s  ({:.2} ms a call)",
                 total.as_secs_f64(),
                 total.as_secs_f64() * 1e3 / calls as f64
             );
         }
-        let ratio = totals[2].as_secs_f64() / totals[1].as_secs_f64();
-        println!(
-            "    dispatcher / timeout: {ratio:.2}x; target <= 1.10x: {}\n",
-            verdict(ratio, 1.10)
-        );
+        for (i, total) in totals[2..].iter().enumerate() {
+            let ratio = total.as_secs_f64() / totals[1].as_secs_f64();
+            println!(
+                "    {} / timeout: {ratio:.3}x; target <= 1.10x: {}",
+                self.build_name(i),
+                verdict(ratio, 1.10)
+            );
+        }
+        println!();
         println!("load average at the end: {}", load());
     }
 }
