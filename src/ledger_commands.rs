@@ -73,7 +73,10 @@ pub(crate) fn main(command: &AuditCommand) -> u8 {
     let (path, since, filter) = match command {
         AuditCommand::Verify(args) => return verify(|| reading(&args.ledger)),
         AuditCommand::Stats(args) => return crate::ledger_status::stats(args),
-        AuditCommand::Export(args) => (&args.ledger, args.since.unwrap_or(0), &args.filter),
+        AuditCommand::Export(args) => {
+            let records = &args.records;
+            (&records.ledger, records.since.unwrap_or(0), &records.filter)
+        }
     };
     match reading(path) {
         Ok(mut ledger) => export(&mut ledger, since, &filter.filter()),

@@ -24,13 +24,14 @@ fn unavailable(err: &LedgerError) -> u8 {
 
 /// `audit stats`.
 pub(crate) fn stats(args: &AuditStatsArgs) -> u8 {
-    let filter = args.filter.filter();
+    let records = &args.records;
+    let filter = records.filter.filter();
     let mut read = 0;
     let done = loop {
         read += 1;
-        let done = reading(&args.ledger)
+        let done = reading(&records.ledger)
             .map_err(StatsError::from)
-            .and_then(|mut ledger| ledger.stats(args.since.unwrap_or(0), &filter));
+            .and_then(|mut ledger| ledger.stats(records.since.unwrap_or(0), &filter));
         match done {
             Err(StatsError::Ledger(LedgerError::ChangedWhileRead)) if read < READS => {}
             done => break done,

@@ -214,6 +214,13 @@ pub struct AuditVerifyArgs {
 /// Arguments of `audit export`.
 #[derive(Debug, Args)]
 pub struct AuditExportArgs {
+    #[command(flatten)]
+    pub records: AuditSelection,
+}
+
+/// Which audit records `audit export` and `audit stats` read.
+#[derive(Debug, Args)]
+pub struct AuditSelection {
     /// The ledger (an SQLite file made by the dispatcher).
     #[arg(long, value_name = "PATH", env = LEDGER_ENV)]
     pub ledger: PathBuf,
@@ -256,14 +263,8 @@ impl AuditFilterArgs {
 /// Arguments of `audit stats`.
 #[derive(Debug, Args)]
 pub struct AuditStatsArgs {
-    /// The ledger.
-    #[arg(long, value_name = "PATH", env = LEDGER_ENV)]
-    pub ledger: PathBuf,
-    /// Only records at or after this time (as `export --since`).
-    #[arg(long, value_name = "RFC3339", value_parser = ptd_ledger::flags::since_value)]
-    pub since: Option<u64>,
     #[command(flatten)]
-    pub filter: AuditFilterArgs,
+    pub records: AuditSelection,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
