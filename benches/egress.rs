@@ -110,10 +110,12 @@ fn main() {
     for round in 0..big_runs {
         // Each variant goes first in every other round: a run leaves the caches warm for the
         // next, so a fixed order would favour the second.
-        for proxy in [round % 2 == 1, round % 2 == 0] {
-            match proxy {
-                false => direct.push(run(&dispatcher, &fetch_argv, &direct_args, bytes, false)),
-                true => proxied.push(run(&dispatcher, &fetch_argv, &proxy_args, bytes, true)),
+        let direct_first = round % 2 == 0;
+        for proxy in [!direct_first, direct_first] {
+            if proxy {
+                proxied.push(run(&dispatcher, &fetch_argv, &proxy_args, bytes, true));
+            } else {
+                direct.push(run(&dispatcher, &fetch_argv, &direct_args, bytes, false));
             }
         }
     }

@@ -56,8 +56,9 @@
 //! `cargo install-static` installs; default: the one cargo built for the benchmark; several
 //! builds separated by `:`, such as a build before a change and after it, are measured in the
 //! same rounds by (a) and (b), each against `timeout` and against the first, and by (c) in
-//! blocks of their own; the other parts measure the first). The ledger lives in the benchmark's temporary folder (under `TMPDIR`):
-//! its cost is mostly that file system's `fsync`.
+//! blocks of their own; the other parts measure the first). The ledger lives in the
+//! benchmark's temporary folder (under `TMPDIR`): its cost is mostly that file system's
+//! `fsync`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 // a bench that cannot set up fails loudly
 // A benchmark reads its files and starts its processes directly (the product goes through
