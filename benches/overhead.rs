@@ -14,10 +14,11 @@
 //!   `timeout` blocks alternating;
 //! - **(d) the ledger** — (a)'s call by the dispatcher without a ledger, with `--ledger` on a
 //!   new key (a new sandbox session each round: the claim and the outcome are two durable
-//!   commits, `synchronous = FULL` in WAL), and with `--ledger` on a recorded key (a replay),
-//!   interleaved round by round, each run checked for its `diagnostics.ledger.replayed`; and,
-//!   where `/dev/shm` is there, a new key on a ledger in memory (the ledger's own work without
-//!   the disk's `fsync`s);
+//!   commits, `synchronous = FULL` in WAL), with `--ledger` on a recorded key (a replay), and
+//!   on a new key with `--ledger-durability normal` (so every build measured must know that
+//!   option), interleaved round by round, each run checked for its
+//!   `diagnostics.ledger.replayed`; and, where `/dev/shm` is there, a new key on a ledger in
+//!   memory (the ledger's own work without the disk's `fsync`s);
 //! - **(f) the host policy** — (a)'s call without a policy, and with `--policy` naming a
 //!   policy of 200 `[[tool]]` entries (each with an absolute adapter, a grant, a memory limit
 //!   and a timeout, all checked at every load) whose exact entry for the benchmark's tool runs
@@ -55,8 +56,9 @@
 //! `PTD_BENCH_DISPATCHER` (another build of the dispatcher to measure, e.g. the static one
 //! `cargo install-static` installs; default: the one cargo built for the benchmark; several
 //! builds separated by `:`, such as a build before a change and after it, are measured in the
-//! same rounds by (a) and (b), each against `timeout` and against the first, and by (c) in
-//! blocks of their own; the other parts measure the first). The ledger lives in the
+//! same rounds by (a), (b), (d) and (e), each against `timeout` or its own baseline and
+//! against the first (with the median of the round-by-round differences), and by (c) in
+//! blocks of their own; (f) measures the first; in (d) each build has ledgers of its own). The ledger lives in the
 //! benchmark's temporary folder (under `TMPDIR`): its cost is mostly that file system's
 //! `fsync`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -70,7 +72,7 @@ mod measure;
 
 use measure::{order, run_checked, verdict, Expect, Sample, Series};
 use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -540,28 +542,37 @@ impl Bench {
 }
 
 impl Bench {
-    /// (d): what `--ledger` adds to one call, durably: no ledger, a new key, a replay.
+    /// (d): what `--ledger` adds to one call, durably: no ledger, a new key, a replay, and a
+    /// new key on a ledger in memory — for every build named, all in the same rounds, each
+    /// build on ledgers of its own.
     fn ledger(&self) {
         const ANSWER: usize = 1024;
         let rounds = env_number("PTD_BENCH_LEDGER_RUNS", 200).max(1);
+        let builds = self.dispatchers.len();
         let plain_req = self.small_request();
-        let ledger = self.dir.path().join("ledger.db");
-        let ledger = ledger.to_str().expect("a UTF-8 temporary path");
-        let with_ledger = ["--ledger", ledger];
+        let plain = Expect {
+            min_stdout: ANSWER,
+            tail: None,
+        };
         // The same ledger work on a file system in memory: what the ledger costs without the
         // disk's `fsync`s (the bound on a slow disk is the disk).
         let memory = tempfile::tempdir_in("/dev/shm").ok();
-        let in_memory = memory.as_ref().map(|d| {
-            d.path()
-                .join("ledger.db")
+        let path_in = |dir: &Path, kind: &str, build: usize| {
+            dir.join(format!("ledger-{kind}{build}.db"))
                 .to_str()
-                .expect("UTF-8")
+                .expect("a UTF-8 temporary path")
                 .to_string()
-        });
-        let with_memory: Vec<&str> = in_memory
-            .as_deref()
-            .map(|p| vec!["--ledger", p])
-            .unwrap_or_default();
+        };
+        let on_disk: Vec<String> = (0..builds)
+            .map(|b| path_in(self.dir.path(), "", b))
+            .collect();
+        // `--ledger-durability normal` on ledgers of its own (the same new key each round).
+        let normal: Vec<String> = (0..builds)
+            .map(|b| path_in(self.dir.path(), "normal-", b))
+            .collect();
+        let in_memory: Option<Vec<String>> = memory
+            .as_ref()
+            .map(|d| (0..builds).map(|b| path_in(d.path(), "", b)).collect());
         let expect = |tail| Expect {
             min_stdout: ANSWER,
             tail: Some(tail),
@@ -570,81 +581,119 @@ impl Bench {
             expect(r#""ledger":{"replayed":false,"attempt":1}"#),
             expect(r#""ledger":{"replayed":true,"attempt":1}"#),
         );
-        // The recorded key the replays ask for, and a warm ledger.
+        // The recorded key the replays ask for, and warm ledgers.
         let recorded = self.dir.path().join("request-recorded.json");
         std::fs::write(&recorded, request_in(1024, "recorded")).expect("write the request");
-        run_checked(&mut self.dispatched(ANSWER, &with_ledger), &recorded, fresh);
-        for _ in 0..5 {
+        for (b, ledger) in on_disk.iter().enumerate() {
+            let with_ledger = ["--ledger", ledger.as_str()];
             run_checked(
-                &mut self.dispatched(ANSWER, &[]),
-                &plain_req,
-                Expect {
-                    min_stdout: ANSWER,
-                    tail: None,
-                },
-            );
-            run_checked(
-                &mut self.dispatched(ANSWER, &with_ledger),
+                &mut self.dispatched_by(b, ANSWER, &with_ledger),
                 &recorded,
-                replayed,
+                fresh,
             );
+            for _ in 0..5 {
+                run_checked(&mut self.dispatched_by(b, ANSWER, &[]), &plain_req, plain);
+                run_checked(
+                    &mut self.dispatched_by(b, ANSWER, &with_ledger),
+                    &recorded,
+                    replayed,
+                );
+            }
         }
-        let variants = if in_memory.is_some() { 4 } else { 3 };
-        let mut series: [Series; 4] = Default::default();
+        // Each build's variants: 0 no ledger, 1 a new key, 2 a replay, 3 a new key with
+        // `--ledger-durability normal`, 4 a new key in memory (where `/dev/shm` is).
+        let kinds = if in_memory.is_some() { 5 } else { 4 };
+        let variants = builds * kinds;
+        let mut series: Vec<Series> = (0..variants).map(|_| Series::default()).collect();
         for round in 0..rounds {
             let new_key = self.dir.path().join("request-new-key.json");
             std::fs::write(&new_key, request_in(1024, &format!("session-{round}")))
                 .expect("write the request");
-            for k in 0..variants {
-                let which = (round + k) % variants;
-                let sample = match which {
-                    0 => run_checked(
-                        &mut self.dispatched(ANSWER, &[]),
-                        &plain_req,
-                        Expect {
-                            min_stdout: ANSWER,
-                            tail: None,
-                        },
+            for which in order(variants, round) {
+                let (b, kind) = (which / kinds, which % kinds);
+                let disk = ["--ledger", on_disk[b].as_str()];
+                let run = |args: &[&str], request: &Path, expect: Expect| {
+                    run_checked(&mut self.dispatched_by(b, ANSWER, args), request, expect)
+                };
+                let sample = match kind {
+                    0 => run(&[], &plain_req, plain),
+                    1 => run(&disk, &new_key, fresh),
+                    2 => run(&disk, &recorded, replayed),
+                    3 => run(
+                        &["--ledger", &normal[b], "--ledger-durability", "normal"],
+                        &new_key,
+                        fresh,
                     ),
-                    1 => run_checked(&mut self.dispatched(ANSWER, &with_ledger), &new_key, fresh),
-                    3 => run_checked(&mut self.dispatched(ANSWER, &with_memory), &new_key, fresh),
-                    _ => run_checked(
-                        &mut self.dispatched(ANSWER, &with_ledger),
-                        &recorded,
-                        replayed,
-                    ),
+                    _ => {
+                        let memory = in_memory.as_ref().expect("a ledger in memory");
+                        run(&["--ledger", &memory[b]], &new_key, fresh)
+                    }
                 };
                 series[which].push(sample);
             }
         }
         println!("(d) the ledger: one call, 1 KiB request, 1 KiB answer, {rounds} rounds (ms)");
         println!(
-            "    {:<30} {:>8} {:>8} {:>8} {:>8} {:>9}",
+            "    {:<50} {:>8} {:>8} {:>8} {:>8} {:>9}",
             "", "median", "mean", "p95", "min", "cpu med"
         );
         let names = [
-            "dispatcher, no ledger",
+            "no ledger",
             "--ledger, a new key",
             "--ledger, a replay",
+            "--ledger-durability normal, a new key",
             "--ledger in /dev/shm, new key",
         ];
-        for (name, s) in names.iter().zip(&series).take(variants) {
-            let (w, c) = (s.wall(), s.cpu());
-            println!(
-                "    {name:<30} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2}",
-                w.median, w.mean, w.p95, w.min, c.median
-            );
+        for b in 0..builds {
+            for (name, s) in names.iter().zip(&series[b * kinds..(b + 1) * kinds]) {
+                let (w, c) = (s.wall(), s.cpu());
+                let name = format!("{}, {name}", self.build_name(b));
+                println!(
+                    "    {name:<50} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2}",
+                    w.median, w.mean, w.p95, w.min, c.median
+                );
+            }
         }
-        let added = series[1].wall().median - series[0].wall().median;
-        println!(
-            "    --ledger adds {added:+.2} ms a call (median wall, two durable commits); target <= +1.5 ms: {}",
-            verdict(added, 1.5)
-        );
-        if variants == 4 {
-            let own = series[3].wall().median - series[0].wall().median;
+        for b in 0..builds {
+            let own = &series[b * kinds..(b + 1) * kinds];
+            let added = own[1].wall().median - own[0].wall().median;
             println!(
-                "    of which the ledger's own work (in memory, no fsync) {own:+.2} ms; the disk's two fsyncs and checkpoints the rest"
+                "    {}: --ledger adds {added:+.2} ms a call (median wall; round by round \
+                 {:+.2}); target <= +1.5 ms: {}",
+                self.build_name(b),
+                own[1].paired_difference(&own[0]),
+                verdict(added, 1.5)
             );
+            println!(
+                "      with --ledger-durability normal {:+.2} ms (round by round {:+.2}; \
+                 against full {:+.2})",
+                own[3].wall().median - own[0].wall().median,
+                own[3].paired_difference(&own[0]),
+                own[3].paired_difference(&own[1])
+            );
+            if kinds == 5 {
+                let in_memory = own[4].wall().median - own[0].wall().median;
+                println!(
+                    "      of which the ledger's own work (in memory, no fsync) \
+                     {in_memory:+.2} ms; the disk's syncs and truncations {:+.2} ms",
+                    added - in_memory
+                );
+            }
+            if b > 0 {
+                let memory = if kinds == 5 {
+                    format!(
+                        " ({:+.3} ms in memory)",
+                        own[4].paired_difference(&series[4])
+                    )
+                } else {
+                    String::new()
+                };
+                println!(
+                    "      against {}: a new key {:+.3} ms round by round{memory}",
+                    self.build_name(0),
+                    own[1].paired_difference(&series[1]),
+                );
+            }
         }
         println!();
     }
@@ -665,7 +714,7 @@ impl Bench {
         let work = self.dir.path().display().to_string();
         let all = self.confinement_options();
         let variants: [(&str, Vec<&str>); 6] = [
-            ("dispatcher, unconfined", vec![]),
+            ("unconfined", vec![]),
             (
                 "rlimits (+ nnp, seccomp)",
                 vec!["--limit-open-files", "256"],
@@ -678,30 +727,61 @@ impl Bench {
             ),
             ("every mechanism", all.iter().map(String::as_str).collect()),
         ];
-        for (_, args) in &variants {
-            run_checked(&mut self.dispatched(ANSWER, args), &req, small);
+        let (builds, kinds) = (self.dispatchers.len(), variants.len());
+        for b in 0..builds {
+            for (_, args) in &variants {
+                run_checked(&mut self.dispatched_by(b, ANSWER, args), &req, small);
+            }
         }
-        let mut series: Vec<Series> = variants.iter().map(|_| Series::default()).collect();
+        // Each build's mechanisms in the same rounds, in a new order each round.
+        let mut series: Vec<Series> = (0..builds * kinds).map(|_| Series::default()).collect();
         for round in 0..rounds {
-            for k in 0..variants.len() {
-                let which = (round + k) % variants.len();
-                let mut cmd = self.dispatched(ANSWER, &variants[which].1);
+            for which in order(builds * kinds, round) {
+                let (b, kind) = (which / kinds, which % kinds);
+                let mut cmd = self.dispatched_by(b, ANSWER, &variants[kind].1);
                 series[which].push(run_checked(&mut cmd, &req, small));
             }
         }
         println!("(e) confinement by mechanism: one call, 1 KiB answer, {rounds} rounds (ms)");
-        println!(
-            "    {:<30} {:>8} {:>8} {:>9} {:>9}",
-            "", "median", "added", "cpu med", "cpu added"
-        );
-        let (base, base_cpu) = (series[0].wall().median, series[0].cpu().median);
-        for ((name, _), s) in variants.iter().zip(&series) {
-            let (w, c) = (s.wall().median, s.cpu().median);
+        for b in 0..builds {
+            let own = &series[b * kinds..(b + 1) * kinds];
             println!(
-                "    {name:<30} {w:>8.2} {:>+8.2} {c:>9.2} {:>+9.2}",
-                w - base,
-                c - base_cpu
+                "    {:<30} {:>8} {:>8} {:>9} {:>9} {:>9}",
+                self.build_name(b),
+                "median",
+                "added",
+                "cpu med",
+                "cpu added",
+                "paired"
             );
+            let (base, base_cpu) = (own[0].wall().median, own[0].cpu().median);
+            for ((name, _), s) in variants.iter().zip(own) {
+                let (w, c) = (s.wall().median, s.cpu().median);
+                println!(
+                    "    {name:<30} {w:>8.2} {:>+8.2} {c:>9.2} {:>+9.2} {:>+9.2}",
+                    w - base,
+                    c - base_cpu,
+                    s.paired_difference(&own[0])
+                );
+            }
+            if b > 0 {
+                println!(
+                    "    {} against {}, round by round, what each mechanism adds: {}",
+                    self.build_name(b),
+                    self.build_name(0),
+                    variants
+                        .iter()
+                        .enumerate()
+                        .skip(1)
+                        .map(|(k, (name, _))| {
+                            let mine = own[k].paired_difference(&own[0]);
+                            let first = series[k].paired_difference(&series[0]);
+                            format!("{name} {:+.3} ms", mine - first)
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
         }
         println!();
     }

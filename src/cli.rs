@@ -270,6 +270,37 @@ pub struct LedgerArgs {
     /// renews it every third of this while its adapter runs. 3s to 24h; default 30s.
     #[arg(long, hide_short_help = true, value_name = "DURATION", env = LEASE_TTL_ENV)]
     pub lease_ttl: Option<String>,
+    /// When the ledger's commits are on the disk (SPEC 14.4). `full` (the default): a claim
+    /// before its adapter starts, an outcome before its envelope is printed, power loss
+    /// included. `normal`: a killed dispatcher still loses nothing and a file ledger is on the
+    /// disk when the dispatcher exits (its checkpoint syncs it), but a crash of the host (or of
+    /// the PostgreSQL server) during a call can lose that call's records, and its key can then
+    /// run again. docs/ledger.md, "Durability".
+    #[arg(
+        long,
+        hide_short_help = true,
+        value_name = "CHOICE",
+        env = LEDGER_DURABILITY_ENV
+    )]
+    pub ledger_durability: Option<LedgerDurability>,
+}
+
+/// `--ledger-durability`'s choices (`ptd_ledger::Durability`).
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum LedgerDurability {
+    /// Every commit on the disk before the next step (the default).
+    Full,
+    /// Commits left to the operating system (or the server) until the checkpoint.
+    Normal,
+}
+
+impl From<LedgerDurability> for ptd_ledger::Durability {
+    fn from(choice: LedgerDurability) -> ptd_ledger::Durability {
+        match choice {
+            LedgerDurability::Full => ptd_ledger::Durability::Full,
+            LedgerDurability::Normal => ptd_ledger::Durability::Normal,
+        }
+    }
 }
 
 /// Options of every adapter run the dispatcher starts from its command line: the main job's and
@@ -864,6 +895,8 @@ pub(crate) const BUDGET_ADAPTER_MS_ENV: &str = "PARENT_TOOL_DISPATCH_BUDGET_ADAP
 pub(crate) const MAX_CONCURRENT_ENV: &str = "PARENT_TOOL_DISPATCH_MAX_CONCURRENT";
 /// Environment variable that may set `--lease-ttl`.
 pub(crate) const LEASE_TTL_ENV: &str = "PARENT_TOOL_DISPATCH_LEASE_TTL";
+/// Environment variable that may set `--ledger-durability`.
+pub(crate) const LEDGER_DURABILITY_ENV: &str = "PARENT_TOOL_DISPATCH_LEDGER_DURABILITY";
 
 impl ConfineArgs {
     /// The flags as clap parsed them (no variable read), for the confinement layer.

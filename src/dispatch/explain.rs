@@ -193,7 +193,12 @@ fn explanation(
     report.insert("approval".into(), json!(approval));
     report.insert(
         "ledger".into(),
-        json!(ledger.map(|l| json!({"path": l.path, "budgets": l.budgets, "answer": l.answer}))),
+        json!(ledger.map(|l| json!({
+            "path": l.path,
+            "durability": l.durability,
+            "budgets": l.budgets,
+            "answer": l.answer
+        }))),
     );
     Value::Object(report)
 }
@@ -336,8 +341,9 @@ fn render(report: &Value) -> String {
     }
     if let Some(ledger) = report["ledger"].as_object() {
         line(format!(
-            "ledger: {} (answer: {})",
+            "ledger: {} ({} durability; answer: {})",
             text(&ledger["path"]),
+            text(&ledger["durability"]),
             text(&ledger["answer"])
         ));
         for budget in ledger["budgets"].as_array().into_iter().flatten() {

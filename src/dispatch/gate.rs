@@ -41,6 +41,8 @@ pub(crate) struct Options {
     pub(crate) budgets: Budgets,
     /// How long a holder on another host counts as alive without a heartbeat (SPEC §19.1).
     pub(crate) lease_ttl: Duration,
+    /// When the main job's commits are on the disk (`--ledger-durability`, SPEC §14.4).
+    pub(crate) durability: ledger::Durability,
 }
 
 /// `--session` (or its variable), checked: `None` when not given; an empty or overlong id, or
@@ -89,9 +91,15 @@ pub(crate) fn options(args: &LedgerArgs) -> Result<Option<Options>, UsageError> 
             location: location_of(path)?,
             budgets,
             lease_ttl: lease_ttl(args)?,
+            durability: durability(args),
         })),
         (None, None) => Ok(None),
     }
+}
+
+/// `--ledger-durability` (or its variable; clap has checked the word): `full` unless set.
+pub(crate) fn durability(args: &LedgerArgs) -> ledger::Durability {
+    args.ledger_durability.map(Into::into).unwrap_or_default()
 }
 
 /// `--lease-ttl` (or its variable): whole seconds, or digits with `s`, `m` or `h`; at least
@@ -221,9 +229,10 @@ pub(super) fn gate(
         return Gated::through(admitted.map(|a| Pass::Run(Box::new(a))));
     };
     let deadline = asked.started + asked.timeout;
-    let opened = Ledger::open_at(&options.location, asked.env, deadline).map(|mut ledger| {
+    let opened = Ledger::open_at(&options.location, asked.env, deadline).and_then(|mut ledger| {
         ledger.set_lease_ttl(options.lease_ttl);
-        ledger
+        ledger.set_durability(options.durability)?;
+        Ok(ledger)
     });
     let (decision, rule) = match &admitted {
         Err(err) => rule_of(err),
@@ -343,6 +352,8 @@ fn bounded(text: &str, max: usize) -> String {
 pub(crate) struct Preview {
     /// The ledger file.
     pub(crate) path: String,
+    /// `--ledger-durability`'s choice, as written.
+    pub(crate) durability: &'static str,
     /// Each budget in force: `{budget, limit, used, left}` (`tool` for the tool's).
     pub(crate) budgets: Vec<serde_json::Value>,
     /// What the ledger would do, in words.
@@ -395,6 +406,7 @@ pub(crate) fn preview(
         Err(err) => {
             return Some(Preview {
                 path,
+                durability: options.durability.name(),
                 budgets: Vec::new(),
                 answer: format!("the ledger cannot be read: {err}"),
                 runs: false,
@@ -405,7 +417,22 @@ pub(crate) fn preview(
     };
     let live = |lease: &Lease| lease.is_live();
     let (decision, _) = ledger::decide(&call, &snapshot, &live);
-    let (answer, code, replays) = match &decision {
+    let (answer, code, replays) = in_words(&decision);
+    Some(Preview {
+        path,
+        durability: options.durability.name(),
+        budgets: budget_lines(&budgets, tool, &snapshot, &live),
+        runs: matches!(decision, Decision::Start { .. }),
+        answer,
+        code,
+        replays,
+    })
+}
+
+/// What the ledger would do with a call, in words for `policy explain`: the answer, the code of
+/// a refusal, and whether the recorded envelope would be printed again.
+fn in_words(decision: &Decision) -> (String, Option<&'static str>, bool) {
+    match decision {
         Decision::Start { attempt, .. } => (format!("run, attempt {attempt}"), None, false),
         Decision::Replay(_) => ("print the recorded envelope again".into(), None, true),
         Decision::Reused => (
@@ -454,15 +481,7 @@ pub(crate) fn preview(
             Some(ErrorCode::ApprovalExpired.as_str()),
             false,
         ),
-    };
-    Some(Preview {
-        path,
-        budgets: budget_lines(&budgets, tool, &snapshot, &live),
-        runs: matches!(decision, Decision::Start { .. }),
-        answer,
-        code,
-        replays,
-    })
+    }
 }
 
 /// Each budget in force with what the session used of it.

@@ -232,11 +232,22 @@ pub(super) fn ledger_and_session(
         Some(seconds) => std::time::Duration::from_secs(seconds),
         None => gate::lease_ttl(&args.ledger)?,
     };
+    let durability =
+        match section.durability {
+            Some(_) if args.ledger.ledger_durability.is_some() => return Err(UsageError(
+                "--ledger-durability (or PARENT_TOOL_DISPATCH_LEDGER_DURABILITY) cannot be used \
+                 with this policy: it sets [ledger] durability itself"
+                    .into(),
+            )),
+            Some(durability) => durability,
+            None => gate::durability(&args.ledger),
+        };
     Ok((
         location.map(|location| gate::Options {
             location,
             budgets,
             lease_ttl,
+            durability,
         }),
         session,
     ))

@@ -232,6 +232,10 @@ fn child_argv(exe: &Path, args: &ServeArgs, policy: Option<&Path>) -> Vec<OsStri
             flag(name, text.into());
         }
     }
+    if let Some(choice) = args.ledger.ledger_durability {
+        let choice = ptd_ledger::Durability::from(choice);
+        flag("--ledger-durability", choice.name().into());
+    }
     let lists = [
         ("--pass-env", &args.run.pass_env),
         ("--secret-env", &args.run.secret_env),
@@ -410,4 +414,61 @@ async fn connection<I>(
         .max_buf_size(64 * 1024)
         .serve_connection(io, service);
     let _ = watcher.watch(conn).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    /// `serve`'s options as parsed from `extra`.
+    fn serve_args(extra: &[&str]) -> ServeArgs {
+        let mut argv = vec![
+            "parent-tool-dispatch",
+            "serve",
+            "--listen",
+            "127.0.0.1:8700",
+            "--token-file",
+            "/etc/ptd/tokens",
+        ];
+        argv.extend(extra);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Some(Command::Serve(args)) => *args,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The value that follows `name` in `argv`, if `name` is there.
+    fn value_of(argv: &[OsString], name: &str) -> Option<OsString> {
+        let at = argv.iter().position(|a| a == name)?;
+        argv.get(at + 1).cloned()
+    }
+
+    #[test]
+    fn the_ledger_options_reach_every_child_dispatcher() {
+        let exe = Path::new("/usr/bin/parent-tool-dispatch");
+        let args = serve_args(&[
+            "--ledger",
+            "/var/lib/ptd/ledger.db",
+            "--lease-ttl",
+            "45s",
+            "--ledger-durability",
+            "normal",
+        ]);
+        let argv = child_argv(exe, &args, None);
+        assert_eq!(argv[0], exe.as_os_str());
+        assert_eq!(
+            value_of(&argv, "--ledger"),
+            Some("/var/lib/ptd/ledger.db".into())
+        );
+        assert_eq!(value_of(&argv, "--lease-ttl"), Some("45s".into()));
+        assert_eq!(
+            value_of(&argv, "--ledger-durability"),
+            Some("normal".into())
+        );
+        // Left at its default, the choice is not written.
+        let argv = child_argv(exe, &serve_args(&["--ledger", "/l.db"]), None);
+        assert_eq!(value_of(&argv, "--ledger-durability"), None);
+    }
 }

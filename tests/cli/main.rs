@@ -36,6 +36,7 @@ mod hostile;
 mod human;
 mod launcher;
 mod ledger;
+mod ledger_durability;
 mod ledger_hardened;
 mod ledger_insight;
 mod ledger_prune;

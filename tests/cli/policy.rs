@@ -834,6 +834,7 @@ fn a_policys_budgets_are_shared_by_every_dispatcher_process() {
         report["decision"],
         json!({"runs": false, "code": "budget_exhausted", "replays": false})
     );
+    assert_eq!(report["ledger"]["durability"], "full");
     assert_eq!(
         report["ledger"]["budgets"],
         json!([

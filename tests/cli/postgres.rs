@@ -81,6 +81,32 @@ fn the_main_job_runs_a_call_once_then_replays_it_from_postgresql() {
 }
 
 #[test]
+fn normal_durability_on_postgresql_runs_a_call_once_and_replays_it() {
+    require!(skip::postgres());
+    let (url, password) = database();
+    migrate(&url, &password);
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let log = format!("pidfile:{}", ran.display());
+    // The commits do not wait for the server's flush (`synchronous_commit = off` in each
+    // write transaction: ptd-ledger's own test asks the server); every rule still holds.
+    let call = || {
+        Dispatch::adapter(&[&log, "echo"])
+            .args(&["--ledger", &url, "--ledger-durability", "normal"])
+            .env("PGPASSWORD", &password)
+            .run()
+    };
+    let first = call();
+    first.expect("succeeded", None, 0);
+    assert_eq!(first.envelope["diagnostics"]["ledger"]["replayed"], false);
+    let again = call();
+    again.expect("succeeded", None, 0);
+    assert_eq!(again.envelope["diagnostics"]["ledger"]["replayed"], true);
+    assert_eq!(pids(&ran).len(), 1, "the adapter ran once");
+    verify_intact(&url, &password);
+}
+
+#[test]
 fn a_server_that_is_not_there_is_retryable_and_a_password_in_the_url_is_a_usage_error() {
     // Nothing listens on a port just taken and released.
     let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -319,6 +319,8 @@ fn ledger_values() -> Vec<(&'static str, &'static str, bool)> {
         ("lease_ttl", r#""1440m""#),
         ("lease_ttl", r#""24h""#),
         ("lease_ttl", "86400"),
+        ("durability", r#""full""#),
+        ("durability", r#""normal""#),
     ];
     let refused = [
         ("lease_ttl", r#""2s""#),
@@ -327,6 +329,10 @@ fn ledger_values() -> Vec<(&'static str, &'static str, bool)> {
         ("lease_ttl", "86401"),
         ("lease_ttl", r#""30 s""#),
         ("lease_ttl", "true"),
+        ("durability", r#""FULL""#),
+        ("durability", r#""off""#),
+        ("durability", r#""""#),
+        ("durability", "1"),
         ("path", r#""""#),
         ("path", "1"),
         ("session_env", r#""""#),

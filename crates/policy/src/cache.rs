@@ -52,7 +52,7 @@ pub const SETTLE: Duration = Duration::from_secs(2);
 const MAX_ENTRY_BYTES: u64 = 16 << 20;
 
 /// The format of an entry.
-const FORMAT: &str = "parent-tool-dispatch/policy-cache/v7";
+const FORMAT: &str = "parent-tool-dispatch/policy-cache/v8";
 
 /// A file's identity as far as a change to it shows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -32,13 +32,14 @@ pub struct LoadContext {
 /// The keys of the policy's top level.
 pub const TOP_KEYS: [&str; 4] = ["version", "defaults", "ledger", "tool"];
 /// The keys of `[ledger]`.
-pub const LEDGER_KEYS: [&str; 6] = [
+pub const LEDGER_KEYS: [&str; 7] = [
     "path",
     "session_env",
     "budget_calls",
     "budget_adapter_ms",
     "max_concurrent",
     "lease_ttl",
+    "durability",
 ];
 
 /// Load and check the policy file at `path`: every problem of the file, or the policy.
@@ -374,6 +375,10 @@ impl Checker<'_> {
                     section.lease_ttl = self.lease_ttl(value);
                     continue;
                 }
+                "durability" => {
+                    section.durability = self.durability(value);
+                    continue;
+                }
                 "budget_calls" => "--budget-calls",
                 "budget_adapter_ms" => "--budget-adapter-ms",
                 "max_concurrent" => "--max-concurrent",
@@ -393,6 +398,21 @@ impl Checker<'_> {
         section.budget_adapter_ms = budgets.adapter_ms;
         section.max_concurrent = budgets.max_concurrent;
         Some(section)
+    }
+
+    /// `[ledger] durability` (`--ledger-durability`, SPEC §14.4): `full` or `normal`.
+    fn durability(&mut self, value: &Value<'_>) -> Option<ptd_ledger::Durability> {
+        let text = self.string("durability", value)?;
+        let choice = ptd_ledger::Durability::parse(text);
+        if choice.is_none() {
+            let message = format!(
+                "`durability`: `{}` is not one of {}",
+                escape(text),
+                ptd_ledger::Durability::NAMES.join(", ")
+            );
+            self.report(&value.span(), message);
+        }
+        choice
     }
 
     fn session_env(&mut self, value: &Value<'_>) -> Option<String> {

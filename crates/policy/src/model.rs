@@ -217,6 +217,8 @@ pub struct LedgerSection {
     pub max_concurrent: Option<u64>,
     /// `lease_ttl`, in seconds (`--lease-ttl`, SPEC §19.1).
     pub lease_ttl: Option<u64>,
+    /// `durability` (`--ledger-durability`, SPEC §14.4).
+    pub durability: Option<ptd_ledger::Durability>,
 }
 
 impl LedgerSection {

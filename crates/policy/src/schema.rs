@@ -93,7 +93,8 @@ fn ledger() -> Value {
             "budget_calls": {"type": "integer", "minimum": 0, "description": "Admitted calls per session."},
             "budget_adapter_ms": {"type": "integer", "minimum": 0, "description": "Adapter wall time per session, in milliseconds."},
             "max_concurrent": {"type": "integer", "minimum": 1, "description": "Calls of one session in flight at once."},
-            "lease_ttl": lease_ttl()
+            "lease_ttl": lease_ttl(),
+            "durability": {"enum": ptd_ledger::Durability::NAMES, "description": "When the ledger's commits are on the disk (--ledger-durability, SPEC 14.4): full (the default: before the next step, power loss included) or normal (a file ledger on the disk when its dispatcher exits; a host crash during a call can lose that call's records)."}
         }
     })
 }

@@ -27,6 +27,7 @@
 pub mod approval;
 pub mod audit;
 mod decide;
+mod durability;
 pub mod flags;
 pub mod lease;
 pub mod location;
@@ -46,6 +47,7 @@ pub use audit::{
     Verification,
 };
 pub use decide::{decide, decide_at};
+pub use durability::Durability;
 pub use flags::{parse_budget_flag, parse_session, parse_since, FlagError};
 pub use lease::{Lease, DEFAULT_LEASE_TTL};
 pub use location::{Location, Password, PgUrl, SslMode, PASSWORD_FILE_VAR};
@@ -445,6 +447,9 @@ pub struct Usage {
 pub trait Store: Send {
     /// Give up waiting for other writers at `deadline` ([`LedgerError::Locked`]).
     fn set_deadline(&mut self, deadline: Instant);
+    /// When this connection's commits are on the disk from now on ([`Durability::Full`]
+    /// until told otherwise).
+    fn set_durability(&mut self, durability: Durability) -> Result<(), LedgerError>;
     /// Read the key's row and the session's usage, call `decide` on them, apply its [`Claim`]
     /// under `lease`, and return its decision.
     fn begin(
@@ -577,6 +582,12 @@ impl Ledger {
     /// (`lease_ttl`, [`DEFAULT_LEASE_TTL`] unless set).
     pub fn set_lease_ttl(&mut self, ttl: Duration) {
         self.lease_ttl = ttl;
+    }
+
+    /// When the main job's commits are on the disk ([`Durability::Full`] unless set; SPEC
+    /// §14.4).
+    pub fn set_durability(&mut self, durability: Durability) -> Result<(), LedgerError> {
+        self.store.set_durability(durability)
     }
 
     /// Renew `lease`'s hold on `key` (the caller does it every third of `lease_ttl` while the

@@ -21,8 +21,8 @@ use super::audit::{Break, StoredRecord};
 use super::location::{Password, PgUrl};
 use super::{
     Approval, ApprovalError, ApprovalFilter, AuditRecord, BackupError, Call, CallRow, Claim,
-    Decision, Finished, Key, Lease, LedgerError, Outcome, Settle, Snapshot, Store, StoredVisit,
-    Usage,
+    Decision, Durability, Finished, Key, Lease, LedgerError, Outcome, Settle, Snapshot, Store,
+    StoredVisit, Usage,
 };
 use postgres::error::SqlState;
 use postgres::{Client, IsolationLevel, Transaction};
@@ -49,6 +49,9 @@ const MAX_RETRY_PAUSE: Duration = Duration::from_millis(50);
 pub(crate) struct PgStore {
     client: Client,
     deadline: Instant,
+    /// [`Durability::Normal`]: every write transaction commits with `synchronous_commit =
+    /// off` (the server answers before its WAL is flushed).
+    durability: Durability,
 }
 
 /// A PostgreSQL error as a [`LedgerError`]: lock and statement timeouts are
@@ -145,7 +148,11 @@ impl PgStore {
     ) -> Result<PgStore, LedgerError> {
         let mut client = connect(url, password, deadline)?;
         schema::check(&mut client, url)?;
-        Ok(PgStore { client, deadline })
+        Ok(PgStore {
+            client,
+            deadline,
+            durability: Durability::Full,
+        })
     }
 
     /// Run `step` in one SERIALIZABLE transaction (read only when `read_only`), again while it
@@ -157,7 +164,7 @@ impl PgStore {
     ) -> Result<T, LedgerError> {
         let mut pause = RETRY_PAUSE;
         loop {
-            let deadline = self.deadline;
+            let (deadline, durability) = (self.deadline, self.durability);
             let attempt = (|| {
                 let mut tx = self
                     .client
@@ -166,7 +173,11 @@ impl PgStore {
                     .read_only(read_only)
                     .start()
                     .map_err(db)?;
-                bound(&mut tx, deadline)?;
+                bound(
+                    &mut tx,
+                    deadline,
+                    durability == Durability::Normal && !read_only,
+                )?;
                 let value = step(&mut tx)?;
                 tx.commit().map_err(db)?;
                 Ok(value)
@@ -186,8 +197,10 @@ impl PgStore {
 /// Bound the transaction's waits by `deadline`: a statement or lock wait past it is cancelled
 /// ([`LedgerError::Locked`]). Past the deadline the transaction is still tried once without
 /// waiting for a lock (1 ms), as SQLite's busy timeout of 1 ms does: `Ledger::wait`'s last
-/// look at its deadline answers `Held`, not `Locked`, when nothing holds a lock.
-fn bound(tx: &mut Transaction<'_>, deadline: Instant) -> Result<(), LedgerError> {
+/// look at its deadline answers `Held`, not `Locked`, when nothing holds a lock. With
+/// `unsynced`, the transaction's commit does not wait for the server's WAL flush
+/// ([`Durability::Normal`]), set in the same round trip.
+fn bound(tx: &mut Transaction<'_>, deadline: Instant, unsynced: bool) -> Result<(), LedgerError> {
     let left = deadline.saturating_duration_since(Instant::now());
     let lock_ms = left.as_millis().clamp(1, i32::MAX as u128);
     let statement_ms = if left.is_zero() {
@@ -195,8 +208,13 @@ fn bound(tx: &mut Transaction<'_>, deadline: Instant) -> Result<(), LedgerError>
     } else {
         lock_ms
     };
+    let commit = if unsynced {
+        "; SET LOCAL synchronous_commit = off"
+    } else {
+        ""
+    };
     tx.batch_execute(&format!(
-        "SET LOCAL statement_timeout = {statement_ms}; SET LOCAL lock_timeout = {lock_ms}"
+        "SET LOCAL statement_timeout = {statement_ms}; SET LOCAL lock_timeout = {lock_ms}{commit}"
     ))
     .map_err(db)
 }
@@ -208,6 +226,11 @@ const PAST_DEADLINE_STATEMENT: Duration = Duration::from_secs(1);
 impl Store for PgStore {
     fn set_deadline(&mut self, deadline: Instant) {
         self.deadline = deadline;
+    }
+
+    fn set_durability(&mut self, durability: Durability) -> Result<(), LedgerError> {
+        self.durability = durability;
+        Ok(())
     }
 
     fn begin(
@@ -343,5 +366,51 @@ impl Store for PgStore {
             (Err(_), Some(refusal)) => Err(refusal),
             (Err(e), None) => Err(ApprovalError::Ledger(e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::tests::{pg_env, soon, Backend, Db};
+    use crate::ledger::Location;
+
+    /// What `synchronous_commit` a write transaction and a read-only one run with.
+    fn commits(store: &mut PgStore) -> (String, String) {
+        let show = |tx: &mut Transaction<'_>| {
+            tx.query_one("SELECT current_setting('synchronous_commit')", &[])
+                .map(|row| row.get::<_, String>(0))
+                .map_err(db)
+        };
+        (
+            store.serializable(false, show).unwrap(),
+            store.serializable(true, show).unwrap(),
+        )
+    }
+
+    #[test]
+    fn normal_durability_turns_off_synchronous_commit_for_writes_only() {
+        let Some(db) = Db::new(Backend::Postgres) else {
+            return;
+        };
+        let Location::Postgres(url) = &db.location else {
+            panic!("not postgres");
+        };
+        let password = super::super::location::password_for(url, &pg_env()).unwrap();
+        let mut store = PgStore::open(url, password.as_ref(), soon()).unwrap();
+        let on = "on".to_string();
+        assert_eq!(commits(&mut store), (on.clone(), on.clone()));
+        store.set_durability(Durability::Normal).unwrap();
+        assert_eq!(commits(&mut store), ("off".into(), on.clone()));
+        // Set for each transaction (SET LOCAL), so nothing stays on the connection: a pooler
+        // that hands it to another client hands over the server's setting.
+        let outside: String = store
+            .client
+            .query_one("SELECT current_setting('synchronous_commit')", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(outside, on);
+        store.set_durability(Durability::Full).unwrap();
+        assert_eq!(commits(&mut store), (on.clone(), on));
     }
 }

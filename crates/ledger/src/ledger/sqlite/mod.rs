@@ -30,13 +30,15 @@
 //!   `synchronous = FULL`: the WAL is fsynced at every commit, so a `running` row is on disk
 //!   before the adapter starts and an outcome before its envelope is printed, power loss
 //!   included (`NORMAL` would keep them through a crash of the process but not of the host,
-//!   and a call lost that way could run twice).
+//!   and a call lost that way could run twice). `NORMAL` only when the host chose it
+//!   (`--ledger-durability normal`, [`Store::set_durability`]): then the checkpoint after the
+//!   envelope is what syncs the WAL and the file.
 
 use super::audit::{self, Break, StoredRecord, GENESIS};
 use super::{
     Approval, ApprovalError, ApprovalFilter, AuditRecord, BackupError, Call, CallRow, CallState,
-    Claim, Decision, Finished, Key, Lease, LedgerError, Outcome, Recorded, Settle, Snapshot, Store,
-    StoredVisit, Usage,
+    Claim, Decision, Durability, Finished, Key, Lease, LedgerError, Outcome, Recorded, Settle,
+    Snapshot, Store, StoredVisit, Usage,
 };
 use ptd_sys::fs::{self as pfs, FileType, Mode, OFlags};
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
@@ -693,6 +695,16 @@ impl Store for SqliteStore {
         self.deadline = deadline;
     }
 
+    fn set_durability(&mut self, durability: Durability) -> Result<(), LedgerError> {
+        let level = match durability {
+            Durability::Full => "FULL",
+            Durability::Normal => "NORMAL",
+        };
+        self.conn
+            .execute_batch(&format!("PRAGMA synchronous = {level};"))
+            .map_err(db)
+    }
+
     fn begin(
         &mut self,
         call: &Call<'_>,
@@ -898,6 +910,27 @@ mod tests {
             assert_eq!(store.pragma_int("trusted_schema").unwrap(), 0);
             assert_eq!(store.pragma_int("cell_size_check").unwrap(), 1);
         }
+        assert_eq!(writer.pragma_int("synchronous").unwrap(), 2, "FULL");
+    }
+
+    #[test]
+    fn the_hosts_durability_choice_sets_synchronous_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.db");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut writer = SqliteStore::open(&path, deadline).unwrap();
+        writer.set_durability(Durability::Normal).unwrap();
+        assert_eq!(writer.pragma_int("synchronous").unwrap(), 1, "NORMAL");
+        // Still WAL, still checked, and a second dispatcher is FULL until told otherwise.
+        let mode: String = writer
+            .conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        assert_eq!(writer.pragma_int("cell_size_check").unwrap(), 1);
+        let other = SqliteStore::open(&path, deadline).unwrap();
+        assert_eq!(other.pragma_int("synchronous").unwrap(), 2, "FULL");
+        writer.set_durability(Durability::Full).unwrap();
         assert_eq!(writer.pragma_int("synchronous").unwrap(), 2, "FULL");
     }
 }
