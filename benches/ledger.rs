@@ -8,7 +8,9 @@
 //! new sandbox session each time, so each is an admitted call: the claim and the outcome, two
 //! transactions) and on a recorded key (a replay); PostgreSQL over its unix socket; and, where
 //! `pgbouncer` is installed, PostgreSQL through it in session mode (`ptd_sys::pgtest::pooler`).
-//! `PTD_BENCH_DISPATCHER` names another build to measure. **Every run is checked before it
+//! `PTD_BENCH_DISPATCHER` names another build to measure (several, separated by `:`, are
+//! measured in the same rounds, each with the median of its round-by-round differences
+//! against the first). **Every run is checked before it
 //! counts**: exit 0, a succeeded envelope of the call, and `diagnostics.ledger.replayed` as the
 //! variant expects. Nothing is asserted about times: they belong to the machine. The adapter is
 //! this benchmark's own binary (`ledger __bench-adapter`), which answers at once.
@@ -49,10 +51,12 @@ fn main() {
         println!("ledger: skipped: {}", unmet.reason);
         return;
     }
-    let dispatcher = std::env::var_os("PTD_BENCH_DISPATCHER").map_or_else(
-        || PathBuf::from(env!("CARGO_BIN_EXE_parent-tool-dispatch")),
-        PathBuf::from,
+    // Several builds separated by `:` are measured in the same rounds.
+    let dispatchers: Vec<PathBuf> = std::env::var_os("PTD_BENCH_DISPATCHER").map_or_else(
+        || vec![PathBuf::from(env!("CARGO_BIN_EXE_parent-tool-dispatch"))],
+        |list| std::env::split_paths(&list).collect(),
     );
+    let dispatcher = &dispatchers[0];
     let cluster = ptd_sys::pgtest::cluster().unwrap();
     let url = ptd_sys::pgtest::fresh_database();
     let name = url.rsplit('/').next().unwrap().split('?').next().unwrap();
@@ -73,7 +77,15 @@ fn main() {
         }
     };
     let dir = tempfile::tempdir().unwrap();
-    let sqlite = dir.path().join("ledger.db");
+    // Each build on a SQLite ledger of its own.
+    let sqlite: Vec<String> = (0..dispatchers.len())
+        .map(|b| {
+            dir.path()
+                .join(format!("ledger-{b}.db"))
+                .display()
+                .to_string()
+        })
+        .collect();
     // This binary is the adapter: a compiled program that answers at once, so that the
     // differences are the ledger's.
     let me = std::env::current_exe().unwrap();
@@ -94,7 +106,7 @@ fn main() {
         .to_string(),
     )
     .unwrap();
-    let migrated = Command::new(&dispatcher)
+    let migrated = Command::new(dispatcher)
         .args(["ledger", "migrate", "--ledger", &url])
         .env("PGPASSWORD", &cluster.password)
         .output()
@@ -105,16 +117,19 @@ fn main() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(100usize)
         .max(1);
-    let call = Call {
-        dispatcher: &dispatcher,
-        bridge: &bridge,
-        password: &cluster.password,
-    };
+    let calls: Vec<Call<'_>> = dispatchers
+        .iter()
+        .map(|dispatcher| Call {
+            dispatcher,
+            bridge: &bridge,
+            password: &cluster.password,
+        })
+        .collect();
     // The recorded key of the replay variant.
-    call.run(Some(&url), "replayed", false);
+    calls[0].run(Some(&url), "replayed", false);
     let mut variants: Vec<(&str, Option<&str>, bool)> = vec![
         ("no ledger", None, false),
-        ("SQLite, a new key", Some(sqlite.to_str().unwrap()), false),
+        ("SQLite, a new key", Some(""), false),
         ("PostgreSQL (TCP, SCRAM), a new key", Some(&url), false),
         ("PostgreSQL (TCP, SCRAM), a replay", Some(&url), true),
         ("PostgreSQL (unix socket), a new key", Some(&socket), false),
@@ -122,43 +137,66 @@ fn main() {
     if let Some(pooled) = &pooled {
         variants.push(("PostgreSQL via pgbouncer, a new key", Some(pooled), false));
     }
-    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); variants.len()];
+    let (kinds, builds) = (variants.len(), calls.len());
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); kinds * builds];
     for round in 0..runs {
-        for (i, (_, ledger, replayed)) in variants.iter().enumerate() {
-            let session = if *replayed {
+        // Every build's variants, starting one further each round.
+        for k in 0..kinds * builds {
+            let which = (round + k) % (kinds * builds);
+            let (b, i) = (which / kinds, which % kinds);
+            let (_, ledger, replayed) = variants[i];
+            let ledger = match ledger {
+                Some("") => Some(sqlite[b].as_str()),
+                other => other,
+            };
+            let session = if replayed {
                 "replayed".to_string()
             } else {
-                format!("bench-{round}-{i}")
+                format!("bench-{round}-{i}-{b}")
             };
-            times[i].push(call.run(*ledger, &session, *replayed));
+            times[which].push(calls[b].run(ledger, &session, replayed));
         }
     }
-    let medians: Vec<f64> = times
-        .iter_mut()
-        .map(|v| {
-            v.sort();
-            v[v.len() / 2].as_secs_f64() * 1e3
-        })
-        .collect();
-    let none = medians[0];
-    println!(
-        "ledger, {runs} rounds, median wall time of a whole call ({}):",
-        dispatcher.display()
-    );
-    for ((label, ..), median) in variants.iter().zip(&medians) {
-        println!("    {label:38} {median:8.2} ms   {:+.2} ms", median - none);
-    }
-    let pg = medians[2] - none;
-    println!(
-        "    PostgreSQL adds {pg:+.2} ms a call (target +2 ms: {})",
-        if pg <= 2.0 { "met" } else { "NOT met" }
-    );
-    if pooled.is_some() {
-        let pooled = medians[medians.len() - 1] - none;
+    let median = |v: &[Duration]| {
+        let mut v = v.to_vec();
+        v.sort();
+        v[v.len() / 2].as_secs_f64() * 1e3
+    };
+    for (b, dispatcher) in dispatchers.iter().enumerate() {
+        let own = &times[b * kinds..(b + 1) * kinds];
+        let medians: Vec<f64> = own.iter().map(|v| median(v)).collect();
+        let none = medians[0];
         println!(
-            "    through the pooler {pooled:+.2} ms a call (target +2 ms: {})",
-            if pooled <= 2.0 { "met" } else { "NOT met" }
+            "ledger, {runs} rounds, median wall time of a whole call ({}):",
+            dispatcher.display()
         );
+        for (k, ((label, ..), m)) in variants.iter().zip(&medians).enumerate() {
+            // Against the first build: the median of the round-by-round differences.
+            let against = if b > 0 {
+                let mut d: Vec<f64> = own[k]
+                    .iter()
+                    .zip(&times[k])
+                    .map(|(a, f)| (a.as_secs_f64() - f.as_secs_f64()) * 1e3)
+                    .collect();
+                d.sort_by(f64::total_cmp);
+                format!("   against the first build {:+.2} ms", d[d.len() / 2])
+            } else {
+                String::new()
+            };
+            println!("    {label:38} {m:8.2} ms   {:+.2} ms{against}", m - none);
+        }
+        let pg = medians[2] - none;
+        println!(
+            "    PostgreSQL adds {pg:+.2} ms a call (target +2 ms: {})",
+            if pg <= 2.0 { "met" } else { "NOT met" }
+        );
+        if pooled.is_some() {
+            let pooled = medians[kinds - 1] - none;
+            println!(
+                "    through the pooler {pooled:+.2} ms a call (target +2 ms: {})",
+                if pooled <= 2.0 { "met" } else { "NOT met" }
+            );
+        }
     }
 }
 

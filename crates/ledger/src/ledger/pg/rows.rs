@@ -147,8 +147,12 @@ fn append_after(
 ) -> Result<u64, LedgerError> {
     let (seq, prev) = current.unwrap_or((0, GENESIS.to_string()));
     let sealed = audit::seal(record, seq + 1, &prev).map_err(LedgerError::Record)?;
+    // The record and the chain's head in one statement (two tables).
     tx.execute_typed(
-        "INSERT INTO audit (seq, time_ms, prev, hash, body) VALUES ($1, $2, $3, $4, $5)",
+        "WITH appended AS (\
+           INSERT INTO audit (seq, time_ms, prev, hash, body) VALUES ($1, $2, $3, $4, $5)) \
+         INSERT INTO head (only_one, seq, hash) VALUES (1, $1, $4) \
+         ON CONFLICT (only_one) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
         typed![
             &i64_of(sealed.seq),
             &i64_of(sealed.time_ms),
@@ -156,12 +160,6 @@ fn append_after(
             &sealed.hash,
             &sealed.body,
         ],
-    )
-    .map_err(db)?;
-    tx.execute_typed(
-        "INSERT INTO head (only_one, seq, hash) VALUES (1, $1, $2) \
-         ON CONFLICT (only_one) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
-        typed![&i64_of(sealed.seq), &sealed.hash],
     )
     .map_err(db)?;
     Ok(sealed.seq)
@@ -218,25 +216,21 @@ pub(super) fn read_snapshot(
 ) -> Result<Snapshot, LedgerError> {
     let key = call.key;
     let row = read_call(tx, key)?;
-    let (calls, adapter_ms) = match one(
-        tx,
-        "SELECT calls, adapter_ms FROM session_usage WHERE bridge_ref = $1 AND session_id = $2",
-        typed![&key.bridge_ref, &key.session_id],
-    )? {
-        Some(r) => (
-            r.try_get::<_, i64>(0).map_err(db)?,
-            r.try_get::<_, i64>(1).map_err(db)?,
-        ),
-        None => (0, 0),
-    };
-    let tool_calls: i64 = match one(
-        tx,
-        "SELECT calls FROM tool_usage WHERE bridge_ref = $1 AND session_id = $2 AND tool = $3",
-        typed![&key.bridge_ref, &key.session_id, &call.tool],
-    )? {
-        Some(r) => r.try_get(0).map_err(db)?,
-        None => 0,
-    };
+    // The session's and the tool's counters in one round trip (0 where there is no row yet).
+    let usage = tx
+        .query_typed_one(
+            "SELECT \
+             COALESCE((SELECT calls FROM session_usage \
+                       WHERE bridge_ref = $1 AND session_id = $2), 0), \
+             COALESCE((SELECT adapter_ms FROM session_usage \
+                       WHERE bridge_ref = $1 AND session_id = $2), 0), \
+             COALESCE((SELECT calls FROM tool_usage \
+                       WHERE bridge_ref = $1 AND session_id = $2 AND tool = $3), 0)",
+            typed![&key.bridge_ref, &key.session_id, &call.tool],
+        )
+        .map_err(db)?;
+    let count = |i: usize| usage.try_get::<_, i64>(i).map_err(db);
+    let (calls, adapter_ms, tool_calls) = (count(0)?, count(1)?, count(2)?);
     let running = tx
         .query_typed(
             "SELECT lease_boot, lease_pid, lease_start, heartbeat_ms FROM calls \
@@ -273,15 +267,25 @@ pub(super) fn write_admit(
     now: i64,
 ) -> Result<(), LedgerError> {
     let key = call.key;
+    // The call row and both counters in one statement (three tables, so its parts cannot see
+    // one another's rows and need not).
     tx.execute_typed(
-        "INSERT INTO calls (bridge_ref, session_id, request_id, digest, tool, state, attempt, \
-         lease_boot, lease_pid, lease_start, heartbeat_ms, envelope, exit_status, updated_ms) \
-         VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9, $10, NULL, NULL, $10) \
-         ON CONFLICT (bridge_ref, session_id, request_id) DO UPDATE SET \
-         state = 'running', attempt = excluded.attempt, lease_boot = excluded.lease_boot, \
-         lease_pid = excluded.lease_pid, lease_start = excluded.lease_start, \
-         heartbeat_ms = excluded.heartbeat_ms, envelope = NULL, exit_status = NULL, \
-         updated_ms = excluded.updated_ms",
+        "WITH admitted AS (\
+           INSERT INTO calls (bridge_ref, session_id, request_id, digest, tool, state, attempt, \
+           lease_boot, lease_pid, lease_start, heartbeat_ms, envelope, exit_status, updated_ms) \
+           VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9, $10, NULL, NULL, $10) \
+           ON CONFLICT (bridge_ref, session_id, request_id) DO UPDATE SET \
+           state = 'running', attempt = excluded.attempt, lease_boot = excluded.lease_boot, \
+           lease_pid = excluded.lease_pid, lease_start = excluded.lease_start, \
+           heartbeat_ms = excluded.heartbeat_ms, envelope = NULL, exit_status = NULL, \
+           updated_ms = excluded.updated_ms), \
+         session AS (\
+           INSERT INTO session_usage (bridge_ref, session_id, calls, adapter_ms) \
+           VALUES ($1, $2, 1, 0) ON CONFLICT (bridge_ref, session_id) \
+           DO UPDATE SET calls = session_usage.calls + 1) \
+         INSERT INTO tool_usage (bridge_ref, session_id, tool, calls) \
+         VALUES ($1, $2, $5, 1) ON CONFLICT (bridge_ref, session_id, tool) \
+         DO UPDATE SET calls = tool_usage.calls + 1",
         typed![
             &key.bridge_ref,
             &key.session_id,
@@ -294,20 +298,6 @@ pub(super) fn write_admit(
             &i64_of(lease.start_ticks),
             &now,
         ],
-    )
-    .map_err(db)?;
-    tx.execute_typed(
-        "INSERT INTO session_usage (bridge_ref, session_id, calls, adapter_ms) \
-         VALUES ($1, $2, 1, 0) ON CONFLICT (bridge_ref, session_id) \
-         DO UPDATE SET calls = session_usage.calls + 1",
-        typed![&key.bridge_ref, &key.session_id],
-    )
-    .map_err(db)?;
-    tx.execute_typed(
-        "INSERT INTO tool_usage (bridge_ref, session_id, tool, calls) \
-         VALUES ($1, $2, $3, 1) ON CONFLICT (bridge_ref, session_id, tool) \
-         DO UPDATE SET calls = tool_usage.calls + 1",
-        typed![&key.bridge_ref, &key.session_id, &call.tool],
     )
     .map_err(db)?;
     Ok(())
