@@ -6,17 +6,20 @@
 //! say the same. It names host paths and variable names as the host wrote them (it is for the
 //! host's eyes) and never a variable's value.
 
+use super::gate::{self, ask_for, call_budgets, call_key};
 use super::{admit, check_usage, read_request, Admitted, CallSettings, DispatchError};
-use super::{gate, Learned, Usage, UsageError};
+use super::{Learned, Usage, UsageError};
 use crate::cli::DispatchArgs;
 use crate::plan::{self, Planned};
+use ptd_ledger::{self as ledger, Budgets, Call, Decision, Lease, Ledger, LedgerError};
 use ptd_sys::confine::{Network, Options};
 use ptd_sys::hostenv::HostEnv;
 use ptd_sys::interrupt::Interrupts;
 use ptd_wire::envelope::bridge::{Mode, Transport};
-use ptd_wire::error::exit;
+use ptd_wire::error::{exit, ErrorCode};
 use ptd_wire::terminal::{error_line, escape};
 use serde_json::{json, Map, Value};
+use std::time::{Duration, Instant};
 
 /// The schema id of `policy explain --json`.
 pub(crate) const SCHEMA: &str = "parent-tool-dispatch/policy-explain/v1";
@@ -54,7 +57,7 @@ pub(crate) fn run(args: &DispatchArgs, json: bool) -> u8 {
     learned.policy(&usage, &env);
     let admitted = admit(args, &env, &usage, bytes, &mut learned);
     let ledger = match &admitted {
-        Ok(admitted) => gate::preview(usage.ledger.as_ref(), admitted, &learned, &env),
+        Ok(admitted) => preview(usage.ledger.as_ref(), admitted, &learned, &env),
         Err(_) => None,
     };
     let report = explanation(&usage, &learned, &admitted, ledger, &env);
@@ -110,7 +113,7 @@ fn explanation(
     usage: &Usage,
     learned: &Learned,
     admitted: &Result<Admitted, DispatchError>,
-    ledger: Option<gate::Preview>,
+    ledger: Option<Preview>,
     env: &HostEnv,
 ) -> Value {
     let failed = admitted.as_ref().err().map(failed_check);
@@ -427,4 +430,178 @@ fn render_adapter(
             line(format!("  limit {name}: {value}"));
         }
     }
+}
+
+/// What the ledger would answer an admitted call, seen without changing it (`policy
+/// explain`, SPEC §16): the ledger only read ([`Ledger::open_existing`], [`Ledger::peek`]),
+/// and the same rules applied ([`ledger::decide`]).
+pub(crate) struct Preview {
+    /// The ledger file.
+    pub(crate) path: String,
+    /// `--ledger-durability`'s choice, as written.
+    pub(crate) durability: &'static str,
+    /// Each budget in force: `{budget, limit, used, left}` (`tool` for the tool's).
+    pub(crate) budgets: Vec<serde_json::Value>,
+    /// What the ledger would do, in words.
+    pub(crate) answer: String,
+    /// Whether the adapter would run (the ledger lets the call start).
+    pub(crate) runs: bool,
+    /// The code of a refusal, `None` when the call runs or replays.
+    pub(crate) code: Option<&'static str>,
+    /// Whether the recorded envelope would be printed again.
+    pub(crate) replays: bool,
+}
+
+/// [`Preview`] of `admitted` with the job's ledger `options`; `None` without a ledger.
+pub(crate) fn preview(
+    options: Option<&gate::Options>,
+    admitted: &Admitted,
+    learned: &Learned,
+    env: &ptd_sys::hostenv::HostEnv,
+) -> Option<Preview> {
+    let options = options?;
+    let request = learned.request.as_deref();
+    let (key, session_id, digest) = call_key(learned.bridge_ref.as_deref(), request, &learned.echo);
+    let tool = &admitted.expected.canonical_tool;
+    let budgets = call_budgets(&options.budgets, tool, admitted.settings.tool_budget);
+    let ask = ask_for(
+        &admitted.settings,
+        &learned.echo,
+        request,
+        &learned.redactor,
+        &session_id,
+    );
+    let call = Call {
+        key: &key,
+        digest: &digest,
+        tool,
+        budgets: &budgets,
+        ask: ask.as_ref(),
+    };
+    let wait = admitted.expected.deadline.timeout_ms().max(1000);
+    let deadline = Instant::now() + Duration::from_millis(wait);
+    let snapshot = match Ledger::open_existing_at(&options.location, env, deadline) {
+        Ok(mut ledger) => ledger.peek(&call),
+        // No ledger yet: the main job makes it, empty.
+        Err(LedgerError::Missing) => Ok(ledger::Snapshot::default()),
+        Err(err) => Err(err),
+    };
+    let path = options.location.to_string();
+    let snapshot = match snapshot {
+        Ok(snapshot) => snapshot,
+        Err(err) => {
+            return Some(Preview {
+                path,
+                durability: options.durability.name(),
+                budgets: Vec::new(),
+                answer: format!("the ledger cannot be read: {err}"),
+                runs: false,
+                code: Some(ErrorCode::LedgerUnavailable.as_str()),
+                replays: false,
+            })
+        }
+    };
+    let live = |lease: &Lease| lease.is_live();
+    let (decision, _) = ledger::decide(&call, &snapshot, &live);
+    let (answer, code, replays) = in_words(&decision);
+    Some(Preview {
+        path,
+        durability: options.durability.name(),
+        budgets: budget_lines(&budgets, tool, &snapshot, &live),
+        runs: matches!(decision, Decision::Start { .. }),
+        answer,
+        code,
+        replays,
+    })
+}
+
+/// What the ledger would do with a call, in words for `policy explain`: the answer, the code of
+/// a refusal, and whether the recorded envelope would be printed again.
+fn in_words(decision: &Decision) -> (String, Option<&'static str>, bool) {
+    match decision {
+        Decision::Start { attempt, .. } => (format!("run, attempt {attempt}"), None, false),
+        Decision::Replay(_) => ("print the recorded envelope again".into(), None, true),
+        Decision::Reused => (
+            "refuse: the request id was used for another request".into(),
+            Some(ErrorCode::RequestIdReused.as_str()),
+            false,
+        ),
+        Decision::Held(_) => (
+            "wait: another live dispatcher is running this request".into(),
+            None,
+            false,
+        ),
+        Decision::Indeterminate { .. } => (
+            "refuse: the dispatcher running this request died".into(),
+            Some(ErrorCode::DispatchIndeterminate.as_str()),
+            false,
+        ),
+        Decision::BudgetExhausted(over) => (
+            format!("refuse: over its budget ({})", over.budget.rule()),
+            Some(ErrorCode::BudgetExhausted.as_str()),
+            false,
+        ),
+        Decision::ConcurrencyLimited(_) => (
+            "refuse for now: too many calls of the session in flight".into(),
+            Some(ErrorCode::ConcurrencyLimited.as_str()),
+            false,
+        ),
+        Decision::ApprovalRequired {
+            approval_id, new, ..
+        } => (
+            if *new {
+                "ask a person: a new approval would be made".to_string()
+            } else {
+                format!("wait for a person: approval {approval_id} is pending")
+            },
+            Some(ErrorCode::ApprovalRequired.as_str()),
+            false,
+        ),
+        Decision::ApprovalDenied { approval_id } => (
+            format!("refuse: approval {approval_id} was denied"),
+            Some(ErrorCode::ApprovalDenied.as_str()),
+            false,
+        ),
+        Decision::ApprovalExpired { approval_id } => (
+            format!("refuse: approval {approval_id} expired"),
+            Some(ErrorCode::ApprovalExpired.as_str()),
+            false,
+        ),
+    }
+}
+
+/// Each budget in force with what the session used of it.
+fn budget_lines(
+    budgets: &Budgets,
+    tool: &str,
+    snapshot: &ledger::Snapshot,
+    live: &dyn Fn(&Lease) -> bool,
+) -> Vec<serde_json::Value> {
+    let in_flight = snapshot.running.iter().filter(|l| live(l)).count() as u64;
+    let rows = [
+        ("calls", budgets.calls, snapshot.calls, None),
+        (
+            "tool",
+            budgets.tools.get(tool).copied(),
+            snapshot.tool_calls,
+            Some(tool),
+        ),
+        ("adapter_ms", budgets.adapter_ms, snapshot.adapter_ms, None),
+        ("concurrent", budgets.max_concurrent, in_flight, None),
+    ];
+    rows.into_iter()
+        .filter_map(|(name, limit, used, tool)| {
+            let limit = limit?;
+            let mut row = serde_json::json!({
+                "budget": name,
+                "limit": limit,
+                "used": used,
+                "left": limit.saturating_sub(used),
+            });
+            if let Some(tool) = tool {
+                row["tool"] = serde_json::json!(tool);
+            }
+            Some(row)
+        })
+        .collect()
 }
