@@ -476,7 +476,7 @@ fn reap_pidfd(pidfd: &OwnedFd) -> Option<u64> {
         );
         (rc, usage)
     };
-    (rc == 0).then(|| super::max_rss_bytes(&usage))
+    (rc == 0).then(|| super::outcome::max_rss_bytes(&usage))
 }
 
 #[cfg(test)]
