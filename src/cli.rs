@@ -275,7 +275,7 @@ pub struct LedgerArgs {
     /// included. `normal`: a killed dispatcher still loses nothing and a file ledger is on the
     /// disk when the dispatcher exits (its checkpoint syncs it), but a crash of the host (or of
     /// the PostgreSQL server) during a call can lose that call's records, and its key can then
-    /// run again. docs/ledger.md, "Durability".
+    /// run again. docs/ledger.md, "--ledger-durability normal".
     #[arg(
         long,
         hide_short_help = true,

@@ -8,10 +8,19 @@ use super::*;
 use crate::ledger_rules::Setup;
 use std::os::unix::fs::PermissionsExt;
 
-/// The main job on `s`'s ledger for `request_id`, under `strace` counting its `fsync` and
-/// `fdatasync` calls (every thread and child); checked: exit 0, one succeeded envelope, stderr
-/// empty. Returns the envelope and the count.
+/// The main job on `s`'s ledger for `request_id`, with `args` after `--ledger`: see
+/// [`traced_with`].
 fn traced(s: &Setup, request_id: &str, args: &[&str], env: &[(&str, &str)]) -> (Value, usize) {
+    let mut host = vec!["--ledger", s.path()];
+    host.extend(args);
+    traced_with(s, request_id, &host, env)
+}
+
+/// The main job with the host's options `host` (which name the ledger, or a policy that does)
+/// for `request_id`, under `strace` counting its `fsync` and `fdatasync` calls (every thread
+/// and child); checked: exit 0, one succeeded envelope, stderr empty. Returns the envelope and
+/// the count.
+fn traced_with(s: &Setup, request_id: &str, host: &[&str], env: &[(&str, &str)]) -> (Value, usize) {
     let log = s.dir.path().join(format!("strace-{request_id}.txt"));
     let mut req = request();
     req["request_id"] = json!(request_id);
@@ -27,9 +36,9 @@ fn traced(s: &Setup, request_id: &str, args: &[&str], env: &[(&str, &str)]) -> (
         ],
     )
     .arg(bin())
-    .args(["--ledger", s.path(), "--parent-tool-bridge"])
+    .args(host)
+    .arg("--parent-tool-bridge")
     .arg(s.bridge(&["echo"]).to_string())
-    .args(args)
     .stdin(req.to_string());
     for (name, value) in env {
         cmd = cmd.env(name, value);
@@ -92,21 +101,13 @@ fn normal_durability_syncs_only_at_the_checkpoint_and_keeps_every_rule() {
     assert!(normal >= 2, "the checkpoint syncs: {normal}");
     assert_eq!(by_variable, normal);
     // The policy's choice is the same one. Its ledger is the same file (the policy names it).
-    let mut req = request();
-    req["request_id"] = json!("ptr_policy");
-    let log = s.dir.path().join("strace-policy.txt");
-    let out = Cmd::of(
-        PathBuf::from("strace"),
-        ["-f", "-qq", "-e", "trace=fsync,fdatasync", "-o"],
-    )
-    .arg(&log)
-    .arg(bin())
-    .args(["--policy", policy.to_str().unwrap(), "--parent-tool-bridge"])
-    .arg(s.bridge(&["echo"]).to_string())
-    .stdin(req.to_string())
-    .run();
-    out.exit(0).stderr_empty().stdout_contains("\"succeeded\"");
-    assert_eq!(syncs_in(&log), normal);
+    let (_, by_policy) = traced_with(
+        &s,
+        "ptr_policy",
+        &["--policy", policy.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(by_policy, normal);
     // Every rule holds: the file stands alone after the call, the key replays without
     // running, and the chain is whole.
     assert_eq!(wal_bytes(&s), 0);

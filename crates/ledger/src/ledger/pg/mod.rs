@@ -396,7 +396,7 @@ mod tests {
         let Location::Postgres(url) = &db.location else {
             panic!("not postgres");
         };
-        let password = super::super::location::password_for(url, &pg_env()).unwrap();
+        let password = crate::ledger::location::password_for(url, &pg_env()).unwrap();
         let mut store = PgStore::open(url, password.as_ref(), soon()).unwrap();
         let on = "on".to_string();
         assert_eq!(commits(&mut store), (on.clone(), on.clone()));
