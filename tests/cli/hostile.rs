@@ -654,7 +654,10 @@ fn setsid_fork_chain_never_outlives_the_dispatcher() {
             }
             wrong.push(format!("round {round}: the chain outlived the dispatcher"));
         }
-        if leaked < 1 {
+        // The chain's group is killed whole in the sweep's first round, while its head is an
+        // unreaped zombie: what was alive then (one member, or one and the child it had just
+        // forked). Killed one member at a time, the chain runs on and many more are counted.
+        if !(1..=2).contains(&leaked) {
             wrong.push(format!("round {round}: leaked_processes {leaked}"));
         }
     }

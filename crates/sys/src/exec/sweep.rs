@@ -4,7 +4,8 @@
 //! Invariants:
 //! - a process is signalled by pid only while it is our own unreaped child (its pid is pinned
 //!   until we reap it), or through a pidfd opened and checked first; a group only through
-//!   the number of our unreaped leader (in `group.rs`) or through a pidfd of its leader;
+//!   the number of its leader while that leader is our own unreaped child (ours in
+//!   `group.rs`; an escaped group's here, killed before its leader is reaped);
 //! - reading `/proc` is observation only: a recycled pid there can at worst miscount;
 //! - every loop is bounded by a deadline or by [`MAX_PROCESSES`].
 //!
@@ -71,14 +72,25 @@ impl Sweeper {
         // A fork-and-exit chain leaves hundreds of zombies: tell them apart with one cheap
         // non-reaping wait each, and read /proc only for the live ones.
         let peek = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
-        let live: Vec<i32> = children
-            .iter()
-            .copied()
-            .filter(|&raw| {
-                Pid::from_raw(raw)
-                    .is_some_and(|pid| matches!(waitid(WaitId::Pid(pid), peek), Ok(None)))
-            })
-            .collect();
+        let mut live = Vec::new();
+        for &raw in children {
+            let Some(pid) = Pid::from_raw(raw) else {
+                continue;
+            };
+            match waitid(WaitId::Pid(pid), peek) {
+                Ok(None) => live.push(raw),
+                // A zombie that leads a group in another session (the `setsid()` at the head
+                // of a chain) is killed with its group before the loop below reaps it: once
+                // reaped, nothing pins its group any more, and a fork-and-exit chain in it
+                // can only be killed one member at a time, which it outruns.
+                Ok(Some(_)) if is_group_leader(pid) => {
+                    if let Some(stat) = ProcStat::of(raw) {
+                        self.kill_escaped_group(raw, &stat);
+                    }
+                }
+                _ => {}
+            }
+        }
         for &raw in &live {
             // Count before killing: what the kills below end was alive after the leader.
             self.note_live(raw);
@@ -87,15 +99,8 @@ impl Sweeper {
             };
             // Its group's leader is pinned if it is one of these unreaped children (a zombie
             // leader included: it still names its group).
-            if self.escaped(&stat)
-                && children.contains(&stat.pgrp)
-                && self.killed_groups.insert(stat.pgrp)
-            {
-                if let Some(fd) =
-                    Pid::from_raw(stat.pgrp).and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok())
-                {
-                    kill_group_led_by(&fd);
-                }
+            if children.contains(&stat.pgrp) {
+                self.kill_escaped_group(stat.pgrp, &stat);
             }
         }
         if let Some(group) = group {
@@ -157,6 +162,24 @@ impl Sweeper {
         true
     }
 
+    /// SIGKILL the group led by `leader`, once, if `stat` (of a member) shows the group is in
+    /// another session ([`escaped`](Self::escaped)). `leader` must be one of our unreaped
+    /// children (alive or a zombie): then its number names that process, and so its group.
+    ///
+    /// A group signal cannot be outrun by `fork()` (the kernel restarts a fork that races with
+    /// it, or delivers the signal to the new child too): this stops a fork-and-exit chain in one
+    /// step, where killing its members one by one may trail behind it for ever.
+    // exec/ owns signals (clippy.toml's disallowed-methods).
+    #[allow(clippy::disallowed_methods)]
+    fn kill_escaped_group(&mut self, leader: i32, stat: &ProcStat) {
+        if !self.escaped(stat) || !self.killed_groups.insert(leader) {
+            return;
+        }
+        if let Some(group) = Pid::from_raw(leader) {
+            let _ = kill_process_group(group, Signal::KILL);
+        }
+    }
+
     /// In another session than the dispatcher: the session was created by `setsid()` in the
     /// adapter's own lineage, and no process can join a session from outside, so every member
     /// of a group in it is a descendant of the adapter.
@@ -183,31 +206,6 @@ impl Sweeper {
                 queue.extend(children_of(pid));
             }
         }
-    }
-}
-
-/// SIGKILL the process group whose id is the pid of the process behind `pidfd` — the group it
-/// leads — through `pidfd_send_signal(PIDFD_SIGNAL_PROCESS_GROUP)` (Linux 6.9; an error, and
-/// so a no-op, before). The kernel finds the group from the pidfd's own pid, never from a
-/// number, so a recycled id cannot be hit, and a zombie leader still names its group.
-///
-/// A group signal cannot be outrun by `fork()` (the kernel restarts a fork that races with
-/// it): this stops a fork-and-exit chain in one step, where killing its members one by one
-/// may trail behind it. Only used for groups in another session (see [`Sweeper::escaped`]).
-fn kill_group_led_by(pidfd: &OwnedFd) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: pidfd_send_signal(2) takes a descriptor we own and keep open for the call, a
-    // signal number, a null siginfo pointer (allowed: the kernel then builds the siginfo as
-    // kill(2) would, and reads nothing of ours) and a flags word. rustix has no call with the
-    // flags argument.
-    unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            libc::SIGKILL,
-            std::ptr::null::<libc::siginfo_t>(),
-            libc::PIDFD_SIGNAL_PROCESS_GROUP,
-        );
     }
 }
 
@@ -246,6 +244,11 @@ pub(super) fn kill_descendants(leader: Pid) {
             queue.push((child, Some(fd)));
         }
     }
+}
+
+/// Whether `pid` (our unreaped child, so the number is pinned) leads its process group.
+fn is_group_leader(pid: Pid) -> bool {
+    rustix::process::getpgid(Some(pid)).is_ok_and(|group| group == pid)
 }
 
 /// Whether the process behind `pidfd` has exited (its pidfd is readable).
@@ -377,6 +380,59 @@ mod tests {
         let rest: Vec<String> = (8..=52).map(|n| n.to_string()).collect();
         text.extend_from_slice(format!("{state} 7 8 9 0 {}\n", rest.join(" ")).as_bytes());
         text
+    }
+
+    #[test]
+    // The head is reaped by the sweep's round, which is what the test is about.
+    #[allow(clippy::zombie_processes)]
+    fn a_zombie_leading_an_escaped_group_is_killed_with_its_group_before_it_is_reaped() {
+        use std::io::BufRead;
+        use std::os::unix::process::CommandExt;
+        if !super::super::isolated(
+            "exec::sweep::tests::a_zombie_leading_an_escaped_group_is_killed_with_its_group_before_it_is_reaped",
+        ) {
+            return;
+        }
+        super::super::group::become_subreaper();
+        // The head of a chain: a session of its own, a member left behind in its group, and
+        // the head gone (a zombie, our child). The member is our child too (an orphan comes
+        // to the subreaper), but the round is not told: so a scan sees it when it lists the
+        // children just after the member forked on and exited.
+        let mut head = std::process::Command::new("/bin/sh");
+        head.args(["-c", "sleep 30 & echo $!"])
+            .stdout(std::process::Stdio::piped());
+        // SAFETY: setsid(2) is async-signal-safe and touches no memory.
+        unsafe {
+            head.pre_exec(|| {
+                rustix::process::setsid()?;
+                Ok(())
+            });
+        }
+        let mut head = head.spawn().unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(head.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let member = Pid::from_raw(line.trim().parse().unwrap()).unwrap();
+        let member_fd = pidfd_open(member, PidfdFlags::empty()).unwrap();
+        let head = Pid::from_child(&head);
+        let exited = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
+        waitid(WaitId::Pid(head), exited).unwrap();
+        assert_eq!(rustix::process::getpgid(Some(member)).unwrap(), head);
+
+        let mut sweeper = Sweeper::new(Instant::now() + Duration::from_secs(10));
+        assert!(sweeper.round(&[head.as_raw_nonzero().get()], None));
+        assert!(
+            ProcStat::of(head.as_raw_nonzero().get()).is_none(),
+            "the round reaped the head"
+        );
+        let mut fds = [PollFd::new(&member_fd, PollFlags::IN)];
+        let ended = poll(&mut fds, Some(&timespec(Duration::from_secs(5)))).unwrap();
+        assert_eq!(ended, 1, "the member outlived its group's head");
+        // Reaped by the next round, and counted: it was alive when its group was killed.
+        assert!(sweeper.round(&[member.as_raw_nonzero().get()], None));
+        assert_eq!(sweeper.found(), 1);
+        assert!(ProcStat::of(member.as_raw_nonzero().get()).is_none());
     }
 
     #[test]
