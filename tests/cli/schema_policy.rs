@@ -376,6 +376,26 @@ fn document_cases() -> Vec<(String, String, bool)> {
             true,
         ),
         ("the SPEC example", spec_example(), true),
+        (
+            "network_max_bytes beside an allow list",
+            "version = 1\n[defaults]\nnetwork = { allow = [\"h:443\"] }\nnetwork_max_bytes = \"64M\"\n".into(),
+            true,
+        ),
+        (
+            "network_max_bytes in [defaults], network = \"none\" in a tool",
+            "version = 1\n[defaults]\nnetwork_max_bytes = \"64M\"\n[[tool]]\nmatch = \"a\"\nnetwork = \"none\"\n".into(),
+            true,
+        ),
+        (
+            "network_max_bytes beside network = \"none\"",
+            "version = 1\n[defaults]\nnetwork = \"none\"\nnetwork_max_bytes = \"64M\"\n".into(),
+            false,
+        ),
+        (
+            "network_max_bytes beside network = \"any\" in a tool",
+            "version = 1\n[[tool]]\nmatch = \"a\"\nnetwork = \"any\"\nnetwork_max_bytes = 1\n".into(),
+            false,
+        ),
         ("no version", String::new(), false),
         ("no version, sections", "[defaults]\n".into(), false),
         ("version 2", "version = 2\n".into(), false),
@@ -647,6 +667,12 @@ fn the_schemas_keys_are_the_loaders_and_no_other_key_is_allowed() {
             "{key}"
         );
     }
+    // The one rule across an entry's keys holds in a [[tool]] as in [defaults].
+    assert_eq!(tool["not"], defaults["not"]);
+    assert_eq!(
+        defaults["not"]["required"],
+        json!(["network", "network_max_bytes"])
+    );
     // Every object the schema describes refuses keys it does not list, as the loader does.
     fn closed(v: &Value, at: &str, objects: &mut usize) {
         match v {
@@ -656,7 +682,10 @@ fn the_schemas_keys_are_the_loaders_and_no_other_key_is_allowed() {
                     *objects += 1;
                 }
                 for (k, sub) in map {
-                    closed(sub, &format!("{at}/{k}"), objects);
+                    // A `not` states a condition on an object described elsewhere.
+                    if k != "not" {
+                        closed(sub, &format!("{at}/{k}"), objects);
+                    }
                 }
             }
             Value::Array(items) => {
@@ -877,6 +906,14 @@ proptest! {
             }
             sections[section].push((*key, value.as_str()));
             all_accepted &= *ok;
+        }
+        // `network_max_bytes` beside a `network` of "none" or "any" in one table is refused
+        // by both (it bounds the egress proxy, which only an allow list has).
+        for section in &sections {
+            let has = |key: &str| section.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
+            if has("network_max_bytes").is_some() && has("network").is_some_and(|v| v.starts_with('"')) {
+                all_accepted = false;
+            }
         }
         let mut text = String::from("version = 1\n");
         for (i, section) in sections.iter().enumerate() {

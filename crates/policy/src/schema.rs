@@ -65,7 +65,8 @@ pub fn schema() -> Value {
                 "type": "object",
                 "required": ["match"],
                 "additionalProperties": false,
-                "properties": tool_properties
+                "properties": tool_properties,
+                "not": max_bytes_beside_plain_network()
             }
         }
     })
@@ -150,8 +151,20 @@ fn entry() -> Value {
                 "prefixItems": [{"type": "string", "minLength": 1}],
                 "items": {"type": "string"}
             },
-            "unconfined": {"type": "boolean", "description": "true: run this adapter without confinement (an explicit opt-out)."}
-        }
+            "unconfined": {"type": "boolean", "description": "true: run this adapter without confinement (an explicit opt-out). The loader refuses a confinement key in a table that runs unconfined (unconfined = true there, or in [defaults] and not overridden)."}
+        },
+        "not": max_bytes_beside_plain_network()
+    })
+}
+
+/// What an entry may not hold: `network_max_bytes` beside a `network` of `"none"` or `"any"` in
+/// the same table (it bounds the egress proxy, which only an allow list has). Set in
+/// `[defaults]` without a `network` there, it applies to the entries that allow hosts.
+fn max_bytes_beside_plain_network() -> Value {
+    json!({
+        "description": "network_max_bytes bounds the egress proxy of network = { allow = [...] }: a table whose network is \"none\" or \"any\" may not set it.",
+        "required": ["network", "network_max_bytes"],
+        "properties": {"network": {"type": "string"}}
     })
 }
 
