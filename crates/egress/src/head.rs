@@ -174,8 +174,12 @@ fn plain(
     })
 }
 
-/// The head sent upstream: the request line in origin form, the client's headers minus the
-/// hop-by-hop ones, a `Host` when the client sent none, and `Connection: close`.
+/// The head sent upstream: the request line in origin form, `Host` from the URL's authority,
+/// the client's headers minus the hop-by-hop ones and its own `Host`, and `Connection: close`.
+///
+/// The client's `Host` is never passed on (RFC 9112 §3.2.2: a proxy replaces it with the
+/// request target's): the allow list judged the URL's host, and a server that hosts many sites
+/// (a CDN's front end) routes by `Host`, so another name there would reach a site nobody listed.
 fn upstream_head(
     method: &str,
     path: &str,
@@ -215,21 +219,17 @@ fn upstream_head(
     } else {
         b" HTTP/1.1\r\n"
     });
-    let mut has_host = false;
+    head.extend_from_slice(b"Host: ");
+    head.extend_from_slice(authority.as_bytes());
+    head.extend_from_slice(b"\r\n");
     for header in headers {
         let lower = header.name.to_ascii_lowercase();
-        if HOP_BY_HOP.contains(&lower.as_str()) || named.contains(&lower) {
+        if lower == "host" || HOP_BY_HOP.contains(&lower.as_str()) || named.contains(&lower) {
             continue;
         }
-        has_host |= lower == "host";
         head.extend_from_slice(header.name.as_bytes());
         head.extend_from_slice(b": ");
         head.extend_from_slice(header.value);
-        head.extend_from_slice(b"\r\n");
-    }
-    if !has_host {
-        head.extend_from_slice(b"Host: ");
-        head.extend_from_slice(authority.as_bytes());
         head.extend_from_slice(b"\r\n");
     }
     head.extend_from_slice(b"Connection: close\r\n\r\n");
@@ -383,6 +383,27 @@ mod tests {
         let r = request("GET HTTP://[::1]:81 HTTP/1.1\r\n\r\n");
         assert_eq!((r.host.as_str(), r.port), ("[::1]", 81));
         assert!(head_text(&r).starts_with("GET / HTTP/1.1\r\nHost: [::1]:81\r\n"));
+    }
+
+    #[test]
+    fn the_client_s_host_is_replaced_by_the_url_s() {
+        // Another site behind the same front end, in any spelling, once or twice: upstream
+        // gets the one Host the allow list judged.
+        for host in [
+            "Host: other.test\r\n",
+            "host: other.test\r\nHOST: a.test\r\n",
+            "Host: a.test\r\nHost: other.test\r\n",
+            "Host:\r\n",
+        ] {
+            let r = request(&format!(
+                "GET http://a.test/x HTTP/1.1\r\n{host}Accept: */*\r\n\r\n"
+            ));
+            assert_eq!(
+                head_text(&r),
+                "GET /x HTTP/1.1\r\nHost: a.test\r\nAccept: */*\r\nConnection: close\r\n\r\n",
+                "{host:?}"
+            );
+        }
     }
 
     #[test]

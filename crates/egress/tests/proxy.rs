@@ -262,7 +262,7 @@ fn echo_server(count: usize) -> Upstream {
 
 #[test]
 fn absolute_form_reaches_the_server_in_origin_form() {
-    let server = echo_server(2);
+    let server = echo_server(3);
     let port = server.addr.port();
     let names = names("127.0.0.1 web.test\n");
     let allow = [format!("127.0.0.1:{port}"), format!("web.test:{port}")];
@@ -293,13 +293,24 @@ fn absolute_form_reaches_the_server_in_origin_form() {
     assert_eq!(
         body,
         format!(
-            "POST / HTTP/1.1\r\nContent-Length: 3\r\nHost: WEB.test:{port}\r\n\
+            "POST / HTTP/1.1\r\nHost: WEB.test:{port}\r\nContent-Length: 3\r\n\
              Connection: close\r\n\r\nabc"
         )
     );
+    // Another site's name in Host (what a front end serving many sites routes by): upstream
+    // gets the URL's, the one the allow list judged.
+    let (status, body) = ask(
+        addr,
+        format!("GET http://web.test:{port}/ HTTP/1.1\r\nHost: unlisted.test\r\n\r\n").as_bytes(),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        format!("GET / HTTP/1.1\r\nHost: web.test:{port}\r\nConnection: close\r\n\r\n")
+    );
     server.thread.join().unwrap();
     let report = proxy.finish();
-    assert_eq!(report.allowed, 2);
+    assert_eq!(report.allowed, 3);
     assert_eq!(report.connections[1].host, "web.test");
     assert!(report.connections.iter().all(|c| c.reason.is_none()));
     assert!(report.connections.iter().all(|c| c.bytes_down > c.bytes_up));
