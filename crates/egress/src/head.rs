@@ -489,5 +489,61 @@ mod tests {
                 Parsed::Partial => {}
             }
         }
+
+        /// Whatever headers a plain request holds, upstream gets one well-formed head: the
+        /// same request line in origin form, one `Host` (the URL's), none of the hop-by-hop
+        /// headers or those `Connection` names, the rest in order, and `Connection: close`.
+        #[test]
+        fn the_upstream_head_is_one_clean_request_with_the_urls_host(
+            authority in "(a\\.test|A\\.Test|\\[::1\\]|10\\.0\\.0\\.1)(:[1-9][0-9]{0,3})?",
+            path in "(/[a-z0-9%?=&]{0,12}){0,3}",
+            headers in proptest::collection::vec(
+                (
+                    "(Host|HOST|host|Connection|Proxy-Connection|Proxy-Authorization|Keep-Alive|X-[A-Za-z]{1,6}|Accept)",
+                    "[ -~]{0,16}",
+                ),
+                0..8,
+            ),
+        ) {
+            let mut text = format!("GET http://{authority}{path} HTTP/1.1\r\n");
+            for (name, value) in &headers {
+                text.push_str(&format!("{name}: {value}\r\n"));
+            }
+            text.push_str("\r\n");
+            let Parsed::Request(r, _) = parse(text.as_bytes()) else {
+                return Err(proptest::test_runner::TestCaseError::fail(format!("refused: {text:?}")));
+            };
+            let Form::Plain { head } = &r.form else {
+                return Err(proptest::test_runner::TestCaseError::fail("not plain"));
+            };
+            let mut parsed_headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut again = httparse::Request::new(&mut parsed_headers);
+            proptest::prop_assert_eq!(again.parse(head).ok(), Some(httparse::Status::Complete(head.len())));
+            let want_path = if path.is_empty() { "/" } else { path.as_str() };
+            proptest::prop_assert_eq!(again.path, Some(want_path));
+            let sent: Vec<(String, String)> = again
+                .headers
+                .iter()
+                .map(|h| (h.name.to_string(), String::from_utf8_lossy(h.value).into_owned()))
+                .collect();
+            proptest::prop_assert_eq!(&sent[0], &("Host".to_string(), authority.clone()));
+            proptest::prop_assert_eq!(sent.last().unwrap(), &("Connection".to_string(), "close".to_string()));
+            let named: Vec<String> = headers
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
+                .flat_map(|(_, v)| v.split(',').map(|t| t.trim().to_ascii_lowercase()).collect::<Vec<_>>())
+                .collect();
+            let kept: Vec<(String, String)> = headers
+                .iter()
+                .filter(|(n, _)| {
+                    let lower = n.to_ascii_lowercase();
+                    !["host", "connection", "proxy-connection", "proxy-authorization", "keep-alive"]
+                        .contains(&lower.as_str())
+                        && !named.contains(&lower)
+                })
+                .map(|(n, v)| (n.clone(), v.trim().to_string()))
+                .collect();
+            proptest::prop_assert_eq!(&sent[1..sent.len() - 1], &kept[..]);
+        }
     }
 }
