@@ -67,6 +67,33 @@ fn main_page_documents_exit_statuses_and_every_error_code() {
     assert!(page.contains(".SH EXAMPLES\n") && !page.contains("EXTRA"));
 }
 
+#[test]
+fn every_option_on_every_page_says_what_it_does() {
+    // An option item is `.TP`, the option's line (`\fB-...`), then its text: an empty line or
+    // the next item in its place is an option listed without a word (what clap_mangen does
+    // with an option hidden from `-h` and described in one paragraph).
+    let mut options = 0;
+    for (name, bytes) in man_pages::pages() {
+        let page = String::from_utf8(bytes).unwrap();
+        let lines: Vec<&str> = page.lines().collect();
+        for at in 0..lines.len().saturating_sub(2) {
+            if lines[at] == ".TP" && lines[at + 1].starts_with("\\fB\\-") {
+                options += 1;
+                let text = lines[at + 2];
+                assert!(
+                    !text.is_empty() && !text.starts_with('.'),
+                    "{name}: {} has no description",
+                    lines[at + 1]
+                );
+            }
+        }
+    }
+    assert!(
+        options > 100,
+        "only {options} options found: the pattern is off"
+    );
+}
+
 /// Run groff over one page the way `man` does, but with every warning on.
 fn groff_warnings(page: &Path) -> String {
     let out = match Command::new("groff")

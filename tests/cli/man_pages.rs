@@ -23,6 +23,18 @@ pub(crate) fn pages() -> Vec<(String, Vec<u8>)> {
     pages
 }
 
+/// An option left out of the short `-h` (`hide_short_help`) and described in one paragraph has
+/// no long help of its own: clap_mangen, which renders the long help and never a hidden short
+/// one, would list it without a word. A page is the long help, so it gets its text.
+fn long_help_of_its_own(arg: clap::Arg) -> clap::Arg {
+    match arg.get_help().cloned() {
+        Some(help) if arg.is_hide_short_help_set() && arg.get_long_help().is_none() => {
+            arg.long_help(help)
+        }
+        _ => arg,
+    }
+}
+
 /// Subcommands that get a page: not hidden, not clap's own `help`.
 fn documented(cmd: &clap::Command) -> impl Iterator<Item = &clap::Command> {
     cmd.get_subcommands()
@@ -68,7 +80,8 @@ impl Page<'_> {
             .clone()
             .name(self.invocation())
             .bin_name(self.invocation())
-            .display_name(self.invocation());
+            .display_name(self.invocation())
+            .mut_args(long_help_of_its_own);
         let mut text = String::new();
         text.push_str(&format!(
             ".TH {} 1 \"\" \"{BIN} {}\" \"User Commands\"\n",
