@@ -7,8 +7,7 @@ use super::*;
 /// What [`migrate`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MigrateReport {
-    /// The schema version found; `None` when there was none (it was created), or for an
-    /// SQLite file, which brings itself to the current version when opened.
+    /// The schema version found; `None` when there was none (the ledger was created).
     pub from: Option<i64>,
     /// The version now.
     pub to: i64,
@@ -24,9 +23,9 @@ pub fn migrate(
 ) -> Result<MigrateReport, LedgerError> {
     match location {
         Location::File(path) => {
-            sqlite::SqliteStore::open(path, deadline)?;
+            let (_, from) = sqlite::SqliteStore::open_found(path, deadline)?;
             Ok(MigrateReport {
-                from: None,
+                from,
                 to: sqlite::SCHEMA_VERSION,
             })
         }

@@ -164,6 +164,15 @@ impl SqliteStore {
     /// until `deadline`. The read-only openings of `audit` and `ledger backup` are
     /// `Ledger::open_existing`'s.
     pub(super) fn open(path: &Path, deadline: Instant) -> Result<SqliteStore, LedgerError> {
+        SqliteStore::open_found(path, deadline).map(|(store, _)| store)
+    }
+
+    /// [`SqliteStore::open`], and the schema version the file had before it was opened:
+    /// `None` for a ledger this call made (what `ledger migrate` reports).
+    pub(super) fn open_found(
+        path: &Path,
+        deadline: Instant,
+    ) -> Result<(SqliteStore, Option<i64>), LedgerError> {
         let name = path.file_name().ok_or(LedgerError::NoFileName)?;
         let parent = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
@@ -227,9 +236,9 @@ impl SqliteStore {
                 // The WAL is open now (SQLite opens, or makes, it at the first read): its name
                 // is made durable before anything is claimed.
                 done => {
-                    done?;
+                    let found = done?;
                     settle(dir.as_fd(), &wal_name, created, wal_before)?;
-                    return Ok(store);
+                    return Ok((store, (!created).then_some(found)));
                 }
             }
         }
@@ -369,8 +378,8 @@ impl SqliteStore {
     }
 
     /// Check the file is our ledger (a new one was made whole before it was moved here), WAL,
-    /// synchronous FULL.
-    fn prepare(&mut self) -> Result<(), LedgerError> {
+    /// synchronous FULL; bring a version-3 ledger to this version. Returns the version found.
+    fn prepare(&mut self) -> Result<i64, LedgerError> {
         self.arm()?;
         distrust_schema(&self.conn)?;
         self.conn
@@ -445,7 +454,7 @@ impl SqliteStore {
         if version == MIGRATES_FROM {
             self.migrate()?;
         }
-        Ok(())
+        Ok(version)
     }
 
     /// Bring a version-3 ledger to version 4 in ONE transaction: the approvals table and its

@@ -628,6 +628,36 @@ fn a_version_3_ledger_is_read_as_it_is_and_migrated_when_written() {
         LedgerError::Foreign(_)
     ));
 
+    // `ledger migrate` on a copy says what it found: 3, then 4; on a new file, none.
+    let copy = dir.path().join("copy.db");
+    std::fs::copy(&path, &copy).unwrap();
+    let env = ptd_sys::hostenv::HostEnv::with(Vec::<(String, String)>::new());
+    let migrated = |at: &Path| migrate(&Location::File(at.to_path_buf()), &env, soon()).unwrap();
+    assert_eq!(
+        migrated(&copy),
+        MigrateReport {
+            from: Some(3),
+            to: 4
+        }
+    );
+    assert_eq!(version(&copy), 4);
+    assert_eq!(
+        migrated(&copy),
+        MigrateReport {
+            from: Some(4),
+            to: 4
+        }
+    );
+    let new = dir.path().join("new.db");
+    assert_eq!(migrated(&new), MigrateReport { from: None, to: 4 });
+    assert_eq!(
+        migrated(&new),
+        MigrateReport {
+            from: Some(4),
+            to: 4
+        }
+    );
+
     // Opened by the main job: version 4, the calls and the chain as they were.
     let mut ledger = Ledger::open(&path, soon()).unwrap();
     assert_eq!(version(&path), 4);
