@@ -377,7 +377,8 @@ pub struct ConfineArgs {
     /// PARENT_TOOL_DISPATCH_LIMIT_PIDS.
     #[arg(long, hide_short_help = true, value_name = "N")]
     pub limit_pids: Option<std::ffi::OsString>,
-    /// RLIMIT_NOFILE of each process. Also PARENT_TOOL_DISPATCH_LIMIT_OPEN_FILES.
+    /// RLIMIT_NOFILE of each process; the set-up before the adapter starts runs under it too, so
+    /// give 64 or more. Also PARENT_TOOL_DISPATCH_LIMIT_OPEN_FILES.
     #[arg(long, hide_short_help = true, value_name = "N")]
     pub limit_open_files: Option<std::ffi::OsString>,
     /// RLIMIT_FSIZE of each process (e.g. 64M; "file_size" when the adapter dies of SIGXFSZ).

@@ -79,6 +79,9 @@ pub(super) fn run_adapter(
             // Nothing was in force: the child gave up before the adapter ran.
             learned.dispatch.confinement = None;
             learned.dispatch.network = None;
+            if let Some(note) = open_files_too_low(&refused, confine) {
+                learned.notes.push(ptd_wire::terminal::note_line(&note));
+            }
             DispatchError::from(refused)
         }
         error => DispatchError::Spawn { program, error },
@@ -152,6 +155,27 @@ pub(crate) fn confine_step(
 
 /// What a confined adapter that printed nothing was allowed, for the note under its failure:
 /// the network and the grants, and where to look next.
+/// Why a step after the rlimits one ran out of descriptors, when the open-files limit did it:
+/// SPEC §13.1 sets the limits before the namespaces, while the dispatcher's own descriptors
+/// are still open in the child (they close at `execve`), so a low limit leaves the set-up none.
+pub(crate) fn open_files_too_low(
+    refused: &ptd_sys::confine::ChildError,
+    options: &ptd_sys::confine::Options,
+) -> Option<String> {
+    let limit = options.limit_open_files?;
+    (refused.errno == rustix::io::Errno::MFILE && refused.step != ptd_sys::confine::Step::Rlimits)
+        .then(|| {
+            format!(
+                "the open-files limit ({limit}: --limit-open-files, or limit_open_files in a \
+                 policy) is in force from the rlimits step of the adapter's set-up on, while \
+                 the dispatcher's own descriptors are still open there (they close when the \
+                 adapter starts): it left the {} step none. Give 64 or more; the adapter \
+                 itself starts with only stdin, stdout and stderr open",
+                refused.step.as_str()
+            )
+        })
+}
+
 pub(crate) fn confined_silence(options: &ptd_sys::confine::Options) -> String {
     use ptd_sys::confine::Network;
     let network = match options.network {
@@ -314,5 +338,44 @@ fn transport_of(t: ptd_wire::envelope::bridge::Transport) -> Transport {
     match t {
         ptd_wire::envelope::bridge::Transport::Stdin => Transport::Stdin,
         ptd_wire::envelope::bridge::Transport::File => Transport::File,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ptd_sys::confine::{ChildError, Options, Step};
+    use rustix::io::Errno;
+
+    #[test]
+    fn only_a_step_out_of_descriptors_under_an_open_files_limit_gets_the_note() {
+        let limited = Options {
+            limit_open_files: Some(12),
+            ..Options::default()
+        };
+        let refused = |step, errno| ChildError { step, errno };
+        let note = open_files_too_low(&refused(Step::PidNamespace, Errno::MFILE), &limited)
+            .expect("a note");
+        assert!(note.contains("(12: --limit-open-files"), "{note}");
+        assert!(
+            note.contains("it left the pid_namespace step none"),
+            "{note}"
+        );
+        // Another errno, the limit's own step refused, or no limit asked for: no note.
+        assert_eq!(
+            open_files_too_low(&refused(Step::PidNamespace, Errno::PERM), &limited),
+            None
+        );
+        assert_eq!(
+            open_files_too_low(&refused(Step::Rlimits, Errno::MFILE), &limited),
+            None
+        );
+        assert_eq!(
+            open_files_too_low(
+                &refused(Step::NetworkProxy, Errno::MFILE),
+                &Options::default()
+            ),
+            None
+        );
     }
 }
