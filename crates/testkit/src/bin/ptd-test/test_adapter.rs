@@ -19,6 +19,8 @@
 //! | `spawn:STEPS` / `spawn-setsid:STEPS` | start a copy of itself running STEPS (separated by `+`), sharing stdout/stderr, without waiting; `-setsid` puts it in a new session |
 //! | `pidfile:PATH` | append its pid and a newline to PATH |
 //! | `fork-chain:MS:PATH` | fork a child that calls `setsid()`, appends its pid (= the chain's session and group id) to PATH, then for MS ms forks and exits, so a new process carries on at every hop; the adapter goes on at once |
+//! | `session-chain:MS:NAME` | fork a child named NAME (`PR_SET_NAME`, at most 15 bytes) that for MS ms forks and exits, each new process calling `setsid()` first: a new session at every hop, so no group signal reaches the next one; the adapter goes on at once |
+//! | `named:NAME` | report on stderr how many live processes named NAME it sees in its `/proc`, looking again for up to 2 s while it sees none (a chain's live process may be gone before a scan reaches it) (`host-reach: named=N`) |
 //! | `close-stdin` | close stdin without reading it |
 //! | `file-echo[:STATUS]` | file transport: read the request file, write the envelope to the result file (created 0600; `output.request_file_mode` and `output.folder_mode` report the request file's and its folder's modes) |
 //! | `result-as:KIND[:TARGET]` | file transport: make the result path a `fifo`, a `dir`, a `socket`, or a `symlink` to TARGET, instead of a file |
@@ -190,6 +192,7 @@ pub(crate) fn run(steps: &[String]) -> u8 {
             }
             "spawn" | "spawn-setsid" => spawn_copy(arg, name == "spawn-setsid"),
             "fork-chain" => fork_chain(arg),
+            "session-chain" => session_chain(arg),
             "pidfile" => {
                 let line = format!("{}\n", std::process::id());
                 let _ = std::fs::OpenOptions::new()
@@ -277,6 +280,14 @@ pub(crate) fn run(steps: &[String]) -> u8 {
                 reach(&format!("tmpdir-mode={:o}", mode.unwrap_or(0)));
             }
             "list-fds" => reach(&format!("fds={}", open_fds().join(","))),
+            "named" => {
+                let until = Instant::now() + Duration::from_secs(2);
+                let mut seen = live_named(arg);
+                while seen == 0 && Instant::now() < until {
+                    seen = live_named(arg);
+                }
+                reach(&format!("named={seen}"));
+            }
             // SPEC §13.2's attacks: each reports `NAME=ok` or `NAME=refused(ERRNO)`.
             "chmod" => {
                 use std::os::unix::fs::PermissionsExt;
@@ -680,6 +691,66 @@ fn fork_chain(arg: &str) {
     }
     // SAFETY: as above.
     unsafe { libc::_exit(0) }
+}
+
+/// `session-chain:MS:NAME`: a process that outruns a sweep killing one process at a time, in a
+/// new session at every hop. It never returns in the chain's processes; the adapter returns
+/// at once.
+fn session_chain(arg: &str) {
+    let (ms, name) = arg.split_once(':').unwrap_or((arg, "ptd-chain"));
+    let Some(ms) = number(arg, ms) else {
+        return;
+    };
+    let Ok(name) = std::ffi::CString::new(name) else {
+        return;
+    };
+    let until = Instant::now() + Duration::from_millis(ms);
+    // SAFETY: the test adapter is single-threaded, so the child may go on running Rust code;
+    // the parent only looks at the return value.
+    if unsafe { libc::fork() } != 0 {
+        return;
+    }
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string that outlives the call (the kernel
+    // copies at most 16 bytes of it); the name is inherited by every fork below.
+    unsafe {
+        libc::prctl(libc::PR_SET_NAME, name.as_ptr());
+    }
+    while Instant::now() < until {
+        // SAFETY: as in `fork_chain`: single-threaded; the parent leaves through `_exit`.
+        match unsafe { libc::fork() } {
+            // SAFETY: setsid has no memory effects; a fresh child is never a group leader.
+            0 => unsafe {
+                libc::setsid();
+            },
+            -1 => std::thread::sleep(Duration::from_millis(1)),
+            // SAFETY: _exit(2) takes no pointer and ends this process at once.
+            _ => unsafe { libc::_exit(0) },
+        }
+    }
+    // SAFETY: as above.
+    unsafe { libc::_exit(0) }
+}
+
+/// How many processes in this process's `/proc` are named `name` and not zombies.
+fn live_named(name: &str) -> usize {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter(|e| {
+            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+            comm.trim_end() == name && !state.is_some_and(|s| s.starts_with(['Z', 'X']))
+        })
+        .count()
 }
 
 /// The envelope for `echo`: echoes the request, reports what was received.
