@@ -30,6 +30,7 @@ mod file_transport;
 mod fuzz_regressions;
 mod generated;
 mod git;
+mod git_hostile;
 mod happy;
 mod host_reach;
 mod hostile;
