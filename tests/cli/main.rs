@@ -25,6 +25,7 @@ mod delegation;
 mod doctor;
 mod egress;
 mod endpoint;
+mod endpoint_trust;
 mod envelopes;
 mod file_transport;
 mod fuzz_regressions;
