@@ -47,6 +47,7 @@ mod ledger_stress;
 mod ledger_waits;
 mod man_pages;
 mod mcp;
+mod mcp_list_tools;
 mod named_files;
 mod policy;
 mod policy_docs;
