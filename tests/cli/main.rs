@@ -22,6 +22,7 @@ mod confinement;
 mod confinement_root;
 mod core;
 mod delegation;
+mod delegation_docs;
 mod doctor;
 mod egress;
 mod endpoint;
