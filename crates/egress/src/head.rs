@@ -499,7 +499,10 @@ mod tests {
             path in "(/[a-z0-9%?=&]{0,12}){0,3}",
             headers in proptest::collection::vec(
                 (
-                    "(Host|HOST|host|Connection|Proxy-Connection|Proxy-Authorization|Keep-Alive|X-[A-Za-z]{1,6}|Accept)",
+                    concat!(
+                        "(Host|HOST|host|Connection|Proxy-Connection|Proxy-Authorization|",
+                        "Keep-Alive|X-[A-Za-z]{1,6}|Accept)"
+                    ),
                     "[ -~]{0,16}",
                 ),
                 0..8,
@@ -511,34 +514,46 @@ mod tests {
             }
             text.push_str("\r\n");
             let Parsed::Request(r, _) = parse(text.as_bytes()) else {
-                return Err(proptest::test_runner::TestCaseError::fail(format!("refused: {text:?}")));
+                let refused = format!("refused: {text:?}");
+                return Err(proptest::test_runner::TestCaseError::fail(refused));
             };
             let Form::Plain { head } = &r.form else {
                 return Err(proptest::test_runner::TestCaseError::fail("not plain"));
             };
             let mut parsed_headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
             let mut again = httparse::Request::new(&mut parsed_headers);
-            proptest::prop_assert_eq!(again.parse(head).ok(), Some(httparse::Status::Complete(head.len())));
+            let whole = Some(httparse::Status::Complete(head.len()));
+            proptest::prop_assert_eq!(again.parse(head).ok(), whole);
             let want_path = if path.is_empty() { "/" } else { path.as_str() };
             proptest::prop_assert_eq!(again.path, Some(want_path));
             let sent: Vec<(String, String)> = again
                 .headers
                 .iter()
-                .map(|h| (h.name.to_string(), String::from_utf8_lossy(h.value).into_owned()))
+                .map(|h| {
+                    let value = String::from_utf8_lossy(h.value).into_owned();
+                    (h.name.to_string(), value)
+                })
                 .collect();
             proptest::prop_assert_eq!(&sent[0], &("Host".to_string(), authority.clone()));
-            proptest::prop_assert_eq!(sent.last().unwrap(), &("Connection".to_string(), "close".to_string()));
+            let close = ("Connection".to_string(), "close".to_string());
+            proptest::prop_assert_eq!(sent.last().unwrap(), &close);
             let named: Vec<String> = headers
                 .iter()
                 .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
-                .flat_map(|(_, v)| v.split(',').map(|t| t.trim().to_ascii_lowercase()).collect::<Vec<_>>())
+                .flat_map(|(_, v)| v.split(',').map(|t| t.trim().to_ascii_lowercase()))
                 .collect();
             let kept: Vec<(String, String)> = headers
                 .iter()
                 .filter(|(n, _)| {
                     let lower = n.to_ascii_lowercase();
-                    !["host", "connection", "proxy-connection", "proxy-authorization", "keep-alive"]
-                        .contains(&lower.as_str())
+                    let dropped = [
+                        "host",
+                        "connection",
+                        "proxy-connection",
+                        "proxy-authorization",
+                        "keep-alive",
+                    ];
+                    !dropped.contains(&lower.as_str())
                         && !named.contains(&lower)
                 })
                 .map(|(n, v)| (n.clone(), v.trim().to_string()))
