@@ -70,7 +70,8 @@ impl Sweeper {
         // Listed as our children, and only this process reaps: each is unreaped (alive or a
         // zombie), so its pid, its /proc entry and a pidfd opened now all name that process.
         // A fork-and-exit chain leaves hundreds of zombies: tell them apart with one cheap
-        // non-reaping wait each, and read /proc only for the live ones.
+        // non-reaping wait each, and read /proc only for the live ones (and a zombie leading a
+        // group).
         let peek = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
         let mut live = Vec::new();
         for &raw in children {
