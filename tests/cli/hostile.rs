@@ -656,8 +656,9 @@ fn setsid_fork_chain_never_outlives_the_dispatcher() {
         }
         // The chain's group is killed whole in the sweep's first round, while its head is an
         // unreaped zombie: what was alive then (one member, or one and the child it had just
-        // forked). Killed one member at a time, the chain runs on and many more are counted.
-        if !(1..=2).contains(&leaked) {
+        // forked; at most one more seen alive just before). Killed one member at a time, the
+        // chain runs on and many more are counted (4 to 216 in 15 rounds).
+        if !(1..=3).contains(&leaked) {
             wrong.push(format!("round {round}: leaked_processes {leaked}"));
         }
     }
