@@ -286,7 +286,12 @@ pub(crate) fn routed(
         ttl: effective.approval_ttl.unwrap_or(DEFAULT_APPROVAL_TTL),
         notify: effective.approval_notify.clone(),
     });
-    let settings = confinement(&effective, ledger)
+    // The ledger as the host named it: the policy's `[ledger] path`, or else `--ledger`.
+    let named_by = match policy.ledger.as_ref().and_then(|l| l.path.as_ref()) {
+        Some(_) => "[ledger] path",
+        None => "--ledger",
+    };
+    let settings = confinement(&effective, ledger, named_by)
         .map_err(|message| invalid_at(policy, line, message))
         .map(|confine| CallSettings {
             adapter: effective.adapter.clone(),
@@ -310,12 +315,17 @@ pub(crate) fn routed(
 
 /// An entry's confinement: none for `unconfined = true`; else its keys (over `[defaults]`)
 /// read by the command line's parser, on top of the baseline (SPEC §16: confined by default).
-fn confinement(effective: &ptd_policy::Entry, ledger: Option<&Path>) -> Result<Options, String> {
+fn confinement(
+    effective: &ptd_policy::Entry,
+    ledger: Option<&Path>,
+    named_by: &'static str,
+) -> Result<Options, String> {
     if effective.unconfined == Some(true) {
         return Ok(Options::default());
     }
-    let mut options = Options::parse_beside_ledger(&effective.confine_raw(), ledger)
-        .map_err(|err| format!("the entry's confinement: {err}"))?;
+    let mut options =
+        Options::parse_beside_named_ledger(&effective.confine_raw(), ledger, named_by)
+            .map_err(|err| format!("the entry's confinement: {err}"))?;
     options.baseline = true;
     Ok(options)
 }

@@ -46,8 +46,9 @@ pub(crate) const MAX_TTL_SECONDS: u64 = 366 * 24 * 3600;
 pub(crate) struct EntryContext<'c> {
     /// `PATH` for finding an adapter's program.
     pub(crate) path: Option<&'c std::ffi::OsStr>,
-    /// The ledger's path, when `[ledger]` names one: no grant may cover its folder.
-    pub(crate) ledger: Option<&'c Path>,
+    /// The ledger's file and how the host named it (`[ledger] path`, or `--ledger` when the
+    /// policy names none): no grant may cover its folder.
+    pub(crate) ledger: Option<(&'c Path, &'static str)>,
 }
 
 /// An entry as read, with what the loader checks across entries.
@@ -213,7 +214,7 @@ impl Checker<'_> {
         &mut self,
         option: OptionName,
         value: &Value<'_>,
-        ledger: Option<&Path>,
+        ledger: Option<(&Path, &'static str)>,
     ) -> Option<Vec<PathBuf>> {
         let key = key_of(option);
         let items = self.strings(key, value)?;
@@ -267,11 +268,12 @@ impl Checker<'_> {
         option: OptionName,
         text: &str,
         span: &Range<usize>,
-        ledger: Option<&Path>,
+        ledger: Option<(&Path, &'static str)>,
     ) -> Option<(String, Options)> {
         let mut raw = RawOptions::default();
         raw.flag(option, OsString::from(text));
-        match Options::parse_beside_ledger(&raw, ledger) {
+        let (path, named_by) = ledger.unzip();
+        match Options::parse_beside_named_ledger(&raw, path, named_by.unwrap_or("--ledger")) {
             Ok(options) => Some((text.to_string(), options)),
             Err(err) => {
                 self.report(span, confine_message(&err));

@@ -233,11 +233,12 @@ impl Checker<'_> {
         let is_url = ptd_ledger::Location::is_url;
         let ledger_path = match section_path {
             Some(p) if is_url(p) => None,
-            Some(p) => Some(Path::new(p)),
+            Some(p) => Some((Path::new(p), "[ledger] path")),
             None => cx
                 .ledger
                 .as_deref()
-                .filter(|p| !p.to_str().is_some_and(is_url)),
+                .filter(|p| !p.to_str().is_some_and(is_url))
+                .map(|p| (p, "--ledger")),
         };
         let ecx = EntryContext {
             path: cx.path.as_deref(),

@@ -308,9 +308,25 @@ fn a_grant_that_covers_the_ledger_is_refused() {
     assert_eq!(found.len(), 1, "{found:#?}");
     assert!(
         found[0].starts_with(&format!(
-            "p.toml:5:13: `fs_write`: `{}` lies in the ledger's folder",
+            "p.toml:5:13: `fs_write`: `{0}` lies in the ledger's folder {0} ([ledger] path \
+             `{0}/ledger.db`)",
             folder.display()
         )),
+        "{found:#?}"
+    );
+    // Without `[ledger] path`, the command line's `--ledger` is the ledger, and named so.
+    let text = format!(
+        "version = 1\n[defaults]\nfs_write = [\"{}\"]\n",
+        folder.display()
+    );
+    let cx = LoadContext {
+        ledger: Some(folder.join("other.db")),
+        ..cx()
+    };
+    let found = problems_with(&text, &cx);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(
+        found[0].contains(&format!("(--ledger `{}/other.db`)", folder.display())),
         "{found:#?}"
     );
 }

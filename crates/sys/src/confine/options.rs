@@ -224,7 +224,17 @@ impl Options {
         raw: &RawOptions,
         ledger: Option<&Path>,
     ) -> Result<Options, OptionError> {
-        let ledger = ledger.map(|path| (path, ledger_folder(path)));
+        Options::parse_beside_named_ledger(raw, ledger, "--ledger")
+    }
+
+    /// [`Options::parse_beside_ledger`] for a ledger the host named another way than
+    /// `--ledger` (a policy's `[ledger] path`): `named_by` says how, in a refusal.
+    pub fn parse_beside_named_ledger(
+        raw: &RawOptions,
+        ledger: Option<&Path>,
+        named_by: &'static str,
+    ) -> Result<Options, OptionError> {
+        let ledger = ledger.map(|path| (path, ledger_folder(path), named_by));
         let mut options = Options::default();
         for name in [OptionName::FsRead, OptionName::FsWrite] {
             for (value, source) in raw.values(name) {
@@ -275,16 +285,20 @@ impl Options {
 }
 
 /// Why a grant of `path` (canonical) confines nothing (SPEC §13.2): it is the whole file
-/// system, or it holds the ledger's folder or lies in it (`ledger`: the path as given and its
-/// folder).
-fn confines_nothing(path: &Path, ledger: Option<&(&Path, PathBuf)>) -> Option<Problem> {
+/// system, or it holds the ledger's folder or lies in it (`ledger`: the path as given, its
+/// folder and how the host named it).
+fn confines_nothing(
+    path: &Path,
+    ledger: Option<&(&Path, PathBuf, &'static str)>,
+) -> Option<Problem> {
     if path == Path::new("/") {
         return Some(Problem::WholeFileSystem);
     }
-    let (given, folder) = ledger?;
+    let (given, folder, named_by) = ledger?;
     let inside = path.starts_with(folder);
     (inside || folder.starts_with(path)).then(|| Problem::CoversLedger {
         ledger: given.to_string_lossy().into_owned(),
+        named_by,
         folder: folder.clone(),
         inside,
     })
@@ -430,9 +444,10 @@ pub enum Problem {
     /// nothing.
     WholeFileSystem,
     /// A `--fs-*` path that holds the ledger's folder or lies in it (`inside`): the ledger as
-    /// given and its canonical folder.
+    /// given, how the host named it (`--ledger`, `[ledger] path`) and its canonical folder.
     CoversLedger {
         ledger: String,
+        named_by: &'static str,
         folder: PathBuf,
         inside: bool,
     },
@@ -510,13 +525,14 @@ impl fmt::Display for OptionError {
             }
             Problem::CoversLedger {
                 ledger,
+                named_by,
                 folder,
                 inside,
             } => {
                 let relation = if *inside { "lies in" } else { "holds" };
                 write!(
                     f,
-                    ": `{value}` {relation} the ledger's folder {folder} (--ledger `{ledger}`), \
+                    ": `{value}` {relation} the ledger's folder {folder} ({named_by} `{ledger}`), \
                      which is the dispatcher's own: grant folders that neither hold it nor lie \
                      in it",
                     folder = folder.display()

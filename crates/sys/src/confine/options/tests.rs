@@ -393,6 +393,7 @@ fn a_grant_that_holds_the_ledgers_folder_or_lies_in_it_is_refused() {
                 err.problem,
                 Problem::CoversLedger {
                     ledger: ledger.display().to_string(),
+                    named_by: "--ledger",
                     folder: folder.clone(),
                     inside,
                 },
