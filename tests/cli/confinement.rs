@@ -266,23 +266,6 @@ fn network_none_leaves_no_route_even_to_the_hosts_loopback() {
     assert!(unconfined.dispatch().get("confinement").is_none());
 }
 
-/// Live processes named `name` (not zombies) anywhere on the host, by pid.
-fn live_named_on_the_host(name: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            comm.trim_end() == name
-                && ptd_sys::exec::ProcStat::read(*pid)
-                    .ok()
-                    .flatten()
-                    .is_some_and(|s| s.live())
-        })
-        .collect()
-}
-
 #[test]
 fn a_chain_forking_into_a_new_session_at_every_step_ends_with_a_confined_call() {
     // Without confinement the sweep can only kill such a chain one process at a time, a race
@@ -304,7 +287,7 @@ fn a_chain_forking_into_a_new_session_at_every_step_ends_with_a_confined_call() 
         seen.len() == 1 && seen[0] != "named=0",
         "the chain did not run: {seen:?}"
     );
-    let left = live_named_on_the_host(&name);
+    let left = ptd_testkit::procs::live_named(&name);
     for pid in &left {
         // SAFETY: a kill of a test's own leftover; nothing else bears this name.
         unsafe {

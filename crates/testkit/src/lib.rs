@@ -6,3 +6,4 @@
 #![allow(clippy::too_many_lines)]
 
 pub mod fuzzing;
+pub mod procs;

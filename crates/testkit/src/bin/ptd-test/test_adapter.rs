@@ -282,9 +282,9 @@ pub(crate) fn run(steps: &[String]) -> u8 {
             "list-fds" => reach(&format!("fds={}", open_fds().join(","))),
             "named" => {
                 let until = Instant::now() + Duration::from_secs(2);
-                let mut seen = live_named(arg);
+                let mut seen = ptd_testkit::procs::live_named(arg).len();
                 while seen == 0 && Instant::now() < until {
-                    seen = live_named(arg);
+                    seen = ptd_testkit::procs::live_named(arg).len();
                 }
                 reach(&format!("named={seen}"));
             }
@@ -678,19 +678,7 @@ fn fork_chain(arg: &str) {
         .append(true)
         .open(path)
         .and_then(|mut f| f.write_all(line.as_bytes()));
-    while Instant::now() < until {
-        // SAFETY: still single-threaded (see above). The parent leaves through `_exit`, which
-        // runs no destructor and no atexit handler of the parent's copy of the state.
-        match unsafe { libc::fork() } {
-            0 => {}
-            -1 => std::thread::sleep(Duration::from_millis(1)),
-            // SAFETY: _exit(2) takes no pointer and ends this process at once, running nothing
-            // of the state it shares with the child.
-            _ => unsafe { libc::_exit(0) },
-        }
-    }
-    // SAFETY: as above.
-    unsafe { libc::_exit(0) }
+    hop_until(until, false)
 }
 
 /// `session-chain:MS:NAME`: a process that outruns a sweep killing one process at a time, in a
@@ -715,13 +703,25 @@ fn session_chain(arg: &str) {
     unsafe {
         libc::prctl(libc::PR_SET_NAME, name.as_ptr());
     }
+    hop_until(until, true)
+}
+
+/// The chain's loop, in its first process: until `until`, fork and exit, so a new process
+/// carries on at every hop (each in a new session of its own with `new_session`). Never
+/// returns.
+fn hop_until(until: Instant, new_session: bool) -> ! {
     while Instant::now() < until {
-        // SAFETY: as in `fork_chain`: single-threaded; the parent leaves through `_exit`.
+        // SAFETY: the test adapter is single-threaded, so the child may go on running Rust
+        // code. The parent leaves through `_exit`, which runs no destructor and no atexit
+        // handler of the parent's copy of the state.
         match unsafe { libc::fork() } {
-            // SAFETY: setsid has no memory effects; a fresh child is never a group leader.
-            0 => unsafe {
-                libc::setsid();
-            },
+            0 if new_session => {
+                // SAFETY: setsid has no memory effects; a fresh child is never a group leader.
+                unsafe {
+                    libc::setsid();
+                }
+            }
+            0 => {}
             -1 => std::thread::sleep(Duration::from_millis(1)),
             // SAFETY: _exit(2) takes no pointer and ends this process at once.
             _ => unsafe { libc::_exit(0) },
@@ -729,28 +729,6 @@ fn session_chain(arg: &str) {
     }
     // SAFETY: as above.
     unsafe { libc::_exit(0) }
-}
-
-/// How many processes in this process's `/proc` are named `name` and not zombies.
-fn live_named(name: &str) -> usize {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .bytes()
-                .all(|b| b.is_ascii_digit())
-        })
-        .filter(|e| {
-            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-            let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
-            comm.trim_end() == name && !state.is_some_and(|s| s.starts_with(['Z', 'X']))
-        })
-        .count()
 }
 
 /// The envelope for `echo`: echoes the request, reports what was received.
